@@ -1,0 +1,400 @@
+"""LLVM IR generation from a lowered PrimFunc, with llvmlite.
+
+Node kinds map to emitters through two tables (expressions, statements). The kernel's signature is
+`void name(ptr %param0, ptr %param1, ...)`, one pointer per buffer parameter, marked `noalias`
+because the caller passes distinct arrays.
+
+Fast-math flags and the value-level operations live in llvm_ops; vectorized loops whose bodies
+allow it are emitted as explicit vector code by codegen_vector.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import llvmlite.ir as ll
+
+from compiler.codegen_vector import can_vectorize, emit_vector_loop
+from compiler.ir import (
+    Allocate,
+    Binary,
+    Buffer,
+    BufferStore,
+    Call,
+    Cast,
+    Const,
+    Expr,
+    For,
+    IfThenElse,
+    Load,
+    Not,
+    PrimFunc,
+    Select,
+    SeqStmt,
+    Stmt,
+    Var,
+)
+from compiler.llvm_ops import FAST_MATH, I8P, I32, I64, LL_TYPES, align, binary_values, cast_value
+from compiler.target import Target
+from compiler.visit import loads
+
+_LIBM = {"tanh": {"float32": "tanhf", "float64": "tanh"}}
+
+
+class _LoopID(ll.values.MDValue):
+    """A distinct, self-referential loop-ID node (`distinct !{!self, props...}`), which LLVM
+    requires for llvm.loop metadata and llvmlite's add_metadata cannot express."""
+
+    def descr(self, buf: list[str]) -> None:
+        props = ", ".join(op.get_reference() for op in self.operands)
+        buf += (f"distinct !{{ {self.get_reference()}, {props} }}", "\n")
+
+
+class CodeGen:
+    """Emits one kernel function into a fresh llvmlite module."""
+
+    def __init__(self, func: PrimFunc, target: Target) -> None:
+        self.func = func
+        self.target = target
+        self.module = ll.Module(name=func.name)
+        self.module.triple = target.triple
+        arg_types = [ll.PointerType(_elem_type(b)) for b in func.params]
+        self.fn = ll.Function(self.module, ll.FunctionType(ll.VoidType(), arg_types), name=func.name)
+        self.builder = ll.IRBuilder(self.fn.append_basic_block("entry"))
+        self.vars: dict[Var, ll.Value] = {}
+        self.buffers: dict[Buffer, ll.Value] = {}
+        for buf, arg in zip(func.params, self.fn.args):
+            arg.name = buf.name
+            arg.add_attribute("noalias")
+            self.buffers[buf] = arg
+
+    def emit(self) -> str:
+        self.stmt(self.func.body)
+        self.builder.ret_void()
+        self._emit_repeat()
+        return str(self.module)
+
+    def _emit_repeat(self) -> None:
+        """`void <name>_repeat(params..., i64 count)`: call the kernel `count` times natively, so timing
+        a microsecond kernel measures the kernel, not Python's call overhead. The kernel is noinline
+        so the optimizer cannot merge the repeated calls."""
+        self.fn.attributes.add("noinline")
+        arg_types = [*self.fn.function_type.args, I64]
+        fn = ll.Function(
+            self.module, ll.FunctionType(ll.VoidType(), arg_types), name=repeat_name(self.func.name)
+        )
+        b = ll.IRBuilder(fn.append_basic_block("entry"))
+        header, body, done = (fn.append_basic_block(n) for n in ("header", "body", "done"))
+        b.branch(header)
+        b.position_at_end(header)
+        count = b.phi(I64)
+        count.add_incoming(fn.args[-1], fn.entry_basic_block)
+        b.cbranch(b.icmp_signed(">", count, I64(0)), body, done)
+        b.position_at_end(body)
+        b.call(self.fn, list(fn.args[:-1]))
+        count.add_incoming(b.sub(count, I64(1)), body)
+        b.branch(header)
+        b.position_at_end(done)
+        b.ret_void()
+
+    def stmt(self, s: Stmt) -> None:
+        STMT_EMITTERS[type(s)](self, s)
+
+    def expr(self, e: Expr) -> ll.Value:
+        return EXPR_EMITTERS[type(e)](self, e)
+
+    def counted_loop(
+        self, loop: For, begin: ll.Value, end: ll.Value, emit_body: Callable[[], None] | None = None
+    ) -> None:
+        _counted_loop(self, loop, begin, end, emit_body)
+
+    def declare(self, name: str, ret: ll.Type, args: list[ll.Type]) -> ll.Function:
+        existing = self.module.globals.get(name)
+        if existing is not None:
+            return existing
+        return ll.Function(self.module, ll.FunctionType(ret, args), name=name)
+
+    def address(self, buf: Buffer, indices: tuple[Expr, ...]) -> ll.Value:
+        """Row-major flattening: the element pointer of buf[indices]."""
+        flat: ll.Value | None = None
+        stride = 1
+        for dim, idx in zip(reversed(buf.shape), reversed(indices)):
+            term = self.builder.mul(self.expr(idx), I64(stride)) if stride != 1 else self.expr(idx)
+            flat = term if flat is None else self.builder.add(flat, term)
+            stride *= dim
+        return self.builder.gep(self.buffers[buf], [flat or I64(0)], inbounds=True)
+
+    def loop_metadata(self, loop: For) -> _LoopID | None:
+        props = []
+        if loop.kind == "unrolled":
+            props.append(self.module.add_metadata([ll.MetaDataString(self.module, "llvm.loop.unroll.full")]))
+        elif loop.kind == "vectorized":
+            lanes = max(1, self.target.vector_bits // 32)
+            props.append(
+                self.module.add_metadata(
+                    [ll.MetaDataString(self.module, "llvm.loop.vectorize.enable"), ll.IntType(1)(1)]
+                )
+            )
+            props.append(
+                self.module.add_metadata(
+                    [ll.MetaDataString(self.module, "llvm.loop.vectorize.width"), ll.IntType(32)(lanes)]
+                )
+            )
+        if not props:
+            return None
+        return _LoopID(self.module, props, name=str(len(self.module.metadata)))
+
+
+def _elem_type(buf: Buffer) -> ll.Type:
+    if buf.dtype == "bool":
+        raise TypeError(f"buffer {buf.name}: bool buffers are not supported; use int32")
+    return LL_TYPES[buf.dtype]
+
+
+def _for(cg: CodeGen, loop: For) -> None:
+    if loop.kind == "parallel":
+        _parallel_for(cg, loop)
+    elif loop.kind == "vectorized" and can_vectorize(loop):
+        emit_vector_loop(cg, loop)
+    else:
+        cg.counted_loop(loop, I64(0), I64(loop.extent))
+
+
+def _counted_loop(
+    cg: CodeGen, loop: For, begin: ll.Value, end: ll.Value, emit_body: Callable[[], None] | None = None
+) -> None:
+    """`for var in range(begin, end): body`, with the loop's unroll/vectorize metadata on the latch."""
+    b = cg.builder
+    pre = b.block
+    header = cg.fn.append_basic_block(f"{loop.var.name}.header")
+    body = cg.fn.append_basic_block(f"{loop.var.name}.body")
+    exit_ = cg.fn.append_basic_block(f"{loop.var.name}.exit")
+    b.branch(header)
+    b.position_at_end(header)
+    iv = b.phi(I64, name=loop.var.name)
+    iv.add_incoming(begin, pre)
+    b.cbranch(b.icmp_signed("<", iv, end), body, exit_)
+    b.position_at_end(body)
+    cg.vars[loop.var] = iv
+    if emit_body is None:
+        cg.stmt(loop.body)
+    else:
+        emit_body()
+    nxt = b.add(iv, I64(1), flags=("nuw", "nsw"))
+    latch = b.branch(header)
+    md = cg.loop_metadata(loop)
+    if md is not None:
+        latch.set_metadata("llvm.loop", md)
+    iv.add_incoming(nxt, b.block)
+    del cg.vars[loop.var]
+    b.position_at_end(exit_)
+
+
+def _parallel_for(cg: CodeGen, loop: For) -> None:
+    """Run the loop on every core through libgomp, the runtime clang's OpenMP code uses.
+
+    The body is outlined into `void body(i64* closure)`; the closure holds every loop variable and
+    buffer pointer in scope, as i64 slots on the caller's stack (GOMP_parallel returns only when all
+    threads are done). Each thread takes one contiguous chunk of the iterations (static schedule),
+    which keeps each core on its own rows of the output. Nested parallel loops are correct: libgomp
+    runs an inner region on a team of one thread. We chose libgomp over a Python thread pool because
+    its fork/join costs ~2 us against ~70 us (see ../shared/REFERENCE-llvmlite.md)."""
+    b = cg.builder
+    captured_vars = list(cg.vars.items())
+    captured_bufs = list(cg.buffers.items())
+    slots = ll.ArrayType(I64, max(1, len(captured_vars) + len(captured_bufs)))
+    with b.goto_block(cg.fn.entry_basic_block):
+        b.position_at_start(cg.fn.entry_basic_block)
+        closure = b.alloca(slots, name=f"{loop.var.name}.closure")
+    values = [v for _, v in captured_vars] + [b.ptrtoint(p, I64) for _, p in captured_bufs]
+    for k, value in enumerate(values):
+        b.store(value, b.gep(closure, [I32(0), I32(k)], inbounds=True))
+    outlined = _outline(cg, loop, slots, captured_vars, captured_bufs)
+    gomp = cg.declare("GOMP_parallel", ll.VoidType(), [outlined.type, I8P, I32, I32])
+    b.call(gomp, [outlined, b.bitcast(closure, I8P), I32(0), I32(0)])
+
+
+def _outline(
+    cg: CodeGen, loop: For, slots: ll.ArrayType, captured_vars: list, captured_bufs: list
+) -> ll.Function:  # type: ignore[type-arg]
+    """`void wrapper(i8* closure)` for GOMP_parallel: unpack the closure, take this thread's chunk and
+    call the loop body, outlined with `noalias` buffer arguments so the optimizer keeps the aliasing
+    facts it has in the kernel itself (pointers loaded from memory would otherwise block vectorization)."""
+    body_fn = _outline_body(cg, loop, captured_vars, captured_bufs)
+    fn = ll.Function(cg.module, ll.FunctionType(ll.VoidType(), [I8P]), name=f"{body_fn.name}.wrapper")
+    fn.linkage = "internal"
+    b = ll.IRBuilder(fn.append_basic_block("entry"))
+    closure = b.bitcast(fn.args[0], ll.PointerType(slots))
+    count = len(captured_vars) + len(captured_bufs)
+    loaded = [b.load(b.gep(closure, [I32(0), I32(k)], inbounds=True)) for k in range(count)]
+    pointers = [
+        b.inttoptr(value, ll.PointerType(_elem_type(buf)))
+        for (buf, _), value in zip(captured_bufs, loaded[len(captured_vars) :])
+    ]
+    tid = b.sext(b.call(cg.declare("omp_get_thread_num", I32, []), []), I64)
+    nthreads = b.sext(b.call(cg.declare("omp_get_num_threads", I32, []), []), I64)
+    extent = I64(loop.extent)
+    chunk = b.sdiv(b.add(extent, b.sub(nthreads, I64(1))), nthreads)
+    begin = _smin(b, b.mul(tid, chunk), extent)
+    end = _smin(b, b.add(begin, chunk), extent)
+    b.call(body_fn, [*pointers, *loaded[: len(captured_vars)], begin, end])
+    b.ret_void()
+    return fn
+
+
+def _outline_body(cg: CodeGen, loop: For, captured_vars: list, captured_bufs: list) -> ll.Function:  # type: ignore[type-arg]
+    """`void body(buffers..., vars..., i64 begin, i64 end)`: the loop over [begin, end)."""
+    arg_types = [ll.PointerType(_elem_type(buf)) for buf, _ in captured_bufs] + [I64] * (
+        len(captured_vars) + 2
+    )
+    fn = ll.Function(
+        cg.module, ll.FunctionType(ll.VoidType(), arg_types), name=f"{cg.func.name}.{loop.var.name}.par"
+    )
+    fn.linkage = "internal"
+    args = list(fn.args)
+    for arg, _ in zip(args, captured_bufs):
+        arg.add_attribute("noalias")
+    saved = (cg.fn, cg.builder, cg.vars, cg.buffers)
+    cg.fn, cg.builder = fn, ll.IRBuilder(fn.append_basic_block("entry"))
+    cg.buffers = {buf: arg for (buf, _), arg in zip(captured_bufs, args)}
+    cg.vars = {var: arg for (var, _), arg in zip(captured_vars, args[len(captured_bufs) :])}
+    cg.counted_loop(loop, args[-2], args[-1])
+    cg.builder.ret_void()
+    cg.fn, cg.builder, cg.vars, cg.buffers = saved
+    return fn
+
+
+def _smin(b: ll.IRBuilder, x: ll.Value, y: ll.Value) -> ll.Value:
+    return b.select(b.icmp_signed("<", x, y), x, y)
+
+
+def _seq(cg: CodeGen, s: SeqStmt) -> None:
+    for c in s.stmts:
+        cg.stmt(c)
+
+
+def _if(cg: CodeGen, s: IfThenElse) -> None:
+    cond = cg.expr(s.cond)
+    if s.else_case is None:
+        with cg.builder.if_then(cond):
+            cg.stmt(s.then_case)
+        return
+    with cg.builder.if_else(cond) as (then, otherwise):
+        with then:
+            cg.stmt(s.then_case)
+        with otherwise:
+            cg.stmt(s.else_case)
+
+
+def _store(cg: CodeGen, s: BufferStore) -> None:
+    value = cg.expr(s.value)
+    cg.builder.store(value, cg.address(s.buffer, s.indices), align=align(s.buffer))
+
+
+STACK_LIMIT_BYTES = 64 << 10
+
+
+def _allocate(cg: CodeGen, s: Allocate) -> None:
+    """Small buffers (compacted tiles, accumulators) live on the stack, allocated once in the entry
+    block of the current function (each thread has its own in a parallel region), where LLVM can
+    promote them to registers. Large ones come from malloc, and a failed allocation aborts
+    (SIGABRT) rather than letting the kernel write through a null pointer."""
+    b = cg.builder
+    elem = _elem_type(s.buffer)
+    nbytes = s.buffer.size * align(s.buffer)
+    if nbytes <= STACK_LIMIT_BYTES:
+        with b.goto_block(cg.fn.entry_basic_block):
+            b.position_at_start(cg.fn.entry_basic_block)
+            cg.buffers[s.buffer] = b.alloca(elem, size=s.buffer.size, name=s.buffer.name)
+            cg.buffers[s.buffer].align = 64
+        cg.stmt(s.body)
+        del cg.buffers[s.buffer]
+        return
+    raw = b.call(cg.declare("malloc", I8P, [I64]), [I64(nbytes)])
+    with b.if_then(b.icmp_unsigned("==", raw, ll.Constant(I8P, None)), likely=False):
+        b.call(cg.declare("abort", ll.VoidType(), []), [])
+        b.unreachable()
+    cg.buffers[s.buffer] = b.bitcast(raw, ll.PointerType(elem))
+    cg.stmt(s.body)
+    b.call(cg.declare("free", ll.VoidType(), [I8P]), [raw])
+    del cg.buffers[s.buffer]
+
+
+def _const(cg: CodeGen, e: Const) -> ll.Value:
+    return LL_TYPES[e.dtype](e.value)
+
+
+def _var(cg: CodeGen, e: Var) -> ll.Value:
+    return cg.vars[e]
+
+
+def _load(cg: CodeGen, e: Load) -> ll.Value:
+    return cg.builder.load(cg.address(e.buffer, e.indices), align=align(e.buffer))
+
+
+def _binary(cg: CodeGen, e: Binary) -> ll.Value:
+    return binary_values(cg, e.op, e.a.dtype, cg.expr(e.a), cg.expr(e.b))
+
+
+def _not(cg: CodeGen, e: Not) -> ll.Value:
+    return cg.builder.not_(cg.expr(e.a))
+
+
+def _select(cg: CodeGen, e: Select) -> ll.Value:
+    """A branch-free select, unless a side loads memory: then only the chosen side may run, because
+    the other one may read out of bounds (padding reads `data[y - pad]` only where it is valid)."""
+    if not (loads(e.true_value) or loads(e.false_value)):
+        return cg.builder.select(cg.expr(e.cond), cg.expr(e.true_value), cg.expr(e.false_value))
+    b = cg.builder
+    cond = cg.expr(e.cond)
+    with b.if_else(cond) as (then, otherwise):
+        with then:
+            true_value, true_block = cg.expr(e.true_value), b.block
+        with otherwise:
+            false_value, false_block = cg.expr(e.false_value), b.block
+    phi = b.phi(true_value.type)
+    phi.add_incoming(true_value, true_block)
+    phi.add_incoming(false_value, false_block)
+    return phi
+
+
+def _cast(cg: CodeGen, e: Cast) -> ll.Value:
+    return cast_value(cg.builder, e.value.dtype, e.dtype, cg.expr(e.value))
+
+
+def _call(cg: CodeGen, e: Call) -> ll.Value:
+    ty = LL_TYPES[e.dtype]
+    if e.func in _LIBM:
+        name = _LIBM[e.func][e.dtype]
+    else:
+        name = f"llvm.{e.func}.{'f32' if e.dtype == 'float32' else 'f64'}"
+    fn = cg.declare(name, ty, [ty] * len(e.args))
+    return cg.builder.call(fn, [cg.expr(a) for a in e.args], fastmath=FAST_MATH)
+
+
+STMT_EMITTERS: dict[type, Callable] = {  # type: ignore[type-arg]
+    For: _for,
+    SeqStmt: _seq,
+    IfThenElse: _if,
+    BufferStore: _store,
+    Allocate: _allocate,
+}
+EXPR_EMITTERS: dict[type, Callable] = {  # type: ignore[type-arg]
+    Const: _const,
+    Var: _var,
+    Load: _load,
+    Binary: _binary,
+    Not: _not,
+    Select: _select,
+    Cast: _cast,
+    Call: _call,
+}
+
+
+def repeat_name(name: str) -> str:
+    return f"{name}_repeat"
+
+
+def emit_llvm(func: PrimFunc, target: Target) -> str:
+    """LLVM IR text of a lowered PrimFunc."""
+    return CodeGen(func, target).emit()

@@ -1,0 +1,325 @@
+"""compute_at and reverse_compute_at: move a block under a loop of its consumer (producer), computing
+only the region that the loop's iteration needs (produces), found by region inference."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+
+from compiler.arith import bound, linear, simplify, symbolic_range
+from compiler.ir import TRUE, Binary, Block, Buffer, Expr, For, IterVar, PrimFunc, SeqStmt, Stmt, Var, const
+from compiler.schedule.errors import ScheduleError, check
+from compiler.schedule.tree import (
+    Path,
+    blocks_under,
+    check_order,
+    find_block,
+    find_loop,
+    get,
+    insert_at,
+    is_ancestor,
+    loops_above,
+    nest_root,
+    readers,
+    set_at,
+)
+from compiler.visit import block_loads, free_vars, substitute
+
+Fresh = Callable[[str], Var]
+Region = list[tuple[Expr, Expr]]  # per dimension: inclusive [lo, hi] as expressions of outer loops
+
+
+def compute_at(func: PrimFunc, block_name: str, loop_name: str, fresh: Fresh) -> PrimFunc:
+    """Compute block `block_name` under loop `loop_name`, where its consumers use it."""
+    path, block = find_block(func.body, block_name)
+    loop_path, loop = find_loop(func.body, loop_name)
+    where = f"compute_at({block_name!r}, {loop_name!r})"
+    check(not is_ancestor(loop_path, path), f"{where}: the block is already under that loop")
+    _check_movable(block, where)
+    buf = block.body.buffer
+    check(
+        buf not in func.params,
+        f"{where}: block writes the function output {buf.name}; use reverse_compute_at",
+    )
+    # A reduction reads its own output; that read is not a consumer to place the block before.
+    consumers = [c for c in readers(func.body, buf) if c.name != block_name]
+    check(bool(consumers), f"{where}: block has no consumer")
+    under = {b.name for b in blocks_under(loop)}
+    outside = [c.name for c in consumers if c.name not in under]
+    check(not outside, f"{where}: consumer block(s) {outside} are not under the loop")
+    region = _read_region(func.body, loop_path, buf, consumers)
+    check(region is not None, f"{where}: cannot infer the region of {buf.name} the consumers read")
+    outer = _outer_ranges(func.body, loop_path, loop)
+    new_block, new_nest = _rebuild(block, region, outer, fresh, where)  # type: ignore[arg-type]
+    body = _remove(func.body, path)
+    loop_path, loop = find_loop(body, loop_name)
+    index = _first_child_with(loop, {c.name for c in consumers})
+    body = insert_at(body, loop_path, index, new_nest)
+    check_order(func.body, body, new_block.name)
+    return replace(func, body=body)
+
+
+def reverse_compute_at(func: PrimFunc, block_name: str, loop_name: str, fresh: Fresh) -> PrimFunc:
+    """Compute block `block_name` under loop `loop_name`, right after its producers there."""
+    path, block = find_block(func.body, block_name)
+    loop_path, loop = find_loop(func.body, loop_name)
+    where = f"reverse_compute_at({block_name!r}, {loop_name!r})"
+    check(not is_ancestor(loop_path, path), f"{where}: the block is already under that loop")
+    _check_movable(block, where)
+    under = blocks_under(loop)
+    produced = [
+        buf
+        for buf in dict.fromkeys(ld.buffer for ld in block_loads(block))
+        if any(buf == b.body.buffer for b in under)
+    ]
+    check(
+        len(produced) == 1,
+        f"{where}: block must read exactly one buffer produced under the loop, "
+        f"found {[b.name for b in produced]}",
+    )
+    buf = produced[0]
+    producers = [b for b in under if b.body.buffer == buf]
+    _check_complete(func.body, loop_path, producers, where)
+    _check_contiguous(func.body, loop_path, producers, where)
+    region = _write_region(func.body, loop_path, producers)
+    check(region is not None, f"{where}: cannot infer the region of {buf.name} written under the loop")
+    own_region = _consumer_domain(block, buf, region, where)  # type: ignore[arg-type]
+    outer = _outer_ranges(func.body, loop_path, loop)
+    new_block, new_nest = _rebuild(block, own_region, outer, fresh, where, by_iter_var=True)
+    body = _remove(func.body, path)
+    loop_path, loop = find_loop(body, loop_name)
+    index = _last_child_with(loop, {p.name for p in producers}) + 1
+    body = insert_at(body, loop_path, index, new_nest)
+    check_order(func.body, body, new_block.name)
+    return replace(func, body=body)
+
+
+def _check_movable(block: Block, where: str) -> None:
+    """A moved block may run more than once per element (overlapping regions), so it must be
+    idempotent: not a scan step, and not a reduction update whose init was decomposed away."""
+    check(
+        all(iv.kind != "O" for iv in block.iter_vars),
+        f"{where}: block {block.name!r} is a scan step; it cannot be moved",
+    )
+    check(
+        block.init is not None or not block.is_reduction,
+        f"{where}: block {block.name!r} accumulates without an init (decompose_reduction was applied); "
+        "move it before decomposing the reduction",
+    )
+
+
+def _ranges_between(body: Stmt, loop_path: Path, block_path: Path) -> dict[Var, tuple[int, int]]:
+    """Loops strictly inside `loop_path` that enclose the block: they sweep their whole range."""
+    return {lp.var: (0, lp.extent - 1) for p, lp in loops_above(body, block_path) if len(p) > len(loop_path)}
+
+
+def _outer_ranges(body: Stmt, loop_path: Path, loop: For) -> dict[Var, tuple[int, int]]:
+    ranges = {lp.var: (0, lp.extent - 1) for _, lp in loops_above(body, loop_path)}
+    ranges[loop.var] = (0, loop.extent - 1)
+    return ranges
+
+
+def _union(regions: list[Region]) -> Region:
+    out = regions[0]
+    for r in regions[1:]:
+        out = [
+            (simplify(Binary("min", a[0], b[0])), simplify(Binary("max", a[1], b[1]))) for a, b in zip(out, r)
+        ]
+    return out
+
+
+def _access_region(body: Stmt, loop_path: Path, block: Block, indices: tuple[Expr, ...]) -> Region | None:
+    block_path = find_block(body, block.name)[0]
+    inner = _ranges_between(body, loop_path, block_path)
+    sub = dict(zip((iv.var for iv in block.iter_vars), block.bindings))
+    region = []
+    for idx in indices:
+        r = symbolic_range(substitute(idx, sub), inner)
+        if r is None:
+            return None
+        region.append(r)
+    return region
+
+
+def _read_region(body: Stmt, loop_path: Path, buf: Buffer, consumers: list[Block]) -> Region | None:
+    regions = []
+    for c in consumers:
+        for ld in block_loads(c):
+            if ld.buffer == buf:
+                r = _access_region(body, loop_path, c, ld.indices)
+                if r is None:
+                    return None
+                regions.append(r)
+    return _union(regions)
+
+
+def _write_region(body: Stmt, loop_path: Path, producers: list[Block]) -> Region | None:
+    regions = []
+    for p in producers:
+        r = _access_region(body, loop_path, p, p.body.indices)
+        if r is None:
+            return None
+        regions.append(r)
+    return _union(regions)
+
+
+def _check_complete(body: Stmt, loop_path: Path, producers: list[Block], where: str) -> None:
+    """Under the loop, a producer's reduction must finish within one iteration of the loop."""
+    outer_vars = {lp.var for _, lp in loops_above(body, loop_path)} | {get(body, loop_path).var}  # type: ignore[attr-defined]
+    for p in producers:
+        for iv, b in zip(p.iter_vars, p.bindings):
+            if iv.kind != "S" and free_vars(b) & outer_vars:
+                raise ScheduleError(
+                    f"{where}: the {'reduction' if iv.kind == 'R' else 'recurrence'} of producer "
+                    f"{p.name!r} over {iv.var.name} is not finished inside the loop"
+                )
+
+
+def _check_contiguous(body: Stmt, loop_path: Path, producers: list[Block], where: str) -> None:
+    """One iteration of the loop must produce a dense box of the buffer, not a strided subset.
+
+    The consumer is rebuilt over the box; with gaps it would read elements that a later iteration
+    produces, which is wrong once the buffer is compacted to one iteration's region."""
+    for p in producers:
+        inner = _ranges_between(body, loop_path, find_block(body, p.name)[0])
+        sub = dict(zip((iv.var for iv in p.iter_vars), p.bindings))
+        for d, idx in enumerate(p.body.indices):
+            check(
+                _sweeps_interval(simplify(substitute(idx, sub)), inner),
+                f"{where}: producer {p.name!r} writes a strided part of dimension {d} of "
+                f"{p.body.buffer.name} in one iteration of the loop; move the block to a loop "
+                "outside the strided loops",
+            )
+
+
+def _sweeps_interval(index: Expr, inner: dict[Var, tuple[int, int]]) -> bool:
+    """Whether `index` takes every integer between its bounds as the inner loops sweep their ranges:
+    sorted by stride, each loop's stride must not exceed the span the smaller strides cover, plus one."""
+    strides = []
+    for atom, coef in linear(index).terms.items():
+        if not free_vars(atom) & inner.keys():
+            continue  # fixed during one iteration of the loop
+        if not isinstance(atom, Var):
+            return False  # a div/mod of an inner loop: not provably dense
+        lo, hi = inner[atom]
+        if hi > lo:
+            strides.append((abs(coef), hi - lo))
+    reach = 0
+    for stride, span in sorted(strides):
+        if stride > reach + 1:
+            return False
+        reach += stride * span
+    return True
+
+
+def _consumer_domain(block: Block, buf: Buffer, region: Region, where: str) -> Region:
+    """Map the produced region of `buf` onto the consumer's own iteration variables.
+
+    The region is a dense box (see `_check_contiguous`); every read of `buf` must be at the mapped
+    variables themselves (no `Y[i + 1]`), so the consumer reads exactly what the iteration produced.
+    """
+    reads = [ld for ld in block_loads(block) if ld.buffer == buf]
+    spatial = {iv.var for iv in block.iter_vars if iv.kind == "S"}
+    mapped: dict[Var, int] = {}
+    for ld in reads:
+        for d, idx in enumerate(ld.indices):
+            if isinstance(idx, Var) and idx in spatial:
+                mapped.setdefault(idx, d)
+    check(bool(mapped), f"{where}: block {block.name!r} must read {buf.name} at its own iteration variables")
+    for ld in reads:
+        shifted = [v.name for v, d in mapped.items() if ld.indices[d] != v]
+        check(
+            not shifted,
+            f"{where}: block {block.name!r} reads {buf.name} at neighbouring elements along {shifted}, "
+            "which later iterations of the loop produce",
+        )
+    return [
+        region[mapped[iv.var]] if iv.var in mapped else (const(0), const(iv.extent - 1))
+        for iv in block.iter_vars
+    ]
+
+
+def _rebuild(
+    block: Block,
+    region: Region,
+    outer: dict[Var, tuple[int, int]],
+    fresh: Fresh,
+    where: str,
+    by_iter_var: bool = False,
+) -> tuple[Block, Stmt]:
+    """New loops for `block` covering `region`: one per iteration variable, unit loops dropped.
+
+    With `by_iter_var`, region[k] is the range of iteration variable k; otherwise region[d] is the
+    range of dimension d of the block's output, which must be written at plain iteration variables.
+    """
+    ranges = region if by_iter_var else _iter_ranges(block, region, where)
+    loops: list[tuple[Var, int]] = []
+    bindings: list[Expr] = []
+    guards: Expr = TRUE
+    for iv, (lo, hi) in zip(block.iter_vars, ranges):
+        extent_expr = simplify(Binary("add", Binary("sub", hi, lo), const(1)), outer)
+        ext = bound(extent_expr, outer)
+        check(ext is not None, f"{where}: the extent of {iv.var.name} is not bounded ({extent_expr})")
+        if ext[1] >= iv.extent:  # type: ignore[index]
+            # Clipping `lo + v` to the domain's size could miss its far end: cover the whole domain.
+            lo, extent = const(0), iv.extent
+        else:
+            extent = ext[1]  # type: ignore[index]
+        if extent <= 1 and bound(lo, outer) is not None:
+            value = lo
+        else:
+            v = fresh(f"ax{len(loops)}" if iv.kind == "S" else iv.var.name.removeprefix("v_"))
+            loops.append((v, extent))
+            value = simplify(Binary("add", lo, v)) if iv.kind == "S" else v
+        bindings.append(value)
+        guards = Binary("and", guards, _in_domain(value, iv, outer, dict(loops)))
+    new_block = replace(block, bindings=tuple(bindings), predicate=simplify(guards))
+    stmt: Stmt = new_block
+    for v, e in reversed(loops):
+        stmt = For(v, e, stmt)
+    return new_block, stmt
+
+
+def _iter_ranges(block: Block, region: Region, where: str) -> list[tuple[Expr, Expr]]:
+    write = block.body.indices
+    out: list[tuple[Expr, Expr]] = []
+    for iv in block.iter_vars:
+        if iv.kind != "S":
+            out.append((const(0), const(iv.extent - 1)))
+            continue
+        dims = [d for d, idx in enumerate(write) if idx == iv.var]
+        check(
+            len(dims) == 1,
+            f"{where}: block {block.name!r} must write its buffer at plain iteration variables "
+            f"(found {iv.var.name} in {len(dims)} dimensions)",
+        )
+        out.append(region[dims[0]])
+    return out
+
+
+def _in_domain(value: Expr, iv: IterVar, outer: dict[Var, tuple[int, int]], loops: dict[Var, int]) -> Expr:
+    """The guard `0 <= value < extent`, dropped where bounds prove it."""
+    ranges = {**outer, **{v: (0, e - 1) for v, e in loops.items()}}
+    lo_ok = simplify(Binary("ge", value, const(0)), ranges)
+    hi_ok = simplify(Binary("lt", value, const(iv.extent)), ranges)
+    return simplify(Binary("and", lo_ok, hi_ok))
+
+
+def _remove(body: Stmt, path: Path) -> Stmt:
+    new = set_at(body, nest_root(body, path), None)
+    if new is None:
+        raise ScheduleError("cannot move the only block of the function")
+    return new
+
+
+def _child_names(loop: For) -> list[set[str]]:
+    kids = loop.body.stmts if isinstance(loop.body, SeqStmt) else (loop.body,)
+    return [{b.name for b in blocks_under(k)} for k in kids]
+
+
+def _first_child_with(loop: For, names: set[str]) -> int:
+    return next(i for i, kid in enumerate(_child_names(loop)) if kid & names)
+
+
+def _last_child_with(loop: For, names: set[str]) -> int:
+    return max(i for i, kid in enumerate(_child_names(loop)) if kid & names)

@@ -1,0 +1,204 @@
+"""Loop primitives: split, fuse, reorder, loop kinds and annotations.
+
+Each function takes a PrimFunc and returns a new one; `fresh` makes loop variables with unused names.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+
+from compiler.arith import simplify
+from compiler.ir import Binary, Block, Buffer, Expr, For, PrimFunc, Stmt, Var, const
+from compiler.schedule.errors import ScheduleError, check
+from compiler.schedule.tree import blocks_under, find_loop, map_blocks, set_at
+from compiler.visit import block_reads, free_vars, substitute
+
+Fresh = Callable[[str], Var]
+
+
+def _rebind(stmt: Stmt, mapping: dict[Var, Expr], guard: Expr | None = None) -> Stmt:
+    """Substitute loop variables in the bindings/predicates of every block under `stmt`."""
+
+    def fn(b: Block) -> Block:
+        pred = substitute(b.predicate, mapping)
+        if guard is not None:
+            pred = Binary("and", pred, guard)
+        return replace(
+            b, bindings=tuple(simplify(substitute(x, mapping)) for x in b.bindings), predicate=simplify(pred)
+        )
+
+    return map_blocks(stmt, fn)
+
+
+def _replace_loop(func: PrimFunc, name: str, new: Stmt) -> PrimFunc:
+    path, _ = find_loop(func.body, name)
+    body = set_at(func.body, path, new)
+    assert body is not None
+    return replace(func, body=body)
+
+
+def split(
+    func: PrimFunc, loop_name: str, factors: list[int | None], fresh: Fresh
+) -> tuple[PrimFunc, list[str]]:
+    """Split a loop into len(factors) nested loops. One factor may be None (inferred). If the factors
+    over-cover the extent, blocks get the guard `fused index < extent`."""
+    _, loop = find_loop(func.body, loop_name)
+    check(len(factors) >= 2, f"split of loop {loop_name!r}: needs at least 2 factors, got {factors}")
+    check(factors.count(None) <= 1, f"split of loop {loop_name!r}: at most one factor may be None")
+    for f in factors:
+        ok = f is None or (isinstance(f, int) and not isinstance(f, bool) and f >= 1)
+        check(ok, f"split of loop {loop_name!r}: bad factor {f!r}")
+    known = 1
+    for f in factors:
+        known *= f or 1
+    if None in factors:
+        factors = [f if f is not None else -(-loop.extent // known) for f in factors]
+        known = 1
+        for f in factors:
+            known *= f  # type: ignore[operator]
+    check(
+        known >= loop.extent,
+        f"split of loop {loop_name!r}: factors {factors} cover {known} < extent {loop.extent}",
+    )
+    new_vars = [fresh(f"{loop_name}_{k}") for k in range(len(factors))]
+    fused: Expr = const(0)
+    for v, f in zip(new_vars, factors):
+        fused = Binary("add", Binary("mul", fused, const(f)), v)
+    fused = simplify(fused)
+    guard = Binary("lt", fused, const(loop.extent)) if known > loop.extent else None
+    body = _rebind(loop.body, {loop.var: fused}, guard)
+    for v, f in reversed(list(zip(new_vars, factors))):
+        body = For(v, f, body)  # type: ignore[arg-type]
+    return _replace_loop(func, loop_name, body), [v.name for v in new_vars]
+
+
+def _chain(func: PrimFunc, names: list[str], what: str) -> list[For]:
+    """The loops from the outermost to the innermost named one, checking they form a perfect nest."""
+    paths = {n: find_loop(func.body, n)[0] for n in names}
+    check(len(set(names)) == len(names), f"{what}: a loop is given twice in {names}")
+    outer = min(names, key=lambda n: len(paths[n]))
+    inner = max(names, key=lambda n: len(paths[n]))
+    chain = [find_loop(func.body, outer)[1]]
+    while chain[-1].var.name != inner:
+        child = chain[-1].body
+        if not isinstance(child, For):
+            raise ScheduleError(
+                f"{what}: loops {names} are not nested in one perfect chain "
+                f"(loop {chain[-1].var.name!r} has more than one child)"
+            )
+        chain.append(child)
+    off_chain = sorted(set(names) - {lp.var.name for lp in chain})
+    check(
+        not off_chain,
+        f"{what}: loops {off_chain} are not in the nest from {outer!r} to {inner!r}",
+    )
+    return chain
+
+
+def fuse(func: PrimFunc, names: list[str], fresh: Fresh) -> tuple[PrimFunc, str]:
+    """Fuse consecutive nested loops (outermost first) into one."""
+    check(len(names) >= 2, f"fuse: needs at least 2 loops, got {names}")
+    chain = _chain(func, names, "fuse")
+    check(
+        [lp.var.name for lp in chain] == names,
+        f"fuse: loops {names} must be directly nested, outermost first",
+    )
+    extent = 1
+    for lp in chain:
+        extent *= lp.extent
+    fused = fresh("_".join(names) + "_fused")
+    mapping: dict[Var, Expr] = {}
+    inner_size = 1
+    for lp in reversed(chain):
+        idx: Expr = Binary("floordiv", fused, const(inner_size)) if inner_size > 1 else fused
+        if lp is not chain[0]:
+            idx = Binary("floormod", idx, const(lp.extent))
+        mapping[lp.var] = simplify(idx, {fused: (0, extent - 1)})
+        inner_size *= lp.extent
+    body = _rebind(chain[-1].body, mapping)
+    return _replace_loop(func, names[0], For(fused, extent, body)), fused.name
+
+
+def reorder(func: PrimFunc, names: list[str]) -> PrimFunc:
+    """Put the given loops in the given order, inside the perfect nest that spans them."""
+    chain = _chain(func, names, "reorder")
+    positions = [k for k, lp in enumerate(chain) if lp.var.name in names]
+    by_name = {lp.var.name: lp for lp in chain}
+    new_chain = list(chain)
+    for pos, name in zip(positions, names):
+        new_chain[pos] = by_name[name]
+    _check_scan_reorder(chain, new_chain)
+    body = chain[-1].body
+    for lp in reversed(new_chain):
+        body = replace(lp, body=body)
+    return _replace_loop(func, chain[0].var.name, body)
+
+
+def _check_scan_reorder(old: list[For], new: list[For]) -> None:
+    """A scan's recurrence loop may only move across loops it has no dependence with."""
+    if old == new:
+        return
+    for block in blocks_under(old[-1].body):
+        ordered = [b for iv, b in zip(block.iter_vars, block.bindings) if iv.kind == "O"]
+        if not ordered:
+            continue
+        loop_vars = set().union(*(free_vars(b) for b in ordered))
+        moved = [lp for lp, nl in zip(old, new) if lp is not nl and lp.var in loop_vars]
+        if moved:
+            raise ScheduleError(
+                f"reorder: loop {moved[0].var.name!r} carries the recurrence of scan block {block.name!r}"
+            )
+
+
+def set_kind(func: PrimFunc, name: str, kind: str) -> PrimFunc:
+    """Mark a loop parallel, vectorized or unrolled, refusing what would race or reorder a reduction."""
+    path, loop = find_loop(func.body, name)
+    if kind in ("parallel", "vectorized") and loop.extent > 1:
+        under = blocks_under(loop.body)
+        private = _private_buffers(func, under) if kind == "parallel" else set()
+        for block in under:
+            _check_data_parallel(block, loop, kind, private)
+    body = set_at(func.body, path, replace(loop, kind=kind))
+    assert body is not None
+    return replace(func, body=body)
+
+
+def _private_buffers(func: PrimFunc, under: list[Block]) -> set[Buffer]:
+    """Intermediates used only under the loop: lowering allocates them inside it (compaction), so
+    each iteration, and each thread, has its own."""
+    names = {b.name for b in under}
+    used_outside = {
+        buf
+        for b in blocks_under(func.body)
+        if b.name not in names
+        for buf in [*block_reads(b), b.body.buffer]
+    }
+    return {
+        b.body.buffer for b in under if b.body.buffer in func.allocs and b.body.buffer not in used_outside
+    }
+
+
+def _check_data_parallel(block: Block, loop: For, kind: str, private: set[Buffer]) -> None:
+    uses = [iv for iv, b in zip(block.iter_vars, block.bindings) if loop.var in free_vars(b)]
+    what = "parallelize" if kind == "parallel" else "vectorize"
+    check(
+        bool(uses) or block.body.buffer in private,
+        f"cannot {what} loop {loop.var.name!r}: block {block.name!r} does not depend on it, so "
+        "its iterations would write the same elements",
+    )
+    for iv in uses:
+        check(
+            iv.kind == "S",
+            f"cannot {what} loop {loop.var.name!r}: it is bound to the "
+            f"{'reduction' if iv.kind == 'R' else 'recurrence'} variable {iv.var.name} "
+            f"of block {block.name!r}",
+        )
+
+
+def annotate_loop(func: PrimFunc, name: str, key: str, value: object) -> PrimFunc:
+    path, loop = find_loop(func.body, name)
+    ann = tuple((k, v) for k, v in loop.annotations if k != key) + ((key, value),)
+    body = set_at(func.body, path, replace(loop, annotations=ann))
+    assert body is not None
+    return replace(func, body=body)

@@ -1,0 +1,67 @@
+"""decompose_reduction: move a reduction's init into its own block before a loop, so the update loop
+nest has no branch and vectorizes cleanly."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+
+from compiler.arith import simplify
+from compiler.ir import TRUE, Binary, Block, Expr, For, PrimFunc, Stmt, Var
+from compiler.schedule.errors import check
+from compiler.schedule.tree import find_block, find_loop, insert_sibling, is_ancestor, loops_above, map_blocks
+from compiler.visit import free_vars, substitute
+
+Fresh = Callable[[str], Var]
+
+
+def _conjuncts(e: Expr) -> list[Expr]:
+    if isinstance(e, Binary) and e.op == "and":
+        return _conjuncts(e.a) + _conjuncts(e.b)
+    return [] if e == TRUE else [e]
+
+
+def decompose_reduction(
+    func: PrimFunc, block_name: str, loop_name: str, fresh: Fresh
+) -> tuple[PrimFunc, str]:
+    """Split block `block_name` into `<name>_init` placed before loop `loop_name`, and the update."""
+    where = f"decompose_reduction({block_name!r}, {loop_name!r})"
+    path, block = find_block(func.body, block_name)
+    loop_path, _ = find_loop(func.body, loop_name)
+    check(block.init is not None, f"{where}: block has no init (not a reduction, or already decomposed)")
+    check(is_ancestor(loop_path, path), f"{where}: the loop does not enclose the block")
+    enclosing = loops_above(func.body, path)
+    outer = [lp for p, lp in enclosing if len(p) < len(loop_path)]
+    inner = [lp for p, lp in enclosing if len(p) >= len(loop_path)]
+    reduce_vars = set().union(
+        *(free_vars(b) for iv, b in zip(block.iter_vars, block.bindings) if iv.kind != "S")
+    )
+    spatial_vars = set().union(
+        *(free_vars(b) for iv, b in zip(block.iter_vars, block.bindings) if iv.kind == "S")
+    )
+    above = [lp.var.name for lp in outer if lp.var in reduce_vars]
+    check(not above, f"{where}: reduction loop(s) {above} enclose the loop; the init would run repeatedly")
+    mixed = [lp.var.name for lp in inner if lp.var in reduce_vars and lp.var in spatial_vars]
+    check(not mixed, f"{where}: loop(s) {mixed} mix spatial and reduction iterations")
+    copies: dict[Var, Expr] = {lp.var: fresh(f"{lp.var.name}_init") for lp in inner if lp.var in spatial_vars}
+    keep = {lp.var for lp in outer} | set(copies)
+    spatial = [(iv, b) for iv, b in zip(block.iter_vars, block.bindings) if iv.kind == "S"]
+    pred: Expr = TRUE
+    for c in _conjuncts(block.predicate):
+        if free_vars(c) <= keep:  # guards of reduction loops do not concern the init
+            pred = Binary("and", pred, substitute(c, copies))
+    init_name = f"{block_name}_init"
+    init = Block(
+        init_name,
+        tuple(iv for iv, _ in spatial),
+        tuple(simplify(substitute(b, copies)) for _, b in spatial),
+        block.init,  # type: ignore[arg-type]
+        None,
+        simplify(pred),
+    )
+    stmt: Stmt = init
+    for lp in reversed(inner):
+        if lp.var in copies:
+            stmt = For(copies[lp.var], lp.extent, stmt, lp.kind)  # type: ignore[arg-type]
+    body = map_blocks(func.body, lambda b: replace(b, init=None) if b.name == block_name else b)
+    return replace(func, body=insert_sibling(body, loop_path, stmt)), init_name

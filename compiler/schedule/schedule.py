@@ -1,0 +1,350 @@
+"""The Schedule: apply primitives to a PrimFunc and record each call in a Trace.
+
+Handles (random variables) are immutable: a BlockRV names a block, a LoopRV names a loop variable.
+Loop names are never reused within a schedule, so a handle to a loop that a primitive removed fails
+clearly instead of silently pointing at another loop.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
+
+from compiler.ir import Block, For, PrimFunc, Var
+from compiler.schedule import cache, compute_location, inline, loop_transform, reduction, sampling
+from compiler.schedule.errors import ScheduleError, check
+from compiler.schedule.trace import Instruction, Trace
+from compiler.schedule.tree import blocks_under, find_block, find_loop, loops_above, map_blocks, nodes
+from compiler.visit import block_reads
+
+ROOT = "root"
+
+
+@dataclass(frozen=True, eq=False)
+class BlockRV:
+    rv: str
+    name: str
+
+    def __repr__(self) -> str:
+        return f"BlockRV({self.rv}: {self.name!r})"
+
+
+@dataclass(frozen=True, eq=False)
+class LoopRV:
+    rv: str
+    name: str
+
+    def __repr__(self) -> str:
+        return f"LoopRV({self.rv}: {self.name!r})"
+
+
+class IntRV(int):
+    """A sampled integer: usable as a plain int, and recorded in the trace by name."""
+
+    rv: str
+
+    def __new__(cls, value: int, rv: str) -> IntRV:
+        obj = super().__new__(cls, value)
+        obj.rv = rv
+        return obj
+
+
+def _encode(value: Any) -> Any:
+    if isinstance(value, (BlockRV, LoopRV, IntRV)):
+        return {"rv": value.rv}
+    if isinstance(value, (list, tuple)):
+        return [_encode(v) for v in value]
+    return value
+
+
+class Schedule:
+    """A PrimFunc being scheduled. `func` is the current program, `trace` how it was obtained."""
+
+    def __init__(self, func: PrimFunc, seed: int = 0) -> None:
+        self.original = func
+        self.func = func
+        self.trace = Trace()
+        self.rng = random.Random(seed)
+        self._used = {s.var.name for _, s in nodes(func.body) if isinstance(s, For)}
+        self._count = 0
+
+    # --- bookkeeping ----------------------------------------------------------------------------
+    def _rv(self, prefix: str) -> str:
+        name = f"{prefix}{self._count}"
+        self._count += 1
+        return name
+
+    def _fresh(self, base: str) -> Var:
+        name, n = base, 0
+        while name in self._used:
+            n += 1
+            name = f"{base}_{n}"
+        self._used.add(name)
+        return Var(name)
+
+    def _record(self, kind: str, args: dict[str, Any], outputs: list[Any], decision: Any = None) -> None:
+        inst = Instruction(
+            kind, {k: _encode(v) for k, v in args.items()}, tuple(o.rv for o in outputs), decision
+        )
+        self.trace = self.trace.append(inst)
+
+    def _block(self, name: str) -> BlockRV:
+        return BlockRV(self._rv("b"), name)
+
+    def _loop(self, name: str) -> LoopRV:
+        return LoopRV(self._rv("l"), name)
+
+    def _loop_name(self, loop: LoopRV) -> str:
+        if not isinstance(loop, LoopRV):
+            raise ScheduleError(f"expected a LoopRV, got {type(loop).__name__} {loop!r}")
+        find_loop(self.func.body, loop.name)
+        return loop.name
+
+    def _block_name(self, block: BlockRV) -> str:
+        if not isinstance(block, BlockRV):
+            raise ScheduleError(f"expected a BlockRV, got {type(block).__name__} {block!r}")
+        if block.name != ROOT:
+            find_block(self.func.body, block.name)
+        return block.name
+
+    # --- queries --------------------------------------------------------------------------------
+    def get_block(self, name: str) -> BlockRV:
+        if name != ROOT:
+            find_block(self.func.body, name)
+        out = self._block(name)
+        self._record("get_block", {"name": name}, [out])
+        return out
+
+    def get_loops(self, block: BlockRV) -> list[LoopRV]:
+        path, _ = find_block(self.func.body, self._block_name(block))
+        outs = [self._loop(lp.var.name) for _, lp in loops_above(self.func.body, path)]
+        self._record("get_loops", {"block": block}, outs)
+        return outs
+
+    def get_child_blocks(self, parent: BlockRV | LoopRV) -> list[BlockRV]:
+        """Blocks under a loop, or every block of the function for the root block."""
+        if isinstance(parent, LoopRV):
+            scope = find_loop(self.func.body, self._loop_name(parent))[1]
+        else:
+            check(
+                self._block_name(parent) == ROOT, f"block {parent.name!r} is a leaf: it has no child blocks"
+            )
+            scope = self.func.body
+        outs = [self._block(b.name) for b in blocks_under(scope)]
+        self._record("get_child_blocks", {"parent": parent}, outs)
+        return outs
+
+    # --- loop transformations -------------------------------------------------------------------
+    def split(self, loop: LoopRV, factors: list[int | None]) -> list[LoopRV]:
+        self.func, names = loop_transform.split(self.func, self._loop_name(loop), list(factors), self._fresh)
+        outs = [self._loop(n) for n in names]
+        self._record("split", {"loop": loop, "factors": list(factors)}, outs)
+        return outs
+
+    def fuse(self, *loops: LoopRV) -> LoopRV:
+        self.func, name = loop_transform.fuse(self.func, [self._loop_name(lp) for lp in loops], self._fresh)
+        out = self._loop(name)
+        self._record("fuse", {"loops": list(loops)}, [out])
+        return out
+
+    def reorder(self, *loops: LoopRV) -> None:
+        self.func = loop_transform.reorder(self.func, [self._loop_name(lp) for lp in loops])
+        self._record("reorder", {"loops": list(loops)}, [])
+
+    def _set_kind(self, kind: str, loop: LoopRV, record_as: str) -> None:
+        self.func = loop_transform.set_kind(self.func, self._loop_name(loop), kind)
+        self._record(record_as, {"loop": loop}, [])
+
+    def parallel(self, loop: LoopRV) -> None:
+        self._set_kind("parallel", loop, "parallel")
+
+    def vectorize(self, loop: LoopRV) -> None:
+        self._set_kind("vectorized", loop, "vectorize")
+
+    def unroll(self, loop: LoopRV) -> None:
+        self._set_kind("unrolled", loop, "unroll")
+
+    def annotate(self, target: BlockRV | LoopRV, key: str, value: Any) -> None:
+        """Attach a key/value to a loop, a block, or the root block (e.g. search hints)."""
+        check(
+            isinstance(value, (int, float, str, bool)),
+            f"annotate {key!r} of {target.name!r}: value must be a JSON scalar, got {value!r}",
+        )
+        if isinstance(target, LoopRV):
+            self.func = loop_transform.annotate_loop(self.func, self._loop_name(target), key, value)
+        elif self._block_name(target) == ROOT:
+            attrs = tuple((k, v) for k, v in self.func.attrs if k != key) + ((key, value),)
+            self.func = replace(self.func, attrs=attrs)
+        else:
+            self._annotate_block(target.name, key, value)
+        self._record("annotate", {"target": target, "key": key, "value": value}, [])
+
+    def _annotate_block(self, name: str, key: str, value: Any) -> None:
+        def fn(b: Block) -> Block:
+            if b.name != name:
+                return b
+            return replace(
+                b, annotations=tuple((k, v) for k, v in b.annotations if k != key) + ((key, value),)
+            )
+
+        self.func = replace(self.func, body=map_blocks(self.func.body, fn))
+
+    # --- compute location -----------------------------------------------------------------------
+    def compute_at(self, block: BlockRV, loop: LoopRV) -> None:
+        if loop.name != ROOT:
+            self.func = compute_location.compute_at(
+                self.func, self._block_name(block), self._loop_name(loop), self._fresh
+            )
+        self._record("compute_at", {"block": block, "loop": loop}, [])
+
+    def reverse_compute_at(self, block: BlockRV, loop: LoopRV) -> None:
+        if loop.name != ROOT:
+            self.func = compute_location.reverse_compute_at(
+                self.func, self._block_name(block), self._loop_name(loop), self._fresh
+            )
+        self._record("reverse_compute_at", {"block": block, "loop": loop}, [])
+
+    def compute_inline(self, block: BlockRV) -> None:
+        self.func = inline.compute_inline(self.func, self._block_name(block))
+        self._record("compute_inline", {"block": block}, [])
+
+    def reverse_compute_inline(self, block: BlockRV) -> None:
+        self.func = inline.reverse_compute_inline(self.func, self._block_name(block))
+        self._record("reverse_compute_inline", {"block": block}, [])
+
+    # --- buffers and reductions -----------------------------------------------------------------
+    def cache_read(self, block: BlockRV, read_buffer_index: int, scope: str = "global") -> BlockRV:
+        self.func, name = cache.cache_read(
+            self.func, self._block_name(block), read_buffer_index, scope, self._fresh
+        )
+        out = self._block(name)
+        self._record(
+            "cache_read", {"block": block, "read_buffer_index": read_buffer_index, "scope": scope}, [out]
+        )
+        return out
+
+    def cache_write(self, block: BlockRV, write_buffer_index: int, scope: str = "global") -> BlockRV:
+        self.func, name = cache.cache_write(
+            self.func, self._block_name(block), write_buffer_index, scope, self._fresh
+        )
+        out = self._block(name)
+        self._record(
+            "cache_write", {"block": block, "write_buffer_index": write_buffer_index, "scope": scope}, [out]
+        )
+        return out
+
+    def decompose_reduction(self, block: BlockRV, loop: LoopRV) -> BlockRV:
+        self.func, name = reduction.decompose_reduction(
+            self.func, self._block_name(block), self._loop_name(loop), self._fresh
+        )
+        out = self._block(name)
+        self._record("decompose_reduction", {"block": block, "loop": loop}, [out])
+        return out
+
+    # --- stochastic primitives ------------------------------------------------------------------
+    def sample_perfect_tile(
+        self, loop: LoopRV, n: int, max_innermost_factor: int = 16, decision: list[int] | None = None
+    ) -> list[IntRV]:
+        """n tile sizes whose product is the loop's extent; a stale decision is repaired, not refused."""
+        _, lp = find_loop(self.func.body, self._loop_name(loop))
+        where = f"sample_perfect_tile of loop {loop.name!r}"
+        check(n >= 1, f"{where}: n must be >= 1")
+        check(
+            max_innermost_factor == -1 or max_innermost_factor >= 1,
+            f"{where}: max_innermost_factor must be -1 (no limit) or >= 1, got {max_innermost_factor}",
+        )
+        if decision is None:
+            tiles = sampling.sample_perfect_tile(lp.extent, n, max_innermost_factor, self.rng)
+        else:
+            check(
+                sampling.is_tile_decision(decision, n),
+                f"{where}: decision {decision!r} is not {n} positive ints",
+            )
+            tiles = sampling.repair_perfect_tile(lp.extent, n, max_innermost_factor, list(decision))
+        outs = [IntRV(t, self._rv("v")) for t in tiles]
+        self._record(
+            "sample_perfect_tile",
+            {"loop": loop, "n": n, "max_innermost_factor": max_innermost_factor},
+            outs,
+            tiles,
+        )
+        return outs
+
+    def sample_categorical(
+        self, candidates: list[int], probs: list[float], decision: int | None = None
+    ) -> IntRV:
+        """One of `candidates` drawn with `probs`; the decision is the chosen index. A stale index
+        (out of range, or of probability 0) is repaired to the nearest one that could be drawn."""
+        check(len(candidates) == len(probs) > 0, "sample_categorical: candidates and probs differ in length")
+        check(
+            all(p >= 0 for p in probs) and sum(probs) > 0, "sample_categorical: probs must be >= 0, not all 0"
+        )
+        if decision is None:
+            decision = sampling.sample_categorical(list(probs), self.rng)
+        else:
+            check(_is_int(decision), f"sample_categorical: decision {decision!r} is not an index")
+            decision = sampling.repair_categorical(decision, list(probs))
+        out = IntRV(candidates[decision], self._rv("v"))
+        self._record(
+            "sample_categorical", {"candidates": list(candidates), "probs": list(probs)}, [out], decision
+        )
+        return out
+
+    def sample_compute_location(self, block: BlockRV, decision: int | None = None) -> LoopRV:
+        """A loop where compute_at(block, loop) is legal, or the root (decision -1: stay in place).
+
+        Candidates are the loops above the block's first consumer, outermost first, where the
+        primitive succeeds (unit loops skipped). A stale decision falls back to the nearest valid one."""
+        candidates = self.compute_location_candidates(block)
+        if decision is None:
+            decision = self.rng.randrange(-1, len(candidates))
+        check(
+            _is_int(decision),
+            f"sample_compute_location of block {block.name!r}: decision {decision!r} is not an index",
+        )
+        decision = max(-1, min(decision, len(candidates) - 1))
+        name = ROOT if decision < 0 else candidates[decision]
+        out = self._loop(name)
+        self._record("sample_compute_location", {"block": block}, [out], decision)
+        return out
+
+    def compute_location_candidates(self, block: BlockRV) -> list[str]:
+        name = self._block_name(block)
+        _, b = find_block(self.func.body, name)
+        consumers = [
+            c for c in blocks_under(self.func.body) if b.body.buffer in block_reads(c) and c.name != name
+        ]
+        if not consumers or b.body.buffer in self.func.params:
+            return []
+        path, _ = find_block(self.func.body, consumers[0].name)
+        out = []
+        for _, lp in loops_above(self.func.body, path):
+            if lp.extent == 1:
+                continue
+            if _try(
+                lambda lp=lp: compute_location.compute_at(self.func, name, lp.var.name, lambda s: Var(s))
+            ):
+                out.append(lp.var.name)
+        return out
+
+    def copy(self) -> Schedule:
+        other = Schedule.__new__(Schedule)
+        other.__dict__.update(self.__dict__)
+        other._used = set(self._used)
+        other.rng = random.Random()
+        other.rng.setstate(self.rng.getstate())
+        return other
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _try(fn: Callable[[], object]) -> bool:
+    try:
+        fn()
+    except ScheduleError:
+        return False
+    return True

@@ -1,0 +1,449 @@
+"""Tensor expressions: describe *what* to compute (TVM's `te`), then turn it into a PrimFunc.
+
+A `Tensor` is a placeholder, a `compute` or one output of a `scan`. `create_prim_func` walks from the
+given arguments to every tensor they need, and emits one block per computed tensor, in dependency
+order, each in its own loop nest.
+"""
+
+from __future__ import annotations
+
+import builtins
+import inspect
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from compiler.arith import simplify
+from compiler.ir import (
+    DTYPES,
+    FLOAT_DTYPES,
+    INDEX_DTYPE,
+    INT_DTYPES,
+    Binary,
+    Block,
+    Buffer,
+    BufferStore,
+    Call,
+    Cast,
+    Expr,
+    ExprLike,
+    For,
+    IterVar,
+    Load,
+    PrimFunc,
+    Select,
+    Stmt,
+    Var,
+    as_expr,
+    binary,
+    const,
+)
+from compiler.visit import loads, map_expr, seq, substitute
+
+
+class TensorError(ValueError):
+    """A compute definition that cannot be turned into a program."""
+
+
+@dataclass(frozen=True)
+class ReduceAxis(Var):
+    """A reduction variable over [start, start + extent); usable in index expressions like any Var."""
+
+    start: int = 0
+    extent: int = 1
+
+    @property
+    def var(self) -> Var:
+        return self
+
+
+@dataclass(frozen=True)
+class Reduce(Expr):
+    """A reduction (sum/max/min) of `source` over `axes`; only valid at the top of a compute body."""
+
+    combiner: str
+    source: Expr
+    axes: tuple[ReduceAxis, ...]
+
+    @property
+    def dtype(self) -> str:  # type: ignore[override]
+        return self.source.dtype
+
+
+@dataclass(eq=False)
+class Tensor:
+    """A named tensor; indexing it gives a Load. `op` says how it is produced."""
+
+    buffer: Buffer
+    op: str  # "placeholder" | "compute" | "scan"
+    axes: tuple[Var, ...] = ()
+    body: Expr | None = None
+    scan: _Scan | None = None
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.buffer.shape
+
+    @property
+    def dtype(self) -> str:
+        return self.buffer.dtype
+
+    @property
+    def name(self) -> str:
+        return self.buffer.name
+
+    def __getitem__(self, indices: object) -> Load:
+        if not isinstance(indices, tuple):
+            indices = (indices,)
+        if len(indices) != len(self.shape):
+            raise TensorError(f"{self.name} has rank {len(self.shape)}, indexed with {len(indices)} indices")
+        return TensorLoad(self.buffer, tuple(as_expr(i, INDEX_DTYPE) for i in indices), self)
+
+
+@dataclass(frozen=True)
+class TensorLoad(Load):
+    """A load that remembers its tensor, so create_prim_func can find producers; never in a PrimFunc."""
+
+    tensor: Tensor = field(compare=False, hash=False, repr=False)
+
+
+@dataclass(eq=False)
+class _Scan:
+    inits: tuple[Tensor, ...]
+    updates: tuple[Tensor, ...]
+    states: tuple[Tensor, ...]
+    outputs: list[Tensor] = field(default_factory=list)
+
+
+def _check_shape(shape: Sequence[int], what: str) -> tuple[int, ...]:
+    out = tuple(shape)
+    if not out or not builtins.all(isinstance(s, int) and not isinstance(s, bool) and s > 0 for s in out):
+        raise TensorError(f"{what}: shape must be a non-empty tuple of positive ints, got {shape!r}")
+    return out
+
+
+def _check_dtype(dtype: str) -> str:
+    if dtype not in DTYPES:
+        raise TensorError(f"unsupported dtype {dtype!r}; expected one of {DTYPES}")
+    return dtype
+
+
+def placeholder(shape: Sequence[int], dtype: str = "float32", name: str = "placeholder") -> Tensor:
+    return Tensor(Buffer(name, _check_shape(shape, name), _check_dtype(dtype)), "placeholder")
+
+
+def reduce_axis(dom: tuple[int, int], name: str = "k") -> ReduceAxis:
+    start, stop = dom
+    if stop <= start:
+        raise TensorError(f"reduce_axis {name}: empty domain {dom}")
+    return ReduceAxis(name, INDEX_DTYPE, start, stop - start)
+
+
+def compute(
+    shape: Sequence[int],
+    fcompute: Callable[..., ExprLike],
+    name: str = "compute",
+    dtype: str | None = None,
+    axis_names: Sequence[str] | None = None,
+) -> Tensor:
+    """A tensor whose element at `(i, j, ...)` is `fcompute(i, j, ...)`.
+
+    Axes are named after fcompute's parameters; `lambda *i` (any rank) names them i0, i1, ...,
+    and `axis_names` overrides both (for code that builds computations from data)."""
+    shape = _check_shape(shape, name)
+    names = list(axis_names) if axis_names is not None else _axis_names(fcompute, len(shape))
+    if len(names) != len(shape):
+        raise TensorError(f"{name}: fcompute takes {len(names)} indices for a rank-{len(shape)} shape")
+    axes = tuple(Var(p) for p in names)
+    body = fcompute(*axes)
+    body = as_expr(body, dtype)
+    if dtype is not None and body.dtype != dtype:
+        body = cast(dtype, body)
+    return Tensor(Buffer(name, shape, body.dtype), "compute", axes, body)
+
+
+def _axis_names(fcompute: Callable[..., ExprLike], rank: int) -> list[str]:
+    params = inspect.signature(fcompute).parameters.values()
+    if any(p.kind is inspect.Parameter.VAR_POSITIONAL for p in params):
+        return [f"i{d}" for d in range(rank)]
+    return [p.name for p in params]
+
+
+def _reduce(combiner: str, expr: ExprLike, axis: ReduceAxis | Sequence[ReduceAxis]) -> Reduce:
+    axes = (axis,) if isinstance(axis, ReduceAxis) else tuple(axis)
+    return Reduce(combiner, as_expr(expr), axes)
+
+
+def sum(expr: ExprLike, axis: ReduceAxis | Sequence[ReduceAxis]) -> Reduce:
+    return _reduce("add", expr, axis)
+
+
+def max(a: ExprLike, b: ExprLike | ReduceAxis | None = None, axis: object = None) -> Expr:
+    """Elementwise `max(a, b)`, or a reduction `max(expr, axis=k)`."""
+    return _min_max("max", a, b, axis)
+
+
+def min(a: ExprLike, b: ExprLike | ReduceAxis | None = None, axis: object = None) -> Expr:
+    """Elementwise `min(a, b)`, or a reduction `min(expr, axis=k)`."""
+    return _min_max("min", a, b, axis)
+
+
+def _min_max(op: str, a: ExprLike, b: object, axis: object) -> Expr:
+    if axis is None and (isinstance(b, ReduceAxis) or (isinstance(b, (list, tuple)) and b)):
+        axis, b = b, None
+    if axis is not None:
+        return _reduce(op, a, axis)  # type: ignore[arg-type]
+    if b is None:
+        raise TensorError(f"{op} needs a second operand or axis=")
+    return binary(op, a, b)  # type: ignore[arg-type]
+
+
+def _math(func: str, x: ExprLike) -> Expr:
+    x = as_expr(x)
+    if x.dtype not in FLOAT_DTYPES:
+        raise TensorError(f"{func} needs a float operand, got {x.dtype}")
+    return Call(func, (x,), x.dtype)
+
+
+def exp(x: ExprLike) -> Expr:
+    return _math("exp", x)
+
+
+def sqrt(x: ExprLike) -> Expr:
+    return _math("sqrt", x)
+
+
+def log(x: ExprLike) -> Expr:
+    return _math("log", x)
+
+
+def tanh(x: ExprLike) -> Expr:
+    return _math("tanh", x)
+
+
+def select(cond: Expr, true_value: ExprLike, false_value: ExprLike) -> Expr:
+    t = as_expr(true_value, false_value.dtype if isinstance(false_value, Expr) else None)
+    f = as_expr(false_value, t.dtype)
+    if t.dtype != f.dtype:
+        raise TensorError(f"select: branch dtypes differ ({t.dtype} vs {f.dtype})")
+    return Select(cond, t, f)
+
+
+def cast(dtype: str, x: ExprLike) -> Expr:
+    return Cast(_check_dtype(dtype), as_expr(x))
+
+
+def all(*conds: Expr) -> Expr:
+    out = conds[0]
+    for c in conds[1:]:
+        out = Binary("and", out, c)
+    return out
+
+
+def scan(
+    init: Tensor | Sequence[Tensor],
+    update: Tensor | Sequence[Tensor],
+    state_placeholder: Tensor | Sequence[Tensor],
+    inputs: Sequence[Tensor] | None = None,
+    name: str = "scan",
+) -> Tensor | list[Tensor]:
+    """A recurrence over the first axis: rows [0, len(init)) from `init`, later rows from `update`,
+    which may read earlier rows of the state. Several states advance together, as in TVM's te.scan.
+    `inputs` is accepted for TVM compatibility; inputs are found from the update expressions."""
+    inits = (init,) if isinstance(init, Tensor) else tuple(init)
+    updates = (update,) if isinstance(update, Tensor) else tuple(update)
+    states = (state_placeholder,) if isinstance(state_placeholder, Tensor) else tuple(state_placeholder)
+    if not (len(inits) == len(updates) == len(states)):
+        raise TensorError("scan: init, update and state lists must have the same length")
+    steps = {u.shape[0] for u in updates}
+    if len(steps) != 1:
+        raise TensorError("scan: every update must have the same first dimension")
+    for i, u, s in zip(inits, updates, states):
+        if u.shape != s.shape or i.shape[1:] != s.shape[1:] or i.shape[0] >= s.shape[0]:
+            raise TensorError(f"scan: shapes of init {i.shape}, update {u.shape}, state {s.shape} do not fit")
+    sc = _Scan(inits, updates, states)
+    names = [name] if len(states) == 1 else [f"{name}_{k}" for k in range(len(states))]
+    for n, s in zip(names, states):
+        sc.outputs.append(Tensor(Buffer(n, s.shape, s.dtype), "scan", scan=sc))
+    return sc.outputs[0] if len(states) == 1 else list(sc.outputs)
+
+
+class _Builder:
+    """Turns a tensor graph into a PrimFunc: one block (and loop nest) per computed tensor."""
+
+    def __init__(self) -> None:
+        self.by_buffer: dict[Buffer, Tensor] = {}
+        self.order: list[Tensor] = []
+        self.done_scans: set[int] = set()
+        self.used_names: set[str] = set()
+        self.stmts: list[Stmt] = []
+
+    def fresh(self, name: str) -> Var:
+        base, n = name, 1
+        while name in self.used_names:
+            name = f"{base}{n}"
+            n += 1
+        self.used_names.add(name)
+        return Var(name)
+
+    def visit(self, t: Tensor) -> None:
+        if t.buffer in self.by_buffer:
+            return
+        self.by_buffer[t.buffer] = t
+        for dep in self.dependencies(t):
+            self.visit(dep)
+        self.order.append(t)
+
+    def dependencies(self, t: Tensor) -> list[Tensor]:
+        if t.op == "compute":
+            assert t.body is not None
+            return self.tensors_in(t.body)
+        if t.op == "scan":
+            assert t.scan is not None
+            states = {s.buffer for s in t.scan.states}
+            deps = [d for u in t.scan.inits + t.scan.updates for d in self.tensors_in(u.body)]
+            return [d for d in deps if d.buffer not in states]
+        return []
+
+    def tensors_in(self, body: Expr | None) -> list[Tensor]:
+        assert body is not None
+        source = body.source if isinstance(body, Reduce) else body
+        return [ld.tensor for ld in loads(source) if isinstance(ld, TensorLoad)]
+
+    def emit(self, t: Tensor) -> None:
+        if t.op == "compute":
+            self.stmts.append(self.compute_nest(t.name, t.buffer, t.axes, t.body, {}, 0, "S"))
+        elif t.op == "scan" and id(t.scan) not in self.done_scans:
+            self.done_scans.add(id(t.scan))
+            self.stmts.extend(self.scan_nests(t.scan))
+
+    def compute_nest(
+        self,
+        name: str,
+        out: Buffer,
+        axes: tuple[Var, ...],
+        body: Expr,
+        remap: dict[Buffer, Buffer],
+        row_offset: int,
+        first_kind: str,
+    ) -> Stmt:
+        """A loop nest around one block writing `out[axes]` (shifted by `row_offset` on axis 0)."""
+        reduce_axes = body.axes if isinstance(body, Reduce) else ()
+        extents = list(out.shape)
+        extents[0] -= row_offset
+        loops = [self.fresh(a.name) for a in axes] + [self.fresh(r.var.name) for r in reduce_axes]
+        names = _unique([f"v_{a.name}" for a in axes] + [f"v_{r.var.name}" for r in reduce_axes])
+        iter_vars = [
+            IterVar(Var(n), e, first_kind if k == 0 else "S") for k, (n, e) in enumerate(zip(names, extents))
+        ]
+        iter_vars += [IterVar(Var(n), r.extent, "R") for n, r in zip(names[len(axes) :], reduce_axes)]
+        sub: dict[Var, Expr] = {a: iv.var for a, iv in zip(axes, iter_vars)}
+        if row_offset:
+            sub[axes[0]] = iter_vars[0].var + row_offset
+        for r, iv in zip(reduce_axes, iter_vars[len(axes) :]):
+            sub[r.var] = iv.var + r.start if r.start else iv.var
+
+        def rewrite(e: Expr) -> Expr:
+            e = substitute(e, sub)
+            e = map_expr(
+                e, lambda n: Load(remap.get(n.buffer, n.buffer), n.indices) if isinstance(n, Load) else None
+            )
+            return simplify(e)
+
+        index = tuple(simplify(sub[a]) for a in axes)
+        init = None
+        if isinstance(body, Reduce):
+            value = Binary(body.combiner, Load(out, index), rewrite(body.source))
+            init = BufferStore(out, _identity(body.combiner, body.dtype), index)
+        else:
+            value = rewrite(body)
+        block = Block(name, tuple(iter_vars), tuple(loops), BufferStore(out, value, index), init)
+        stmt: Stmt = block
+        for v, iv in reversed(list(zip(loops, iter_vars))):
+            stmt = For(v, iv.extent, stmt)
+        return stmt
+
+    def scan_nests(self, sc: _Scan) -> list[Stmt]:
+        remap = {s.buffer: o.buffer for s, o in zip(sc.states, sc.outputs)}
+        out: list[Stmt] = []
+        for init, o in zip(sc.inits, sc.outputs):
+            nest = self.compute_nest(f"{o.name}_init", o.buffer, init.axes, init.body, remap, 0, "S")
+            out.append(_shrink_rows(nest, init.shape[0]))
+        start = sc.inits[0].shape[0]
+        steps = sc.outputs[0].shape[0] - start
+        t = self.fresh("t")
+        bodies = []
+        for u, o in zip(sc.updates, sc.outputs):
+            nest = self.compute_nest(o.name, o.buffer, u.axes, u.body, remap, start, "O")
+            assert isinstance(nest, For)
+            bodies.append(_rebind_outer(nest, t))
+        out.append(For(t, steps, seq(bodies)))
+        return out
+
+
+def _shrink_rows(nest: Stmt, rows: int) -> Stmt:
+    """The init of a scan writes only its first `rows` rows."""
+    assert isinstance(nest, For) and isinstance(nest.body, For | Block)
+    blk = _leaf(nest)
+    ivs = (IterVar(blk.iter_vars[0].var, rows, "S"),) + blk.iter_vars[1:]
+    return _replace_leaf(
+        For(nest.var, rows, nest.body), Block(blk.name, ivs, blk.bindings, blk.body, blk.init)
+    )
+
+
+def _rebind_outer(nest: For, t: Var) -> Stmt:
+    """Share one outer time loop between the updates of several scan states."""
+    blk = _leaf(nest)
+    bindings = (t,) + blk.bindings[1:]
+    return _replace_leaf(nest.body, Block(blk.name, blk.iter_vars, bindings, blk.body, blk.init))
+
+
+def _leaf(stmt: Stmt) -> Block:
+    while isinstance(stmt, For):
+        stmt = stmt.body
+    assert isinstance(stmt, Block)
+    return stmt
+
+
+def _replace_leaf(stmt: Stmt, block: Block) -> Stmt:
+    if isinstance(stmt, For):
+        return For(stmt.var, stmt.extent, _replace_leaf(stmt.body, block), stmt.kind)
+    return block
+
+
+def _unique(names: list[str]) -> list[str]:
+    """Block variable names, made distinct (a reduce axis may share a spatial axis's name)."""
+    out: list[str] = []
+    for n in names:
+        base, k = n, 1
+        while n in out:
+            n = f"{base}_{k}"
+            k += 1
+        out.append(n)
+    return out
+
+
+def _identity(combiner: str, dtype: str) -> Expr:
+    if combiner == "add":
+        return const(0, dtype)
+    big = float("inf") if dtype in FLOAT_DTYPES else (2**31 - 1 if dtype == "int32" else 2**63 - 1)
+    if dtype in INT_DTYPES:
+        return const(-big - 1 if combiner == "max" else big, dtype)
+    return const(-big if combiner == "max" else big, dtype)
+
+
+def create_prim_func(args: Sequence[Tensor], name: str = "main") -> PrimFunc:
+    """The program that computes the non-placeholder `args` from the placeholder ones."""
+    builder = _Builder()
+    for a in args:
+        builder.visit(a)
+    params = [a.buffer for a in args]
+    missing = [t.name for t in builder.order if t.op == "placeholder" and t.buffer not in params]
+    if missing:
+        raise TensorError(f"create_prim_func: placeholder(s) {missing} are used but not in the argument list")
+    names = [t.name for t in builder.order]
+    if len(set(names)) != len(names):
+        raise TensorError(f"create_prim_func: tensor names must be unique, got {names}")
+    for t in builder.order:
+        builder.emit(t)
+    allocs = tuple(t.buffer for t in builder.order if t.op != "placeholder" and t.buffer not in params)
+    return PrimFunc(name, tuple(params), seq(builder.stmts), allocs)

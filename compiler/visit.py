@@ -1,0 +1,151 @@
+"""Generic traversal and rewriting of IR trees, so each pass states only what it changes."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import replace
+
+from compiler.ir import (
+    Allocate,
+    Binary,
+    Block,
+    Buffer,
+    BufferStore,
+    Call,
+    Cast,
+    Expr,
+    For,
+    IfThenElse,
+    Load,
+    Not,
+    Select,
+    SeqStmt,
+    Stmt,
+    Var,
+)
+
+ExprFn = Callable[[Expr], Expr | None]
+
+
+def map_expr(expr: Expr, fn: ExprFn) -> Expr:
+    """Rebuild `expr` bottom-up; `fn` may return a replacement for each rebuilt node (None keeps it)."""
+    if isinstance(expr, Binary):
+        a, b = map_expr(expr.a, fn), map_expr(expr.b, fn)
+        node: Expr = expr if (a is expr.a and b is expr.b) else Binary(expr.op, a, b)
+    elif isinstance(expr, Load):
+        idx = tuple(map_expr(i, fn) for i in expr.indices)
+        node = Load(expr.buffer, idx) if idx != expr.indices else expr
+    elif isinstance(expr, Select):
+        node = Select(map_expr(expr.cond, fn), map_expr(expr.true_value, fn), map_expr(expr.false_value, fn))
+    elif isinstance(expr, Cast):
+        node = Cast(expr.dtype, map_expr(expr.value, fn))
+    elif isinstance(expr, Call):
+        node = Call(expr.func, tuple(map_expr(a, fn) for a in expr.args), expr.dtype)
+    elif isinstance(expr, Not):
+        node = Not(map_expr(expr.a, fn))
+    else:
+        node = expr
+    out = fn(node)
+    return node if out is None else out
+
+
+def walk_expr(expr: Expr) -> Iterator[Expr]:
+    """Every node of `expr`, parents before children."""
+    yield expr
+    if isinstance(expr, Binary):
+        yield from walk_expr(expr.a)
+        yield from walk_expr(expr.b)
+    elif isinstance(expr, Load):
+        for i in expr.indices:
+            yield from walk_expr(i)
+    elif isinstance(expr, Select):
+        yield from walk_expr(expr.cond)
+        yield from walk_expr(expr.true_value)
+        yield from walk_expr(expr.false_value)
+    elif isinstance(expr, Cast):
+        yield from walk_expr(expr.value)
+    elif isinstance(expr, Call):
+        for a in expr.args:
+            yield from walk_expr(a)
+    elif isinstance(expr, Not):
+        yield from walk_expr(expr.a)
+
+
+def substitute(expr: Expr, mapping: dict[Var, Expr]) -> Expr:
+    """Replace variables by expressions."""
+    if not mapping:
+        return expr
+    return map_expr(expr, lambda e: mapping.get(e) if isinstance(e, Var) else None)
+
+
+def free_vars(expr: Expr) -> set[Var]:
+    return {e for e in walk_expr(expr) if isinstance(e, Var)}
+
+
+def loads(expr: Expr) -> list[Load]:
+    return [e for e in walk_expr(expr) if isinstance(e, Load)]
+
+
+def map_store(store: BufferStore, fn: ExprFn) -> BufferStore:
+    return BufferStore(store.buffer, map_expr(store.value, fn), tuple(map_expr(i, fn) for i in store.indices))
+
+
+def map_block_exprs(block: Block, fn: ExprFn) -> Block:
+    """Rewrite the expressions inside a block (body, init, predicate), not its bindings."""
+    return replace(
+        block,
+        body=map_store(block.body, fn),
+        init=map_store(block.init, fn) if block.init is not None else None,
+        predicate=map_expr(block.predicate, fn),
+    )
+
+
+def block_loads(block: Block) -> list[Load]:
+    """Every buffer load a block performs (body, init, predicate)."""
+    out = loads(block.body.value) + loads(block.predicate)
+    for i in block.body.indices:
+        out += loads(i)
+    if block.init is not None:
+        out += loads(block.init.value)
+    return out
+
+
+def block_reads(block: Block) -> list[Buffer]:
+    seen: dict[Buffer, None] = {}
+    for load in block_loads(block):
+        seen.setdefault(load.buffer)
+    return list(seen)
+
+
+def block_writes(block: Block) -> list[Buffer]:
+    return [block.body.buffer]
+
+
+def children(stmt: Stmt) -> tuple[Stmt, ...]:
+    if isinstance(stmt, SeqStmt):
+        return stmt.stmts
+    if isinstance(stmt, (For, Allocate)):
+        return (stmt.body,)
+    if isinstance(stmt, IfThenElse):
+        return (stmt.then_case,) + ((stmt.else_case,) if stmt.else_case is not None else ())
+    return ()
+
+
+def walk_stmt(stmt: Stmt) -> Iterator[Stmt]:
+    """Every statement in execution order, parents before children."""
+    yield stmt
+    for c in children(stmt):
+        yield from walk_stmt(c)
+
+
+def blocks(stmt: Stmt) -> list[Block]:
+    """Leaf blocks in execution order."""
+    return [s for s in walk_stmt(stmt) if isinstance(s, Block)]
+
+
+def seq(stmts: list[Stmt]) -> Stmt:
+    """A statement list, flattened; one statement stands alone."""
+    flat: list[Stmt] = []
+    for s in stmts:
+        flat.extend(s.stmts if isinstance(s, SeqStmt) else (s,))
+    return flat[0] if len(flat) == 1 else SeqStmt(tuple(flat))

@@ -1,0 +1,5 @@
+"""The registered operators; importing this package fills `compiler.workloads.registry.OPS`."""
+
+from compiler.workloads.ops import conv, linalg, nn
+
+__all__ = ["conv", "linalg", "nn"]

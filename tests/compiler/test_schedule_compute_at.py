@@ -1,0 +1,399 @@
+"""compute_at and reverse_compute_at at every loop level, after divisible and guarded splits, with the
+overlapping halo of a conv's padding, and the moves that must be refused; sample_compute_location
+offers only locations where compute_at is legal."""
+
+import numpy as np
+import pytest
+from helpers import (
+    Workload,
+    assert_computes,
+    bias_relu,
+    chain,
+    conv2d,
+    loops_of,
+    matmul,
+    mm_relu,
+    mm_two_consumers,
+    scan_pipeline,
+    schedule_error,
+    softmax,
+    stencil,
+)
+
+from compiler import te
+from compiler.schedule.tree import find_block, loops_above
+
+CONV_LOOPS = 7  # b, f, y, x, rc, ry, rx
+
+
+def block_loop_names(sch, block: str) -> list[str]:
+    path, _ = find_block(sch.func.body, block)
+    return [lp.var.name for _, lp in loops_above(sch.func.body, path)]
+
+
+# --- compute_at -----------------------------------------------------------------------------------
+@pytest.mark.parametrize("level", [0, 1])
+def test_compute_at_each_consumer_loop_of_a_chain(level):
+    wl = chain((37, 53))
+    sch = wl.schedule()
+    loop = loops_of(sch, "C")[level]
+    sch.compute_at(sch.get_block("B"), loop)
+    assert loop.name in block_loop_names(sch, "B")
+    assert_computes(wl, sch)
+
+
+@pytest.mark.parametrize("level", range(4))
+def test_compute_at_after_non_divisible_consumer_splits(level):
+    wl = chain((37, 53))
+    sch = wl.schedule()
+    i, j = loops_of(sch, "C")
+    i0, i1 = sch.split(i, [None, 8])  # 40 > 37
+    j0, j1 = sch.split(j, [None, 16])  # 64 > 53
+    sch.reorder(i0, j0, i1, j1)
+    sch.compute_at(sch.get_block("B"), [i0, j0, i1, j1][level])
+    assert_computes(wl, sch)
+
+
+def test_compute_at_a_three_stage_chain_inside_out():
+    wl = chain((37, 53), stages=3)
+    sch = wl.schedule()
+    i, j = loops_of(sch, "D")
+    j0, _ = sch.split(j, [None, 8])
+    sch.compute_at(sch.get_block("C"), j0)
+    sch.compute_at(sch.get_block("B"), j0)  # B's consumer C now lives under j0
+    assert block_loop_names(sch, "B")[:2] == [i.name, j0.name]
+    assert_computes(wl, sch)
+
+
+@pytest.mark.parametrize("level", [0, 1])
+def test_compute_at_of_a_reduction_producer(level):
+    wl = mm_relu()
+    sch = wl.schedule()
+    loop = loops_of(sch, "C")[level]
+    sch.compute_at(sch.get_block("Y"), loop)
+    assert_computes(wl, sch)
+
+
+@pytest.mark.parametrize("level", range(4))
+def test_compute_at_of_a_reduction_producer_after_guarded_splits(level):
+    wl = mm_relu()
+    sch = wl.schedule()
+    i, j = loops_of(sch, "C")
+    i0, i1 = sch.split(i, [None, 8])
+    j0, j1 = sch.split(j, [None, 16])
+    sch.reorder(i0, j0, i1, j1)
+    sch.compute_at(sch.get_block("Y"), [i0, j0, i1, j1][level])
+    assert_computes(wl, sch)
+
+
+def test_compute_at_into_a_fused_and_split_consumer():
+    wl = chain((37, 53))
+    sch = wl.schedule()
+    outer, _ = sch.split(sch.fuse(*loops_of(sch, "C")), [None, 64])  # a tile spans two rows
+    sch.compute_at(sch.get_block("B"), outer)
+    assert_computes(wl, sch)
+
+
+@pytest.mark.parametrize("split", [None, 8])
+@pytest.mark.parametrize("level", [0, 1])
+def test_compute_at_recomputes_the_halo_of_a_stencil(split, level):
+    wl = stencil()
+    sch = wl.schedule()
+    (i,) = loops_of(sch, "C")
+    loops = sch.split(i, [None, split]) if split else [i, i]
+    sch.compute_at(sch.get_block("P"), loops[level])
+    assert_computes(wl, sch)
+
+
+def test_compute_at_covers_a_read_region_wider_than_the_buffer():
+    A = te.placeholder((8,), name="A")
+    P = te.compute((8,), lambda i: A[i] * 2.0, name="P")
+    C = te.compute((8,), lambda i: te.select(i >= 4, P[i - 4], P[i + 4]), name="C")
+    wl = Workload(te.create_prim_func([A, C]), lambda a: (2 * np.roll(a, 4),), 1)
+    sch = wl.schedule()
+    (i,) = loops_of(sch, "C")
+    sch.compute_at(sch.get_block("P"), i)  # reads P[i - 4 .. i + 4]: 9 elements of an 8-element buffer
+    assert_computes(wl, sch)
+
+
+@pytest.mark.parametrize("level", range(CONV_LOOPS))
+def test_compute_at_conv_padding_at_every_conv_loop(level):
+    wl = conv2d()
+    sch = wl.schedule()
+    sch.compute_at(sch.get_block("pad"), loops_of(sch, "conv")[level])
+    assert_computes(wl, sch)
+
+
+@pytest.mark.parametrize("level", range(4))
+def test_compute_at_conv_padding_into_guarded_output_tiles(level):
+    wl = conv2d(n=1, ci=2, h=13, w=11, co=3)
+    sch = wl.schedule()
+    _, f, y, x, *_ = loops_of(sch, "conv")
+    y0, y1 = sch.split(y, [None, 4])  # 16 > 13: halo rows at a guarded edge
+    x0, x1 = sch.split(x, [None, 4])  # 12 > 11
+    sch.reorder(y0, x0, f, y1, x1)
+    sch.compute_at(sch.get_block("pad"), [y0, x0, f, y1][level])
+    assert_computes(wl, sch)
+
+
+def test_softmax_fused_into_its_last_block_row_by_row():
+    wl = softmax()
+    sch = wl.schedule()
+    i, _ = loops_of(sch, "Y")
+    for name in ("S", "E", "M"):
+        sch.compute_at(sch.get_block(name), i)
+    assert len({block_loop_names(sch, name)[0] for name in "MESY"}) == 1
+    assert_computes(wl, sch)
+
+
+# --- reverse_compute_at ---------------------------------------------------------------------------
+@pytest.mark.parametrize("level", [0, 1])
+def test_reverse_compute_at_each_spatial_producer_loop(level):
+    wl = mm_relu()
+    sch = wl.schedule()
+    loop = loops_of(sch, "Y")[level]
+    sch.reverse_compute_at(sch.get_block("C"), loop)
+    assert loop.name in block_loop_names(sch, "C")
+    assert_computes(wl, sch)
+
+
+@pytest.mark.parametrize("level", range(4))
+def test_reverse_compute_at_tile_loops_above_the_reduction(level):
+    wl = mm_relu()
+    sch = wl.schedule()
+    i, j, k = loops_of(sch, "Y")
+    i0, i1, i2 = sch.split(i, [None, 4, 2])  # 13 * 8 = 104 > 97
+    j0, j1, j2 = sch.split(j, [4, None, 8])  # 4 * 4 * 8 = 128 > 127
+    sch.reorder(i0, j0, i1, j1, k, i2, j2)
+    sch.reverse_compute_at(sch.get_block("C"), [i0, j0, i1, j1][level])
+    assert_computes(wl, sch)
+
+
+def test_reverse_compute_at_after_nested_non_divisible_splits():
+    wl = mm_relu(16, 27, 8)
+    sch = wl.schedule()
+    _, j, _ = loops_of(sch, "Y")
+    j0, j1 = sch.split(j, [None, 10])
+    sch.split(j1, [None, 4])  # its guard cuts a tile of j0 short in the middle of the buffer
+    sch.reverse_compute_at(sch.get_block("C"), j0)
+    assert_computes(wl, sch)
+
+
+def test_reverse_compute_at_where_a_tile_spans_parts_of_two_rows_is_refused():
+    sch = mm_relu(16, 27, 8).schedule()
+    i, j, k = loops_of(sch, "Y")
+    sch.reorder(k, i, j)
+    f0, f1 = sch.split(sch.fuse(i, j), [None, 16])
+    sch.reorder(f0, k, f1)
+    with schedule_error("C", f0.name, match="strided part"):
+        sch.reverse_compute_at(sch.get_block("C"), f0)
+
+
+def test_reverse_compute_at_where_one_iteration_writes_a_strided_set_is_refused():
+    sch = mm_relu(16, 24, 8).schedule()
+    i, j, _ = loops_of(sch, "Y")
+    j0, j1 = sch.split(j, [2, None])
+    sch.reorder(i, j1, j0)  # one iteration of j1 writes columns j1 and j1 + 12
+    with schedule_error("C", j1.name, match="strided part of dimension 1"):
+        sch.reverse_compute_at(sch.get_block("C"), j1)
+
+
+@pytest.mark.parametrize("level", [0, 1])
+def test_reverse_compute_at_bias_add_then_relu(level):
+    wl = bias_relu()
+    sch = wl.schedule()
+    loop = loops_of(sch, "Y")[level]
+    sch.reverse_compute_at(sch.get_block("Z"), loop)
+    sch.reverse_compute_at(sch.get_block("R"), loop)
+    assert_computes(wl, sch)
+
+
+@pytest.mark.parametrize("level", [0, 1], ids=["rows", "columns"])
+def test_reverse_compute_at_a_reduction_consumer(level):
+    wl = softmax()
+    sch = wl.schedule()
+    sch.reverse_compute_at(sch.get_block("S"), loops_of(sch, "E")[level])
+    assert_computes(wl, sch)
+
+
+def test_reverse_compute_at_a_consumer_under_its_producer_twice_nested():
+    wl = chain((37, 53), stages=3)
+    sch = wl.schedule()
+    i, j = loops_of(sch, "B")
+    sch.reverse_compute_at(sch.get_block("C"), j)
+    sch.reverse_compute_at(sch.get_block("D"), i)
+    assert_computes(wl, sch)
+
+
+# --- refused moves --------------------------------------------------------------------------------
+def test_reverse_compute_at_under_the_reduction_loop_is_refused():
+    sch = mm_relu().schedule()
+    _, _, k = loops_of(sch, "Y")
+    with schedule_error("C", "k", "Y", match="not finished"):
+        sch.reverse_compute_at(sch.get_block("C"), k)
+
+
+def test_reverse_compute_at_inside_a_reordered_reduction_is_refused():
+    sch = mm_relu().schedule()
+    _, j, k = loops_of(sch, "Y")
+    j0, j1 = sch.split(j, [None, 4])
+    sch.reorder(j0, k, j1)
+    with schedule_error("C", j1.name, "Y", match="not finished"):
+        sch.reverse_compute_at(sch.get_block("C"), j1)
+
+
+def test_reverse_compute_at_of_a_stencil_consumer_is_refused():
+    sch = stencil().schedule()
+    (i,) = loops_of(sch, "P")
+    with schedule_error("C", "i", match="neighbouring"):
+        sch.reverse_compute_at(sch.get_block("C"), i)
+
+
+def test_compute_at_a_loop_not_above_every_consumer_is_refused():
+    sch = mm_two_consumers().schedule()
+    i, _ = loops_of(sch, "C")
+    with schedule_error("Y", "D", match="not under the loop"):
+        sch.compute_at(sch.get_block("Y"), i)
+
+
+def test_compute_at_of_an_output_block_is_refused():
+    sch = mm_relu().schedule()
+    i, _, _ = loops_of(sch, "Y")
+    with schedule_error("C", "i", match="output"):
+        sch.compute_at(sch.get_block("C"), i)
+
+
+def test_compute_at_a_loop_of_the_block_itself_is_refused():
+    sch = mm_relu().schedule()
+    i, _, _ = loops_of(sch, "Y")
+    with schedule_error("Y", "i", match="already under"):
+        sch.compute_at(sch.get_block("Y"), i)
+
+
+def test_reverse_compute_at_a_loop_without_its_producer_is_refused():
+    sch = bias_relu().schedule()
+    i, _, _ = loops_of(sch, "Y")
+    with schedule_error("R", "i", match="exactly one buffer"):
+        sch.reverse_compute_at(sch.get_block("R"), i)
+
+
+def test_moving_a_decomposed_reduction_update_is_refused():
+    sch = mm_relu().schedule()
+    y = sch.get_block("Y")
+    _, j, _ = sch.get_loops(y)
+    sch.decompose_reduction(y, j)
+    ci, _ = loops_of(sch, "C")
+    with schedule_error("Y", match="without an init"):
+        sch.compute_at(y, ci)
+
+
+def test_moving_a_scan_step_is_refused():
+    sch = scan_pipeline().schedule()
+    t, _ = loops_of(sch, "D")
+    with schedule_error("scan", match="scan step"):
+        sch.compute_at(sch.get_block("scan"), t)
+    x2t, _ = loops_of(sch, "X2")
+    with schedule_error("scan", match="scan step"):
+        sch.reverse_compute_at(sch.get_block("scan"), x2t)
+
+
+def test_consumer_of_a_scan_cannot_enter_the_recurrence():
+    sch = scan_pipeline().schedule()
+    t, i = loops_of(sch, "scan")
+    for loop in (t, i):
+        with schedule_error("D", loop.name, "scan", match="recurrence"):
+            sch.reverse_compute_at(sch.get_block("D"), loop)
+
+
+def test_producer_of_a_scan_may_enter_the_recurrence():
+    wl = scan_pipeline()
+    sch = wl.schedule()
+    t, _ = loops_of(sch, "scan")
+    sch.compute_at(sch.get_block("X2"), t)
+    assert_computes(wl, sch)
+
+
+def test_refused_move_leaves_the_program_and_trace_unchanged():
+    sch = mm_relu().schedule()
+    _, _, k = loops_of(sch, "Y")
+    before, trace = sch.func, sch.trace
+    c = sch.get_block("C")
+    with schedule_error("C"):
+        sch.reverse_compute_at(c, k)
+    assert sch.func == before
+    assert sch.trace.instructions[:-1] == trace.instructions  # only the get_block was recorded
+
+
+# --- sample_compute_location ----------------------------------------------------------------------
+LOCATION_CASES = {
+    "chain_B": (lambda: chain((37, 53)), "B", "C"),
+    "chain3_C": (lambda: chain((19, 23), stages=3), "C", "D"),
+    "conv_pad": (lambda: conv2d(n=1, ci=2, h=9, w=7, co=3), "pad", "conv"),
+    "mm_relu_Y": (lambda: mm_relu(31, 37, 13), "Y", "C"),
+    "softmax_M": (softmax, "M", "E"),
+    "stencil_P": (stencil, "P", "C"),
+}
+
+
+@pytest.mark.parametrize("case", LOCATION_CASES)
+def test_every_sampled_compute_location_is_legal(case):
+    make, block, consumer = LOCATION_CASES[case]
+    wl = make()
+    sch = wl.schedule()
+    consumer_loops = {lp.name for lp in loops_of(sch, consumer)}
+    candidates = sch.compute_location_candidates(sch.get_block(block))
+    assert candidates, "the consumer's own loops should be candidates"
+    assert set(candidates) <= consumer_loops
+    for decision in range(-1, len(candidates)):
+        sch = wl.schedule()
+        b = sch.get_block(block)
+        loop = sch.sample_compute_location(b, decision=decision)
+        assert loop.name == ("root" if decision < 0 else candidates[decision])
+        sch.compute_at(b, loop)
+        assert sch.trace.instructions[-2].decision == decision
+        assert_computes(wl, sch)
+
+
+def test_sample_compute_location_after_tiling_the_consumer():
+    wl = mm_relu(31, 37, 13)
+    sch = wl.schedule()
+    i, j = loops_of(sch, "C")
+    i0, i1 = sch.split(i, [None, 4])
+    j0, j1 = sch.split(j, [None, 8])
+    sch.reorder(i0, j0, i1, j1)
+    candidates = sch.compute_location_candidates(sch.get_block("Y"))
+    assert candidates == [lp.name for lp in (i0, j0, i1, j1)]
+    for seed in range(6):
+        s = wl.schedule(seed)
+        si, sj = loops_of(s, "C")
+        s0, s1 = s.split(si, [None, 4])
+        t0, t1 = s.split(sj, [None, 8])
+        s.reorder(s0, t0, s1, t1)
+        y = s.get_block("Y")
+        s.compute_at(y, s.sample_compute_location(y))
+        assert_computes(wl, s)
+
+
+@pytest.mark.parametrize(("decision", "expected"), [(-7, -1), (99, 1)])
+def test_stale_compute_location_decision_is_clamped_and_recorded(decision, expected):
+    sch = chain((37, 53)).schedule()
+    b = sch.get_block("B")
+    loop = sch.sample_compute_location(b, decision=decision)
+    assert sch.trace.instructions[-1].decision == expected
+    assert loop.name == ("root" if expected < 0 else sch.compute_location_candidates(b)[expected])
+
+
+def test_sample_compute_location_of_an_output_offers_only_the_root():
+    sch = matmul().schedule()
+    c = sch.get_block("C")
+    assert sch.compute_location_candidates(c) == []
+    assert sch.sample_compute_location(c).name == "root"
+    assert sch.trace.instructions[-1].decision == -1
+
+
+@pytest.mark.parametrize("decision", ["1", 1.0, True])
+def test_sample_compute_location_refuses_a_decision_that_is_not_an_index(decision):
+    sch = chain((37, 53)).schedule()
+    b = sch.get_block("B")
+    with schedule_error("B", match="not an index"):
+        sch.sample_compute_location(b, decision=decision)
