@@ -1,0 +1,17 @@
+"""Building and timing candidates: precise timing, verification against numpy, process isolation."""
+
+from runner.evaluate import evaluate
+from runner.local import LocalRunner, LocalRunnerConfig
+from runner.null import NullRunner
+from runner.results import Candidate, RunResult, Status, TimingConfig
+
+__all__ = [
+    "Candidate",
+    "LocalRunner",
+    "LocalRunnerConfig",
+    "NullRunner",
+    "RunResult",
+    "Status",
+    "TimingConfig",
+    "evaluate",
+]

@@ -1,0 +1,242 @@
+"""LocalRunner: build candidates in parallel worker processes, then verify and time them one at a
+time in a separate measurement process, so a candidate that crashes, hangs or eats memory takes
+down only a child, and measurements do not disturb each other.
+
+Processes are started with `spawn` (libgomp's thread pool does not survive fork) and recycled:
+build workers after `build_tasks_per_worker` candidates (LLVM's optimizer leaks inside llvmlite),
+the measurement process after `measure_tasks_per_process`.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import signal
+import time
+import traceback
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
+from multiprocessing.pool import AsyncResult, Pool
+from typing import Any
+
+from compiler.build import CompiledKernel
+from compiler.target import Target
+from runner.results import Candidate, RunResult, Status, TimingConfig
+
+_CTX = mp.get_context("spawn")
+
+
+@dataclass(frozen=True)
+class LocalRunnerConfig:
+    timing: TimingConfig = field(default_factory=TimingConfig)
+    build_workers: int = 2
+    build_timeout_s: float = 30.0
+    run_timeout_s: float = 60.0
+    memory_limit_bytes: int = 8 << 30
+    build_tasks_per_worker: int = 64
+    measure_tasks_per_process: int = 256
+    seed: int = 0
+
+
+def _ignore_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def build_candidate(candidate: Candidate, target: Target) -> tuple[Status, CompiledKernel | None, str, float]:
+    """Replay the trace on the workload and compile it (runs in a build worker)."""
+    from compiler.build import compile_kernel
+    from compiler.schedule import Trace
+    from compiler.workloads import workload_from_spec
+
+    start = time.perf_counter()
+    try:
+        workload = workload_from_spec(candidate.spec)
+        func = Trace.from_json(candidate.trace).apply(workload.func).func
+        compiled = compile_kernel(func, target)
+    except Exception as e:  # every failure of a candidate is a result, never a crash
+        return Status.BUILD_ERROR, None, f"{type(e).__name__}: {e}", time.perf_counter() - start
+    return Status.OK, compiled, "", time.perf_counter() - start
+
+
+class LocalRunner:
+    """Runs candidates on this machine. Use as a context manager, or call close()."""
+
+    def __init__(self, config: LocalRunnerConfig | None = None, target: Target | None = None) -> None:
+        self.config = config or LocalRunnerConfig()
+        self.target = target or Target.host()
+        self._pool: Pool | None = None
+        self._measurer = _Measurer(self.config)
+
+    def __enter__(self) -> LocalRunner:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.terminate()
+            self._pool.join()
+            self._pool = None
+        self._measurer.stop()
+
+    def run(self, candidates: list[Candidate]) -> list[RunResult]:
+        built = self.build(candidates)
+        results = []
+        for candidate, (status, compiled, message, build_secs) in zip(candidates, built):
+            if status is not Status.OK:
+                results.append(RunResult(status, [], message, build_secs))
+                continue
+            results.append(self._measurer.measure(candidate, compiled, build_secs))
+        return results
+
+    def _get_pool(self) -> Pool:
+        if self._pool is None:
+            self._pool = _CTX.Pool(
+                self.config.build_workers,
+                initializer=_ignore_sigint,
+                maxtasksperchild=self.config.build_tasks_per_worker,
+            )
+        return self._pool
+
+    def build(self, candidates: list[Candidate]) -> list[tuple[Status, CompiledKernel | None, str, float]]:
+        """Build all candidates in parallel; a build that exceeds its time is reported as a timeout
+        and the pool is replaced (a stuck worker cannot be interrupted otherwise)."""
+        out: dict[int, Any] = {}
+        pending = list(range(len(candidates)))
+        while pending:
+            pool = self._get_pool()
+            jobs: dict[int, AsyncResult] = {
+                i: pool.apply_async(build_candidate, (candidates[i], self.target)) for i in pending
+            }
+            pending = self._collect(jobs, out)
+        return [out[i] for i in range(len(candidates))]
+
+    def _collect(self, jobs: dict[int, AsyncResult], out: dict[int, Any]) -> list[int]:
+        """Wait for jobs in order; on a timeout, record it and return the jobs still to redo."""
+        timeout = self.config.build_timeout_s
+        for i, job in jobs.items():
+            try:
+                out[i] = job.get(timeout=timeout)
+            except mp.TimeoutError:
+                out[i] = (Status.TIMEOUT, None, f"build timed out after {timeout:.0f} s", timeout)
+                for k, other in jobs.items():
+                    if k not in out and other.ready():
+                        out[k] = other.get()
+                self._pool.terminate()  # type: ignore[union-attr]
+                self._pool = None
+                return [k for k in jobs if k not in out]
+        return []
+
+
+class _Measurer:
+    """Owns the measurement process: one candidate at a time over a pipe, restarted when it dies."""
+
+    def __init__(self, config: LocalRunnerConfig) -> None:
+        self.config = config
+        self.process: mp.process.BaseProcess | None = None
+        self.conn: Connection | None = None
+        self.served = 0
+
+    def start(self) -> None:
+        parent, child = _CTX.Pipe()
+        self.process = _CTX.Process(
+            target=measure_loop,
+            args=(child, self.config.timing, self.config.memory_limit_bytes, self.config.seed),
+        )
+        self.process.daemon = True
+        self.process.start()
+        child.close()
+        self.conn = parent
+        self.served = 0
+
+    def stop(self) -> None:
+        if self.process is not None:
+            self.process.kill()
+            self.process.join()
+            self.process = None
+        if self.conn is not None:
+            self.conn.close()
+            self.conn = None
+
+    def measure(self, candidate: Candidate, compiled: CompiledKernel, build_secs: float) -> RunResult:
+        if self.process is None or self.served >= self.config.measure_tasks_per_process:
+            self.stop()
+            self.start()
+        assert self.conn is not None and self.process is not None
+        self.served += 1
+        self.conn.send((candidate.spec, compiled))
+        timeout = self.config.run_timeout_s
+        if not self.conn.poll(timeout):
+            self.stop()
+            return RunResult(Status.TIMEOUT, [], f"run timed out after {timeout:.0f} s", build_secs)
+        try:
+            status, secs, message = self.conn.recv()
+        except (EOFError, ConnectionResetError):
+            self.process.join(5)
+            code = self.process.exitcode
+            self.stop()
+            return RunResult(Status.RUNTIME_ERROR, [], _death_message(code), build_secs)
+        return RunResult(status, secs, message, build_secs)
+
+
+def _death_message(code: int | None) -> str:
+    if code is not None and code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        if name == "SIGABRT":
+            return "the kernel aborted (SIGABRT): an allocation failed, out of memory"
+        return f"the kernel crashed the measurement process ({name})"
+    return f"the measurement process exited with code {code}"
+
+
+def measure_loop(conn: Connection, timing: TimingConfig, memory_limit: int, seed: int) -> None:
+    """The measurement process: load, verify against numpy, time; forever, one candidate at a time."""
+    import resource
+
+    import numpy as np
+
+    from compiler.build import load
+    from compiler.workloads import workload_from_spec
+    from runner.evaluate import evaluate
+    from runner.verify import compare, poison
+
+    _ignore_sigint()
+    resource.setrlimit(resource.RLIMIT_AS, (memory_limit, memory_limit))
+    cache: dict[str, Any] = {}
+    while True:
+        try:
+            spec, compiled = conn.recv()
+        except EOFError:
+            return
+        try:
+            key = repr(sorted(spec.items()))
+            if key not in cache:
+                workload = workload_from_spec(spec)
+                inputs = workload.random_inputs(np.random.default_rng(seed))
+                cache.clear()
+                cache[key] = (workload, inputs, workload.reference(*inputs))
+            workload, inputs, expected = cache[key]
+            kernel = load(compiled)
+            outputs = workload.empty_outputs()
+            poison(outputs)
+            kernel(*inputs, *outputs)
+            names = [b.name for b in workload.func.params[workload.num_inputs :]]
+            mismatch = compare(outputs, expected, names)
+            if mismatch is not None:
+                conn.send((Status.WRONG_RESULT, [], mismatch))
+                continue
+            secs = evaluate(
+                kernel,
+                [*inputs, *outputs],
+                timing.number,
+                timing.repeat,
+                timing.min_repeat_ms,
+                timing.flush_cache,
+            )
+            conn.send((Status.OK, secs, ""))
+        except MemoryError:
+            conn.send((Status.RUNTIME_ERROR, [], "out of memory"))
+        except Exception as e:
+            conn.send((Status.RUNTIME_ERROR, [], f"{type(e).__name__}: {e}\n{traceback.format_exc(limit=3)}"))

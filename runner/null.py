@@ -1,0 +1,29 @@
+"""A runner that measures nothing: deterministic timings derived from the candidate, for testing
+the layers above (search, database, service) fast and exactly."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+
+from runner.results import Candidate, RunResult, Status
+
+
+def hashed_seconds(candidate: Candidate) -> float:
+    """A stable pseudo-random time in [1 ms, 2 ms) from the candidate's content."""
+    digest = hashlib.sha256(candidate.key.encode()).digest()
+    return 1e-3 * (1.0 + int.from_bytes(digest[:8], "big") / 2**64)
+
+
+class NullRunner:
+    """Returns `seconds(candidate)` for every candidate, with `repeat` identical repeats."""
+
+    def __init__(self, seconds: Callable[[Candidate], float] = hashed_seconds, repeat: int = 3) -> None:
+        self.seconds = seconds
+        self.repeat = repeat
+
+    def run(self, candidates: list[Candidate]) -> list[RunResult]:
+        return [RunResult(Status.OK, [self.seconds(c)] * self.repeat) for c in candidates]
+
+    def close(self) -> None:
+        """Nothing to release; present so every runner can be closed the same way."""

@@ -1,0 +1,43 @@
+"""Checking a candidate's outputs against the workload's numpy reference.
+
+Outputs are poisoned before the run (NaN for floats, the most negative value for ints), so an
+element the kernel never writes is caught; NaN never passes. Tolerances are per dtype, with an
+absolute part scaled by the reference's magnitude: float32 sums of hundreds of products differ
+from numpy's (differently ordered) sums by about 1e-6 of their magnitude.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+TOLERANCES = {"float32": 1e-3, "float64": 1e-9}
+
+
+def poison(arrays: list[np.ndarray]) -> None:
+    for a in arrays:
+        if np.issubdtype(a.dtype, np.floating):
+            a.fill(np.nan)
+        else:
+            a.fill(np.iinfo(a.dtype).min)
+
+
+def compare(outputs: list[np.ndarray], expected: list[np.ndarray], names: list[str]) -> str | None:
+    """None when every output matches; otherwise a short description of the first mismatch."""
+    for name, got, want in zip(names, outputs, expected):
+        if np.issubdtype(got.dtype, np.floating):
+            nan = np.isnan(got)
+            if nan.any():
+                where = tuple(int(i) for i in np.argwhere(nan)[0])
+                return f"{name}: {int(nan.sum())} element(s) are NaN or never written, first at {where}"
+            rtol = TOLERANCES[str(got.dtype)]
+            atol = rtol * max(1.0, float(np.max(np.abs(want))) if want.size else 1.0)
+            bad = ~np.isclose(got, want, rtol=rtol, atol=atol)
+        else:
+            bad = got != want
+        if bad.any():
+            where = tuple(int(i) for i in np.argwhere(bad)[0])
+            return (
+                f"{name}: {int(bad.sum())} of {got.size} elements differ from the reference, "
+                f"first at {where}: got {got[where]!r}, expected {want[where]!r}"
+            )
+    return None

@@ -1,0 +1,121 @@
+"""LocalRunner: every candidate comes back as a result, whatever it does; the runner survives."""
+
+import numpy as np
+import pytest
+
+from compiler import Schedule
+from compiler.build import compile_kernel
+from compiler.ir import Allocate, BufferStore, Const, For, Load, PrimFunc, SeqStmt, Var, const
+from compiler.workloads import workload_from_spec
+from runner import Candidate, LocalRunner, LocalRunnerConfig, Status, TimingConfig
+
+SPEC = {"op": "matmul", "params": {"M": 64, "N": 48, "K": 40}, "dtype": "float32"}
+
+
+def tiled_trace(inner: int) -> dict:
+    workload = workload_from_spec(SPEC)
+    sch = Schedule(workload.func)
+    block = sch.get_child_blocks(sch.get_block("root"))[0]
+    i, j, k = sch.get_loops(block)
+    j0, j1 = sch.split(j, [None, inner])
+    sch.reorder(i, j0, k, j1)
+    sch.vectorize(j1)
+    return sch.trace.to_json()
+
+
+@pytest.fixture(scope="module")
+def runner():
+    config = LocalRunnerConfig(
+        timing=TimingConfig(repeat=3, min_repeat_ms=1), run_timeout_s=20, build_timeout_s=60
+    )
+    with LocalRunner(config) as r:
+        yield r
+
+
+def _crafted(body_for) -> PrimFunc:
+    """A program with the workload's parameters but a body of our choosing (for failure cases)."""
+    func = workload_from_spec(SPEC).func
+    return PrimFunc(func.name, func.params, body_for(func.params))
+
+
+def test_good_candidates_are_timed(runner):
+    results = runner.run([Candidate(SPEC, tiled_trace(16)), Candidate(SPEC, tiled_trace(8))])
+    for r in results:
+        assert r.status is Status.OK, r.message
+        assert len(r.run_secs) == 3 and all(s > 0 for s in r.run_secs)
+        assert r.build_secs > 0
+
+
+def test_schedule_error_is_a_build_error(runner):
+    trace = tiled_trace(16)
+    trace["instructions"][3]["args"]["factors"] = [2, 2]  # covers 4 of the 48 iterations
+    (result,) = runner.run([Candidate(SPEC, trace)])
+    assert result.status is Status.BUILD_ERROR
+    assert "ScheduleError" in result.message and "cover" in result.message
+
+
+def test_bad_spec_is_a_build_error(runner):
+    (result,) = runner.run(
+        [Candidate({"op": "matmul", "params": {"M": -1}}, {"version": 1, "instructions": []})]
+    )
+    assert result.status is Status.BUILD_ERROR and "params" in result.message
+
+
+def _measure(runner, func):
+    return runner._measurer.measure(Candidate(SPEC, {}), compile_kernel(func), 0.0)
+
+
+def test_wrong_numbers_are_caught(runner):
+    def zeros(params):
+        _, _, c = params
+        i, j = Var("i"), Var("j")
+        return For(i, c.shape[0], For(j, c.shape[1], BufferStore(c, const(0.0, "float32"), (i, j))))
+
+    result = _measure(runner, _crafted(zeros))
+    assert result.status is Status.WRONG_RESULT and "differ" in result.message
+
+
+def test_unwritten_output_is_caught(runner):
+    def half(params):
+        _, _, c = params
+        i, j = Var("i"), Var("j")
+        return For(i, c.shape[0] // 2, For(j, c.shape[1], BufferStore(c, const(0.0, "float32"), (i, j))))
+
+    result = _measure(runner, _crafted(half))
+    assert result.status is Status.WRONG_RESULT and "never written" in result.message
+
+
+def test_segfault_hang_and_memory_exhaustion_leave_the_runner_alive(runner):
+    def segfault(params):
+        _, _, c = params
+        return BufferStore(c, const(1.0, "float32"), (Const(1 << 40, "int64"), const(0)))
+
+    def hang(params):
+        _, _, c = params
+        i = Var("i")
+        return For(i, 1 << 62, BufferStore(c, const(1.0, "float32"), (i % 64, const(0))))
+
+    def exhaust(params):
+        a, _, c = params
+        huge = type(c)("huge", (1 << 22, 1 << 14), "float32")  # 256 GiB: more than the memory limit
+        i, j = Var("i"), Var("j")
+        fill = For(i, 64, BufferStore(huge, Load(a, (i, const(0))), (i * (1 << 15), const(0))))
+        use = For(i, 64, For(j, 48, BufferStore(c, Load(huge, ((i * 7 % 64) * (1 << 15), const(0))), (i, j))))
+        return Allocate(huge, SeqStmt((fill, use)))
+
+    crashed = _measure(runner, _crafted(segfault))
+    assert crashed.status is Status.RUNTIME_ERROR and "SIGSEGV" in crashed.message
+    runner._measurer.config = LocalRunnerConfig(run_timeout_s=2)
+    hung = _measure(runner, _crafted(hang))
+    assert hung.status is Status.TIMEOUT
+    runner._measurer.config = LocalRunnerConfig(run_timeout_s=20)
+    exhausted = _measure(runner, _crafted(exhaust))
+    assert exhausted.status is Status.RUNTIME_ERROR and "out of memory" in exhausted.message
+    (after,) = runner.run([Candidate(SPEC, tiled_trace(16))])
+    assert after.status is Status.OK
+
+
+def test_reference_matches_runner_inputs():
+    workload = workload_from_spec(SPEC)
+    a, b = workload.random_inputs(np.random.default_rng(0))
+    np.testing.assert_allclose(workload.reference(a, b)[0], a @ b, rtol=1e-5)

@@ -1,0 +1,33 @@
+"""Verification: poisoned outputs catch unwritten elements, NaN never passes, tolerances per dtype."""
+
+import numpy as np
+
+from runner.verify import compare, poison
+
+
+def test_poison_marks_every_element():
+    f, i = np.zeros(5, np.float32), np.zeros(5, np.int32)
+    poison([f, i])
+    assert np.isnan(f).all() and (i == np.iinfo(np.int32).min).all()
+
+
+def test_unwritten_element_is_reported_with_its_position():
+    want = np.ones((3, 4), np.float32)
+    got = want.copy()
+    got[2, 1] = np.nan
+    msg = compare([got], [want], ["C"])
+    assert msg is not None and "C:" in msg and "(2, 1)" in msg
+
+
+def test_tolerance_scales_with_magnitude_but_catches_real_errors():
+    rng = np.random.default_rng(0)
+    want = rng.standard_normal((64, 64)).astype(np.float32) * 100
+    assert compare([want * (1 + 1e-6)], [want], ["C"]) is None
+    wrong = want.copy()
+    wrong[5, 7] += 1.0
+    assert "(5, 7)" in compare([wrong], [want], ["C"])
+
+
+def test_integers_must_match_exactly():
+    assert compare([np.arange(4)], [np.arange(4)], ["I"]) is None
+    assert compare([np.arange(4) + 1], [np.arange(4)], ["I"]) is not None
