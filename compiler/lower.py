@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from compiler.arith import simplify
+from compiler.auto_unroll import auto_unroll
 from compiler.compact import compact_buffers
 from compiler.ir import (
     TRUE,
@@ -37,6 +38,7 @@ def lower(func: PrimFunc) -> PrimFunc:
     """Blocks to loops: the passes in order."""
     func = compact_buffers(func)
     func = flatten_blocks(func)
+    func = auto_unroll(func)
     func = allocate_intermediates(func)
     func = simplify_indices(func)
     verify_lowered(func)

@@ -50,6 +50,9 @@ class IntRV(int):
         obj.rv = rv
         return obj
 
+    def __reduce__(self) -> tuple[type[IntRV], tuple[int, str]]:
+        return IntRV, (int(self), self.rv)
+
 
 def _encode(value: Any) -> Any:
     if isinstance(value, (BlockRV, LoopRV, IntRV)):
@@ -138,7 +141,10 @@ class Schedule:
 
     # --- loop transformations -------------------------------------------------------------------
     def split(self, loop: LoopRV, factors: list[int | None]) -> list[LoopRV]:
-        self.func, names = loop_transform.split(self.func, self._loop_name(loop), list(factors), self._fresh)
+        plain = [
+            f if f is None or not isinstance(f, int) else int(f) for f in factors
+        ]  # IntRVs stay in the trace
+        self.func, names = loop_transform.split(self.func, self._loop_name(loop), plain, self._fresh)
         outs = [self._loop(n) for n in names]
         self._record("split", {"loop": loop, "factors": list(factors)}, outs)
         return outs
@@ -172,13 +178,14 @@ class Schedule:
             isinstance(value, (int, float, str, bool)),
             f"annotate {key!r} of {target.name!r}: value must be a JSON scalar, got {value!r}",
         )
+        stored = int(value) if isinstance(value, IntRV) else value  # the trace keeps the RV
         if isinstance(target, LoopRV):
-            self.func = loop_transform.annotate_loop(self.func, self._loop_name(target), key, value)
+            self.func = loop_transform.annotate_loop(self.func, self._loop_name(target), key, stored)
         elif self._block_name(target) == ROOT:
-            attrs = tuple((k, v) for k, v in self.func.attrs if k != key) + ((key, value),)
+            attrs = tuple((k, v) for k, v in self.func.attrs if k != key) + ((key, stored),)
             self.func = replace(self.func, attrs=attrs)
         else:
-            self._annotate_block(target.name, key, value)
+            self._annotate_block(target.name, key, stored)
         self._record("annotate", {"target": target, "key": key, "value": value}, [])
 
     def _annotate_block(self, name: str, key: str, value: Any) -> None:
