@@ -1,0 +1,31 @@
+"""Run the benchmarks: `python -m bench [name ...]` (all by default). Results print as ratios
+measured side by side in this one process; record quoted numbers in bench/RESULTS.md."""
+
+import os
+
+# Honest baseline: this environment may force OpenBLAS onto its AVX2 kernels, which halves numpy's
+# matmul. It must be removed before numpy (imported by everything below) loads OpenBLAS.
+os.environ.pop("OPENBLAS_CORETYPE", None)
+
+import sys
+
+from bench import build_cost, conv2d, matmul, runner_throughput
+
+BENCHMARKS = {
+    "matmul": matmul.main,
+    "conv2d": conv2d.main,
+    "build_cost": build_cost.main,
+    "runner": runner_throughput.main,
+}
+
+
+def main(names: list[str]) -> None:
+    for name in names or list(BENCHMARKS):
+        if name not in BENCHMARKS:
+            raise SystemExit(f"unknown benchmark {name!r}; choose from {sorted(BENCHMARKS)}")
+        print(f"== {name}")
+        BENCHMARKS[name]()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
