@@ -1,0 +1,271 @@
+"""The tuning database on SQLite and PostgreSQL: migrations, get-or-create, never a duplicate trace (even
+under a race), best/top-k over ok records only, warm-start queries, JSON round trips, task progress."""
+
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC
+
+import pytest
+from alembic import command
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import insert, inspect
+from sqlalchemy.exc import IntegrityError
+
+from tuner.database import Database, NewRecord, TaskStatus, alembic_config, trace_hash
+from tuner.database.schema import Base, TuningRecord
+
+WORKLOAD = {"op": "matmul", "params": {"M": 64, "N": 48, "K": 40}, "dtype": "float32"}
+
+
+def add_pair(db: Database, workload: str = "w0", hardware: str = "hw0") -> tuple[int, int]:
+    """A workload (hash `workload` padded to 64 chars) and a hardware key: the pair records belong to."""
+    wid = db.add_workload(
+        hash=workload.ljust(64, "0"), name=workload, spec=WORKLOAD, flops=2.0 * 64 * 48 * 40
+    )
+    hid = db.add_hardware(key=hardware, cpu="Test CPU", features="+avx2,+fma", cores=2)
+    return wid, hid
+
+
+def new(wid: int, hid: int, n: int, status: str = "ok", secs: float = 1e-3, **kw) -> NewRecord:
+    trace = {"insts": [{"kind": "split", "decision": [n, 4]}]}
+    run_secs = [secs, secs * 1.1, secs * 0.9] if status == "ok" else []
+    return NewRecord(workload_id=wid, hardware_id=hid, trace=trace, status=status, run_secs=run_secs, **kw)
+
+
+def test_open_migrates_to_head_and_reopens(database_url: str):
+    for _ in range(2):  # the second open finds head and changes nothing
+        with Database.open(database_url) as db, db.engine.connect() as connection:
+            config = alembic_config(connection)
+            head = ScriptDirectory.from_config(config).get_current_head()
+            assert MigrationContext.configure(connection).get_current_revision() == head == "0001"
+            tables = set(inspect(connection).get_table_names())
+            assert {"workloads", "hardware", "tasks", "tuning_records", "alembic_version"} <= tables
+            # The hand-reviewed migration builds exactly what the models describe.
+            assert compare_metadata(MigrationContext.configure(connection), Base.metadata) == []
+
+
+def test_migrations_downgrade_to_empty_and_back(database_url: str):
+    with Database.open(database_url) as db:
+        with db.engine.begin() as connection:
+            command.downgrade(alembic_config(connection), "base")
+            assert set(inspect(connection).get_table_names()) == {"alembic_version"}
+            command.upgrade(alembic_config(connection), "head")
+        assert add_pair(db) == (1, 1)
+
+
+def test_concurrent_first_opens_both_succeed(database_url: str):
+    with ThreadPoolExecutor(2) as pool:
+        for db in pool.map(Database.open, [database_url] * 2):
+            db.close()
+    with Database.open(database_url) as db:
+        assert db.workloads() == []
+
+
+def test_memory_database():
+    with Database.open("sqlite://") as db:
+        wid, hid = add_pair(db)
+        assert db.add_record(new(wid, hid, 1)) is not None
+        assert db.best("w0".ljust(64, "0"), "hw0") is not None
+
+
+def test_get_or_create_is_idempotent(tuning_db: Database):
+    wid, hid = add_pair(tuning_db)
+    # The hash is the identity: a second name for the same program does not make a second workload.
+    assert tuning_db.add_workload(hash="w0".ljust(64, "0"), name="renamed", spec={}, flops=1.0) == wid
+    assert tuning_db.add_hardware(key="hw0", cpu="other", features="", cores=64) == hid
+    wid2, hid2 = add_pair(tuning_db, "w1", "hw1")
+    assert wid2 != wid and hid2 != hid
+    (first, second) = tuning_db.workloads()
+    assert (first.id, first.name, first.spec, first.flops) == (wid, "w0", WORKLOAD, 2.0 * 64 * 48 * 40)
+    assert second.name == "w1" and first.created_at.tzinfo is not None
+    assert [(h.key, h.cpu, h.features, h.cores) for h in tuning_db.hardware_list()] == [
+        ("hw0", "Test CPU", "+avx2,+fma", 2),
+        ("hw1", "Test CPU", "+avx2,+fma", 2),
+    ]
+
+
+def test_a_trace_is_stored_once_per_workload_and_hardware(tuning_db: Database):
+    wid, hid = add_pair(tuning_db)
+    wid2, hid2 = add_pair(tuning_db, "w1", "hw1")
+    assert tuning_db.add_record(new(wid, hid, 1)) is not None
+    # Same trace again, even with another outcome: refused, quietly.
+    assert tuning_db.add_record(new(wid, hid, 1, status="timeout")) is None
+    # The same trace is a new measurement on other hardware or for another workload.
+    assert tuning_db.add_record(new(wid, hid2, 1)) is not None
+    assert tuning_db.add_record(new(wid2, hid, 1)) is not None
+    assert tuning_db.add_record(new(wid, hid, 2, status="build_error")) is not None
+    assert tuning_db.measured_trace_hashes(wid, hid) == {trace_hash(new(0, 0, n).trace) for n in (1, 2)}
+    assert tuning_db.measured_trace_hashes(wid2, hid2) == set()
+    assert [r.status for r in tuning_db.records(workload_id=wid, hardware_id=hid)] == ["ok", "build_error"]
+
+
+def test_racing_writers_store_each_trace_once(database_url: str):
+    """Two engines (as two workers would have) report the same traces at the same moment."""
+    with Database.open(database_url) as setup:
+        wid, hid = add_pair(setup)
+    traces = range(20)
+    start = threading.Barrier(2)
+
+    def report(_worker: int) -> list[int | None]:
+        with Database.open(database_url) as db:
+            start.wait()
+            return [db.add_record(new(wid, hid, n)) for n in traces]
+
+    with ThreadPoolExecutor(2) as pool:
+        a, b = pool.map(report, range(2))
+    assert all((x is None) != (y is None) for x, y in zip(a, b, strict=True))
+    with Database.open(database_url) as db:
+        assert len(db.records(workload_id=wid, hardware_id=hid)) == len(traces)
+
+
+def test_best_and_top_k_rank_ok_records_by_median(tuning_db: Database):
+    wid, hid = add_pair(tuning_db)
+    _, other_hid = add_pair(tuning_db, "w0", "hw1")
+    key = "w0".ljust(64, "0")
+    assert tuning_db.best(key, "hw0") is None and tuning_db.top_k(key, "hw0", 3) == []
+    tuning_db.add_record(new(wid, hid, 1, secs=3e-3))
+    tuning_db.add_record(new(wid, hid, 2, secs=1e-3))
+    tuning_db.add_record(new(wid, hid, 3, secs=2e-3))
+    tuning_db.add_record(new(wid, other_hid, 4, secs=1e-6))  # fast, but on another machine
+    # Failures never rank, however fast they looked before failing.
+    for n, status in enumerate(["build_error", "runtime_error", "timeout", "wrong_result"], start=5):
+        fast = NewRecord(workload_id=wid, hardware_id=hid, trace={"n": n}, status=status, run_secs=[1e-9])
+        assert tuning_db.add_record(fast) is not None
+    best = tuning_db.best(key, "hw0")
+    assert best is not None and best.trace == new(0, 0, 2).trace
+    assert best.median_secs == 1e-3 and best.hardware_key == "hw0" and best.workload_hash == key
+    assert [r.median_secs for r in tuning_db.top_k(key, "hw0", 2)] == [1e-3, 2e-3]
+    assert [r.median_secs for r in tuning_db.top_k(key, "hw0", 10)] == [1e-3, 2e-3, 3e-3]
+    assert tuning_db.best(key, "unknown") is None and tuning_db.best("unknown", "hw0") is None
+    failed = [r for r in tuning_db.records(workload_id=wid, hardware_id=hid) if r.status != "ok"]
+    assert len(failed) == 4 and all(r.median_secs is None for r in failed)
+
+
+def test_median_is_an_observed_repeat(tuning_db: Database):
+    """The upper median, as the runner computes it: the number the search compared is the one stored."""
+    wid, hid = add_pair(tuning_db)
+    for n, secs in enumerate([[3.0, 1.0, 2.0], [4.0, 1.0, 3.0, 2.0], [5.0]]):
+        tuning_db.add_record(
+            NewRecord(workload_id=wid, hardware_id=hid, trace={"n": n}, status="ok", run_secs=secs)
+        )
+    records = tuning_db.records(workload_id=wid, hardware_id=hid)
+    assert [r.median_secs for r in records] == [2.0, 3.0, 5.0]
+
+
+def test_records_of_other_workloads_on_the_same_hardware(tuning_db: Database):
+    wid, hid = add_pair(tuning_db, "mine", "hw0")
+    other, _ = add_pair(tuning_db, "other", "hw0")
+    third, other_hid = add_pair(tuning_db, "third", "hw1")
+    tuning_db.add_record(new(wid, hid, 0))
+    ids = [tuning_db.add_record(new(other, hid, n, status=s)) for n, s in enumerate(["ok", "timeout", "ok"])]
+    tuning_db.add_record(new(third, other_hid, 0))
+    tuning_db.add_record(new(third, hid, 7))
+    warm = tuning_db.records_of_other_workloads(hid, wid, 3)
+    assert [r.workload_hash[:5] for r in warm] == ["third", "other", "other"]  # newest first
+    assert [r.id for r in warm[1:]] == ids[:0:-1]
+    assert warm[1].workload_spec == WORKLOAD and {r.hardware_id for r in warm} == {hid}
+    assert len(tuning_db.records_of_other_workloads(hid, wid, 100)) == 4
+
+
+def test_json_round_trips(tuning_db: Database):
+    wid, hid = add_pair(tuning_db)
+    trace = {
+        "insts": [
+            {
+                "kind": "sample_perfect_tile",
+                "inputs": ["l0"],
+                "attrs": {"n": 4, "max_inner": 16},
+                "decision": [2, 4, 2, 4],
+            },
+            {
+                "kind": "annotate",
+                "attrs": {"key": "pragma_auto_unroll_max_step", "value": 64},
+                "decision": None,
+            },
+            {"kind": "note", "attrs": {"text": "Schedule für µ-kernels", "flag": True, "ratio": 0.1}},
+        ]
+    }
+    run_secs = [1.2345678901234567e-05, 3.3e-07, 0.1 + 0.2]
+    timing = {"number": 7, "repeat": 3, "min_repeat_ms": 5.0, "flush_cache": True}
+    rid = tuning_db.add_record(
+        NewRecord(
+            workload_id=wid,
+            hardware_id=hid,
+            trace=trace,
+            status="ok",
+            run_secs=run_secs,
+            build_secs=0.25,
+            message="confirmed",
+            timing=timing,
+            worker="bench-7",
+            remeasured=True,
+        )
+    )
+    (record,) = tuning_db.records(workload_id=wid, hardware_id=hid)
+    assert record.id == rid and record.trace == trace and record.run_secs == run_secs
+    assert record.trace_hash == trace_hash(trace) and record.timing == timing
+    assert (record.build_secs, record.message, record.worker) == (0.25, "confirmed", "bench-7")
+    assert record.remeasured is True
+    assert record.median_secs == run_secs[0] and record.task_id is None
+    assert record.created_at.tzinfo == UTC
+
+
+def test_trace_hash_is_canonical():
+    assert trace_hash({"a": 1, "b": [1, 2]}) == trace_hash({"b": [1, 2], "a": 1})
+    assert trace_hash({"a": 1, "b": [1, 2]}) != trace_hash({"a": 1, "b": [2, 1]})
+    assert len(trace_hash({})) == 64
+
+
+def test_task_progress(tuning_db: Database):
+    wid, hid = add_pair(tuning_db)
+    tid = tuning_db.add_task(workload_id=wid, hardware_id=hid, strategy="evolutionary", trials=64, seed=2**40)
+    task = tuning_db.get_task(tid)
+    assert (task.status, task.trials_done, task.trials, task.seed) == (TaskStatus.PENDING, 0, 64, 2**40)
+    assert (task.workload_name, task.hardware_key, task.strategy) == ("w0", "hw0", "evolutionary")
+    tuning_db.update_task(tid, status="running", trials_done=16)
+    tuning_db.update_task(tid, trials_done=32)
+    task = tuning_db.get_task(tid)
+    assert (task.status, task.trials_done) == ("running", 32)
+    assert task.updated_at >= task.created_at and task.updated_at.tzinfo is not None
+    done = tuning_db.add_task(workload_id=wid, hardware_id=hid, strategy="random", trials=8, seed=0)
+    tuning_db.update_task(done, status=TaskStatus.DONE, trials_done=8)
+    assert [t.id for t in tuning_db.tasks()] == [tid, done]
+    assert [t.id for t in tuning_db.tasks(status="running")] == [tid]
+    assert tuning_db.tasks(status="failed") == []
+    # A record can point at the task that measured it.
+    tuning_db.add_record(new(wid, hid, 1, task_id=tid))
+    assert tuning_db.records(workload_id=wid, hardware_id=hid)[0].task_id == tid
+    with pytest.raises(ValueError):
+        tuning_db.update_task(tid, status="paused")
+    with pytest.raises(KeyError):
+        tuning_db.update_task(tid + 100, status="done")
+    with pytest.raises(KeyError):
+        tuning_db.get_task(tid + 100)
+
+
+def test_bad_records_are_refused_before_and_by_the_database(tuning_db: Database):
+    with pytest.raises(ValueError):
+        new(1, 1, 0, status="crashed")
+    with pytest.raises(ValueError, match="at least one"):
+        NewRecord(workload_id=1, hardware_id=1, trace={}, status="ok")
+    wid, hid = add_pair(tuning_db)
+    row = {
+        "workload_id": wid,
+        "hardware_id": hid,
+        "trace": {},
+        "trace_hash": "x",
+        "run_secs": [],
+        "build_secs": 0.0,
+        "message": "",
+        "timing": {},
+        "worker": "",
+        "remeasured": False,
+    }
+    # The table's own constraints hold for writers that bypass Database.
+    for bad in [{"status": "crashed"}, {"status": "ok"}, {"status": "timeout", "median_secs": 1.0}]:
+        with pytest.raises(IntegrityError), tuning_db.engine.begin() as connection:
+            connection.execute(insert(TuningRecord).values(**row, **bad))
+    with pytest.raises(IntegrityError):
+        tuning_db.add_record(new(wid, hid + 100, 0))  # foreign keys are on, on SQLite too

@@ -1,0 +1,302 @@
+"""The tuning database: workloads, hardware, tasks and every measurement, in one SQL database (a SQLite
+file for one machine, PostgreSQL for a fleet), brought to the newest schema whenever it is opened."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import asdict, fields
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from alembic import command
+from alembic.config import Config
+from sqlalchemy import Connection, Engine, Select, create_engine, event, select, text
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import make_url
+from sqlalchemy.orm import sessionmaker
+from sqlalchemy.pool import StaticPool
+
+from runner.results import Status
+from tuner.database.records import (
+    HardwareInfo,
+    NewRecord,
+    Record,
+    TaskInfo,
+    TaskStatus,
+    WorkloadInfo,
+    median_secs,
+    trace_hash,
+)
+from tuner.database.schema import Base, Hardware, Task, TuningRecord, Workload
+
+MIGRATIONS = Path(__file__).parent / "migrations"
+SQLITE_BUSY_TIMEOUT_MS = 30_000
+# Any constant will do: the id of the PostgreSQL advisory lock that concurrent openers queue on.
+_MIGRATION_LOCK = 0x74756E65
+# INSERT ... ON CONFLICT DO NOTHING is dialect-specific; these are the backends the tuner supports.
+_INSERT: dict[str, Callable[[Any], sqlite.Insert | postgresql.Insert]] = {
+    "sqlite": sqlite.insert,
+    "postgresql": postgresql.insert,
+}
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+T = TypeVar("T", bound="DataclassInstance")
+
+
+def alembic_config(connection: Connection) -> Config:
+    """Alembic's configuration, built in code: the migrations ship inside the package, so nobody needs an
+    alembic.ini. They run on `connection`, inside its transaction (see migrations/env.py)."""
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS))
+    config.attributes["connection"] = connection
+    return config
+
+
+class Database:
+    """Every method is one transaction and returns plain frozen values, so it is safe to share one
+    Database between threads, and no ORM object or session ever outlives a call.
+
+    Open with `Database.open(url)`; `engine` is public for migrations and tests."""
+
+    def __init__(self, engine: Engine) -> None:
+        if engine.dialect.name not in _INSERT:
+            raise ValueError(f"unsupported database {engine.dialect.name!r}: use sqlite or postgresql")
+        self.engine = engine
+        self._insert = _INSERT[engine.dialect.name]
+        self._session = sessionmaker(engine)
+
+    @classmethod
+    def open(cls, url: str) -> Database:
+        """Connect and migrate to the newest schema: opening is the only set-up step, for a new file as
+        for a database an older tensor-tuner wrote. `sqlite://` opens a private in-memory database for tests:
+        one connection, so use it from one thread at a time."""
+        db = cls(_create_engine(url))
+        _migrate(db.engine)
+        return db
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    def __enter__(self) -> Database:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # Workloads, hardware and tasks.
+
+    def add_workload(self, *, hash: str, name: str, spec: dict[str, Any], flops: float) -> int:
+        """Get or create by structural hash: the same program is the same workload whatever it is called,
+        so an existing row keeps its name and spec."""
+        with self._session.begin() as session:
+            insert = self._insert(Workload).values(hash=hash, name=name, spec=spec, flops=flops)
+            session.execute(insert.on_conflict_do_nothing(index_elements=[Workload.hash]))
+            return session.scalars(select(Workload.id).where(Workload.hash == hash)).one()
+
+    def add_hardware(self, *, key: str, cpu: str, features: str, cores: int) -> int:
+        """Get or create by key: records are only comparable between machines of the same key."""
+        with self._session.begin() as session:
+            insert = self._insert(Hardware).values(key=key, cpu=cpu, features=features, cores=cores)
+            session.execute(insert.on_conflict_do_nothing(index_elements=[Hardware.key]))
+            return session.scalars(select(Hardware.id).where(Hardware.key == key)).one()
+
+    def add_task(self, *, workload_id: int, hardware_id: int, strategy: str, trials: int, seed: int) -> int:
+        """A new pending task: a budget of `trials` measurements of one workload on one hardware."""
+        with self._session.begin() as session:
+            task = Task(
+                workload_id=workload_id,
+                hardware_id=hardware_id,
+                strategy=strategy,
+                trials=trials,
+                seed=seed,
+                status=TaskStatus.PENDING.value,
+                trials_done=0,
+            )
+            session.add(task)
+            session.flush()
+            return task.id
+
+    def update_task(self, task_id: int, *, status: str | None = None, trials_done: int | None = None) -> None:
+        """Record a task's progress; raises KeyError for an unknown task, ValueError for an unknown status."""
+        with self._session.begin() as session:
+            task = session.get(Task, task_id)
+            if task is None:
+                raise KeyError(task_id)
+            if status is not None:
+                task.status = TaskStatus(status).value
+            if trials_done is not None:
+                task.trials_done = trials_done
+
+    def get_task(self, task_id: int) -> TaskInfo:
+        """Raises KeyError for an unknown task."""
+        with self._session.begin() as session:
+            row = session.execute(_tasks_query().where(Task.id == task_id)).one_or_none()
+            if row is None:
+                raise KeyError(task_id)
+            return _task_info(*row)
+
+    def tasks(self, status: str | None = None) -> list[TaskInfo]:
+        query = (
+            _tasks_query()
+            if status is None
+            else _tasks_query().where(Task.status == TaskStatus(status).value)
+        )
+        with self._session.begin() as session:
+            return [_task_info(*row) for row in session.execute(query.order_by(Task.id))]
+
+    def workloads(self) -> list[WorkloadInfo]:
+        with self._session.begin() as session:
+            return [_plain(WorkloadInfo, w) for w in session.scalars(select(Workload).order_by(Workload.id))]
+
+    def hardware_list(self) -> list[HardwareInfo]:
+        with self._session.begin() as session:
+            return [_plain(HardwareInfo, h) for h in session.scalars(select(Hardware).order_by(Hardware.id))]
+
+    # Tuning records.
+
+    def add_record(self, record: NewRecord) -> int | None:
+        """Store a measurement; None when this trace is already stored for the workload and hardware.
+
+        The unique constraint decides, in the same statement as the insert (ON CONFLICT DO NOTHING), so
+        two workers reporting the same trace at once store it once and neither sees an error."""
+        status = Status(record.status)
+        values = {
+            **asdict(record),
+            "status": status.value,
+            "trace_hash": trace_hash(record.trace),
+            "median_secs": median_secs(record.run_secs) if status is Status.OK else None,
+        }
+        insert = self._insert(TuningRecord).values(**values)
+        conflict = [TuningRecord.workload_id, TuningRecord.hardware_id, TuningRecord.trace_hash]
+        with self._session.begin() as session:
+            inserted = session.execute(
+                insert.on_conflict_do_nothing(index_elements=conflict).returning(TuningRecord.id)
+            )
+            return inserted.scalar_one_or_none()
+
+    def measured_trace_hashes(self, workload_id: int, hardware_id: int) -> set[str]:
+        """Every stored trace of the pair, whatever its status: a failed trace fails again, so the search
+        must not propose it either."""
+        query = select(TuningRecord.trace_hash).where(
+            TuningRecord.workload_id == workload_id, TuningRecord.hardware_id == hardware_id
+        )
+        with self._session.begin() as session:
+            return set(session.scalars(query))
+
+    def best(self, workload_hash: str, hardware_key: str) -> Record | None:
+        """The ok record with the lowest median time, or None before any candidate ran correctly."""
+        top = self.top_k(workload_hash, hardware_key, 1)
+        return top[0] if top else None
+
+    def top_k(self, workload_hash: str, hardware_key: str, k: int) -> list[Record]:
+        """The `k` fastest ok records, fastest first (ties in the order they were stored). Records that
+        failed or computed a wrong result never rank, however fast."""
+        query = (
+            _records_query()
+            .where(
+                Workload.hash == workload_hash,
+                Hardware.key == hardware_key,
+                TuningRecord.status == Status.OK.value,
+            )
+            .order_by(TuningRecord.median_secs, TuningRecord.id)
+            .limit(k)
+        )
+        return self._records(query)
+
+    def records(self, *, workload_id: int, hardware_id: int) -> list[Record]:
+        """Every record of the pair, any status, oldest first: what the cost model trains on."""
+        return self._records(
+            _records_query()
+            .where(TuningRecord.workload_id == workload_id, TuningRecord.hardware_id == hardware_id)
+            .order_by(TuningRecord.id)
+        )
+
+    def records_of_other_workloads(
+        self, hardware_id: int, exclude_workload_id: int, limit: int
+    ) -> list[Record]:
+        """The newest `limit` records of other workloads on the same hardware, any status: they warm-start
+        the cost model of a new workload, since what runs fast on a machine transfers between programs."""
+        return self._records(
+            _records_query()
+            .where(TuningRecord.hardware_id == hardware_id, TuningRecord.workload_id != exclude_workload_id)
+            .order_by(TuningRecord.id.desc())
+            .limit(limit)
+        )
+
+    def _records(self, query: Select[TuningRecord, str, dict[str, Any], str]) -> list[Record]:
+        with self._session.begin() as session:
+            return [_record(*row) for row in session.execute(query)]
+
+
+def _create_engine(url: str) -> Engine:
+    parsed = make_url(url)
+    if parsed.get_backend_name() != "sqlite":
+        # pre_ping: a coordinator outlives restarts of its PostgreSQL server.
+        return create_engine(parsed, pool_pre_ping=True)
+    if parsed.database in (None, "", ":memory:"):
+        # Each connection to :memory: is a new empty database: share one connection between threads.
+        engine = create_engine(parsed, poolclass=StaticPool, connect_args={"check_same_thread": False})
+    else:
+        engine = create_engine(parsed)
+    event.listen(engine, "connect", _configure_sqlite)
+    event.listen(engine, "begin", _begin_sqlite)
+    return engine
+
+
+def _configure_sqlite(dbapi_connection: Any, _record: Any) -> None:
+    """WAL so readers never block the writer; foreign keys, which SQLite leaves off by default; a busy
+    timeout so a second writer waits for the first instead of failing. SQLAlchemy, not the driver,
+    begins transactions (see _begin_sqlite)."""
+    dbapi_connection.isolation_level = None
+    for pragma in (f"busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}", "foreign_keys = ON", "journal_mode = WAL"):
+        dbapi_connection.execute(f"PRAGMA {pragma}")
+
+
+def _begin_sqlite(connection: Connection) -> None:
+    """Take SQLite's single write lock at BEGIN: a transaction that read and then writes could otherwise
+    fail at once on the lock upgrade, where waiting (busy timeout) is what we want. Transactions here
+    last milliseconds, so readers waiting on a writer do not notice."""
+    connection.exec_driver_sql("BEGIN IMMEDIATE")
+
+
+def _migrate(engine: Engine) -> None:
+    """Upgrade to head in one transaction that concurrent openers queue on (BEGIN IMMEDIATE on SQLite, an
+    advisory lock on PostgreSQL): a fleet starting at once migrates once, and the others find head."""
+    with engine.begin() as connection:
+        if connection.dialect.name == "postgresql":
+            connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _MIGRATION_LOCK})
+        command.upgrade(alembic_config(connection), "head")
+
+
+def _plain(cls: type[T], row: Base, **joined: Any) -> T:
+    """Copy a row's columns into a frozen dataclass while its session is open."""
+    names = {f.name for f in fields(cls)} - joined.keys()
+    return cls(**{name: getattr(row, name) for name in names}, **joined)
+
+
+def _records_query() -> Select[TuningRecord, str, dict[str, Any], str]:
+    return (
+        select(TuningRecord, Workload.hash, Workload.spec, Hardware.key)
+        .join(Workload, TuningRecord.workload_id == Workload.id)
+        .join(Hardware, TuningRecord.hardware_id == Hardware.id)
+    )
+
+
+def _record(row: TuningRecord, workload_hash: str, spec: dict[str, Any], hardware_key: str) -> Record:
+    return _plain(Record, row, workload_hash=workload_hash, workload_spec=spec, hardware_key=hardware_key)
+
+
+def _tasks_query() -> Select[Task, str, str]:
+    return (
+        select(Task, Workload.name, Hardware.key)
+        .join(Workload, Task.workload_id == Workload.id)
+        .join(Hardware, Task.hardware_id == Hardware.id)
+    )
+
+
+def _task_info(task: Task, workload_name: str, hardware_key: str) -> TaskInfo:
+    return _plain(
+        TaskInfo, task, status=TaskStatus(task.status), workload_name=workload_name, hardware_key=hardware_key
+    )

@@ -1,0 +1,115 @@
+"""The database's vocabulary: what goes in (a new record), what comes out (plain frozen values, never
+ORM objects, so no session outlives its method), and the identity of a trace."""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+import json
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from runner.results import Status
+
+
+class TaskStatus(enum.StrEnum):
+    PENDING = "pending"
+    RUNNING = "running"
+    DONE = "done"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+def trace_hash(trace: dict[str, Any]) -> str:
+    """Hex sha256 of the trace's canonical JSON: the same trace hashes alike in every process, so the
+    database can refuse to store (and the search refuse to measure) a trace twice."""
+    text = json.dumps(trace, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def median_secs(run_secs: list[float]) -> float:
+    """The upper median, as `runner.RunResult.median_secs`: an observed time, and the same number the
+    search compared when it decided a candidate was the best."""
+    return sorted(run_secs)[len(run_secs) // 2]
+
+
+@dataclass(frozen=True, kw_only=True)
+class NewRecord:
+    """One measurement to store; the database derives the trace hash and the median."""
+
+    workload_id: int
+    hardware_id: int
+    trace: dict[str, Any]
+    status: str  # a runner.Status value
+    run_secs: list[float] = field(default_factory=list)
+    build_secs: float = 0.0
+    message: str = ""
+    timing: dict[str, Any] = field(default_factory=dict)  # number, repeat, min_repeat_ms, flush_cache
+    worker: str = ""
+    remeasured: bool = False  # a second measurement confirming a would-be best
+    task_id: int | None = None
+
+    def __post_init__(self) -> None:
+        # Refuse here, with a clear message, what the table's CHECK constraints would refuse later.
+        Status(self.status)
+        if self.status == Status.OK and not self.run_secs:
+            raise ValueError("an ok record needs at least one run's seconds")
+
+
+@dataclass(frozen=True)
+class Record:
+    id: int
+    workload_id: int
+    workload_hash: str
+    workload_spec: dict[str, Any]
+    hardware_id: int
+    hardware_key: str
+    task_id: int | None
+    trace: dict[str, Any]
+    trace_hash: str
+    status: str
+    run_secs: list[float]
+    median_secs: float | None  # None unless status is ok
+    build_secs: float
+    message: str
+    timing: dict[str, Any]
+    worker: str
+    remeasured: bool
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class WorkloadInfo:
+    id: int
+    hash: str
+    name: str
+    spec: dict[str, Any]
+    flops: float
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class HardwareInfo:
+    id: int
+    key: str
+    cpu: str
+    features: str
+    cores: int
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class TaskInfo:
+    id: int
+    workload_id: int
+    workload_name: str
+    hardware_id: int
+    hardware_key: str
+    strategy: str
+    trials: int
+    seed: int
+    status: TaskStatus
+    trials_done: int
+    created_at: datetime
+    updated_at: datetime

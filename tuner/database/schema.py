@@ -1,0 +1,132 @@
+"""The tables, as SQLAlchemy 2.0 typed ORM classes. Alembic migrations (in `migrations/`) create them;
+this module is what autogenerate compares against when the next migration is written."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    CheckConstraint,
+    DateTime,
+    Dialect,
+    ForeignKey,
+    Index,
+    MetaData,
+    String,
+    Text,
+    TypeDecorator,
+    UniqueConstraint,
+    func,
+)
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+from runner.results import Status
+from tuner.database.records import TaskStatus
+
+# Constraints get stable names, so a later migration can drop or alter them on every backend.
+NAMING_CONVENTION = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+# JSONB on PostgreSQL: binary, compact, and queryable should the coordinator ever look inside a trace.
+JSON_TYPE = JSON().with_variant(JSONB(), "postgresql")
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """A timestamp that comes back in UTC, timezone-aware, on every backend: SQLite keeps no zone (and
+    stores UTC), PostgreSQL answers in its session's zone."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+def _one_of(column: str, values: type[StrEnum]) -> str:
+    return f"{column} IN ({', '.join(repr(v.value) for v in values)})"
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+    type_annotation_map = {dict[str, Any]: JSON_TYPE, list[float]: JSON_TYPE, datetime: UTCDateTime}
+
+
+class Workload(Base):
+    __tablename__ = "workloads"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    hash: Mapped[str] = mapped_column(String(64), unique=True)  # structural hash of the unscheduled PrimFunc
+    name: Mapped[str] = mapped_column(String(200))
+    spec: Mapped[dict[str, Any]]
+    flops: Mapped[float]
+    created_at: Mapped[datetime] = mapped_column(server_default=func.now())
+
+
+class Hardware(Base):
+    __tablename__ = "hardware"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    key: Mapped[str] = mapped_column(String(200), unique=True)
+    cpu: Mapped[str] = mapped_column(String(200))
+    features: Mapped[str] = mapped_column(Text)
+    cores: Mapped[int]
+    created_at: Mapped[datetime] = mapped_column(server_default=func.now())
+
+
+class Task(Base):
+    __tablename__ = "tasks"
+    __table_args__ = (CheckConstraint(_one_of("status", TaskStatus), name="status"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    workload_id: Mapped[int] = mapped_column(ForeignKey("workloads.id"))
+    hardware_id: Mapped[int] = mapped_column(ForeignKey("hardware.id"))
+    strategy: Mapped[str] = mapped_column(String(32))
+    trials: Mapped[int]
+    seed: Mapped[int] = mapped_column(BigInteger)
+    status: Mapped[str] = mapped_column(String(16), index=True)  # a restarted coordinator finds its tasks
+    trials_done: Mapped[int]
+    created_at: Mapped[datetime] = mapped_column(server_default=func.now())
+    updated_at: Mapped[datetime] = mapped_column(server_default=func.now(), onupdate=func.now())
+
+
+class TuningRecord(Base):
+    __tablename__ = "tuning_records"
+    __table_args__ = (
+        # A trace is measured once per workload and hardware; concurrent inserts resolve on this.
+        UniqueConstraint("workload_id", "hardware_id", "trace_hash"),
+        # best / top-k: equality on both ids, then ordered by median; also every record of one hardware.
+        Index("ix_tuning_records_ranking", "hardware_id", "workload_id", "median_secs"),
+        CheckConstraint(_one_of("status", Status), name="status"),
+        CheckConstraint(
+            "(status = 'ok' AND median_secs IS NOT NULL) OR (status <> 'ok' AND median_secs IS NULL)",
+            name="median_iff_ok",
+        ),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    workload_id: Mapped[int] = mapped_column(ForeignKey("workloads.id"))
+    hardware_id: Mapped[int] = mapped_column(ForeignKey("hardware.id"))
+    task_id: Mapped[int | None] = mapped_column(ForeignKey("tasks.id", ondelete="SET NULL"))
+    trace: Mapped[dict[str, Any]]
+    trace_hash: Mapped[str] = mapped_column(String(64))
+    status: Mapped[str] = mapped_column(String(16))
+    run_secs: Mapped[list[float]]  # every repeat, so a later reader can judge the noise
+    median_secs: Mapped[float | None]
+    build_secs: Mapped[float]
+    message: Mapped[str] = mapped_column(Text)
+    timing: Mapped[dict[str, Any]]
+    worker: Mapped[str] = mapped_column(String(200))
+    remeasured: Mapped[bool]
+    created_at: Mapped[datetime] = mapped_column(server_default=func.now())
