@@ -141,9 +141,7 @@ class Schedule:
 
     # --- loop transformations -------------------------------------------------------------------
     def split(self, loop: LoopRV, factors: list[int | None]) -> list[LoopRV]:
-        plain = [
-            f if f is None or not isinstance(f, int) else int(f) for f in factors
-        ]  # IntRVs stay in the trace
+        plain = [int(f) if isinstance(f, IntRV) else f for f in factors]  # the trace keeps the IntRVs
         self.func, names = loop_transform.split(self.func, self._loop_name(loop), plain, self._fresh)
         outs = [self._loop(n) for n in names]
         self._record("split", {"loop": loop, "factors": list(factors)}, outs)
