@@ -12,8 +12,11 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
+# Tunes a 512^3 matmul for 64 trials on this machine (SQLite file demo.db, local runner, ~1 minute),
+# then shows the winning program and its trace. Running it again continues from demo.db.
 demo: $(STAMP)
-	$(PY) examples/mm_relu_schedule.py
+	$(VENV)/bin/tuner tune matmul M=512 N=512 K=512 --trials 64 --database sqlite:///demo.db --plot demo-curve.png
+	$(VENV)/bin/tuner show matmul M=512 N=512 K=512 --database sqlite:///demo.db
 
 test: $(STAMP)
 	$(PY) -m pytest -q -n 2

@@ -9,13 +9,14 @@ os.environ.pop("OPENBLAS_CORETYPE", None)
 
 import sys
 
-from bench import build_cost, conv2d, matmul, runner_throughput
+from bench import build_cost, conv2d, matmul, runner_throughput, tuning
 
 BENCHMARKS = {
     "matmul": matmul.main,
     "conv2d": conv2d.main,
     "build_cost": build_cost.main,
     "runner": runner_throughput.main,
+    "tuning": tuning.main,
 }
 
 

@@ -1,0 +1,51 @@
+"""The `tuner` command line, embedded: tune with the real local runner, then best and show."""
+
+import json
+
+from tuner.baseline import numpy_seconds
+from tuner.cli import main
+
+WORKLOAD = ["matmul", "M=32", "N=48", "K=16"]
+
+
+def test_tune_then_best_then_show(tmp_path, capsys):
+    url = f"sqlite:///{tmp_path / 'cli.db'}"
+    plot = tmp_path / "curve.png"
+    code = main(
+        [
+            "tune",
+            *WORKLOAD,
+            "--trials",
+            "4",
+            "--batch-size",
+            "2",
+            "--database",
+            url,
+            "--json",
+            "--plot",
+            str(plot),
+        ]
+    )
+    summary = json.loads(capsys.readouterr().out)
+    assert code == 0
+    assert summary["trials"] == 4 and summary["best_gflops"] > 0 and summary["numpy_gflops"] > 0
+    assert plot.read_bytes().startswith(b"\x89PNG")
+    assert main(["best", *WORKLOAD, "--database", url, "--top", "3", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert len(rows) >= 1 and rows[0]["gflops"] == summary["best_gflops"]
+    assert main(["show", *WORKLOAD, "--database", url]) == 0
+    shown = capsys.readouterr().out
+    assert "@T.prim_func" in shown and "sample_perfect_tile" in shown
+
+
+def test_a_bad_workload_is_refused_naming_the_field(capsys, tmp_path):
+    assert (
+        main(["tune", "matmul", "M=32", "N=-4", "K=8", "--database", f"sqlite:///{tmp_path / 'x.db'}"]) == 2
+    )
+    assert "params.N" in capsys.readouterr().err
+
+
+def test_the_numpy_baseline_runs_in_a_child_process_without_openblas_coretype(monkeypatch):
+    """The child refuses to measure when the variable is set, so this fails if it leaks through."""
+    monkeypatch.setenv("OPENBLAS_CORETYPE", "Haswell")
+    assert 0 < numpy_seconds({"op": "matmul", "params": {"M": 64, "N": 64, "K": 64}}) < 0.1

@@ -1,0 +1,90 @@
+"""The default rule-based space: every sample of every workload computes what numpy computes, replays
+into the identical program, and has the structure the rules promise (tiles, parallel, vector, unroll)."""
+
+import json
+
+import numpy as np
+import pytest
+
+from compiler import Schedule, Trace, build
+from compiler.auto_unroll import AUTO_UNROLL_MAX_STEP
+from compiler.ir import For
+from compiler.visit import walk_stmt
+from compiler.workloads import workload_from_spec
+from tuner.space import UNROLL_STEPS, rule_space
+
+SPECS = {
+    "matmul": {"op": "matmul", "params": {"M": 97, "N": 60, "K": 31}},
+    "matmul_relu": {"op": "matmul_relu", "params": {"M": 33, "N": 40, "K": 17}},
+    "dense_bias_relu": {
+        "op": "dense_bias_relu",
+        "params": {"batch": 4, "in_features": 50, "out_features": 24},
+    },
+    "batch_matmul": {"op": "batch_matmul", "params": {"B": 2, "M": 16, "N": 12, "K": 8}},
+    "conv2d_nchw": {
+        "op": "conv2d_nchw",
+        "params": {"N": 1, "C": 3, "H": 9, "W": 10, "K": 8, "R": 3, "S": 3, "padding": 1},
+    },
+    "conv2d_nhwc": {
+        "op": "conv2d_nhwc",
+        "params": {"N": 1, "C": 4, "H": 7, "W": 7, "K": 6, "R": 3, "S": 3, "padding": 1, "stride": 2},
+    },
+    "softmax": {"op": "softmax", "params": {"M": 6, "N": 40}},
+    "cumsum": {"op": "cumsum", "params": {"M": 9, "N": 20}},
+    "add": {"op": "add", "params": {"shape": [13, 64]}},
+}
+
+
+def sample(spec: dict, seed: int) -> tuple:
+    workload = workload_from_spec(spec)
+    sch = Schedule(workload.func, seed=seed)
+    rule_space()(sch)
+    return workload, sch
+
+
+def loop_kinds(func) -> list[str]:
+    return [s.kind for s in walk_stmt(func.body) if isinstance(s, For)]
+
+
+@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("name", sorted(SPECS))
+def test_samples_compute_what_numpy_computes_and_replay(name, seed):
+    workload, sch = sample(SPECS[name], seed)
+    inputs = workload.random_inputs(np.random.default_rng(seed))
+    outputs = workload.empty_outputs()
+    build(sch.func, listings=False)(*inputs, *outputs)
+    for got, want in zip(outputs, workload.reference(*inputs)):
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+    replayed = Trace.from_json(json.loads(json.dumps(sch.trace.to_json()))).apply(workload.func)
+    assert replayed.func == sch.func
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_matmul_is_tiled_ssrsrs_parallel_vectorized_and_unroll_annotated(seed):
+    _, sch = sample(SPECS["matmul"], seed)
+    kinds = [inst.kind for inst in sch.trace.instructions]
+    tiles = [inst.args["n"] for inst in sch.trace.instructions if inst.kind == "sample_perfect_tile"]
+    assert tiles[:3] == [4, 4, 2]  # i and j in four levels, k in two
+    assert "decompose_reduction" in kinds
+    assert {"parallel", "vectorized"} <= set(loop_kinds(sch.func))
+    assert dict(sch.func.attrs)[AUTO_UNROLL_MAX_STEP] in UNROLL_STEPS
+
+
+def test_the_relu_consumer_is_fused_under_the_matmul_tiles_in_some_samples():
+    fused = 0
+    for seed in range(12):
+        _, sch = sample(SPECS["matmul_relu"], seed)
+        fused += any(
+            inst.kind == "reverse_compute_at" and inst.args["block"] for inst in sch.trace.instructions
+        )
+    assert 0 < fused < 12  # three variants: in place, fused at tile level 1, at level 2
+
+
+def test_bias_add_is_inlined():
+    _, sch = sample(SPECS["dense_bias_relu"], 0)
+    assert "Z" not in {b.name for b in sch.get_child_blocks(sch.get_block("root"))}
+
+
+def test_padding_samples_its_compute_location():
+    _, sch = sample(SPECS["conv2d_nchw"], 0)
+    assert any(inst.kind == "sample_compute_location" for inst in sch.trace.instructions)

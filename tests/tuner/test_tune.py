@@ -1,0 +1,82 @@
+"""tune() end to end on the embedded database: records kept, resumed runs never re-measure, failures
+recorded but never best, compile_best builds the winner; with the null runner (exact, fast)."""
+
+import numpy as np
+import pytest
+
+from compiler.workloads import workload_from_spec
+from runner import Candidate, NullRunner, RunResult, Status
+from tuner.database import Database
+from tuner.tune import compile_best, tune
+
+SPEC = {"op": "matmul", "params": {"M": 48, "N": 64, "K": 32}}
+
+
+@pytest.fixture
+def db(tmp_path):
+    database = Database.open(f"sqlite:///{tmp_path / 'tuning.db'}")
+    yield database
+    database.close()
+
+
+def records_of(db: Database) -> list:
+    (workload,) = db.workloads()
+    return [r for hw in db.hardware_list() for r in db.records(workload_id=workload.id, hardware_id=hw.id)]
+
+
+@pytest.mark.parametrize("strategy", ["random", "evolutionary"])
+def test_tune_keeps_every_record_and_reports_the_best(db, strategy):
+    result = tune(SPEC, trials=12, database=db, runner=NullRunner(), strategy=strategy, batch_size=4)
+    assert result.trials == 12 and len(result.curve) == 12
+    assert result.curve == sorted(result.curve)  # best so far never gets worse
+    records = records_of(db)
+    assert len(records) == 12 and len({r.trace_hash for r in records}) == 12
+    assert result.best.median_secs == min(r.median_secs for r in records)
+    assert result.best_gflops == pytest.approx(workload_from_spec(SPEC).flops / result.best.median_secs / 1e9)
+
+
+def test_running_again_continues_without_measuring_a_trace_twice(db):
+    tune(SPEC, trials=8, database=db, runner=NullRunner(), strategy="random", batch_size=4)
+    tune(SPEC, trials=8, database=db, runner=NullRunner(), strategy="random", batch_size=4)
+    records = records_of(db)
+    assert len(records) == 16 and len({r.trace_hash for r in records}) == 16
+
+
+class FlakyRunner(NullRunner):
+    """Every third candidate computes wrong numbers, and it would have been the fastest."""
+
+    def __init__(self):
+        super().__init__()
+        self.count = 0
+
+    def run(self, candidates: list[Candidate]) -> list[RunResult]:
+        out = []
+        for c in candidates:
+            self.count += 1
+            if self.count % 3 == 0:
+                out.append(RunResult(Status.WRONG_RESULT, [1e-9], "C mismatched at (0, 0)"))
+            else:
+                out.extend(super().run([c]))
+        return out
+
+
+def test_wrong_results_are_recorded_but_never_best(db):
+    result = tune(SPEC, trials=9, database=db, runner=FlakyRunner(), strategy="random", batch_size=3)
+    statuses = [r.status for r in records_of(db)]
+    assert statuses.count("wrong_result") >= 2
+    assert result.best.status == "ok"
+
+
+def test_compile_best_builds_the_fastest_known_schedule(db):
+    tune(SPEC, trials=4, database=db, runner=NullRunner(), strategy="random")
+    kernel = compile_best(SPEC, database=db)
+    workload = workload_from_spec(SPEC)
+    a, b = workload.random_inputs(np.random.default_rng(0))
+    (c,) = workload.empty_outputs()
+    kernel(a, b, c)
+    np.testing.assert_allclose(c, a @ b, rtol=1e-4, atol=1e-4)
+
+
+def test_compile_best_of_an_untuned_workload_says_so(db):
+    with pytest.raises(LookupError, match="tune it first"):
+        compile_best({"op": "matmul", "params": {"M": 8, "N": 8, "K": 8}}, database=db)

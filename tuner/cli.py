@@ -1,0 +1,229 @@
+"""The `tuner` command line: tune a workload embedded (SQLite file, local runner), query the best
+records, show a record's program and trace.
+
+    tuner tune matmul M=512 N=512 K=512 --trials 64 [--json] [--plot curve.png]
+    tuner best matmul M=512 N=512 K=512 [--top 5]
+    tuner show matmul M=512 N=512 K=512 [--rank 1]
+
+A workload is an operator name and its parameters (`compiler.workloads`), or `--spec '<JSON>'`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from compiler import Trace
+from compiler.workloads import Workload, WorkloadError, workload_from_spec
+from tuner.baseline import numpy_seconds
+from tuner.database import Database
+from tuner.hardware import host_hardware
+from tuner.tune import DEFAULT_DATABASE, STRATEGIES, TuneResult, gflops, tune
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    console = Console(stderr=True)
+    try:
+        workload = _workload(args)
+    except WorkloadError as e:
+        console.print(f"[red]bad workload[/red]: {e}")
+        return 2
+    return args.run(args, workload, console)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="tuner", description="Auto-tune tensor programs.")
+    sub = parser.add_subparsers(required=True, metavar="command")
+
+    def command(name: str, help_text: str) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=help_text)
+        p.add_argument("op", nargs="?", help="operator name, e.g. matmul")
+        p.add_argument("params", nargs="*", help="operator parameters as NAME=VALUE")
+        p.add_argument("--spec", help="the workload as a JSON spec instead of op and params")
+        p.add_argument("--dtype", default="float32")
+        p.add_argument("--database", default=DEFAULT_DATABASE, help=f"SQLAlchemy URL ({DEFAULT_DATABASE})")
+        p.add_argument("--json", action="store_true", help="print a machine-readable summary")
+        return p
+
+    p = command("tune", "search schedules of a workload and measure them on this machine")
+    p.add_argument("--trials", type=int, default=64)
+    p.add_argument("--strategy", choices=STRATEGIES, default="evolutionary")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--batch-size", type=int, default=16)
+    p.add_argument("--plot", help="write the best-so-far GFLOPS curve to this PNG file")
+    p.add_argument("--no-baseline", action="store_true", help="skip measuring numpy")
+    p.set_defaults(run=_tune)
+    p = command("best", "the fastest known records of a workload on this machine")
+    p.add_argument("--top", type=int, default=1)
+    p.set_defaults(run=_best)
+    p = command("show", "the program and trace of a record (the best by default)")
+    p.add_argument("--rank", type=int, default=1, help="1 = the best record, 2 = the next, ...")
+    p.set_defaults(run=_show)
+    return parser
+
+
+def _workload(args: argparse.Namespace) -> Workload:
+    if args.spec:
+        try:
+            spec = json.loads(args.spec)
+        except json.JSONDecodeError as e:
+            raise WorkloadError("spec", f"not valid JSON: {e}") from None
+        return workload_from_spec(spec)
+    if not args.op:
+        raise WorkloadError("op", "give an operator name (e.g. matmul) or --spec")
+    params: dict[str, Any] = {}
+    for item in args.params:
+        name, sep, value = item.partition("=")
+        if not sep:
+            raise WorkloadError(f"params.{item}", "parameters are NAME=VALUE")
+        params[name] = _number(value)
+    return workload_from_spec({"op": args.op, "params": params, "dtype": args.dtype})
+
+
+def _number(text: str) -> Any:
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            continue
+    return text
+
+
+def _tune(args: argparse.Namespace, wl: Workload, console: Console) -> int:
+    with Progress(
+        TextColumn(f"tuning {wl.name}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("best {task.fields[best]:.1f} GFLOPS"),
+        TimeElapsedColumn(),
+        console=console,
+        disable=args.json,
+    ) as bar:
+        task = bar.add_task("tune", total=args.trials, best=0.0)
+        result = tune(
+            wl,
+            trials=args.trials,
+            database=args.database,
+            strategy=args.strategy,
+            seed=args.seed,
+            batch_size=args.batch_size,
+            progress=lambda p: bar.update(task, completed=p.trials, best=p.best_gflops),
+        )
+    numpy_gflops = None if args.no_baseline else gflops(wl, numpy_seconds(wl.spec))
+    summary = _summary(result, numpy_gflops)
+    if args.plot:
+        _plot(result, numpy_gflops, args.plot)
+        summary["plot"] = args.plot
+    if args.json:
+        print(json.dumps(summary, indent=2))
+    else:
+        table = Table(title=f"{wl.name} on {result.hardware.cpu} ({result.hardware.cores} cores)")
+        table.add_column("")
+        table.add_column("", justify="right")
+        for key, value in _table_rows(summary):
+            table.add_row(key, value)
+        Console().print(table)
+    return 0 if result.best else 1
+
+
+def _summary(result: TuneResult, numpy_gflops: float | None) -> dict[str, Any]:
+    best = result.best_gflops
+    return {
+        "workload": result.workload.name,
+        "best_gflops": round(best, 2),
+        "numpy_gflops": round(numpy_gflops, 2) if numpy_gflops else None,
+        "ratio_to_numpy": round(best / numpy_gflops, 3) if numpy_gflops else None,
+        "trials": result.trials,
+        "wall_secs": round(result.wall_secs, 1),
+        "search_overhead": round(result.search_secs / result.wall_secs, 3) if result.wall_secs else None,
+        "best_record": result.best.id if result.best else None,
+    }
+
+
+def _table_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
+    def fmt(value: Any, pattern: str) -> str:
+        return "-" if value is None else pattern.format(value)
+
+    return [
+        ("best", fmt(summary["best_gflops"], "{:.1f} GFLOPS")),
+        ("numpy (OpenBLAS)", fmt(summary["numpy_gflops"], "{:.1f} GFLOPS")),
+        ("ratio to numpy", fmt(summary["ratio_to_numpy"], "{:.2f}x")),
+        ("trials", str(summary["trials"])),
+        ("wall time", fmt(summary["wall_secs"], "{:.0f} s")),
+        ("search overhead", fmt(summary["search_overhead"], "{:.0%}")),
+        ("best record", fmt(summary["best_record"], "#{}")),
+    ]
+
+
+def _plot(result: TuneResult, numpy_gflops: float | None, path: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4))
+    ax.plot(range(1, len(result.curve) + 1), result.curve, label="best so far")
+    if numpy_gflops:
+        ax.axhline(numpy_gflops, color="grey", linestyle="--", label="numpy")
+    ax.set_xlabel("trials")
+    ax.set_ylabel("GFLOPS")
+    ax.set_title(f"{result.workload.name}: tuning curve")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def _records(args: argparse.Namespace, wl: Workload, k: int) -> list:
+    db = Database.open(args.database)
+    try:
+        return db.top_k(wl.func.structural_hash(), host_hardware().key, k)
+    finally:
+        db.close()
+
+
+def _best(args: argparse.Namespace, wl: Workload, console: Console) -> int:
+    records = _records(args, wl, args.top)
+    rows = [
+        {"record": r.id, "gflops": round(gflops(wl, r.median_secs), 2), "median_secs": r.median_secs}
+        for r in records
+    ]
+    if args.json:
+        print(json.dumps(rows, indent=2))
+    elif not rows:
+        console.print(f"no measured schedule of {wl.name} on this machine; run `tuner tune` first")
+    else:
+        table = Table(title=f"best records of {wl.name}")
+        for key in rows[0]:
+            table.add_column(key)
+        for row in rows:
+            table.add_row(*(str(v) for v in row.values()))
+        Console().print(table)
+    return 0 if rows else 1
+
+
+def _show(args: argparse.Namespace, wl: Workload, console: Console) -> int:
+    records = _records(args, wl, args.rank)
+    if len(records) < args.rank:
+        console.print(f"fewer than {args.rank} measured schedules of {wl.name} on this machine")
+        return 1
+    record = records[args.rank - 1]
+    sch = Trace.from_json(record.trace).apply(wl.func)
+    if args.json:
+        print(json.dumps({"record": record.id, "trace": record.trace, "program": sch.func.script()}))
+        return 0
+    print(f"# record {record.id}: {gflops(wl, record.median_secs):.1f} GFLOPS")
+    print(sch.func.script())
+    print(sch.trace)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,192 @@
+"""Search spaces: a function that applies stochastic primitives to a fresh Schedule.
+
+A space is any `ScheduleFn` (the MLC course's `stochastic_schedule_mm` is one). `rule_space` builds
+the default one from schedule rules in the spirit of MetaSchedule's PostOrderApply, walking the blocks
+consumers first:
+
+- auto-inline: an elementwise intermediate without a select is inlined into its consumers;
+- multi-level tiling "SSRSRS" of reductions with data reuse (matmul, conv, dense), each loop split
+  with `sample_perfect_tile`; the written tile either stays in place, or goes through a local
+  accumulator (`cache_write` + `reverse_compute_at` at tile level 1 or 2), or an elementwise consumer
+  is fused there; the outer spatial tiles are fused and run in parallel, the innermost spatial tile
+  is vectorized, the reduction's init is decomposed out;
+- other blocks: a producer (e.g. padding) samples its compute location; the rest get their outer
+  spatial loops fused in parallel and their innermost spatial loop split and vectorized;
+- an unroll budget sampled from (0, 16, 64, 512), as `pragma_auto_unroll_max_step` on the root.
+
+Structural choices (which variant of a rule) are drawn from the schedule's seeded generator, so the
+trace records the resulting instructions; values (tile sizes, unroll, compute location) are sampling
+instructions whose decisions the search mutates. A primitive that refuses is skipped: the trace holds
+only what succeeded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from compiler import BlockRV, LoopRV, Schedule, ScheduleError
+from compiler.auto_unroll import AUTO_UNROLL_MAX_STEP
+from compiler.ir import Block, Buffer, PrimFunc, Select
+from compiler.schedule.tree import find_block, loops_above, readers
+from compiler.visit import block_loads, free_vars, walk_expr
+
+ScheduleFn = Callable[[Schedule], None]
+
+UNROLL_STEPS = (0, 16, 64, 512)
+
+
+@dataclass(frozen=True)
+class SpaceConfig:
+    max_innermost_factor: int = 64
+    unroll_steps: tuple[int, ...] = UNROLL_STEPS
+
+
+def rule_space(config: SpaceConfig | None = None) -> ScheduleFn:
+    """The default space generator for CPU: the rules above, as one ScheduleFn."""
+    cfg = config or SpaceConfig()
+
+    def apply(sch: Schedule) -> None:
+        for name in reversed(_block_names(sch)):
+            _auto_inline(sch, name)
+        placed: set[str] = set()
+        for name in reversed(_block_names(sch)):
+            if _is_tiling_target(sch.func, name):
+                placed |= _multi_level_tile(sch, name, cfg)
+        for name in reversed(_block_names(sch)):
+            if name not in placed:
+                _place_or_parallelize(sch, name, cfg)
+        steps = sch.sample_categorical(list(cfg.unroll_steps), [1.0] * len(cfg.unroll_steps))
+        sch.annotate(sch.get_block("root"), AUTO_UNROLL_MAX_STEP, steps)
+
+    return apply
+
+
+def _block_names(sch: Schedule) -> list[str]:
+    return [b.name for b in sch.get_child_blocks(sch.get_block("root"))]
+
+
+def _block(func: PrimFunc, name: str) -> Block:
+    return find_block(func.body, name)[1]
+
+
+def _attempt(sch: Schedule, primitive: str, *args: object) -> bool:
+    """Apply a primitive if it is legal here; a refusing primitive leaves the schedule unchanged."""
+    try:
+        getattr(sch, primitive)(*args)
+    except ScheduleError:
+        return False
+    return True
+
+
+def _auto_inline(sch: Schedule, name: str) -> None:
+    block = _block(sch.func, name)
+    has_select = any(isinstance(e, Select) for e in walk_expr(block.body.value))
+    if block.is_reduction or has_select or block.body.buffer in sch.func.params:
+        return
+    _attempt(sch, "compute_inline", sch.get_block(name))
+
+
+def _is_tiling_target(func: PrimFunc, name: str) -> bool:
+    """A reduction where some input is not indexed by some spatial variable: its data is reused
+    across that variable, which tiling turns into cache and register reuse."""
+    block = _block(func, name)
+    if not block.is_reduction or any(iv.kind not in "SR" for iv in block.iter_vars):
+        return False
+    spatial = {iv.var for iv in block.iter_vars if iv.kind == "S"}
+    for load in block_loads(block):
+        if load.buffer == block.body.buffer:
+            continue
+        used = set().union(*(free_vars(i) for i in load.indices))
+        if spatial - used:
+            return True
+    return False
+
+
+def _loop_kinds(func: PrimFunc, name: str) -> list[str]:
+    """For each loop around the block: "S" if it feeds only spatial bindings, "R" if it feeds a
+    reduction binding, "-" if it feeds none."""
+    path, block = find_block(func.body, name)
+    out = []
+    for _, lp in loops_above(func.body, path):
+        kinds = {iv.kind for iv, b in zip(block.iter_vars, block.bindings) if lp.var in free_vars(b)}
+        out.append("R" if kinds - {"S"} else "S" if kinds else "-")
+    return out
+
+
+def _multi_level_tile(sch: Schedule, name: str, cfg: SpaceConfig) -> set[str]:
+    """SSRSRS: spatial loops in 4 tiles, reduction loops in 2, ordered S0 S1 R0 S2 R1 S3.
+    Returns the names of the blocks it placed (this one, and a write-back or fused consumer)."""
+    block = sch.get_block(name)
+    placed = {name}
+    level = sch.rng.randrange(3)  # 0: write in place; 1, 2: accumulate per tile of that level
+    consumer = _elementwise_consumer(sch.func, name)
+    follower: BlockRV | None = sch.get_block(consumer) if level and consumer else None
+    if level and follower is None:
+        try:
+            follower = sch.cache_write(block, 0, "local")
+        except ScheduleError:
+            follower = None
+    kinds = _loop_kinds(sch.func, name)
+    levels: dict[str, list[list[LoopRV]]] = {"S": [[], [], [], []], "R": [[], []]}
+    for loop, kind in zip(sch.get_loops(block), kinds):
+        if kind == "-":
+            continue
+        tiles = sch.sample_perfect_tile(
+            loop, n=len(levels[kind]), max_innermost_factor=cfg.max_innermost_factor
+        )
+        for depth, part in enumerate(sch.split(loop, tiles)):
+            levels[kind][depth].append(part)
+    s, r = levels["S"], levels["R"]
+    sch.reorder(*s[0], *s[1], *r[0], *s[2], *r[1], *s[3])
+    if follower is not None and _attempt(sch, "reverse_compute_at", follower, s[level][-1]):
+        placed.add(follower.name)
+    placed.add(sch.decompose_reduction(block, r[0][0]).name)
+    sch.vectorize(s[3][-1])
+    sch.parallel(sch.fuse(*s[0]) if len(s[0]) > 1 else s[0][0])
+    return placed
+
+
+def _elementwise_consumer(func: PrimFunc, name: str) -> str | None:
+    """The single elementwise block that reads this block's output, if it writes a function output."""
+    buf: Buffer = _block(func, name).body.buffer
+    consumers = readers(func.body, buf)
+    if len(consumers) != 1 or consumers[0].is_reduction:
+        return None
+    c = consumers[0]
+    if c.body.buffer not in func.params:
+        return None
+    spatial = tuple(iv.var for iv in c.iter_vars)
+    same = all(ld.indices == spatial for ld in block_loads(c) if ld.buffer == buf)
+    return c.name if same else None
+
+
+def _place_or_parallelize(sch: Schedule, name: str, cfg: SpaceConfig) -> None:
+    """A producer samples where to compute (root or a loop of its consumer); a block left at the
+    root gets parallel and vector loops."""
+    block = _block(sch.func, name)
+    if block.body.buffer not in sch.func.params and readers(sch.func.body, block.body.buffer):
+        rv = sch.get_block(name)
+        loop = sch.sample_compute_location(rv)
+        if loop.name != "root" and _attempt(sch, "compute_at", rv, loop):
+            return
+    _parallelize_vectorize(sch, name, cfg)
+
+
+def _parallelize_vectorize(sch: Schedule, name: str, cfg: SpaceConfig) -> None:
+    """Vectorize a tile of the innermost spatial loop; run the leading spatial loops in parallel."""
+    block = sch.get_block(name)
+    loops = sch.get_loops(block)
+    kinds = _loop_kinds(sch.func, name)
+    if loops and kinds[-1] == "S":
+        tiles = sch.sample_perfect_tile(loops[-1], n=2, max_innermost_factor=cfg.max_innermost_factor)
+        outer, inner = sch.split(loops[-1], tiles)
+        _attempt(sch, "vectorize", inner)
+        loops = [*loops[:-1], outer]
+    leading = []
+    for loop, kind in zip(loops, kinds):
+        if kind != "S":
+            break
+        leading.append(loop)
+    if leading:
+        _attempt(sch, "parallel", sch.fuse(*leading) if len(leading) > 1 else leading[0])

@@ -1,0 +1,253 @@
+"""`tune`: search a workload's schedules on this machine, measure them, keep every record.
+
+One loop: the strategy proposes a batch of unmeasured traces, the runner builds and times them, the
+records go to the database, the cost model learns from them. Running the same call again continues
+from the database (its traces are never measured twice, its records train the model).
+
+Noise: a candidate that beats the best so far is measured a second time, and becomes the best only if
+both measurements beat it; its record keeps every repeat of both.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from compiler import Trace, build
+from compiler.build import Kernel
+from compiler.workloads import Workload, workload_from_spec
+from runner import Candidate, LocalRunner, LocalRunnerConfig, RunResult, Status
+from tuner.cost_model import CostModel
+from tuner.database import Database, NewRecord, Record
+from tuner.features import extract_features
+from tuner.hardware import Hardware, host_hardware
+from tuner.search import EvolutionarySearch, Proposal, RandomSearch, Sampler
+from tuner.space import ScheduleFn, rule_space
+
+DEFAULT_DATABASE = "sqlite:///tensor-tuner.db"
+STRATEGIES = ("evolutionary", "random")
+# The model guides the search once it has seen two batches: short runs (64 trials) benefit too.
+MIN_TRAIN_SAMPLES = 32
+
+
+@dataclass
+class TuneResult:
+    workload: Workload
+    hardware: Hardware
+    best: Record | None
+    trials: int  # measured by this call
+    curve: list[float] = field(default_factory=list)  # best GFLOPS so far after each trial of this call
+    wall_secs: float = 0.0
+    search_secs: float = 0.0  # proposing: sampling, mutation, features, cost model
+
+    @property
+    def best_gflops(self) -> float:
+        return gflops(self.workload, self.best.median_secs) if self.best else 0.0
+
+
+@dataclass(frozen=True)
+class Progress:
+    trials: int
+    total: int
+    best_gflops: float
+    batch_ok: int
+    batch_size: int
+
+
+def gflops(workload: Workload, seconds: float | None) -> float:
+    return workload.flops / seconds / 1e9 if seconds else 0.0
+
+
+def as_workload(workload: Workload | dict[str, Any]) -> Workload:
+    return workload if isinstance(workload, Workload) else workload_from_spec(workload)
+
+
+def open_database(database: Database | str) -> Database:
+    return database if isinstance(database, Database) else Database.open(database)
+
+
+def tune(
+    workload: Workload | dict[str, Any],
+    *,
+    trials: int = 64,
+    database: Database | str = DEFAULT_DATABASE,
+    strategy: str = "evolutionary",
+    seed: int = 0,
+    space: ScheduleFn | None = None,
+    runner: Any = None,
+    batch_size: int = 16,
+    progress: Callable[[Progress], None] | None = None,
+) -> TuneResult:
+    """Measure up to `trials` new candidates of `workload` and return the best record known."""
+    if strategy not in STRATEGIES:
+        raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
+    wl = as_workload(workload)
+    db = open_database(database)
+    own_runner = runner is None
+    runner = runner or LocalRunner(LocalRunnerConfig(seed=seed))
+    try:
+        return _Tuning(wl, db, runner, strategy, seed, space or rule_space(), batch_size).run(
+            trials, progress
+        )
+    finally:
+        if own_runner:
+            runner.close()
+        if not isinstance(database, Database):
+            db.close()
+
+
+class _Tuning:
+    """The state of one tune() call."""
+
+    def __init__(
+        self, wl: Workload, db: Database, runner: Any, strategy: str, seed: int, space: ScheduleFn, batch: int
+    ) -> None:
+        self.wl, self.db, self.runner, self.batch = wl, db, runner, batch
+        self.hardware = host_hardware()
+        self.key = wl.func.structural_hash()
+        self.workload_id = db.add_workload(hash=self.key, name=wl.name, spec=wl.spec, flops=wl.flops)
+        hw = self.hardware
+        self.hardware_id = db.add_hardware(key=hw.key, cpu=hw.cpu, features=hw.features, cores=hw.cores)
+        self.task_id = db.add_task(
+            workload_id=self.workload_id, hardware_id=self.hardware_id, strategy=strategy, trials=0, seed=seed
+        )
+        measured = db.measured_trace_hashes(self.workload_id, self.hardware_id)
+        self.model = CostModel(seed=seed, min_train_samples=MIN_TRAIN_SAMPLES)
+        self._train_on_database()
+        sampler = Sampler(wl.func, space)
+        if strategy == "random":
+            self.search: RandomSearch = RandomSearch(sampler, measured, seed)
+        else:
+            self.search = EvolutionarySearch(
+                sampler, measured, self._score, seed=seed, trained=lambda: self.model.is_trained
+            )
+        best = db.best(self.key, hw.key)
+        self.best_secs = best.median_secs if best else float("inf")
+        self.curve: list[float] = []
+
+    def run(self, trials: int, progress: Callable[[Progress], None] | None) -> TuneResult:
+        start = time.perf_counter()
+        search_secs, done = 0.0, 0
+        self.db.update_task(self.task_id, status="running", trials_done=0)
+        while done < trials:
+            t0 = time.perf_counter()
+            top = [Trace.from_json(r.trace) for r in self.db.top_k(self.key, self.hardware.key, 16)]
+            proposals = self.search.propose(min(self.batch, trials - done), best=top)
+            search_secs += time.perf_counter() - t0
+            if not proposals:
+                break  # the space has no unmeasured program left
+            results = self._measure(proposals)
+            self.search.notify(proposals)
+            t0 = time.perf_counter()
+            self._learn(proposals, results)
+            search_secs += time.perf_counter() - t0
+            done += len(results)
+            self.db.update_task(self.task_id, trials_done=done)
+            if progress:
+                ok = sum(r.ok for r in results)
+                progress(Progress(done, trials, self.curve[-1], ok, len(results)))
+        self.db.update_task(self.task_id, status="done", trials_done=done)
+        best = self.db.best(self.key, self.hardware.key)
+        return TuneResult(
+            self.wl, self.hardware, best, done, self.curve, time.perf_counter() - start, search_secs
+        )
+
+    def _measure(self, proposals: list[Proposal]) -> list[RunResult]:
+        candidates = [Candidate(self.wl.spec, p.trace) for p in proposals]
+        results = self.runner.run(candidates)
+        out = []
+        for proposal, candidate, result in zip(proposals, candidates, results):
+            remeasured = False
+            if result.ok and result.median_secs < self.best_secs:
+                result, remeasured = self._confirm(candidate, result), True
+            self.db.add_record(
+                NewRecord(
+                    workload_id=self.workload_id,
+                    hardware_id=self.hardware_id,
+                    task_id=self.task_id,
+                    trace=proposal.trace,
+                    status=result.status.value,
+                    run_secs=result.run_secs,
+                    build_secs=result.build_secs,
+                    message=result.message,
+                    timing=_timing_settings(self.runner),
+                    worker="local",
+                    remeasured=remeasured,
+                )
+            )
+            out.append(result)
+            self.curve.append(gflops(self.wl, self.best_secs if self.best_secs < float("inf") else None))
+        return out
+
+    def _confirm(self, candidate: Candidate, first: RunResult) -> RunResult:
+        """Measure a would-be best again; it is the best only if both measurements beat the old one."""
+        again = self.runner.run([candidate])[0]
+        if not again.ok:
+            return again
+        both = RunResult(Status.OK, first.run_secs + again.run_secs, first.message, first.build_secs)
+        if max(first.median_secs, again.median_secs) < self.best_secs:
+            self.best_secs = both.median_secs
+        return both
+
+    def _learn(self, proposals: list[Proposal], results: list[RunResult]) -> None:
+        feats = [extract_features(p.func) for p in proposals]
+        secs = [r.median_secs if r.ok else None for r in results]
+        self.model.update([(self.key, feats, secs)])
+
+    def _score(self, proposals: list[Proposal]) -> np.ndarray:
+        return self.model.predict([extract_features(p.func) for p in proposals])
+
+    def _train_on_database(self) -> None:
+        """Warm start: this workload's earlier records, and other workloads' on the same hardware."""
+        groups = []
+        own = self.db.records(workload_id=self.workload_id, hardware_id=self.hardware_id)
+        others = self.db.records_of_other_workloads(self.hardware_id, self.workload_id, 512)
+        by_workload: dict[str, list[Record]] = {}
+        for r in own + others:
+            by_workload.setdefault(r.workload_hash, []).append(r)
+        for key, records in by_workload.items():
+            func = workload_from_spec(records[0].workload_spec).func
+            feats, secs = [], []
+            for r in records:
+                try:
+                    scheduled = Trace.from_json(r.trace).apply(func).func
+                except Exception:
+                    continue  # a record from an older version of the space may no longer replay
+                feats.append(extract_features(scheduled))
+                secs.append(r.median_secs if r.status == Status.OK.value else None)
+            if feats:
+                groups.append((key, feats, secs))
+        if groups:
+            self.model.update(groups)
+
+
+def _timing_settings(runner: Any) -> dict[str, Any]:
+    timing = getattr(getattr(runner, "config", None), "timing", None)
+    if timing is None:
+        return {}
+    return {
+        "number": timing.number,
+        "repeat": timing.repeat,
+        "min_repeat_ms": timing.min_repeat_ms,
+        "flush_cache": timing.flush_cache,
+    }
+
+
+def compile_best(
+    workload: Workload | dict[str, Any], *, database: Database | str = DEFAULT_DATABASE
+) -> Kernel:
+    """The fastest known schedule of `workload` on this hardware, built into a callable kernel."""
+    wl = as_workload(workload)
+    db = open_database(database)
+    try:
+        best = db.best(wl.func.structural_hash(), host_hardware().key)
+    finally:
+        if not isinstance(database, Database):
+            db.close()
+    if best is None:
+        raise LookupError(f"no measured schedule of {wl.name} on this hardware; tune it first")
+    return build(Trace.from_json(best.trace).apply(wl.func).func, listings=False)
