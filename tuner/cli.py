@@ -4,6 +4,7 @@ records, show a record's program and trace.
     tuner tune matmul M=512 N=512 K=512 --trials 64 [--json] [--plot curve.png]
     tuner best matmul M=512 N=512 K=512 [--top 5]
     tuner show matmul M=512 N=512 K=512 [--rank 1]
+    tuner evaluate-model [--holdout 0.25]
 
 A workload is an operator name and its parameters (`compiler.workloads`), or `--spec '<JSON>'`.
 """
@@ -24,12 +25,15 @@ from compiler.workloads import Workload, WorkloadError, workload_from_spec
 from tuner.baseline import numpy_seconds
 from tuner.database import Database
 from tuner.hardware import host_hardware
+from tuner.training_data import evaluate_model, groups_from_records, hardware_records
 from tuner.tune import DEFAULT_DATABASE, STRATEGIES, TuneResult, gflops, tune
 
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     console = Console(stderr=True)
+    if args.run is _evaluate_model:
+        return _evaluate_model(args, console)
     try:
         workload = _workload(args)
     except WorkloadError as e:
@@ -66,6 +70,12 @@ def _parser() -> argparse.ArgumentParser:
     p = command("show", "the program and trace of a record (the best by default)")
     p.add_argument("--rank", type=int, default=1, help="1 = the best record, 2 = the next, ...")
     p.set_defaults(run=_show)
+    p = sub.add_parser("evaluate-model", help="top-1/top-5 score of the cost model on held-out records")
+    p.add_argument("--database", default=DEFAULT_DATABASE, help=f"SQLAlchemy URL ({DEFAULT_DATABASE})")
+    p.add_argument("--holdout", type=float, default=0.25, help="share of each workload's records held out")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(run=_evaluate_model, op=None, spec=None)
     return parser
 
 
@@ -222,6 +232,27 @@ def _show(args: argparse.Namespace, wl: Workload, console: Console) -> int:
     print(f"# record {record.id}: {gflops(wl, record.median_secs):.1f} GFLOPS")
     print(sch.func.script())
     print(sch.trace)
+    return 0
+
+
+def _evaluate_model(args: argparse.Namespace, console: Console) -> int:
+    db = Database.open(args.database)
+    try:
+        groups = groups_from_records(hardware_records(db, host_hardware().key))
+    finally:
+        db.close()
+    if not groups:
+        console.print("no records on this machine's hardware; run `tuner tune` first")
+        return 1
+    scores = evaluate_model(groups, holdout=args.holdout, seed=args.seed)
+    if args.json:
+        print(json.dumps(scores, indent=2))
+        return 0
+    Console().print(
+        f"cost model on {scores['candidates']} held-out candidates of {scores['workloads']} workload(s): "
+        f"top-1 {scores['top1']:.2f} (random ranking {scores['random_top1']:.2f}), "
+        f"top-5 {scores['top5']:.2f} (random {scores['random_top5']:.2f})"
+    )
     return 0
 
 

@@ -27,6 +27,7 @@ from tuner.features import extract_features
 from tuner.hardware import Hardware, host_hardware
 from tuner.search import EvolutionarySearch, Proposal, RandomSearch, Sampler
 from tuner.space import ScheduleFn, rule_space
+from tuner.training_data import groups_from_records
 
 DEFAULT_DATABASE = "sqlite:///tensor-tuner.db"
 STRATEGIES = ("evolutionary", "random")
@@ -203,24 +204,9 @@ class _Tuning:
 
     def _train_on_database(self) -> None:
         """Warm start: this workload's earlier records, and other workloads' on the same hardware."""
-        groups = []
         own = self.db.records(workload_id=self.workload_id, hardware_id=self.hardware_id)
         others = self.db.records_of_other_workloads(self.hardware_id, self.workload_id, 512)
-        by_workload: dict[str, list[Record]] = {}
-        for r in own + others:
-            by_workload.setdefault(r.workload_hash, []).append(r)
-        for key, records in by_workload.items():
-            func = workload_from_spec(records[0].workload_spec).func
-            feats, secs = [], []
-            for r in records:
-                try:
-                    scheduled = Trace.from_json(r.trace).apply(func).func
-                except Exception:
-                    continue  # a record from an older version of the space may no longer replay
-                feats.append(extract_features(scheduled))
-                secs.append(r.median_secs if r.status == Status.OK.value else None)
-            if feats:
-                groups.append((key, feats, secs))
+        groups = groups_from_records(own + others)
         if groups:
             self.model.update(groups)
 

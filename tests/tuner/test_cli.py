@@ -36,6 +36,8 @@ def test_tune_then_best_then_show(tmp_path, capsys):
     assert main(["show", *WORKLOAD, "--database", url]) == 0
     shown = capsys.readouterr().out
     assert "@T.prim_func" in shown and "sample_perfect_tile" in shown
+    assert main(["evaluate-model", "--database", url, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["candidates"] == 1  # a quarter of 4 records held out
 
 
 def test_a_bad_workload_is_refused_naming_the_field(capsys, tmp_path):
