@@ -9,7 +9,7 @@ os.environ.pop("OPENBLAS_CORETYPE", None)
 
 import sys
 
-from bench import build_cost, conv2d, matmul, runner_throughput, tuning
+from bench import build_cost, conv2d, matmul, models, runner_throughput, tuning
 
 BENCHMARKS = {
     "matmul": matmul.main,
@@ -17,6 +17,7 @@ BENCHMARKS = {
     "build_cost": build_cost.main,
     "runner": runner_throughput.main,
     "tuning": tuning.main,
+    "models": models.main,
 }
 
 

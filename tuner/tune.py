@@ -91,9 +91,7 @@ def tune(
     own_runner = runner is None
     runner = runner or LocalRunner(LocalRunnerConfig(seed=seed))
     try:
-        return _Tuning(wl, db, runner, strategy, seed, space or rule_space(), batch_size).run(
-            trials, progress
-        )
+        return Tuning(wl, db, runner, strategy, seed, space or rule_space(), batch_size).run(trials, progress)
     finally:
         if own_runner:
             runner.close()
@@ -101,8 +99,8 @@ def tune(
             db.close()
 
 
-class _Tuning:
-    """The state of one tune() call."""
+class Tuning:
+    """The tuning of one workload: tune() runs it to the end, the task scheduler a batch at a time."""
 
     def __init__(
         self, wl: Workload, db: Database, runner: Any, strategy: str, seed: int, space: ScheduleFn, batch: int
@@ -129,33 +127,41 @@ class _Tuning:
         best = db.best(self.key, hw.key)
         self.best_secs = best.median_secs if best else float("inf")
         self.curve: list[float] = []
+        self.trials, self.search_secs, self.start = 0, 0.0, time.perf_counter()
 
     def run(self, trials: int, progress: Callable[[Progress], None] | None) -> TuneResult:
-        start = time.perf_counter()
-        search_secs, done = 0.0, 0
         self.db.update_task(self.task_id, status="running", trials_done=0)
-        while done < trials:
-            t0 = time.perf_counter()
-            top = [Trace.from_json(r.trace) for r in self.db.top_k(self.key, self.hardware.key, 16)]
-            proposals = self.search.propose(min(self.batch, trials - done), best=top)
-            search_secs += time.perf_counter() - t0
-            if not proposals:
+        while self.trials < trials:
+            results = self.step(min(self.batch, trials - self.trials))
+            if not results:
                 break  # the space has no unmeasured program left
-            results = self._measure(proposals)
-            self.search.notify(proposals)
-            t0 = time.perf_counter()
-            self._learn(proposals, results)
-            search_secs += time.perf_counter() - t0
-            done += len(results)
-            self.db.update_task(self.task_id, trials_done=done)
             if progress:
                 ok = sum(r.ok for r in results)
-                progress(Progress(done, trials, self.curve[-1], ok, len(results)))
-        self.db.update_task(self.task_id, status="done", trials_done=done)
+                progress(Progress(self.trials, trials, self.curve[-1], ok, len(results)))
+        return self.finish()
+
+    def step(self, n: int) -> list[RunResult]:
+        """Propose, measure and learn from one batch of up to n candidates."""
+        t0 = time.perf_counter()
+        top = [Trace.from_json(r.trace) for r in self.db.top_k(self.key, self.hardware.key, 16)]
+        proposals = self.search.propose(n, best=top)
+        self.search_secs += time.perf_counter() - t0
+        if not proposals:
+            return []
+        results = self._measure(proposals)
+        self.search.notify(proposals)
+        t0 = time.perf_counter()
+        self._learn(proposals, results)
+        self.search_secs += time.perf_counter() - t0
+        self.trials += len(results)
+        self.db.update_task(self.task_id, trials_done=self.trials)
+        return results
+
+    def finish(self) -> TuneResult:
+        self.db.update_task(self.task_id, status="done", trials_done=self.trials)
         best = self.db.best(self.key, self.hardware.key)
-        return TuneResult(
-            self.wl, self.hardware, best, done, self.curve, time.perf_counter() - start, search_secs
-        )
+        wall = time.perf_counter() - self.start
+        return TuneResult(self.wl, self.hardware, best, self.trials, self.curve, wall, self.search_secs)
 
     def _measure(self, proposals: list[Proposal]) -> list[RunResult]:
         candidates = [Candidate(self.wl.spec, p.trace) for p in proposals]

@@ -1,0 +1,125 @@
+"""Task scheduler: the layers of a model share one trial budget, spent a batch at a time.
+
+The objective is the model's latency, the sum over tasks of weight x best seconds (a layer that runs
+twice counts twice). `round-robin` gives every task a batch in turn. `gradient` (MetaSchedule's
+default, after Ansor) first gives each task one batch, then always picks the task whose next batch
+promises the largest drop in model latency: a mix of its recent improvement per batch and an
+optimistic guess (its latency shrinking like 1/batches), weighted by how often it runs. A task with
+no valid schedule yet comes first: the model cannot run without one.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from compiler.workloads import Workload
+from runner import LocalRunner, LocalRunnerConfig
+from tuner.database import Database
+from tuner.space import rule_space
+from tuner.tune import DEFAULT_DATABASE, TuneResult, Tuning, as_workload, open_database
+
+SCHEDULERS = ("gradient", "round-robin")
+
+
+@dataclass(frozen=True)
+class Task:
+    workload: Workload | dict[str, Any]
+    weight: int = 1  # how many times one run of the model executes this layer
+
+
+@dataclass
+class TasksResult:
+    tasks: list[Task]
+    results: list[TuneResult]
+    order: list[int] = field(default_factory=list)  # the task of each batch, in order
+    wall_secs: float = 0.0
+
+    @property
+    def latency_secs(self) -> float:
+        """The model's latency from each task's best record (inf if a task has none)."""
+        return sum(
+            t.weight * (r.best.median_secs if r.best else float("inf"))
+            for t, r in zip(self.tasks, self.results)
+        )
+
+
+@dataclass
+class _History:
+    latencies: list[float] = field(default_factory=list)  # best seconds after each of its batches
+    exhausted: bool = False
+
+
+def tune_tasks(
+    tasks: list[Task],
+    *,
+    trials: int,
+    database: Database | str = DEFAULT_DATABASE,
+    scheduler: str = "gradient",
+    strategy: str = "evolutionary",
+    seed: int = 0,
+    runner: Any = None,
+    batch_size: int = 16,
+    progress: Callable[[int, int], None] | None = None,
+) -> TasksResult:
+    """Spend `trials` measurements over `tasks`, a batch at a time, to minimize the model's latency."""
+    if scheduler not in SCHEDULERS:
+        raise ValueError(f"scheduler must be one of {SCHEDULERS}, got {scheduler!r}")
+    db = open_database(database)
+    own_runner = runner is None
+    runner = runner or LocalRunner(LocalRunnerConfig(seed=seed))
+    start = time.perf_counter()
+    try:
+        space = rule_space()
+        tunings = [
+            Tuning(as_workload(t.workload), db, runner, strategy, seed + i, space, batch_size)
+            for i, t in enumerate(tasks)
+        ]
+        histories = [_History() for _ in tasks]
+        order: list[int] = []
+        spent = 0
+        while spent < trials:
+            i = _pick(scheduler, tasks, histories, len(order))
+            if i is None:
+                break
+            results = tunings[i].step(min(batch_size, trials - spent))
+            if not results:
+                histories[i].exhausted = True
+                continue
+            spent += len(results)
+            histories[i].latencies.append(tunings[i].best_secs)
+            order.append(i)
+            if progress:
+                progress(spent, trials)
+        return TasksResult(tasks, [t.finish() for t in tunings], order, time.perf_counter() - start)
+    finally:
+        if own_runner:
+            runner.close()
+        if not isinstance(database, Database):
+            db.close()
+
+
+def _pick(scheduler: str, tasks: list[Task], histories: list[_History], batches: int) -> int | None:
+    live = [i for i, h in enumerate(histories) if not h.exhausted]
+    if not live:
+        return None
+    if scheduler == "round-robin":
+        return min(live, key=lambda i: (len(histories[i].latencies), i))
+    untried = [i for i in live if not histories[i].latencies]
+    if untried:
+        return untried[0]
+    return max(live, key=lambda i: (_gradient(tasks[i].weight, histories[i].latencies), -i))
+
+
+def _gradient(weight: int, latencies: list[float], alpha: float = 0.2, window: int = 3) -> float:
+    """How much the model's latency may drop with this task's next batch."""
+    n, last = len(latencies), latencies[-1]
+    if last == float("inf"):
+        return float("inf")
+    recent = (latencies[-1 - window] - last) / window if n > window else 0.0
+    if recent == float("inf"):
+        recent = 0.0
+    optimistic = last / n
+    return weight * (alpha * recent + (1 - alpha) * optimistic)
