@@ -119,7 +119,7 @@ def _multi_level_tile(sch: Schedule, name: str, cfg: SpaceConfig) -> set[str]:
     Returns the names of the blocks it placed (this one, and a write-back or fused consumer)."""
     block = sch.get_block(name)
     placed = {name}
-    level = sch.rng.randrange(3)  # 0: write in place; 1, 2: accumulate per tile of that level
+    level = sch.rng.randrange(3)  # 0: write in place; 1, 2: accumulate per tile of S0 or of S0 S1
     consumer = _elementwise_consumer(sch.func, name)
     follower: BlockRV | None = sch.get_block(consumer) if level and consumer else None
     if level and follower is None:
@@ -139,7 +139,7 @@ def _multi_level_tile(sch: Schedule, name: str, cfg: SpaceConfig) -> set[str]:
             levels[kind][depth].append(part)
     s, r = levels["S"], levels["R"]
     sch.reorder(*s[0], *s[1], *r[0], *s[2], *r[1], *s[3])
-    if follower is not None and _attempt(sch, "reverse_compute_at", follower, s[level][-1]):
+    if follower is not None and _attempt(sch, "reverse_compute_at", follower, s[level - 1][-1]):
         placed.add(follower.name)
     placed.add(sch.decompose_reduction(block, r[0][0]).name)
     sch.vectorize(s[3][-1])
