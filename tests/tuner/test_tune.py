@@ -95,3 +95,32 @@ def test_records_train_a_model_that_ranks_held_out_candidates(db):
     scores = evaluate_model(groups, holdout=0.25)
     assert scores["candidates"] == 10
     assert scores["top1"] > scores["random_top1"]
+
+
+class LuckyOnceRunner(NullRunner):
+    """The first candidate it sees measures 10x faster than anything, once; never again."""
+
+    def __init__(self):
+        super().__init__()
+        self.lucky: str | None = None
+        self.lucky_runs = 0
+
+    def run(self, candidates: list[Candidate]) -> list[RunResult]:
+        out = []
+        for c in candidates:
+            self.lucky = self.lucky or c.key
+            if c.key == self.lucky:
+                self.lucky_runs += 1
+                out.append(RunResult(Status.OK, [1e-4 if self.lucky_runs == 1 else 5e-3] * 3))
+            else:
+                out.extend(super().run([c]))
+        return out
+
+
+def test_a_winner_that_does_not_hold_on_remeasurement_is_not_the_best(db):
+    runner = LuckyOnceRunner()
+    result = tune(SPEC, trials=8, database=db, runner=runner, strategy="random", batch_size=4)
+    assert runner.lucky_runs == 2  # measured again before being believed
+    lucky = next(r for r in records_of(db) if r.remeasured and len(r.run_secs) == 6)
+    assert lucky.median_secs == 5e-3  # every repeat is kept; the slow ones decide
+    assert result.best.median_secs < 2e-3 and result.best.id != lucky.id
