@@ -33,6 +33,8 @@ DEFAULT_DATABASE = "sqlite:///tensor-tuner.db"
 STRATEGIES = ("evolutionary", "random")
 # The model guides the search once it has seen two batches: short runs (64 trials) benefit too.
 MIN_TRAIN_SAMPLES = 32
+FEATURE_CACHE_SIZE = 8192
+SHORT_RUN, SHORT_BATCH, LONG_BATCH = 64, 16, 32
 
 
 @dataclass
@@ -80,10 +82,14 @@ def tune(
     seed: int = 0,
     space: ScheduleFn | None = None,
     runner: Any = None,
-    batch_size: int = 16,
+    batch_size: int | None = None,
     progress: Callable[[Progress], None] | None = None,
 ) -> TuneResult:
-    """Measure up to `trials` new candidates of `workload` and return the best record known."""
+    """Measure up to `trials` new candidates of `workload` and return the best record known.
+
+    `batch_size` None is adaptive: 16 for the first 64 trials, so a short run gets several
+    model-guided batches, then 32, so the search's own cost (a population evolved per batch) stays a
+    small share of long runs."""
     if strategy not in STRATEGIES:
         raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
     wl = as_workload(workload)
@@ -103,7 +109,14 @@ class Tuning:
     """The tuning of one workload: tune() runs it to the end, the task scheduler a batch at a time."""
 
     def __init__(
-        self, wl: Workload, db: Database, runner: Any, strategy: str, seed: int, space: ScheduleFn, batch: int
+        self,
+        wl: Workload,
+        db: Database,
+        runner: Any,
+        strategy: str,
+        seed: int,
+        space: ScheduleFn,
+        batch: int | None,
     ) -> None:
         self.wl, self.db, self.runner, self.batch = wl, db, runner, batch
         self.hardware = host_hardware()
@@ -127,18 +140,24 @@ class Tuning:
         best = db.best(self.key, hw.key)
         self.best_secs = best.median_secs if best else float("inf")
         self.curve: list[float] = []
+        self.feature_cache: dict[str, np.ndarray] = {}
         self.trials, self.search_secs, self.start = 0, 0.0, time.perf_counter()
 
     def run(self, trials: int, progress: Callable[[Progress], None] | None) -> TuneResult:
         self.db.update_task(self.task_id, status="running", trials_done=0)
         while self.trials < trials:
-            results = self.step(min(self.batch, trials - self.trials))
+            results = self.step(min(self._batch_size(), trials - self.trials))
             if not results:
                 break  # the space has no unmeasured program left
             if progress:
                 ok = sum(r.ok for r in results)
                 progress(Progress(self.trials, trials, self.curve[-1], ok, len(results)))
         return self.finish()
+
+    def _batch_size(self) -> int:
+        if self.batch is not None:
+            return self.batch
+        return SHORT_BATCH if self.trials < SHORT_RUN else LONG_BATCH
 
     def step(self, n: int) -> list[RunResult]:
         """Propose, measure and learn from one batch of up to n candidates."""
@@ -201,12 +220,21 @@ class Tuning:
         return both
 
     def _learn(self, proposals: list[Proposal], results: list[RunResult]) -> None:
-        feats = [extract_features(p.func) for p in proposals]
         secs = [r.median_secs if r.ok else None for r in results]
-        self.model.update([(self.key, feats, secs)])
+        self.model.update([(self.key, self._features(proposals), secs)])
 
     def _score(self, proposals: list[Proposal]) -> np.ndarray:
-        return self.model.predict([extract_features(p.func) for p in proposals])
+        return self.model.predict(self._features(proposals))
+
+    def _features(self, proposals: list[Proposal]) -> list[np.ndarray]:
+        """Features by trace: evolution scores the same program in several generations, and
+        extraction (lowering included) is most of the search's own time."""
+        if len(self.feature_cache) > FEATURE_CACHE_SIZE:
+            self.feature_cache.clear()
+        for p in proposals:
+            if p.key not in self.feature_cache:
+                self.feature_cache[p.key] = extract_features(p.func)
+        return [self.feature_cache[p.key] for p in proposals]
 
     def _train_on_database(self) -> None:
         """Warm start: this workload's earlier records, and other workloads' on the same hardware."""
