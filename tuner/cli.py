@@ -211,10 +211,10 @@ def _best(args: argparse.Namespace, wl: Workload, console: Console) -> int:
         console.print(f"no measured schedule of {wl.name} on this machine; run `tuner tune` first")
     else:
         table = Table(title=f"best records of {wl.name}")
-        for key in rows[0]:
-            table.add_column(key)
+        for key in ("record", "GFLOPS", "median"):
+            table.add_column(key, justify="right")
         for row in rows:
-            table.add_row(*(str(v) for v in row.values()))
+            table.add_row(f"#{row['record']}", f"{row['gflops']:.1f}", f"{row['median_secs'] * 1e3:.3f} ms")
         Console().print(table)
     return 0 if rows else 1
 

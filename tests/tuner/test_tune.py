@@ -4,6 +4,7 @@ recorded but never best, compile_best builds the winner; with the null runner (e
 import numpy as np
 import pytest
 
+from compiler import Schedule
 from compiler.workloads import workload_from_spec
 from runner import Candidate, NullRunner, RunResult, Status
 from tuner.database import Database
@@ -124,3 +125,20 @@ def test_a_winner_that_does_not_hold_on_remeasurement_is_not_the_best(db):
     lucky = next(r for r in records_of(db) if r.remeasured and len(r.run_secs) == 6)
     assert lucky.median_secs == 5e-3  # every repeat is kept; the slow ones decide
     assert result.best.median_secs < 2e-3 and result.best.id != lucky.id
+
+
+def stochastic_schedule_mm(sch: Schedule) -> None:
+    """The MLC course's user-defined space: one sampled split of j, k moved between its parts."""
+    block = sch.get_block("C")
+    i, j, k = sch.get_loops(block)
+    j0, j1 = sch.split(j, factors=sch.sample_perfect_tile(j, n=2))
+    sch.reorder(i, j0, k, j1)
+    sch.decompose_reduction(block, k)
+
+
+def test_a_user_defined_space_is_searched_until_exhausted(db):
+    result = tune(SPEC, trials=50, database=db, runner=NullRunner(), space=stochastic_schedule_mm)
+    # j = 64 splits five ways with the inner factor <= 16 (1, 2, 4, 8, 16): each measured once, then done
+    assert result.trials == 5
+    traces = [r.trace for r in records_of(db)]
+    assert all(any(i["kind"] == "decompose_reduction" for i in t["instructions"]) for t in traces)
