@@ -14,8 +14,8 @@ import numpy as np
 
 from bench.common import best_seconds
 from compiler.workloads import workload_from_spec
+from runner.hardware import host_hardware
 from tuner.database import Database
-from tuner.hardware import host_hardware
 from tuner.training_data import evaluate_model, groups_from_records, hardware_records
 from tuner.tune import TuneResult, tune
 

@@ -22,9 +22,9 @@ from rich.table import Table
 
 from compiler import Trace
 from compiler.workloads import Workload, WorkloadError, workload_from_spec
+from runner.hardware import host_hardware
 from tuner.baseline import numpy_seconds
 from tuner.database import Database
-from tuner.hardware import host_hardware
 from tuner.training_data import evaluate_model, groups_from_records, hardware_records
 from tuner.tune import DEFAULT_DATABASE, STRATEGIES, TuneResult, gflops, tune
 

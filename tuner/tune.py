@@ -21,10 +21,10 @@ from compiler import Trace, build
 from compiler.build import Kernel
 from compiler.workloads import Workload, workload_from_spec
 from runner import Candidate, LocalRunner, LocalRunnerConfig, RunResult, Status
+from runner.hardware import Hardware, host_hardware
 from tuner.cost_model import CostModel
 from tuner.database import Database, NewRecord, Record
 from tuner.features import extract_features
-from tuner.hardware import Hardware, host_hardware
 from tuner.search import EvolutionarySearch, Proposal, RandomSearch, Sampler
 from tuner.space import ScheduleFn, rule_space
 from tuner.training_data import groups_from_records

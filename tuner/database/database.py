@@ -4,6 +4,7 @@ file for one machine, PostgreSQL for a fleet), brought to the newest schema when
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import asdict, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -13,7 +14,7 @@ from alembic.config import Config
 from sqlalchemy import Connection, Engine, Select, create_engine, event, select, text
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import make_url
-from sqlalchemy.orm import sessionmaker
+from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.pool import StaticPool
 
 from runner.results import Status
@@ -64,7 +65,7 @@ class Database:
         if engine.dialect.name not in _INSERT:
             raise ValueError(f"unsupported database {engine.dialect.name!r}: use sqlite or postgresql")
         self.engine = engine
-        self._insert = _INSERT[engine.dialect.name]
+        self.insert = _INSERT[engine.dialect.name]  # with on_conflict_do_nothing on both backends
         self._session = sessionmaker(engine)
 
     @classmethod
@@ -79,6 +80,11 @@ class Database:
     def close(self) -> None:
         self.engine.dispose()
 
+    def transaction(self) -> AbstractContextManager[Session]:
+        """A session in one transaction, committed on success: for the data-access modules beside this
+        one (queue, fleet, tokens), which follow the same rule of returning plain values."""
+        return self._session.begin()
+
     def __enter__(self) -> Database:
         return self
 
@@ -91,14 +97,14 @@ class Database:
         """Get or create by structural hash: the same program is the same workload whatever it is called,
         so an existing row keeps its name and spec."""
         with self._session.begin() as session:
-            insert = self._insert(Workload).values(hash=hash, name=name, spec=spec, flops=flops)
+            insert = self.insert(Workload).values(hash=hash, name=name, spec=spec, flops=flops)
             session.execute(insert.on_conflict_do_nothing(index_elements=[Workload.hash]))
             return session.scalars(select(Workload.id).where(Workload.hash == hash)).one()
 
     def add_hardware(self, *, key: str, cpu: str, features: str, cores: int) -> int:
         """Get or create by key: records are only comparable between machines of the same key."""
         with self._session.begin() as session:
-            insert = self._insert(Hardware).values(key=key, cpu=cpu, features=features, cores=cores)
+            insert = self.insert(Hardware).values(key=key, cpu=cpu, features=features, cores=cores)
             session.execute(insert.on_conflict_do_nothing(index_elements=[Hardware.key]))
             return session.scalars(select(Hardware.id).where(Hardware.key == key)).one()
 
@@ -161,6 +167,11 @@ class Database:
 
         The unique constraint decides, in the same statement as the insert (ON CONFLICT DO NOTHING), so
         two workers reporting the same trace at once store it once and neither sees an error."""
+        with self._session.begin() as session:
+            return session.execute(self.record_insert(record)).scalar_one_or_none()
+
+    def record_insert(self, record: NewRecord) -> Any:
+        """The INSERT of a record that does nothing if its trace is stored already; returns its id."""
         status = Status(record.status)
         values = {
             **asdict(record),
@@ -168,13 +179,9 @@ class Database:
             "trace_hash": trace_hash(record.trace),
             "median_secs": median_secs(record.run_secs) if status is Status.OK else None,
         }
-        insert = self._insert(TuningRecord).values(**values)
         conflict = [TuningRecord.workload_id, TuningRecord.hardware_id, TuningRecord.trace_hash]
-        with self._session.begin() as session:
-            inserted = session.execute(
-                insert.on_conflict_do_nothing(index_elements=conflict).returning(TuningRecord.id)
-            )
-            return inserted.scalar_one_or_none()
+        insert = self.insert(TuningRecord).values(**values)
+        return insert.on_conflict_do_nothing(index_elements=conflict).returning(TuningRecord.id)
 
     def measured_trace_hashes(self, workload_id: int, hardware_id: int) -> set[str]:
         """Every stored trace of the pair, whatever its status: a failed trace fails again, so the search

@@ -21,6 +21,21 @@ class TaskStatus(enum.StrEnum):
     CANCELLED = "cancelled"
 
 
+class CandidateStatus(enum.StrEnum):
+    PENDING = "pending"
+    LEASED = "leased"
+    DONE = "done"
+    CANCELLED = "cancelled"
+
+
+class Role(enum.StrEnum):
+    """What a token may do: admin everything, client submit and query tasks, worker measure."""
+
+    ADMIN = "admin"
+    CLIENT = "client"
+    WORKER = "worker"
+
+
 def trace_hash(trace: dict[str, Any]) -> str:
     """Hex sha256 of the trace's canonical JSON: the same trace hashes alike in every process, so the
     database can refuse to store (and the search refuse to measure) a trace twice."""
@@ -49,6 +64,7 @@ class NewRecord:
     worker: str = ""
     remeasured: bool = False  # a second measurement confirming a would-be best
     task_id: int | None = None
+    candidate_id: int | None = None  # the queued candidate this measures (service mode)
 
     def __post_init__(self) -> None:
         # Refuse here, with a clear message, what the table's CHECK constraints would refuse later.
@@ -111,5 +127,6 @@ class TaskInfo:
     seed: int
     status: TaskStatus
     trials_done: int
+    message: str
     created_at: datetime
     updated_at: datetime

@@ -26,7 +26,7 @@ from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from runner.results import Status
-from tuner.database.records import TaskStatus
+from tuner.database.records import CandidateStatus, Role, TaskStatus
 
 # Constraints get stable names, so a later migration can drop or alter them on every backend.
 NAMING_CONVENTION = {
@@ -97,8 +97,65 @@ class Task(Base):
     seed: Mapped[int] = mapped_column(BigInteger)
     status: Mapped[str] = mapped_column(String(16), index=True)  # a restarted coordinator finds its tasks
     trials_done: Mapped[int]
+    message: Mapped[str] = mapped_column(Text, server_default="")  # why it failed or was cancelled
+    # The coordinator process that runs this task's search loop, and until when its claim holds unless
+    # renewed: one owner at a time, and a dead owner's tasks are taken over when the claim lapses.
+    owner: Mapped[str | None] = mapped_column(String(200))
+    owner_until: Mapped[datetime | None]
     created_at: Mapped[datetime] = mapped_column(server_default=func.now())
     updated_at: Mapped[datetime] = mapped_column(server_default=func.now(), onupdate=func.now())
+
+
+class Worker(Base):
+    __tablename__ = "workers"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    name: Mapped[str] = mapped_column(String(200))
+    hardware_id: Mapped[int] = mapped_column(ForeignKey("hardware.id"))
+    registered_at: Mapped[datetime] = mapped_column(server_default=func.now())
+    last_seen_at: Mapped[datetime]
+    stopped: Mapped[bool]  # said goodbye (SIGTERM); a worker that died just stops being seen
+
+
+class Candidate(Base):
+    """A trace proposed by a task's search, waiting for a worker of the task's hardware: pending, then
+    leased to one worker until `lease_expires_at` (renewed by its heartbeats), then done by the first
+    result that arrives. An expired lease makes it available again."""
+
+    __tablename__ = "candidates"
+    __table_args__ = (
+        # A trace is measured once per workload and hardware, whichever task proposed it.
+        UniqueConstraint("workload_id", "hardware_id", "trace_hash"),
+        # The lease query: a hardware's available candidates, oldest first.
+        Index("ix_candidates_queue", "hardware_id", "status", "id"),
+        CheckConstraint(_one_of("status", CandidateStatus), name="status"),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    task_id: Mapped[int] = mapped_column(ForeignKey("tasks.id", ondelete="CASCADE"), index=True)
+    workload_id: Mapped[int] = mapped_column(ForeignKey("workloads.id"))
+    hardware_id: Mapped[int] = mapped_column(ForeignKey("hardware.id"))
+    trace: Mapped[dict[str, Any]]
+    trace_hash: Mapped[str] = mapped_column(String(64))
+    status: Mapped[str] = mapped_column(String(16))
+    worker_id: Mapped[int | None] = mapped_column(ForeignKey("workers.id"))
+    lease_expires_at: Mapped[datetime | None]
+    attempts: Mapped[int]  # leases given; a candidate that keeps losing its worker is given up
+    created_at: Mapped[datetime] = mapped_column(server_default=func.now())
+
+
+class ApiToken(Base):
+    """A bearer token of the REST API. Only its sha256 is stored: the token itself is shown once."""
+
+    __tablename__ = "api_tokens"
+    __table_args__ = (CheckConstraint(_one_of("role", Role), name="role"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    name: Mapped[str] = mapped_column(String(200))
+    role: Mapped[str] = mapped_column(String(16))
+    token_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    created_at: Mapped[datetime] = mapped_column(server_default=func.now())
+    revoked_at: Mapped[datetime | None]
 
 
 class TuningRecord(Base):
@@ -129,4 +186,8 @@ class TuningRecord(Base):
     timing: Mapped[dict[str, Any]]
     worker: Mapped[str] = mapped_column(String(200))
     remeasured: Mapped[bool]
+    # The queued candidate this measures (service mode); unique, so a result is stored once.
+    candidate_id: Mapped[int | None] = mapped_column(
+        ForeignKey("candidates.id", ondelete="SET NULL"), unique=True
+    )
     created_at: Mapped[datetime] = mapped_column(server_default=func.now())

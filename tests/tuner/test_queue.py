@@ -1,0 +1,212 @@
+"""The service's tables on SQLite and PostgreSQL: the candidate queue (leases, expiry, results accepted
+once), workers, task owners and API tokens."""
+
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from sqlalchemy import select
+
+from tests.tuner.test_database import add_pair
+from tuner.database import Database, TaskStatus, trace_hash
+from tuner.database import queue as q
+from tuner.database.fleet import heartbeat, register_worker, stop_worker, workers
+from tuner.database.owners import cancel_task, claim_tasks, disown, finish_task
+from tuner.database.schema import ApiToken
+from tuner.database.tokens import authenticate, create_token, hash_token, revoke_token, tokens
+
+T0 = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
+LEASE = 30.0
+
+
+def later(seconds: float) -> datetime:
+    return T0 + timedelta(seconds=seconds)
+
+
+def trace(n: int) -> dict:
+    return {"version": 1, "instructions": [{"kind": "split", "decision": [n, 4]}]}
+
+
+@pytest.fixture
+def setup(tuning_db: Database):
+    """A task on hw0 with 5 queued traces, a worker on hw0 and one on hw1."""
+    wid, hid = add_pair(tuning_db)
+    _, other_hid = add_pair(tuning_db, "w0", "hw1")
+    task = tuning_db.add_task(workload_id=wid, hardware_id=hid, strategy="random", trials=8, seed=0)
+    assert (
+        q.enqueue(
+            tuning_db, task_id=task, workload_id=wid, hardware_id=hid, traces=[trace(n) for n in range(5)]
+        )
+        == 5
+    )
+    w1 = register_worker(tuning_db, name="w1", hardware_id=hid, now=T0)
+    w2 = register_worker(tuning_db, name="w2", hardware_id=hid, now=T0)
+    other = register_worker(tuning_db, name="elsewhere", hardware_id=other_hid, now=T0)
+    return tuning_db, task, wid, hid, (w1, w2, other)
+
+
+def lease(db, worker, hid, n, now=T0, max_attempts=3):
+    return q.lease(
+        db, worker_id=worker, hardware_id=hid, limit=n, lease_secs=LEASE, now=now, max_attempts=max_attempts
+    )
+
+
+def ok(candidate_id: int, secs: float = 1e-3) -> q.Submission:
+    return q.Submission(candidate_id=candidate_id, status="ok", run_secs=[secs] * 3, timing={"repeat": 3})
+
+
+def test_enqueue_skips_traces_queued_for_the_pair_by_any_task(setup):
+    db, task, wid, hid, _ = setup
+    other_task = db.add_task(workload_id=wid, hardware_id=hid, strategy="random", trials=8, seed=1)
+    assert (
+        q.enqueue(db, task_id=other_task, workload_id=wid, hardware_id=hid, traces=[trace(4), trace(5)]) == 1
+    )
+    assert q.queued_trace_hashes(db, workload_id=wid, hardware_id=hid) == {
+        trace_hash(trace(n)) for n in range(6)
+    }
+    assert q.counts(db, task_id=task) == q.QueueCounts(pending=5, leased=0, done=0)
+
+
+def test_leases_go_to_matching_hardware_oldest_first_once(setup):
+    db, task, _, hid, (w1, w2, other) = setup
+    first = lease(db, w1, hid, 2)
+    assert [c.trace for c in first] == [trace(0), trace(1)]
+    assert first[0].task_id == task and first[0].spec["op"] == "matmul" and first[0].best_secs is None
+    assert first[0].lease_expires_at == later(LEASE)
+    assert [c.trace for c in lease(db, w2, hid, 10)] == [trace(n) for n in (2, 3, 4)]
+    assert lease(db, w1, hid, 10) == []  # everything is leased
+    _, other_hid = add_pair(db, "w0", "hw1")
+    assert lease(db, other, other_hid, 10) == []  # nothing for other hardware
+    assert q.counts(db, task_id=task) == q.QueueCounts(pending=0, leased=5, done=0)
+
+
+def test_an_expired_lease_is_dispatched_again_and_heartbeats_keep_leases(setup):
+    db, _, _, hid, (w1, w2, _) = setup
+    mine = {c.id for c in lease(db, w1, hid, 2)}
+    theirs = {c.id for c in lease(db, w2, hid, 3)}
+    assert heartbeat(db, worker_id=w2, lease_secs=LEASE, now=later(20)) == 3
+    # At 40 s, w1's leases (to 30 s) have expired; w2's were renewed to 50 s.
+    again = lease(db, w1, hid, 10, now=later(40))
+    assert {c.id for c in again} == mine
+    assert lease(db, w1, hid, 10, now=later(45)) == []
+    assert {c.id for c in lease(db, w1, hid, 10, now=later(51))} == theirs
+
+
+def test_results_are_accepted_once(setup):
+    db, task, wid, hid, (w1, w2, _) = setup
+    a, b, c = lease(db, w1, hid, 3)
+    assert q.submit(db, worker="w1", submissions=[ok(a.id), ok(b.id, 2e-3)]) == ["accepted", "accepted"]
+    # A retried submission, and a late one from a worker that lost the lease, store nothing.
+    again = q.submit(db, worker="w1", submissions=[ok(a.id), ok(c.id), ok(10_000)])
+    assert again == [q.Outcome.DUPLICATE, q.Outcome.ACCEPTED, q.Outcome.UNKNOWN]
+    assert q.submit(db, worker="w2", submissions=[ok(c.id, 1e-6)]) == [q.Outcome.DUPLICATE]
+    records = db.records(workload_id=wid, hardware_id=hid)
+    assert len(records) == 3 and {r.worker for r in records} == {"w1"}
+    assert records[0].task_id == task and records[0].timing == {"repeat": 3}
+    assert db.get_task(task).trials_done == 3
+    assert q.counts(db, task_id=task) == q.QueueCounts(pending=2, leased=0, done=3)
+    # The best known time travels with the next lease, for the worker's re-measurement rule.
+    assert lease(db, w2, hid, 1)[0].best_secs == 1e-3
+
+
+def test_failures_are_recorded_too(setup):
+    db, _, wid, hid, (w1, _, _) = setup
+    (a,) = lease(db, w1, hid, 1)
+    crash = q.Submission(candidate_id=a.id, status="runtime_error", message="SIGSEGV")
+    assert q.submit(db, worker="w1", submissions=[crash]) == [q.Outcome.ACCEPTED]
+    (record,) = db.records(workload_id=wid, hardware_id=hid)
+    assert (record.status, record.message, record.median_secs) == ("runtime_error", "SIGSEGV", None)
+
+
+def test_released_leases_are_pending_again_without_using_an_attempt(setup):
+    db, _, _, hid, (w1, w2, _) = setup
+    held = lease(db, w1, hid, 3, max_attempts=1)
+    assert q.release(db, worker_id=w1, candidate_ids=[held[0].id]) == 1
+    assert stop_worker(db, worker_id=w1, now=later(1)) == 2  # the rest go back on goodbye
+    assert len(lease(db, w2, hid, 10, max_attempts=1)) == 5
+    assert [w.name for w in workers(db, seen_since=T0)] == ["w2", "elsewhere"]
+
+
+def test_a_candidate_that_keeps_losing_its_worker_is_given_up(setup):
+    db, task, wid, hid, (w1, w2, _) = setup
+    (a,) = lease(db, w1, hid, 1, max_attempts=2)
+    (b,) = lease(db, w2, hid, 1, now=later(31), max_attempts=2)
+    assert a.id == b.id
+    assert q.give_up_expired(db, now=later(40), max_attempts=2) == 0  # w2's lease still holds
+    assert q.give_up_expired(db, now=later(62), max_attempts=2) == 1
+    assert lease(db, w1, hid, 1, now=later(62), max_attempts=2)[0].id != a.id
+    (record,) = db.records(workload_id=wid, hardware_id=hid)
+    assert record.status == "timeout" and "gave up after 2" in record.message
+    assert db.get_task(task).trials_done == 1
+
+
+def test_concurrent_leases_never_share_a_candidate(database_url: str):
+    with Database.open(database_url) as db:
+        wid, hid = add_pair(db)
+        task = db.add_task(workload_id=wid, hardware_id=hid, strategy="random", trials=64, seed=0)
+        q.enqueue(db, task_id=task, workload_id=wid, hardware_id=hid, traces=[trace(n) for n in range(60)])
+        ids = [register_worker(db, name=f"w{i}", hardware_id=hid, now=T0) for i in range(4)]
+    start = threading.Barrier(4)
+
+    def drain(worker: int) -> list[int]:
+        with Database.open(database_url) as own:
+            start.wait()
+            got: list[int] = []
+            while batch := lease(own, worker, hid, 3):
+                got += [c.id for c in batch]
+            return got
+
+    with ThreadPoolExecutor(4) as pool:
+        leased = [c for got in pool.map(drain, ids) for c in got]
+    assert sorted(leased) == sorted(set(leased)) and len(leased) == 60
+
+
+def test_one_owner_per_task_and_takeover_when_a_claim_lapses(setup):
+    db, task, wid, hid, _ = setup
+    second = db.add_task(workload_id=wid, hardware_id=hid, strategy="random", trials=8, seed=1)
+    assert claim_tasks(db, owner="a", now=T0, claim_secs=10) == [task, second]
+    assert db.get_task(task).status == TaskStatus.RUNNING
+    assert claim_tasks(db, owner="b", now=later(5), claim_secs=10) == []
+    assert claim_tasks(db, owner="a", now=later(9), claim_secs=10) == [task, second]  # renewed to 19 s
+    assert claim_tasks(db, owner="b", now=later(15), claim_secs=10) == []
+    assert claim_tasks(db, owner="b", now=later(20), claim_secs=10) == [task, second]  # a stalled
+    assert not finish_task(db, task_id=task, owner="a", status=TaskStatus.DONE)
+    assert finish_task(db, task_id=task, owner="b", status=TaskStatus.DONE)
+    assert db.get_task(task).status == TaskStatus.DONE
+    disown(db, owner="b")
+    assert claim_tasks(db, owner="c", now=later(21), claim_secs=10) == [second]
+
+
+def test_cancel_withdraws_unfinished_candidates(setup):
+    db, task, wid, hid, (w1, _, _) = setup
+    a, b = lease(db, w1, hid, 2)
+    q.submit(db, worker="w1", submissions=[ok(a.id)])
+    assert cancel_task(db, task_id=task, message="not needed")
+    assert not cancel_task(db, task_id=task, message="twice")
+    info = db.get_task(task)
+    assert (info.status, info.message) == (TaskStatus.CANCELLED, "not needed")
+    assert lease(db, w1, hid, 10) == []
+    # A result that was on its way is still kept (it is a real measurement) but not counted.
+    assert q.submit(db, worker="w1", submissions=[ok(b.id)]) == [q.Outcome.ACCEPTED]
+    assert db.get_task(task).trials_done == 1 and len(db.records(workload_id=wid, hardware_id=hid)) == 2
+    assert claim_tasks(db, owner="a", now=T0, claim_secs=10) == []
+    with pytest.raises(KeyError):
+        cancel_task(db, task_id=task + 100, message="")
+
+
+def test_tokens_are_stored_hashed_and_can_be_revoked(tuning_db: Database):
+    admin_id, admin = create_token(tuning_db, role="admin", name="ops")
+    _, worker = create_token(tuning_db, role="worker", name="bench-1")
+    assert admin.startswith("tt_") and len(admin) > 40 and admin != worker
+    holder = authenticate(tuning_db, admin)
+    assert holder is not None and (holder.id, holder.role, holder.name) == (admin_id, "admin", "ops")
+    assert authenticate(tuning_db, admin + "x") is None and authenticate(tuning_db, "") is None
+    with tuning_db.transaction() as session:
+        stored = set(session.scalars(select(ApiToken.token_hash)))
+    assert stored == {hash_token(admin), hash_token(worker)} and admin not in stored
+    revoke_token(tuning_db, token_id=admin_id, now=T0)
+    assert authenticate(tuning_db, admin) is None
+    assert [t.revoked_at is not None for t in tokens(tuning_db)] == [True, False]
+    with pytest.raises(ValueError):
+        create_token(tuning_db, role="root", name="x")

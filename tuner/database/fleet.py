@@ -1,0 +1,89 @@
+"""Workers: the measuring daemons on benchmark machines, known by name and hardware, alive while
+their heartbeats arrive."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import Select, select
+
+from tuner.database.database import Database
+from tuner.database.queue import release, renew_leases
+from tuner.database.schema import Hardware, Worker
+
+
+@dataclass(frozen=True)
+class WorkerInfo:
+    id: int
+    name: str
+    hardware_id: int
+    hardware_key: str
+    registered_at: datetime
+    last_seen_at: datetime
+    stopped: bool
+
+
+def register_worker(db: Database, *, name: str, hardware_id: int, now: datetime) -> int:
+    """A new worker row per start: a restarted daemon is a new worker (its old leases expire)."""
+    with db.transaction() as session:
+        worker = Worker(name=name, hardware_id=hardware_id, last_seen_at=now, stopped=False)
+        session.add(worker)
+        session.flush()
+        return worker.id
+
+
+def get_worker(db: Database, worker_id: int) -> WorkerInfo:
+    """Raises KeyError for an unknown worker."""
+    with db.transaction() as session:
+        row = session.execute(_workers_query().where(Worker.id == worker_id)).one_or_none()
+        if row is None:
+            raise KeyError(worker_id)
+        return _info(*row)
+
+
+def heartbeat(db: Database, *, worker_id: int, lease_secs: float, now: datetime) -> int:
+    """The worker is alive: note the time and extend its leases. Returns how many leases it holds."""
+    with db.transaction() as session:
+        worker = session.get(Worker, worker_id)
+        if worker is None:
+            raise KeyError(worker_id)
+        worker.last_seen_at = now
+        worker.stopped = False
+    return renew_leases(db, worker_id=worker_id, lease_secs=lease_secs, now=now)
+
+
+def stop_worker(db: Database, *, worker_id: int, now: datetime) -> int:
+    """A worker says goodbye: its leases go back to the queue at once. Returns how many."""
+    with db.transaction() as session:
+        worker = session.get(Worker, worker_id)
+        if worker is None:
+            raise KeyError(worker_id)
+        worker.stopped = True
+        worker.last_seen_at = now
+    return release(db, worker_id=worker_id)
+
+
+def workers(db: Database, *, seen_since: datetime | None = None) -> list[WorkerInfo]:
+    """Every worker (or those seen since a time and not stopped: the live ones), oldest first."""
+    query = _workers_query().order_by(Worker.id)
+    if seen_since is not None:
+        query = query.where(Worker.last_seen_at >= seen_since, Worker.stopped.is_(False))
+    with db.transaction() as session:
+        return [_info(*row) for row in session.execute(query)]
+
+
+def _workers_query() -> Select[Worker, str]:
+    return select(Worker, Hardware.key).join(Hardware, Worker.hardware_id == Hardware.id)
+
+
+def _info(worker: Worker, hardware_key: str) -> WorkerInfo:
+    return WorkerInfo(
+        worker.id,
+        worker.name,
+        worker.hardware_id,
+        hardware_key,
+        worker.registered_at,
+        worker.last_seen_at,
+        worker.stopped,
+    )

@@ -1,0 +1,86 @@
+"""Which coordinator process runs each active task's search loop.
+
+A claim is a lease on the task row: the owner renews it while it lives; when it lapses (the process
+died, or hung), any coordinator takes the task over and resumes it from the database. The claim is a
+single conditional UPDATE, so two coordinators racing for a task on PostgreSQL cannot both win: the
+second re-checks the row after the first commits and finds it owned.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+
+from sqlalchemy import or_, update
+
+from tuner.database.database import Database
+from tuner.database.queue import lock_candidates
+from tuner.database.records import CandidateStatus, TaskStatus
+from tuner.database.schema import Candidate, Task
+
+ACTIVE = (TaskStatus.PENDING.value, TaskStatus.RUNNING.value)
+
+
+def claim_tasks(db: Database, *, owner: str, now: datetime, claim_secs: float) -> list[int]:
+    """Own every active task that has no live owner, and renew the claims `owner` holds; returns the
+    ids of the tasks it owns now, which are running."""
+    claimable = or_(Task.owner.is_(None), Task.owner_until < now, Task.owner == owner)
+    with db.transaction() as session:
+        ids = session.scalars(
+            update(Task)
+            .where(Task.status.in_(ACTIVE), claimable)
+            .values(
+                owner=owner, owner_until=now + timedelta(seconds=claim_secs), status=TaskStatus.RUNNING.value
+            )
+            .returning(Task.id)
+        ).all()
+    return sorted(ids)
+
+
+def finish_task(db: Database, *, task_id: int, owner: str, status: TaskStatus, message: str = "") -> bool:
+    """End a task its owner was running; False if `owner` no longer owns it (it was cancelled, or
+    taken over after the owner stalled)."""
+    with db.transaction() as session:
+        result = session.execute(
+            update(Task)
+            .where(Task.id == task_id, Task.owner == owner, Task.status.in_(ACTIVE))
+            .values(status=status.value, message=message, owner=None, owner_until=None)
+        )
+        return result.rowcount == 1
+
+
+def disown(db: Database, *, owner: str, task_ids: Sequence[int] | None = None) -> None:
+    """Give up claims (a coordinator shutting down): another coordinator may take them at once."""
+    where = [Task.owner == owner] + ([Task.id.in_(task_ids)] if task_ids is not None else [])
+    with db.transaction() as session:
+        session.execute(update(Task).where(*where).values(owner=None, owner_until=None))
+
+
+def cancel_task(db: Database, *, task_id: int, message: str) -> bool:
+    """Stop an active task whoever owns it, and withdraw its candidates that no worker has finished;
+    False if it had already ended. Raises KeyError for an unknown task. Candidates are locked before
+    the task, in the order every transaction of the queue locks them."""
+    with db.transaction() as session:
+        withdrawn = lock_candidates(
+            session,
+            Candidate.task_id == task_id,
+            Candidate.status.in_([CandidateStatus.PENDING.value, CandidateStatus.LEASED.value]),
+        )
+        task = session.get(Task, task_id, with_for_update=True)
+        if task is None:
+            raise KeyError(task_id)
+        if task.status not in ACTIVE:
+            return False
+        task.status, task.message, task.owner, task.owner_until = (
+            TaskStatus.CANCELLED.value,
+            message,
+            None,
+            None,
+        )
+        if withdrawn:
+            session.execute(
+                update(Candidate)
+                .where(Candidate.id.in_(withdrawn))
+                .values(status=CandidateStatus.CANCELLED.value, lease_expires_at=None)
+            )
+        return True

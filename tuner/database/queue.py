@@ -1,0 +1,280 @@
+"""The candidate queue of the service: traces a task's search proposed, leased to workers of the task's
+hardware with an expiry, and done once, by the first result that comes back.
+
+Leases make the queue outlive its workers: a worker's heartbeats renew its leases; a worker killed in
+the middle of a batch stops renewing, its leases expire, and its candidates go to the next worker that
+asks. A candidate that loses its worker `max_attempts` times is given up and recorded as a timeout, so
+a program that kills whoever measures it cannot stall a task forever.
+
+A result is accepted once: the candidate row is locked while its record is written, so a retried or
+late submission (a worker that lost its lease but finished anyway) finds it done and stores nothing.
+Rows are always locked in id order, candidates before tasks, so concurrent transactions on PostgreSQL
+cannot deadlock; SKIP LOCKED lets several coordinators lease from one queue without waiting.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import and_, func, or_, select, update
+from sqlalchemy.orm import Session
+
+from runner.results import Status
+from tuner.database.database import Database
+from tuner.database.records import CandidateStatus, NewRecord, trace_hash
+from tuner.database.schema import Candidate, Task, TuningRecord, Workload
+
+
+@dataclass(frozen=True)
+class LeasedCandidate:
+    id: int
+    task_id: int
+    spec: dict[str, Any]
+    trace: dict[str, Any]
+    # The workload's best median on this hardware when leased: a result beating it is re-measured.
+    best_secs: float | None
+    lease_expires_at: datetime
+
+
+@dataclass(frozen=True, kw_only=True)
+class Submission:
+    """A worker's result for one leased candidate."""
+
+    candidate_id: int
+    status: str  # a runner.Status value
+    run_secs: list[float] = field(default_factory=list)
+    build_secs: float = 0.0
+    message: str = ""
+    timing: dict[str, Any] = field(default_factory=dict)
+    remeasured: bool = False
+
+
+class Outcome(enum.StrEnum):
+    ACCEPTED = "accepted"
+    DUPLICATE = "duplicate"  # the candidate was already done: nothing stored
+    UNKNOWN = "unknown"  # no such candidate
+
+
+@dataclass(frozen=True)
+class QueueCounts:
+    pending: int
+    leased: int
+    done: int
+
+
+def enqueue(db: Database, *, task_id: int, workload_id: int, hardware_id: int, traces: Sequence[dict]) -> int:
+    """Queue traces for measurement; a trace already queued for the workload and hardware (by any task)
+    is skipped. Returns how many were queued."""
+    if not traces:
+        return 0
+    rows = [
+        {
+            "task_id": task_id,
+            "workload_id": workload_id,
+            "hardware_id": hardware_id,
+            "trace": t,
+            "trace_hash": trace_hash(t),
+            "status": CandidateStatus.PENDING.value,
+            "attempts": 0,
+        }
+        for t in traces
+    ]
+    conflict = [Candidate.workload_id, Candidate.hardware_id, Candidate.trace_hash]
+    with db.transaction() as session:
+        insert = db.insert(Candidate).values(rows).on_conflict_do_nothing(index_elements=conflict)
+        return len(session.execute(insert.returning(Candidate.id)).all())
+
+
+def lease(
+    db: Database,
+    *,
+    worker_id: int,
+    hardware_id: int,
+    limit: int,
+    lease_secs: float,
+    now: datetime,
+    max_attempts: int,
+) -> list[LeasedCandidate]:
+    """Up to `limit` candidates for a worker of this hardware, oldest first: pending ones, and leased
+    ones whose lease expired (unless they have used up their attempts)."""
+    expires = now + timedelta(seconds=lease_secs)
+    available = or_(
+        Candidate.status == CandidateStatus.PENDING.value,
+        and_(
+            Candidate.status == CandidateStatus.LEASED.value,
+            Candidate.lease_expires_at < now,
+            Candidate.attempts < max_attempts,
+        ),
+    )
+    with db.transaction() as session:
+        ids = session.scalars(
+            select(Candidate.id)
+            .where(Candidate.hardware_id == hardware_id, available)
+            .order_by(Candidate.id)
+            .limit(limit)
+            .with_for_update(skip_locked=True)
+        ).all()
+        if not ids:
+            return []
+        session.execute(
+            update(Candidate)
+            .where(Candidate.id.in_(ids))
+            .values(
+                status=CandidateStatus.LEASED.value,
+                worker_id=worker_id,
+                lease_expires_at=expires,
+                attempts=Candidate.attempts + 1,
+            )
+        )
+        rows = session.execute(
+            select(Candidate.id, Candidate.task_id, Candidate.trace, Candidate.workload_id, Workload.spec)
+            .join(Workload, Candidate.workload_id == Workload.id)
+            .where(Candidate.id.in_(ids))
+            .order_by(Candidate.id)
+        ).all()
+        best = {
+            wid: session.scalar(
+                select(func.min(TuningRecord.median_secs)).where(
+                    TuningRecord.workload_id == wid,
+                    TuningRecord.hardware_id == hardware_id,
+                    TuningRecord.status == Status.OK.value,
+                )
+            )
+            for wid in {r.workload_id for r in rows}
+        }
+        return [LeasedCandidate(r.id, r.task_id, r.spec, r.trace, best[r.workload_id], expires) for r in rows]
+
+
+def renew_leases(db: Database, *, worker_id: int, lease_secs: float, now: datetime) -> int:
+    """Extend every lease the worker holds (its heartbeat); returns how many it holds."""
+    with db.transaction() as session:
+        held = lock_candidates(
+            session, Candidate.worker_id == worker_id, Candidate.status == CandidateStatus.LEASED
+        )
+        if held:
+            session.execute(
+                update(Candidate)
+                .where(Candidate.id.in_(held))
+                .values(lease_expires_at=now + timedelta(seconds=lease_secs))
+            )
+        return len(held)
+
+
+def release(db: Database, *, worker_id: int, candidate_ids: Sequence[int] | None = None) -> int:
+    """Give leases back (a worker stopping before it measured them): pending again at once, and the
+    attempt not counted. None releases every lease the worker holds. Returns how many were released."""
+    where = [Candidate.worker_id == worker_id, Candidate.status == CandidateStatus.LEASED]
+    if candidate_ids is not None:
+        where.append(Candidate.id.in_(candidate_ids))
+    with db.transaction() as session:
+        held = lock_candidates(session, *where)
+        if held:
+            session.execute(
+                update(Candidate)
+                .where(Candidate.id.in_(held))
+                .values(
+                    status=CandidateStatus.PENDING.value,
+                    worker_id=None,
+                    lease_expires_at=None,
+                    attempts=Candidate.attempts - 1,
+                )
+            )
+        return len(held)
+
+
+def submit(db: Database, *, worker: str, submissions: Sequence[Submission]) -> list[Outcome]:
+    """Store each result once, in one transaction: the record, the candidate done, the task's count.
+    A result for a cancelled task's candidate is kept (it is a real measurement) but not counted."""
+    by_id = {s.candidate_id: s for s in submissions}
+    outcomes: dict[int, Outcome] = {}
+    counted: Counter[int] = Counter()
+    with db.transaction() as session:
+        rows = session.scalars(
+            select(Candidate).where(Candidate.id.in_(by_id)).order_by(Candidate.id).with_for_update()
+        ).all()
+        for candidate in rows:
+            if candidate.status == CandidateStatus.DONE.value:
+                outcomes[candidate.id] = Outcome.DUPLICATE
+                continue
+            _store(db, session, candidate, by_id[candidate.id], worker)
+            if candidate.status != CandidateStatus.CANCELLED.value:
+                counted[candidate.task_id] += 1
+            candidate.status = CandidateStatus.DONE.value
+            candidate.lease_expires_at = None
+            outcomes[candidate.id] = Outcome.ACCEPTED
+        for task_id in sorted(counted):
+            session.execute(
+                update(Task).where(Task.id == task_id).values(trials_done=Task.trials_done + counted[task_id])
+            )
+    return [outcomes.get(s.candidate_id, Outcome.UNKNOWN) for s in submissions]
+
+
+def give_up_expired(db: Database, *, now: datetime, max_attempts: int) -> int:
+    """Candidates whose lease expired `max_attempts` times become timeout records: each of their
+    workers died or stopped answering while measuring them."""
+    with db.transaction() as session:
+        rows = session.scalars(
+            select(Candidate)
+            .where(
+                Candidate.status == CandidateStatus.LEASED.value,
+                Candidate.lease_expires_at < now,
+                Candidate.attempts >= max_attempts,
+            )
+            .order_by(Candidate.id)
+            .with_for_update(skip_locked=True)
+        ).all()
+        message = f"gave up after {max_attempts} leases expired: its workers died or hung while measuring it"
+        for candidate in rows:
+            lost = Submission(candidate_id=candidate.id, status=Status.TIMEOUT.value, message=message)
+            _store(db, session, candidate, lost, "")
+            candidate.status = CandidateStatus.DONE.value
+            candidate.lease_expires_at = None
+        for task_id, n in sorted(Counter(c.task_id for c in rows).items()):
+            session.execute(update(Task).where(Task.id == task_id).values(trials_done=Task.trials_done + n))
+        return len(rows)
+
+
+def counts(db: Database, *, task_id: int) -> QueueCounts:
+    with db.transaction() as session:
+        rows = session.execute(
+            select(Candidate.status, func.count())
+            .where(Candidate.task_id == task_id)
+            .group_by(Candidate.status)
+        ).all()
+    by_status = {status: n for status, n in rows}
+    return QueueCounts(
+        *(by_status.get(s.value, 0) for s in CandidateStatus if s != CandidateStatus.CANCELLED)
+    )
+
+
+def queued_trace_hashes(db: Database, *, workload_id: int, hardware_id: int) -> set[str]:
+    """Every trace queued for the pair, in any state: a search must not propose them again."""
+    query = select(Candidate.trace_hash).where(
+        Candidate.workload_id == workload_id, Candidate.hardware_id == hardware_id
+    )
+    with db.transaction() as session:
+        return set(session.scalars(query))
+
+
+def lock_candidates(session: Session, *where: Any) -> list[int]:
+    """Lock the matching candidate rows in id order, and return their ids: every transaction that
+    locks candidates does it this way, before it touches a task row, so none can deadlock."""
+    return list(session.scalars(select(Candidate.id).where(*where).order_by(Candidate.id).with_for_update()))
+
+
+def _store(db: Database, session: Session, candidate: Candidate, result: Submission, worker: str) -> None:
+    record = NewRecord(
+        workload_id=candidate.workload_id,
+        hardware_id=candidate.hardware_id,
+        task_id=candidate.task_id,
+        candidate_id=candidate.id,
+        trace=candidate.trace,
+        worker=worker,
+        **{k: v for k, v in asdict(result).items() if k != "candidate_id"},
+    )
+    session.execute(db.record_insert(record))

@@ -1,0 +1,69 @@
+"""API tokens: random bearer secrets with a role. Only a token's sha256 is stored, so a stolen copy of
+the database grants nothing; a token is shown once, when it is created. Tokens carry 256 random bits,
+so a fast hash is enough (there is nothing to brute-force, unlike a password)."""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import select
+
+from tuner.database.database import Database
+from tuner.database.records import Role
+from tuner.database.schema import ApiToken
+
+PREFIX = "tt_"
+
+
+@dataclass(frozen=True)
+class TokenInfo:
+    id: int
+    name: str
+    role: Role
+    created_at: datetime
+    revoked_at: datetime | None
+
+
+def hash_token(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def create_token(db: Database, *, role: str, name: str) -> tuple[int, str]:
+    """A new token of `role`; returns its id and the secret (which is not stored)."""
+    role = Role(role)
+    token = PREFIX + secrets.token_urlsafe(32)
+    with db.transaction() as session:
+        row = ApiToken(name=name, role=role.value, token_hash=hash_token(token))
+        session.add(row)
+        session.flush()
+        return row.id, token
+
+
+def authenticate(db: Database, token: str) -> TokenInfo | None:
+    """The token's holder, or None for an unknown or revoked token."""
+    with db.transaction() as session:
+        row = session.scalar(
+            select(ApiToken).where(ApiToken.token_hash == hash_token(token), ApiToken.revoked_at.is_(None))
+        )
+        return _info(row) if row else None
+
+
+def revoke_token(db: Database, *, token_id: int, now: datetime) -> None:
+    """Raises KeyError for an unknown token."""
+    with db.transaction() as session:
+        row = session.get(ApiToken, token_id)
+        if row is None:
+            raise KeyError(token_id)
+        row.revoked_at = row.revoked_at or now
+
+
+def tokens(db: Database) -> list[TokenInfo]:
+    with db.transaction() as session:
+        return [_info(row) for row in session.scalars(select(ApiToken).order_by(ApiToken.id))]
+
+
+def _info(row: ApiToken) -> TokenInfo:
+    return TokenInfo(row.id, row.name, Role(row.role), row.created_at, row.revoked_at)
