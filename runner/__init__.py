@@ -3,7 +3,7 @@
 from runner.evaluate import evaluate
 from runner.local import LocalRunner, LocalRunnerConfig
 from runner.null import NullRunner
-from runner.results import Candidate, RunResult, Status, TimingConfig
+from runner.results import Candidate, RunResult, Status, TimingConfig, merge_remeasurement
 
 __all__ = [
     "Candidate",
@@ -14,4 +14,5 @@ __all__ = [
     "Status",
     "TimingConfig",
     "evaluate",
+    "merge_remeasurement",
 ]

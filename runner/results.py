@@ -60,3 +60,11 @@ class RunResult:
     def median_secs(self) -> float:
         secs = sorted(self.run_secs)
         return secs[len(secs) // 2] if secs else float("inf")
+
+
+def merge_remeasurement(first: RunResult, again: RunResult) -> RunResult:
+    """A would-be best, measured a second time: the result keeps every repeat of both runs, so a lucky
+    first run cannot carry the median alone; if the second run failed, that failure is the result."""
+    if not again.ok:
+        return RunResult(again.status, [], again.message, first.build_secs)
+    return RunResult(Status.OK, first.run_secs + again.run_secs, first.message, first.build_secs)

@@ -15,25 +15,19 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-
 from compiler import Trace, build
 from compiler.build import Kernel
 from compiler.workloads import Workload, workload_from_spec
-from runner import Candidate, LocalRunner, LocalRunnerConfig, RunResult, Status
+from runner import Candidate, LocalRunner, LocalRunnerConfig, RunResult, merge_remeasurement
 from runner.hardware import Hardware, host_hardware
-from tuner.cost_model import CostModel
 from tuner.database import Database, NewRecord, Record
-from tuner.features import extract_features
-from tuner.search import EvolutionarySearch, Proposal, RandomSearch, Sampler
+from tuner.search import Proposal
 from tuner.space import ScheduleFn, rule_space
-from tuner.training_data import groups_from_records
+from tuner.task_search import STRATEGIES, TaskSearch
 
 DEFAULT_DATABASE = "sqlite:///tensor-tuner.db"
-STRATEGIES = ("evolutionary", "random")
-# The model guides the search once it has seen two batches: short runs (64 trials) benefit too.
-MIN_TRAIN_SAMPLES = 32
-FEATURE_CACHE_SIZE = 8192
+# The best measured traces that seed each generation of the evolutionary search.
+PARENTS = 16
 SHORT_RUN, SHORT_BATCH, LONG_BATCH = 64, 16, 32
 
 
@@ -119,6 +113,7 @@ class Tuning:
         batch: int | None,
     ) -> None:
         self.wl, self.db, self.runner, self.batch = wl, db, runner, batch
+        self.start = time.perf_counter()
         self.hardware = host_hardware()
         self.key = wl.func.structural_hash()
         self.workload_id = db.add_workload(hash=self.key, name=wl.name, spec=wl.spec, flops=wl.flops)
@@ -127,21 +122,19 @@ class Tuning:
         self.task_id = db.add_task(
             workload_id=self.workload_id, hardware_id=self.hardware_id, strategy=strategy, trials=0, seed=seed
         )
-        measured = db.measured_trace_hashes(self.workload_id, self.hardware_id)
-        self.model = CostModel(seed=seed, min_train_samples=MIN_TRAIN_SAMPLES)
-        self._train_on_database()
-        sampler = Sampler(wl.func, space)
-        if strategy == "random":
-            self.search: RandomSearch = RandomSearch(sampler, measured, seed)
-        else:
-            self.search = EvolutionarySearch(
-                sampler, measured, self._score, seed=seed, trained=lambda: self.model.is_trained
-            )
+        self.search = TaskSearch(
+            wl,
+            db,
+            workload_id=self.workload_id,
+            hardware_id=self.hardware_id,
+            strategy=strategy,
+            seed=seed,
+            space=space,
+        )
         best = db.best(self.key, hw.key)
         self.best_secs = best.median_secs if best else float("inf")
         self.curve: list[float] = []
-        self.feature_cache: dict[str, np.ndarray] = {}
-        self.trials, self.search_secs, self.start = 0, 0.0, time.perf_counter()
+        self.trials = 0
 
     def run(self, trials: int, progress: Callable[[Progress], None] | None) -> TuneResult:
         self.db.update_task(self.task_id, status="running", trials_done=0)
@@ -161,17 +154,12 @@ class Tuning:
 
     def step(self, n: int) -> list[RunResult]:
         """Propose, measure and learn from one batch of up to n candidates."""
-        t0 = time.perf_counter()
-        top = [Trace.from_json(r.trace) for r in self.db.top_k(self.key, self.hardware.key, 16)]
+        top = [r.trace for r in self.db.top_k(self.key, self.hardware.key, PARENTS)]
         proposals = self.search.propose(n, best=top)
-        self.search_secs += time.perf_counter() - t0
         if not proposals:
             return []
         results = self._measure(proposals)
-        self.search.notify(proposals)
-        t0 = time.perf_counter()
-        self._learn(proposals, results)
-        self.search_secs += time.perf_counter() - t0
+        self.search.learn(proposals, [r.median_secs if r.ok else None for r in results])
         self.trials += len(results)
         self.db.update_task(self.task_id, trials_done=self.trials)
         return results
@@ -180,16 +168,18 @@ class Tuning:
         self.db.update_task(self.task_id, status="done", trials_done=self.trials)
         best = self.db.best(self.key, self.hardware.key)
         wall = time.perf_counter() - self.start
-        return TuneResult(self.wl, self.hardware, best, self.trials, self.curve, wall, self.search_secs)
+        return TuneResult(
+            self.wl, self.hardware, best, self.trials, self.curve, wall, self.search.search_secs
+        )
 
     def _measure(self, proposals: list[Proposal]) -> list[RunResult]:
         candidates = [Candidate(self.wl.spec, p.trace) for p in proposals]
         results = self.runner.run(candidates)
         out = []
         for proposal, candidate, result in zip(proposals, candidates, results):
-            remeasured = False
-            if result.ok and result.median_secs < self.best_secs:
-                result, remeasured = self._confirm(candidate, result), True
+            remeasured = result.ok and result.median_secs < self.best_secs
+            if remeasured:
+                result = self._confirm(candidate, result)
             self.db.add_record(
                 NewRecord(
                     workload_id=self.workload_id,
@@ -200,7 +190,7 @@ class Tuning:
                     run_secs=result.run_secs,
                     build_secs=result.build_secs,
                     message=result.message,
-                    timing=_timing_settings(self.runner),
+                    timing=timing_settings(self.runner),
                     worker="local",
                     remeasured=remeasured,
                 )
@@ -212,40 +202,13 @@ class Tuning:
     def _confirm(self, candidate: Candidate, first: RunResult) -> RunResult:
         """Measure a would-be best again; it is the best only if both measurements beat the old one."""
         again = self.runner.run([candidate])[0]
-        if not again.ok:
-            return again
-        both = RunResult(Status.OK, first.run_secs + again.run_secs, first.message, first.build_secs)
-        if max(first.median_secs, again.median_secs) < self.best_secs:
+        both = merge_remeasurement(first, again)
+        if both.ok and max(first.median_secs, again.median_secs) < self.best_secs:
             self.best_secs = both.median_secs
         return both
 
-    def _learn(self, proposals: list[Proposal], results: list[RunResult]) -> None:
-        secs = [r.median_secs if r.ok else None for r in results]
-        self.model.update([(self.key, self._features(proposals), secs)])
 
-    def _score(self, proposals: list[Proposal]) -> np.ndarray:
-        return self.model.predict(self._features(proposals))
-
-    def _features(self, proposals: list[Proposal]) -> list[np.ndarray]:
-        """Features by trace: evolution scores the same program in several generations, and
-        extraction (lowering included) is most of the search's own time."""
-        if len(self.feature_cache) > FEATURE_CACHE_SIZE:
-            self.feature_cache.clear()
-        for p in proposals:
-            if p.key not in self.feature_cache:
-                self.feature_cache[p.key] = extract_features(p.func)
-        return [self.feature_cache[p.key] for p in proposals]
-
-    def _train_on_database(self) -> None:
-        """Warm start: this workload's earlier records, and other workloads' on the same hardware."""
-        own = self.db.records(workload_id=self.workload_id, hardware_id=self.hardware_id)
-        others = self.db.records_of_other_workloads(self.hardware_id, self.workload_id, 512)
-        groups = groups_from_records(own + others)
-        if groups:
-            self.model.update(groups)
-
-
-def _timing_settings(runner: Any) -> dict[str, Any]:
+def timing_settings(runner: Any) -> dict[str, Any]:
     timing = getattr(getattr(runner, "config", None), "timing", None)
     if timing is None:
         return {}

@@ -3,6 +3,8 @@ file for one machine, PostgreSQL for a fleet), brought to the newest schema when
 
 from __future__ import annotations
 
+import sqlite3
+import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import asdict, fields
@@ -257,8 +259,25 @@ def _configure_sqlite(dbapi_connection: Any, _record: Any) -> None:
     timeout so a second writer waits for the first instead of failing. SQLAlchemy, not the driver,
     begins transactions (see _begin_sqlite)."""
     dbapi_connection.isolation_level = None
-    for pragma in (f"busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}", "foreign_keys = ON", "journal_mode = WAL"):
+    for pragma in (f"busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}", "foreign_keys = ON"):
         dbapi_connection.execute(f"PRAGMA {pragma}")
+    _enable_wal(dbapi_connection)
+
+
+def _enable_wal(dbapi_connection: Any) -> None:
+    """Switch a new file to WAL. The switch needs the file to itself and SQLite does not wait for it
+    (no busy handler), so a connection opened while another migrates a new file retries; a file
+    already in WAL (every open but the first) needs no switch."""
+    deadline = time.monotonic() + SQLITE_BUSY_TIMEOUT_MS / 1000
+    while True:
+        try:
+            if dbapi_connection.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+                dbapi_connection.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as e:
+            if "locked" not in str(e) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.01)
 
 
 def _begin_sqlite(connection: Connection) -> None:
