@@ -13,6 +13,7 @@ import multiprocessing as mp
 import signal
 import time
 import traceback
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from multiprocessing.pool import AsyncResult, Pool
@@ -80,14 +81,17 @@ class LocalRunner:
         self._measurer.stop()
 
     def run(self, candidates: list[Candidate]) -> list[RunResult]:
+        return list(self.iter_run(candidates))
+
+    def iter_run(self, candidates: list[Candidate]) -> Iterator[RunResult]:
+        """Build every candidate (in parallel), then measure them one at a time, yielding each result
+        as it comes: a caller that stops early (a worker shutting down) leaves the rest unmeasured."""
         built = self.build(candidates)
-        results = []
         for candidate, (status, compiled, message, build_secs) in zip(candidates, built):
             if status is not Status.OK:
-                results.append(RunResult(status, [], message, build_secs))
+                yield RunResult(status, [], message, build_secs)
                 continue
-            results.append(self._measurer.measure(candidate, compiled, build_secs))
-        return results
+            yield self._measurer.measure(candidate, compiled, build_secs)
 
     def _get_pool(self) -> Pool:
         if self._pool is None:
@@ -159,19 +163,21 @@ class _Measurer:
             self.conn = None
 
     def measure(self, candidate: Candidate, compiled: CompiledKernel, build_secs: float) -> RunResult:
-        if self.process is None or self.served >= self.config.measure_tasks_per_process:
+        # A process that died between candidates (killed from outside) is replaced before it is used.
+        alive = self.process is not None and self.process.is_alive()
+        if not alive or self.served >= self.config.measure_tasks_per_process:
             self.stop()
             self.start()
         assert self.conn is not None and self.process is not None
         self.served += 1
-        self.conn.send((candidate.spec, compiled))
         timeout = self.config.run_timeout_s
-        if not self.conn.poll(timeout):
-            self.stop()
-            return RunResult(Status.TIMEOUT, [], f"run timed out after {timeout:.0f} s", build_secs)
         try:
+            self.conn.send((candidate.spec, compiled))
+            if not self.conn.poll(timeout):
+                self.stop()
+                return RunResult(Status.TIMEOUT, [], f"run timed out after {timeout:.0f} s", build_secs)
             status, secs, message = self.conn.recv()
-        except (EOFError, ConnectionResetError):
+        except (EOFError, OSError):  # the process died while it had the candidate (OSError: broken pipe)
             self.process.join(5)
             code = self.process.exitcode
             self.stop()

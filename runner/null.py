@@ -4,7 +4,7 @@ the layers above (search, database, service) fast and exactly."""
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from runner.results import Candidate, RunResult, Status
 
@@ -23,7 +23,11 @@ class NullRunner:
         self.repeat = repeat
 
     def run(self, candidates: list[Candidate]) -> list[RunResult]:
-        return [RunResult(Status.OK, [self.seconds(c)] * self.repeat) for c in candidates]
+        return list(self.iter_run(candidates))
+
+    def iter_run(self, candidates: list[Candidate]) -> Iterator[RunResult]:
+        for c in candidates:
+            yield RunResult(Status.OK, [self.seconds(c)] * self.repeat)
 
     def close(self) -> None:
         """Nothing to release; present so every runner can be closed the same way."""

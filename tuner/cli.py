@@ -2,9 +2,11 @@
 records, show a record's program and trace.
 
     tuner tune matmul M=512 N=512 K=512 --trials 64 [--json] [--plot curve.png]
-    tuner best matmul M=512 N=512 K=512 [--top 5]
-    tuner show matmul M=512 N=512 K=512 [--rank 1]
+    tuner best matmul M=512 N=512 K=512 [--top 5] [--coordinator URL --token T]
+    tuner show matmul M=512 N=512 K=512 [--rank 1] [--coordinator URL --token T]
     tuner evaluate-model [--holdout 0.25]
+
+and the service's commands (`tuner.service.commands`): serve, worker, token, submit, status.
 
 A workload is an operator name and its parameters (`compiler.workloads`), or `--spec '<JSON>'`.
 """
@@ -25,6 +27,13 @@ from compiler.workloads import Workload, WorkloadError, workload_from_spec
 from runner.hardware import host_hardware
 from tuner.baseline import numpy_seconds
 from tuner.database import Database
+from tuner.service.commands import (
+    add_remote_options,
+    add_service_commands,
+    database_url,
+    is_remote,
+    remote_best,
+)
 from tuner.training_data import evaluate_model, groups_from_records, hardware_records
 from tuner.tune import DEFAULT_DATABASE, STRATEGIES, TuneResult, gflops, tune
 
@@ -32,28 +41,29 @@ from tuner.tune import DEFAULT_DATABASE, STRATEGIES, TuneResult, gflops, tune
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     console = Console(stderr=True)
-    if args.run is _evaluate_model:
-        return _evaluate_model(args, console)
-    try:
-        workload = _workload(args)
-    except WorkloadError as e:
-        console.print(f"[red]bad workload[/red]: {e}")
-        return 2
-    return args.run(args, workload, console)
+    if args.takes_workload:
+        try:
+            args.workload = _workload(args)
+        except WorkloadError as e:
+            console.print(f"[red]bad workload[/red]: {e}")
+            return 2
+    return args.run(args, console)
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tuner", description="Auto-tune tensor programs.")
     sub = parser.add_subparsers(required=True, metavar="command")
 
-    def command(name: str, help_text: str) -> argparse.ArgumentParser:
+    def command(name: str, help_text: str, *, workload: bool = True) -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help_text)
-        p.add_argument("op", nargs="?", help="operator name, e.g. matmul")
-        p.add_argument("params", nargs="*", help="operator parameters as NAME=VALUE")
-        p.add_argument("--spec", help="the workload as a JSON spec instead of op and params")
-        p.add_argument("--dtype", default="float32")
-        p.add_argument("--database", default=DEFAULT_DATABASE, help=f"SQLAlchemy URL ({DEFAULT_DATABASE})")
+        if workload:
+            p.add_argument("op", nargs="?", help="operator name, e.g. matmul")
+            p.add_argument("params", nargs="*", help="operator parameters as NAME=VALUE")
+            p.add_argument("--spec", help="the workload as a JSON spec instead of op and params")
+            p.add_argument("--dtype", default="float32")
+        p.add_argument("--database", help=f"SQLAlchemy URL (default {DEFAULT_DATABASE})")
         p.add_argument("--json", action="store_true", help="print a machine-readable summary")
+        p.set_defaults(takes_workload=workload)
         return p
 
     p = command("tune", "search schedules of a workload and measure them on this machine")
@@ -64,18 +74,19 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--plot", help="write the best-so-far GFLOPS curve to this PNG file")
     p.add_argument("--no-baseline", action="store_true", help="skip measuring numpy")
     p.set_defaults(run=_tune)
-    p = command("best", "the fastest known records of a workload on this machine")
+    p = command("best", "the fastest known records of a workload (on this machine, or a coordinator's)")
     p.add_argument("--top", type=int, default=1)
+    add_remote_options(p)
     p.set_defaults(run=_best)
     p = command("show", "the program and trace of a record (the best by default)")
     p.add_argument("--rank", type=int, default=1, help="1 = the best record, 2 = the next, ...")
+    add_remote_options(p)
     p.set_defaults(run=_show)
-    p = sub.add_parser("evaluate-model", help="top-1/top-5 score of the cost model on held-out records")
-    p.add_argument("--database", default=DEFAULT_DATABASE, help=f"SQLAlchemy URL ({DEFAULT_DATABASE})")
+    p = command("evaluate-model", "top-1/top-5 score of the cost model on held-out records", workload=False)
     p.add_argument("--holdout", type=float, default=0.25, help="share of each workload's records held out")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--json", action="store_true")
-    p.set_defaults(run=_evaluate_model, op=None, spec=None)
+    p.set_defaults(run=_evaluate_model)
+    add_service_commands(command, embedded_tune=_tune)
     return parser
 
 
@@ -106,7 +117,8 @@ def _number(text: str) -> Any:
     return text
 
 
-def _tune(args: argparse.Namespace, wl: Workload, console: Console) -> int:
+def _tune(args: argparse.Namespace, console: Console) -> int:
+    wl = args.workload
     with Progress(
         TextColumn(f"tuning {wl.name}"),
         BarColumn(),
@@ -120,7 +132,7 @@ def _tune(args: argparse.Namespace, wl: Workload, console: Console) -> int:
         result = tune(
             wl,
             trials=args.trials,
-            database=args.database,
+            database=database_url(args),
             strategy=args.strategy,
             seed=args.seed,
             batch_size=args.batch_size,
@@ -192,19 +204,22 @@ def _plot(result: TuneResult, numpy_gflops: float | None, path: str) -> None:
 
 
 def _records(args: argparse.Namespace, wl: Workload, k: int) -> list:
-    db = Database.open(args.database)
+    db = Database.open(database_url(args))
     try:
         return db.top_k(wl.func.structural_hash(), host_hardware().key, k)
     finally:
         db.close()
 
 
-def _best(args: argparse.Namespace, wl: Workload, console: Console) -> int:
-    records = _records(args, wl, args.top)
-    rows = [
-        {"record": r.id, "gflops": round(gflops(wl, r.median_secs), 2), "median_secs": r.median_secs}
-        for r in records
-    ]
+def _best(args: argparse.Namespace, console: Console) -> int:
+    wl = args.workload
+    if is_remote(args):
+        rows = remote_best(args, wl.spec, args.top)
+    else:
+        rows = [
+            {"record": r.id, "gflops": round(gflops(wl, r.median_secs), 2), "median_secs": r.median_secs}
+            for r in _records(args, wl, args.top)
+        ]
     if args.json:
         print(json.dumps(rows, indent=2))
     elif not rows:
@@ -219,24 +234,28 @@ def _best(args: argparse.Namespace, wl: Workload, console: Console) -> int:
     return 0 if rows else 1
 
 
-def _show(args: argparse.Namespace, wl: Workload, console: Console) -> int:
-    records = _records(args, wl, args.rank)
+def _show(args: argparse.Namespace, console: Console) -> int:
+    wl = args.workload
+    if is_remote(args):
+        records = [(r["record"], r["trace"], r["median_secs"]) for r in remote_best(args, wl.spec, args.rank)]
+    else:
+        records = [(r.id, r.trace, r.median_secs) for r in _records(args, wl, args.rank)]
     if len(records) < args.rank:
-        console.print(f"fewer than {args.rank} measured schedules of {wl.name} on this machine")
+        console.print(f"fewer than {args.rank} measured schedules of {wl.name}")
         return 1
-    record = records[args.rank - 1]
-    sch = Trace.from_json(record.trace).apply(wl.func)
+    record_id, trace, median = records[args.rank - 1]
+    sch = Trace.from_json(trace).apply(wl.func)
     if args.json:
-        print(json.dumps({"record": record.id, "trace": record.trace, "program": sch.func.script()}))
+        print(json.dumps({"record": record_id, "trace": trace, "program": sch.func.script()}))
         return 0
-    print(f"# record {record.id}: {gflops(wl, record.median_secs):.1f} GFLOPS")
+    print(f"# record {record_id}: {gflops(wl, median):.1f} GFLOPS")
     print(sch.func.script())
     print(sch.trace)
     return 0
 
 
 def _evaluate_model(args: argparse.Namespace, console: Console) -> int:
-    db = Database.open(args.database)
+    db = Database.open(database_url(args))
     try:
         groups = groups_from_records(hardware_records(db, host_hardware().key))
     finally:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from compiler import Trace, build
@@ -210,14 +210,7 @@ class Tuning:
 
 def timing_settings(runner: Any) -> dict[str, Any]:
     timing = getattr(getattr(runner, "config", None), "timing", None)
-    if timing is None:
-        return {}
-    return {
-        "number": timing.number,
-        "repeat": timing.repeat,
-        "min_repeat_ms": timing.min_repeat_ms,
-        "flush_cache": timing.flush_cache,
-    }
+    return asdict(timing) if timing is not None else {}
 
 
 def compile_best(

@@ -119,3 +119,14 @@ def test_reference_matches_runner_inputs():
     workload = workload_from_spec(SPEC)
     a, b = workload.random_inputs(np.random.default_rng(0))
     np.testing.assert_allclose(workload.reference(a, b)[0], a @ b, rtol=1e-5)
+
+
+def test_a_measurement_process_killed_between_candidates_is_replaced(runner):
+    (first,) = runner.run([Candidate(SPEC, tiled_trace(16))])
+    assert first.status is Status.OK
+    process = runner._measurer.process
+    process.kill()  # as a SIGSEGV or the OOM killer would, while it waits for the next candidate
+    process.join()
+    (after,) = runner.run([Candidate(SPEC, tiled_trace(8))])
+    assert after.status is Status.OK, after.message
+    assert runner._measurer.process is not process

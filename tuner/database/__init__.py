@@ -2,9 +2,11 @@
 
 from tuner.database.database import Database, alembic_config
 from tuner.database.records import (
+    CandidateStatus,
     HardwareInfo,
     NewRecord,
     Record,
+    Role,
     TaskInfo,
     TaskStatus,
     WorkloadInfo,
@@ -12,10 +14,12 @@ from tuner.database.records import (
 )
 
 __all__ = [
+    "CandidateStatus",
     "Database",
     "HardwareInfo",
     "NewRecord",
     "Record",
+    "Role",
     "TaskInfo",
     "TaskStatus",
     "WorkloadInfo",

@@ -154,6 +154,14 @@ class Database:
         with self._session.begin() as session:
             return [_task_info(*row) for row in session.execute(query.order_by(Task.id))]
 
+    def get_workload(self, workload_id: int) -> WorkloadInfo:
+        """Raises KeyError for an unknown workload."""
+        with self._session.begin() as session:
+            row = session.get(Workload, workload_id)
+            if row is None:
+                raise KeyError(workload_id)
+            return _plain(WorkloadInfo, row)
+
     def workloads(self) -> list[WorkloadInfo]:
         with self._session.begin() as session:
             return [_plain(WorkloadInfo, w) for w in session.scalars(select(Workload).order_by(Workload.id))]
@@ -222,6 +230,21 @@ class Database:
             .order_by(TuningRecord.id)
         )
 
+    def task_records(self, task_id: int, *, after_id: int = 0) -> list[Record]:
+        """A task's records with ids above `after_id`, oldest first: what arrived since the last look."""
+        return self._records(
+            _records_query()
+            .where(TuningRecord.task_id == task_id, TuningRecord.id > after_id)
+            .order_by(TuningRecord.id)
+        )
+
+    def get_record(self, record_id: int) -> Record:
+        """Raises KeyError for an unknown record."""
+        records = self._records(_records_query().where(TuningRecord.id == record_id))
+        if not records:
+            raise KeyError(record_id)
+        return records[0]
+
     def records_of_other_workloads(
         self, hardware_id: int, exclude_workload_id: int, limit: int
     ) -> list[Record]:
@@ -234,7 +257,7 @@ class Database:
             .limit(limit)
         )
 
-    def _records(self, query: Select[TuningRecord, str, dict[str, Any], str]) -> list[Record]:
+    def _records(self, query: Select[TuningRecord, str, dict[str, Any], float, str]) -> list[Record]:
         with self._session.begin() as session:
             return [_record(*row) for row in session.execute(query)]
 
@@ -302,16 +325,25 @@ def _plain(cls: type[T], row: Base, **joined: Any) -> T:
     return cls(**{name: getattr(row, name) for name in names}, **joined)
 
 
-def _records_query() -> Select[TuningRecord, str, dict[str, Any], str]:
+def _records_query() -> Select[TuningRecord, str, dict[str, Any], float, str]:
     return (
-        select(TuningRecord, Workload.hash, Workload.spec, Hardware.key)
+        select(TuningRecord, Workload.hash, Workload.spec, Workload.flops, Hardware.key)
         .join(Workload, TuningRecord.workload_id == Workload.id)
         .join(Hardware, TuningRecord.hardware_id == Hardware.id)
     )
 
 
-def _record(row: TuningRecord, workload_hash: str, spec: dict[str, Any], hardware_key: str) -> Record:
-    return _plain(Record, row, workload_hash=workload_hash, workload_spec=spec, hardware_key=hardware_key)
+def _record(
+    row: TuningRecord, workload_hash: str, spec: dict[str, Any], flops: float, hardware_key: str
+) -> Record:
+    return _plain(
+        Record,
+        row,
+        workload_hash=workload_hash,
+        workload_spec=spec,
+        workload_flops=flops,
+        hardware_key=hardware_key,
+    )
 
 
 def _tasks_query() -> Select[Task, str, str]:

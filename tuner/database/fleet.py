@@ -19,15 +19,20 @@ class WorkerInfo:
     name: str
     hardware_id: int
     hardware_key: str
+    token_id: int | None
     registered_at: datetime
     last_seen_at: datetime
     stopped: bool
 
 
-def register_worker(db: Database, *, name: str, hardware_id: int, now: datetime) -> int:
+def register_worker(
+    db: Database, *, name: str, hardware_id: int, now: datetime, token_id: int | None = None
+) -> int:
     """A new worker row per start: a restarted daemon is a new worker (its old leases expire)."""
     with db.transaction() as session:
-        worker = Worker(name=name, hardware_id=hardware_id, last_seen_at=now, stopped=False)
+        worker = Worker(
+            name=name, hardware_id=hardware_id, token_id=token_id, last_seen_at=now, stopped=False
+        )
         session.add(worker)
         session.flush()
         return worker.id
@@ -83,6 +88,7 @@ def _info(worker: Worker, hardware_key: str) -> WorkerInfo:
         worker.name,
         worker.hardware_id,
         hardware_key,
+        worker.token_id,
         worker.registered_at,
         worker.last_seen_at,
         worker.stopped,

@@ -79,6 +79,7 @@ class Record:
     workload_id: int
     workload_hash: str
     workload_spec: dict[str, Any]
+    workload_flops: float
     hardware_id: int
     hardware_key: str
     task_id: int | None

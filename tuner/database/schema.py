@@ -112,6 +112,8 @@ class Worker(Base):
     id: Mapped[int] = mapped_column(primary_key=True)
     name: Mapped[str] = mapped_column(String(200))
     hardware_id: Mapped[int] = mapped_column(ForeignKey("hardware.id"))
+    # The token that registered it: a worker token acts only for the workers it registered.
+    token_id: Mapped[int | None] = mapped_column(ForeignKey("api_tokens.id", ondelete="SET NULL"))
     registered_at: Mapped[datetime] = mapped_column(server_default=func.now())
     last_seen_at: Mapped[datetime]
     stopped: Mapped[bool]  # said goodbye (SIGTERM); a worker that died just stops being seen
@@ -175,7 +177,8 @@ class TuningRecord(Base):
     id: Mapped[int] = mapped_column(primary_key=True)
     workload_id: Mapped[int] = mapped_column(ForeignKey("workloads.id"))
     hardware_id: Mapped[int] = mapped_column(ForeignKey("hardware.id"))
-    task_id: Mapped[int | None] = mapped_column(ForeignKey("tasks.id", ondelete="SET NULL"))
+    # Indexed: a task's search loop and its curve read the task's records.
+    task_id: Mapped[int | None] = mapped_column(ForeignKey("tasks.id", ondelete="SET NULL"), index=True)
     trace: Mapped[dict[str, Any]]
     trace_hash: Mapped[str] = mapped_column(String(64))
     status: Mapped[str] = mapped_column(String(16))

@@ -45,11 +45,15 @@ def upgrade() -> None:
         sa.Column("id", sa.Integer(), nullable=False),
         sa.Column("name", sa.String(length=200), nullable=False),
         sa.Column("hardware_id", sa.Integer(), nullable=False),
+        sa.Column("token_id", sa.Integer(), nullable=True),
         timestamp("registered_at"),
         sa.Column("last_seen_at", sa.DateTime(timezone=True), nullable=False),
         sa.Column("stopped", sa.Boolean(), nullable=False),
         sa.ForeignKeyConstraint(
             ["hardware_id"], ["hardware.id"], name=op.f("fk_workers_hardware_id_hardware")
+        ),
+        sa.ForeignKeyConstraint(
+            ["token_id"], ["api_tokens.id"], name=op.f("fk_workers_token_id_api_tokens"), ondelete="SET NULL"
         ),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_workers")),
     )
@@ -95,6 +99,7 @@ def upgrade() -> None:
         batch.add_column(timestamp("owner_until", default=False))
     with op.batch_alter_table("tuning_records") as batch:
         batch.add_column(sa.Column("candidate_id", sa.Integer(), nullable=True))
+        batch.create_index(op.f("ix_tuning_records_task_id"), ["task_id"], unique=False)
         batch.create_unique_constraint(op.f("uq_tuning_records_candidate_id"), ["candidate_id"])
         batch.create_foreign_key(
             op.f("fk_tuning_records_candidate_id_candidates"),
@@ -109,6 +114,7 @@ def downgrade() -> None:
     with op.batch_alter_table("tuning_records") as batch:
         batch.drop_constraint(op.f("fk_tuning_records_candidate_id_candidates"), type_="foreignkey")
         batch.drop_constraint(op.f("uq_tuning_records_candidate_id"), type_="unique")
+        batch.drop_index(op.f("ix_tuning_records_task_id"))
         batch.drop_column("candidate_id")
     with op.batch_alter_table("tasks") as batch:
         batch.drop_column("owner_until")

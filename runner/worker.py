@@ -1,0 +1,211 @@
+"""The worker daemon: runs on a benchmark machine, leases candidates from the coordinator, builds and
+times them with the isolated local runner, and reports the results.
+
+It is a plain client of the coordinator's REST API (`/v1/workers/...`):
+- register with the machine's hardware fingerprint (CPU, features, the cores it may use), then
+  heartbeat from a background thread, which keeps its leases alive;
+- lease a batch, measure it candidate by candidate, submit the results; a result that beats the best
+  known time is measured a second time first (both runs are reported), so a lucky run cannot win alone;
+- when the coordinator cannot be reached, retry with exponential backoff, forever: results are
+  accepted once, so re-sending a submission whose answer was lost is safe;
+- on SIGTERM or SIGINT, finish the candidate being measured, submit what is done, give the rest of
+  the batch back, say goodbye (which releases anything left) and exit 0.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+import httpx
+
+from runner.hardware import host_hardware
+from runner.local import LocalRunner, LocalRunnerConfig
+from runner.null import NullRunner
+from runner.results import Candidate, RunResult, TimingConfig, merge_remeasurement
+
+log = logging.getLogger("tuner.worker")
+
+
+@dataclass(frozen=True)
+class WorkerConfig:
+    coordinator_url: str
+    token: str
+    name: str = field(default_factory=lambda: f"{socket.gethostname()}:{os.getpid()}")
+    batch: int = 4
+    runner: Literal["local", "null"] = "local"
+    timing: TimingConfig = field(default_factory=TimingConfig)
+    cpus: frozenset[int] | None = None  # pin the worker and its measurement processes to these CPUs
+    max_backoff_s: float = 30.0
+    idle_poll_s: float = 0.5  # wait between lease requests while there is nothing to do
+    request_timeout_s: float = 30.0
+
+
+class Fatal(Exception):
+    """The coordinator refused us for good (bad token, wrong role): retrying cannot help."""
+
+
+def parse_cpus(text: str) -> frozenset[int]:
+    """'0-3,6' -> {0, 1, 2, 3, 6}."""
+    cpus: set[int] = set()
+    for part in text.split(","):
+        lo, _, hi = part.strip().partition("-")
+        cpus.update(range(int(lo), int(hi or lo) + 1))
+    if not cpus:
+        raise ValueError(f"no CPUs in {text!r}")
+    return frozenset(cpus)
+
+
+class Worker:
+    """One worker process. `run()` blocks until stopped and returns the exit code."""
+
+    def __init__(self, config: WorkerConfig, runner: Any = None) -> None:
+        self.config = config
+        if config.cpus:
+            os.sched_setaffinity(0, config.cpus)  # before the runner spawns: its children inherit it
+        self.hardware = host_hardware()
+        self.runner = runner or _make_runner(config)
+        self.stopping = threading.Event()
+        self.client = httpx.Client(
+            base_url=config.coordinator_url.rstrip("/"),
+            headers={"Authorization": f"Bearer {config.token}"},
+            timeout=config.request_timeout_s,
+        )
+        self.worker_id: int | None = None
+        self.heartbeat_s = 10.0
+
+    def install_signal_handlers(self) -> None:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, lambda *_: self.stopping.set())
+
+    def run(self) -> int:
+        heartbeat: threading.Thread | None = None
+        try:
+            self._register()
+            heartbeat = threading.Thread(target=self._heartbeat, name="heartbeat", daemon=True)
+            heartbeat.start()
+            while not self.stopping.is_set():
+                leased = self._call("POST", f"/v1/workers/{self.worker_id}/lease", {"max": self.config.batch})
+                if leased is None:
+                    break
+                if not leased["candidates"]:
+                    self.stopping.wait(self.config.idle_poll_s)
+                    continue
+                self._work(leased["candidates"])
+            return 0
+        except Fatal as e:
+            log.error("%s", e)
+            return 2
+        finally:
+            self._goodbye()
+            self.runner.close()
+            self.client.close()
+
+    def _register(self) -> None:
+        hw = self.hardware
+        body = {
+            "name": self.config.name,
+            "hardware": {"key": hw.key, "cpu": hw.cpu, "features": hw.features, "cores": hw.cores},
+        }
+        reply = self._call("POST", "/v1/workers", body)
+        if reply is None:
+            raise Fatal("stopped before the coordinator could be reached")
+        self.worker_id = reply["id"]
+        self.heartbeat_s = reply["heartbeat_seconds"]
+        log.info("registered as worker %d (%s) for hardware %s", self.worker_id, self.config.name, hw.key)
+
+    def _work(self, leased: list[dict[str, Any]]) -> None:
+        """Measure a leased batch; stop between candidates if asked, giving the rest back."""
+        results: list[dict[str, Any]] = []
+        for item, result, remeasured in self._measure(leased):
+            results.append(_result(item["id"], result, remeasured, self.config.timing))
+        done = {r["candidate_id"] for r in results}
+        if results:
+            self._call("POST", f"/v1/workers/{self.worker_id}/results", {"results": results}, patient=True)
+        rest = [item["id"] for item in leased if item["id"] not in done]
+        if rest:
+            self._call("POST", f"/v1/workers/{self.worker_id}/release", {"candidate_ids": rest})
+
+    def _measure(self, leased: list[dict[str, Any]]) -> Iterator[tuple[dict[str, Any], RunResult, bool]]:
+        candidates = [Candidate(item["spec"], item["trace"]) for item in leased]
+        known = [s for s in (item["best_secs"] for item in leased) if s is not None]
+        best = min(known, default=float("inf"))
+        for item, candidate, result in zip(leased, candidates, self.runner.iter_run(candidates)):
+            remeasured = result.ok and result.median_secs < best
+            if remeasured:
+                again = self.runner.run([candidate])[0]
+                merged = merge_remeasurement(result, again)
+                if merged.ok and max(result.median_secs, again.median_secs) < best:
+                    best = merged.median_secs
+                result = merged
+            yield item, result, remeasured
+            if self.stopping.is_set():
+                return
+
+    def _heartbeat(self) -> None:
+        while not self.stopping.wait(self.heartbeat_s):
+            try:
+                self._request("POST", f"/v1/workers/{self.worker_id}/heartbeat", None)
+            except (httpx.HTTPError, Fatal) as e:
+                log.warning("heartbeat failed: %s", e)
+
+    def _goodbye(self) -> None:
+        if self.worker_id is None:
+            return
+        try:
+            self._request("POST", f"/v1/workers/{self.worker_id}/stop", None)
+        except (httpx.HTTPError, Fatal) as e:  # its leases expire on their own
+            log.warning("could not say goodbye: %s", e)
+
+    def _call(self, method: str, path: str, body: dict[str, Any] | None, *, patient: bool = False) -> Any:
+        """A request, retried with exponential backoff while the coordinator is unreachable or failing.
+        Returns None if the worker is asked to stop meanwhile; a `patient` call (a submission of
+        measured results, worth keeping) goes on retrying for up to one longest backoff after that."""
+        delay, deadline = 0.25, None
+        while True:
+            try:
+                return self._request(method, path, body)
+            except httpx.HTTPError as e:
+                log.warning("%s %s failed (%s); retrying in %.1f s", method, path, e, delay)
+            if self.stopping.is_set():
+                deadline = deadline or time.monotonic() + self.config.max_backoff_s
+                if not patient or time.monotonic() > deadline:
+                    return None
+                time.sleep(delay)
+            else:
+                self.stopping.wait(delay)
+            delay = min(delay * 2, self.config.max_backoff_s)
+
+    def _request(self, method: str, path: str, body: dict[str, Any] | None) -> Any:
+        response = self.client.request(method, path, json=body)
+        if response.status_code in (401, 403):
+            raise Fatal(f"the coordinator refused {method} {path}: {response.status_code} {response.text}")
+        if 400 <= response.status_code < 500 and response.status_code not in (408, 429):
+            raise Fatal(f"{method} {path}: {response.status_code} {response.text}")
+        response.raise_for_status()  # 5xx, 408, 429: retried by the caller
+        return response.json()
+
+
+def _make_runner(config: WorkerConfig) -> Any:
+    if config.runner == "null":
+        return NullRunner()
+    return LocalRunner(LocalRunnerConfig(timing=config.timing))
+
+
+def _result(candidate_id: int, result: RunResult, remeasured: bool, timing: TimingConfig) -> dict[str, Any]:
+    return {
+        "candidate_id": candidate_id,
+        "status": result.status.value,
+        "run_secs": result.run_secs,
+        "build_secs": result.build_secs,
+        "message": result.message[:20_000],
+        "timing": asdict(timing),
+        "remeasured": remeasured,
+    }

@@ -1,0 +1,112 @@
+"""The coordinator: a FastAPI app over the tuning database, with the search loop of the tasks this
+process owns running beside it.
+
+`create_app(settings)` opens (and migrates) the database when the app starts and starts the search
+loop; on shutdown the loop releases its tasks, so another coordinator, or this one restarted, resumes
+them at once. Several coordinator processes may share one PostgreSQL database.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI, Request, Response
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from tuner.database import Database
+from tuner.service.metrics import LATENCY, REQUESTS
+from tuner.service.routes import dashboard, records, system, tasks, tokens, workers
+from tuner.service.search_loop import SearchLoop
+from tuner.settings import Settings
+
+
+def create_app(settings: Settings | None = None, *, search_loop: bool = True) -> FastAPI:
+    """The coordinator app; `search_loop=False` serves the API only (for a second API process, or
+    tests that drive the loop tick by tick)."""
+    settings = settings or Settings()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        db = Database.open(settings.database_url)
+        app.state.db = db
+        loop = SearchLoop(db, settings) if search_loop else None
+        if loop:
+            loop.start()
+        try:
+            yield
+        finally:
+            if loop:
+                loop.stop()
+            db.close()
+
+    app = FastAPI(
+        title="tensor-tuner coordinator",
+        version="1",
+        description="Submit tuning tasks, follow them, and ask the best-schedule database what is fastest.",
+        lifespan=lifespan,
+    )
+    app.state.settings = settings
+    for module in (tasks, records, workers, tokens, system, dashboard):
+        app.include_router(module.router)
+    app.middleware("http")(_count_requests)
+    app.add_middleware(BodyLimit, max_bytes=settings.max_request_bytes)
+    return app
+
+
+async def _count_requests(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
+    start = time.perf_counter()
+    response = await call_next(request)
+    route = request.scope.get("route")
+    path = getattr(route, "path", "unmatched")  # the template, e.g. /v1/tasks/{task_id}: bounded labels
+    REQUESTS.labels(request.method, path, str(response.status_code)).inc()
+    LATENCY.labels(path).observe(time.perf_counter() - start)
+    return response
+
+
+class BodyLimit:
+    """413 for a request body over `max_bytes`, whether it declares its length or streams it."""
+
+    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = dict(scope["headers"]).get(b"content-length")
+        if declared is not None and (not declared.isdigit() or int(declared) > self.max_bytes):
+            await _too_large(send, self.max_bytes)
+            return
+        seen = 0
+
+        async def limited() -> Message:
+            nonlocal seen
+            message = await receive()
+            seen += len(message.get("body", b""))
+            if seen > self.max_bytes:
+                raise _BodyTooLarge
+            return message
+
+        try:
+            await self.app(scope, limited, send)
+        except _BodyTooLarge:
+            await _too_large(send, self.max_bytes)
+
+
+class _BodyTooLarge(Exception):
+    pass
+
+
+async def _too_large(send: Send, limit: int) -> None:
+    body = f'{{"detail":"request body over the limit of {limit} bytes"}}'.encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 413,
+            "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})

@@ -1,0 +1,305 @@
+"""The service's commands of `tuner`: serve, worker, token, submit, status, cancel, and the remote side
+of best and show.
+
+Every command reads `tuner.settings.Settings` (environment variables `TENSOR_TUNER_*`), and its flags
+override single settings. Without a coordinator (no `--coordinator` flag, no
+TENSOR_TUNER_COORDINATOR_URL), submit, status, best and show work embedded on the database file:
+`submit` then tunes right here, as `tune` does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from pydantic import ValidationError
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from runner.results import TimingConfig
+from runner.worker import Worker, WorkerConfig, parse_cpus
+from tuner.database import Database, Role
+from tuner.database.tokens import create_token, revoke_token, tokens
+from tuner.service.client import ApiError, Client
+from tuner.settings import Settings
+
+Handler = Callable[[argparse.Namespace, Console], int]
+CommandFactory = Callable[..., argparse.ArgumentParser]
+# Flags that override a setting of the same meaning.
+_OVERRIDES = {
+    "database": "database_url",
+    "host": "host",
+    "port": "port",
+    "coordinator": "coordinator_url",
+    "token": "token",
+    "name": "worker_name",
+    "batch": "worker_batch",
+    "cpus": "worker_cpus",
+    "runner": "worker_runner",
+    "repeat": "worker_repeat",
+    "min_repeat_ms": "worker_min_repeat_ms",
+}
+FINISHED = ("done", "failed", "cancelled")
+
+
+def settings_from(args: argparse.Namespace) -> Settings:
+    overrides = {
+        field: getattr(args, flag) for flag, field in _OVERRIDES.items() if getattr(args, flag, None)
+    }
+    try:
+        return Settings(**overrides)
+    except ValidationError as e:
+        problems = "; ".join(f"{'.'.join(map(str, err['loc']))}: {err['msg']}" for err in e.errors())
+        raise SystemExit(f"bad settings: {problems}") from None
+
+
+def database_url(args: argparse.Namespace) -> str:
+    return settings_from(args).database_url
+
+
+def is_remote(args: argparse.Namespace) -> bool:
+    return "coordinator_url" in settings_from(args).model_fields_set
+
+
+def add_remote_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--coordinator", help="coordinator URL (or TENSOR_TUNER_COORDINATOR_URL); default: embedded"
+    )
+    p.add_argument("--token", help="API token (or TENSOR_TUNER_TOKEN)")
+
+
+def client(args: argparse.Namespace) -> Client:
+    settings = settings_from(args)
+    return Client(settings.coordinator_url, settings.token)
+
+
+def remote_best(args: argparse.Namespace, spec: dict[str, Any], k: int) -> list[dict[str, Any]]:
+    with client(args) as api:
+        records = api.best(spec, k=k)
+    return [
+        {
+            "record": r["id"],
+            "gflops": round(r["gflops"], 2),
+            "median_secs": r["median_secs"],
+            "trace": r["trace"],
+        }
+        for r in records
+    ]
+
+
+def add_service_commands(command: CommandFactory, *, embedded_tune: Handler) -> None:
+    p = command("serve", "run the coordinator: REST API, dashboard and search loops", workload=False)
+    p.add_argument("--host", help="address to bind (default 127.0.0.1)")
+    p.add_argument("--port", type=int, help="port (default 8000)")
+    p.add_argument("--no-search-loop", action="store_true", help="serve the API only")
+    p.add_argument("--log-level", default="info")
+    p.set_defaults(run=_serve)
+
+    p = command("worker", "run a worker daemon: lease candidates, measure them here, report", workload=False)
+    add_remote_options(p)
+    p.add_argument("--name", help="name in the fleet (default host:pid)")
+    p.add_argument("--batch", type=int, help="candidates per lease (default 4)")
+    p.add_argument("--cpus", help="pin to these CPUs, e.g. 0-3 or 0,2")
+    p.add_argument("--runner", choices=("local", "null"), help="'null' measures nothing (benchmarks)")
+    p.add_argument("--repeat", type=int, help="timed repeats per candidate (default 5)")
+    p.add_argument("--min-repeat-ms", type=float, help="minimum duration of one repeat (default 5)")
+    p.set_defaults(run=_worker)
+
+    p = command("token", "create, list or revoke API tokens (directly in the database)", workload=False)
+    p.add_argument("action", choices=("create", "list", "revoke"))
+    p.add_argument("token_id", nargs="?", type=int, help="the token to revoke")
+    p.add_argument("--role", choices=[r.value for r in Role], default=Role.CLIENT.value)
+    p.add_argument("--name", default="", help="who or what holds it")
+    p.set_defaults(run=_token)
+
+    p = command("submit", "submit a tuning task to a coordinator (embedded: tune it here)")
+    add_remote_options(p)
+    p.add_argument("--trials", type=int, default=64)
+    p.add_argument("--strategy", choices=("evolutionary", "random"), default="evolutionary")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--hardware", help="hardware key to tune for (default: the only one registered)")
+    p.add_argument("--wait", action="store_true", help="follow the task until it ends")
+    p.set_defaults(run=_submit(embedded_tune), plot=None, no_baseline=True, batch_size=None)
+
+    p = command("status", "tuning tasks and their progress", workload=False)
+    add_remote_options(p)
+    p.add_argument("task_id", nargs="?", type=int, help="one task in detail")
+    p.set_defaults(run=_status)
+
+    p = command("cancel", "cancel a coordinator's task", workload=False)
+    add_remote_options(p)
+    p.add_argument("task_id", type=int)
+    p.set_defaults(run=_cancel)
+
+
+def _serve(args: argparse.Namespace, console: Console) -> int:
+    import uvicorn
+
+    from tuner.service.app import create_app
+
+    settings = settings_from(args)
+    app = create_app(settings, search_loop=not args.no_search_loop)
+    uvicorn.run(app, host=settings.host, port=settings.port, log_level=args.log_level)
+    return 0
+
+
+def _worker(args: argparse.Namespace, console: Console) -> int:
+    import logging
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per request drowns what matters
+    s = settings_from(args)
+    if not s.token:
+        console.print(
+            "[red]a worker needs a token[/red]: --token or TENSOR_TUNER_TOKEN "
+            "(from: tuner token create --role worker)"
+        )
+        return 2
+    config = WorkerConfig(
+        coordinator_url=s.coordinator_url,
+        token=s.token,
+        batch=s.worker_batch,
+        runner=s.worker_runner,
+        timing=TimingConfig(repeat=s.worker_repeat, min_repeat_ms=s.worker_min_repeat_ms),
+        cpus=parse_cpus(s.worker_cpus) if s.worker_cpus else None,
+        max_backoff_s=s.worker_max_backoff_seconds,
+        **({"name": s.worker_name} if s.worker_name else {}),
+    )
+    worker = Worker(config)
+    worker.install_signal_handlers()
+    return worker.run()
+
+
+def _token(args: argparse.Namespace, console: Console) -> int:
+    with Database.open(database_url(args)) as db:
+        if args.action == "create":
+            token_id, secret = create_token(db, role=args.role, name=args.name)
+            console.print(f"token {token_id} ({args.role}); it is shown only now:")
+            print(secret)
+            return 0
+        if args.action == "revoke":
+            if args.token_id is None:
+                console.print("give the id of the token to revoke (tuner token list)")
+                return 2
+            try:
+                revoke_token(db, token_id=args.token_id, now=datetime.now(UTC))
+            except KeyError:
+                console.print(f"no token {args.token_id}")
+                return 1
+            return 0
+        rows = tokens(db)
+    table = Table(title="API tokens")
+    for column in ("id", "role", "name", "created", "revoked"):
+        table.add_column(column)
+    for t in rows:
+        table.add_row(
+            str(t.id), t.role.value, t.name, f"{t.created_at:%Y-%m-%d %H:%M}", f"{t.revoked_at or ''}"
+        )
+    Console().print(table)
+    return 0
+
+
+def _submit(embedded_tune: Handler) -> Handler:
+    def submit(args: argparse.Namespace, console: Console) -> int:
+        if not is_remote(args):
+            return embedded_tune(args, console)
+        with client(args) as api:
+            try:
+                task = api.submit(
+                    args.workload.spec,
+                    trials=args.trials,
+                    strategy=args.strategy,
+                    seed=args.seed,
+                    hardware=args.hardware,
+                )
+            except ApiError as e:
+                console.print(f"[red]refused[/red]: {e.detail}")
+                return 2
+            if args.wait:
+                task = _follow(api, task, console, quiet=args.json)
+        print(json.dumps(task, indent=2) if args.json else f"task {task['id']}: {task['status']}")
+        return 0 if task["status"] != "failed" else 1
+
+    return submit
+
+
+def _follow(api: Client, task: dict[str, Any], console: Console, *, quiet: bool) -> dict[str, Any]:
+    with Progress(
+        TextColumn(f"task {task['id']} {task['workload_name']}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("best {task.fields[best]:.1f} GFLOPS"),
+        TimeElapsedColumn(),
+        console=console,
+        disable=quiet,
+    ) as bar:
+        progress = bar.add_task("task", total=task["trials"], best=0.0)
+        while task["status"] not in FINISHED:
+            time.sleep(1.0)
+            task = api.task(task["id"])
+            best = task["best"]["gflops"] if task["best"] else 0.0
+            bar.update(progress, completed=task["trials_done"], best=best)
+    return task
+
+
+def _status(args: argparse.Namespace, console: Console) -> int:
+    if is_remote(args):
+        with client(args) as api:
+            try:
+                rows = [api.task(args.task_id)] if args.task_id else api.tasks()
+            except ApiError as e:
+                console.print(f"[red]{e}[/red]")
+                return 1
+    else:
+        with Database.open(database_url(args)) as db:
+            infos = [db.get_task(args.task_id)] if args.task_id else db.tasks()
+            rows = [
+                {
+                    "id": t.id,
+                    "workload_name": t.workload_name,
+                    "hardware_key": t.hardware_key,
+                    "status": t.status.value,
+                    "trials_done": t.trials_done,
+                    "trials": t.trials,
+                    "best": None,
+                }
+                for t in infos
+            ]
+    if args.json:
+        print(json.dumps(rows, indent=2, default=str))
+        return 0
+    table = Table(title="tasks")
+    for column in ("task", "workload", "hardware", "status", "trials", "best GFLOPS"):
+        table.add_column(column)
+    for t in rows:
+        best = f"{t['best']['gflops']:.1f}" if t.get("best") else "-"
+        table.add_row(
+            str(t["id"]),
+            t["workload_name"],
+            t["hardware_key"],
+            t["status"],
+            f"{t['trials_done']}/{t['trials']}",
+            best,
+        )
+    Console(file=sys.stdout).print(table)
+    return 0
+
+
+def _cancel(args: argparse.Namespace, console: Console) -> int:
+    if not is_remote(args):
+        console.print("cancel needs a coordinator (--coordinator URL): embedded tasks end with their command")
+        return 2
+    with client(args) as api:
+        try:
+            task = api.cancel(args.task_id)
+        except ApiError as e:
+            console.print(f"[red]{e.detail}[/red]")
+            return 1
+    print(f"task {task['id']}: {task['status']}")
+    return 0

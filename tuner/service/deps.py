@@ -1,0 +1,65 @@
+"""What routes depend on: the database, the settings, and the caller's token with its role.
+
+Every route but /healthz (and the dashboard's static shell) names one of the role aliases below; a
+missing or unknown token gets 401, a token of the wrong role 403. Admin tokens may do everything.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Annotated
+
+from fastapi import Depends, HTTPException, Request, status
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+
+from tuner.database import Database, Role
+from tuner.database.tokens import TokenInfo, authenticate
+from tuner.settings import Settings
+
+_bearer = HTTPBearer(auto_error=False, description="A token from `tuner token create`.")
+
+
+def get_db(request: Request) -> Database:
+    return request.app.state.db
+
+
+def get_settings(request: Request) -> Settings:
+    return request.app.state.settings
+
+
+DatabaseDep = Annotated[Database, Depends(get_db)]
+SettingsDep = Annotated[Settings, Depends(get_settings)]
+
+
+def _token(
+    db: DatabaseDep, credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
+) -> TokenInfo:
+    if credentials is None:
+        raise HTTPException(
+            status.HTTP_401_UNAUTHORIZED, "missing bearer token", headers={"WWW-Authenticate": "Bearer"}
+        )
+    holder = authenticate(db, credentials.credentials)
+    if holder is None:
+        raise HTTPException(
+            status.HTTP_401_UNAUTHORIZED, "unknown or revoked token", headers={"WWW-Authenticate": "Bearer"}
+        )
+    return holder
+
+
+def require(*roles: Role) -> Callable[[TokenInfo], TokenInfo]:
+    """A dependency admitting tokens of `roles`, and admin tokens."""
+    allowed = {Role.ADMIN, *roles}
+
+    def check(holder: Annotated[TokenInfo, Depends(_token)]) -> TokenInfo:
+        if holder.role not in allowed:
+            names = ", ".join(sorted(r.value for r in allowed))
+            raise HTTPException(status.HTTP_403_FORBIDDEN, f"this needs a token of role {names}")
+        return holder
+
+    return check
+
+
+AnyToken = Annotated[TokenInfo, Depends(require(Role.CLIENT, Role.WORKER))]
+ClientToken = Annotated[TokenInfo, Depends(require(Role.CLIENT))]
+WorkerToken = Annotated[TokenInfo, Depends(require(Role.WORKER))]
+AdminToken = Annotated[TokenInfo, Depends(require())]

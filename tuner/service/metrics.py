@@ -1,0 +1,67 @@
+"""Prometheus metrics: request counts and latencies, candidates leased and results by outcome (this
+process), and the state of the queue, the tasks and the fleet (read from the database at each scrape,
+so every coordinator reports the same numbers)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import timedelta
+
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    REGISTRY,
+    CollectorRegistry,
+    Counter,
+    Histogram,
+    generate_latest,
+)
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+from sqlalchemy import func, select
+
+from tuner.database import Database
+from tuner.database.schema import Candidate, Task, Worker
+from tuner.service.search_loop import utcnow
+
+REQUESTS = Counter("tuner_http_requests", "HTTP requests handled", ["method", "route", "status"])
+LATENCY = Histogram(
+    "tuner_http_request_seconds",
+    "HTTP request latency",
+    ["route"],
+    buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5),
+)
+LEASED = Counter("tuner_candidates_leased", "Candidates leased to workers")
+RESULTS = Counter("tuner_results", "Results submitted by workers, by outcome", ["outcome"])
+ALIVE_WINDOW = timedelta(minutes=1)
+
+
+class _DatabaseCollector(Collector):
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        with self.db.transaction() as session:
+            tasks = session.execute(select(Task.status, func.count()).group_by(Task.status)).all()
+            queue = session.execute(select(Candidate.status, func.count()).group_by(Candidate.status)).all()
+            seen = session.scalar(
+                select(func.count())
+                .select_from(Worker)
+                .where(Worker.stopped.is_(False), Worker.last_seen_at >= utcnow() - ALIVE_WINDOW)
+            )
+        yield _by_status("tuner_tasks", "Tasks by status", tasks)
+        yield _by_status("tuner_candidates", "Queued candidates by status", queue)
+        yield GaugeMetricFamily("tuner_workers_seen", "Workers seen in the last minute", value=seen or 0)
+
+
+def _by_status(name: str, documentation: str, rows: list) -> GaugeMetricFamily:
+    family = GaugeMetricFamily(name, documentation, labels=["status"])
+    for status, n in rows:
+        family.add_metric([status], n)
+    return family
+
+
+def render(db: Database) -> tuple[bytes, str]:
+    """The exposition text: this process's counters, then the database's gauges."""
+    gauges = CollectorRegistry(auto_describe=False)
+    gauges.register(_DatabaseCollector(db))
+    return generate_latest(REGISTRY) + generate_latest(gauges), CONTENT_TYPE_LATEST

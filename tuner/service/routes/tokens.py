@@ -1,0 +1,32 @@
+"""API tokens (admin only): create one per person, CI job or worker machine; revoke when it leaks."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, HTTPException, status
+
+from tuner.database.tokens import create_token, revoke_token, tokens
+from tuner.service.deps import AdminToken, DatabaseDep
+from tuner.service.schemas import TokenCreate, TokenCreated, TokenPublic
+from tuner.service.search_loop import utcnow
+
+router = APIRouter(prefix="/v1/tokens", tags=["tokens"])
+
+
+@router.post("", status_code=status.HTTP_201_CREATED)
+def create(body: TokenCreate, db: DatabaseDep, _: AdminToken) -> TokenCreated:
+    token_id, secret = create_token(db, role=body.role, name=body.name)
+    info = next(t for t in tokens(db) if t.id == token_id)
+    return TokenCreated(**vars(info), token=secret)
+
+
+@router.get("")
+def list_tokens(db: DatabaseDep, _: AdminToken) -> list[TokenPublic]:
+    return [TokenPublic(**vars(t)) for t in tokens(db)]
+
+
+@router.delete("/{token_id}", status_code=status.HTTP_204_NO_CONTENT)
+def revoke(token_id: int, db: DatabaseDep, _: AdminToken) -> None:
+    try:
+        revoke_token(db, token_id=token_id, now=utcnow())
+    except KeyError:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, f"no token {token_id}") from None

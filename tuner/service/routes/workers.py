@@ -1,0 +1,126 @@
+"""The worker protocol: register, heartbeat, lease candidates, submit results, give leases back.
+
+A worker token acts only for the workers it registered (an admin token for any): one compromised
+benchmark machine cannot submit results in another's name.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from fastapi import APIRouter, HTTPException, status
+
+from tuner.database import Role
+from tuner.database import queue as q
+from tuner.database.fleet import WorkerInfo, get_worker, heartbeat, register_worker, stop_worker, workers
+from tuner.database.tokens import TokenInfo
+from tuner.service.deps import ClientToken, DatabaseDep, SettingsDep, WorkerToken
+from tuner.service.metrics import LEASED, RESULTS
+from tuner.service.schemas import (
+    Count,
+    Lease,
+    LeasedPublic,
+    LeaseRequest,
+    ReleaseIn,
+    ResultsIn,
+    ResultsOut,
+    WorkerPublic,
+    WorkerRegister,
+    WorkerRegistered,
+)
+from tuner.service.search_loop import utcnow
+
+router = APIRouter(prefix="/v1/workers", tags=["workers"])
+
+
+@router.post("", status_code=status.HTTP_201_CREATED)
+def register(
+    body: WorkerRegister, db: DatabaseDep, settings: SettingsDep, holder: WorkerToken
+) -> WorkerRegistered:
+    """A worker starting on a machine: its hardware is recorded, and it learns the lease timings."""
+    hw = body.hardware
+    hardware_id = db.add_hardware(key=hw.key, cpu=hw.cpu, features=hw.features, cores=hw.cores)
+    worker_id = register_worker(db, name=body.name, hardware_id=hardware_id, now=utcnow(), token_id=holder.id)
+    return WorkerRegistered(
+        id=worker_id, lease_seconds=settings.lease_seconds, heartbeat_seconds=settings.heartbeat_seconds
+    )
+
+
+@router.get("")
+def list_workers(db: DatabaseDep, settings: SettingsDep, _: ClientToken) -> list[WorkerPublic]:
+    alive_since = utcnow() - timedelta(seconds=3 * settings.heartbeat_seconds)
+    return [
+        WorkerPublic(
+            id=w.id,
+            name=w.name,
+            hardware_key=w.hardware_key,
+            registered_at=w.registered_at,
+            last_seen_at=w.last_seen_at,
+            alive=not w.stopped and w.last_seen_at >= alive_since,
+        )
+        for w in workers(db)
+    ]
+
+
+@router.post("/{worker_id}/heartbeat")
+def beat(worker_id: int, db: DatabaseDep, settings: SettingsDep, holder: WorkerToken) -> Count:
+    """Alive: extends every lease the worker holds. Returns how many it holds."""
+    own_worker(db, worker_id, holder)
+    return Count(count=heartbeat(db, worker_id=worker_id, lease_secs=settings.lease_seconds, now=utcnow()))
+
+
+@router.post("/{worker_id}/lease")
+def lease(
+    worker_id: int, body: LeaseRequest, db: DatabaseDep, settings: SettingsDep, holder: WorkerToken
+) -> Lease:
+    """Up to `max` candidates for this worker's hardware; an empty list when there is nothing to do."""
+    worker = own_worker(db, worker_id, holder)
+    leased = q.lease(
+        db,
+        worker_id=worker_id,
+        hardware_id=worker.hardware_id,
+        limit=body.max,
+        lease_secs=settings.lease_seconds,
+        now=utcnow(),
+        max_attempts=settings.max_attempts,
+    )
+    LEASED.inc(len(leased))
+    return Lease(candidates=[LeasedPublic(**vars(c)) for c in leased])
+
+
+@router.post("/{worker_id}/results")
+def submit(worker_id: int, body: ResultsIn, db: DatabaseDep, holder: WorkerToken) -> ResultsOut:
+    """Results of leased candidates, each accepted once: a repeated submission is a 'duplicate' and
+    stores nothing, so a worker may retry a submission whose answer it never received."""
+    worker = own_worker(db, worker_id, holder)
+    submissions = [q.Submission(**r.model_dump()) for r in body.results]
+    outcomes = q.submit(db, worker=f"{worker.name}#{worker.id}", submissions=submissions)
+    for outcome in outcomes:
+        RESULTS.labels(outcome=outcome.value).inc()
+    return ResultsOut(outcomes=[o.value for o in outcomes])
+
+
+@router.post("/{worker_id}/release")
+def release(worker_id: int, body: ReleaseIn, db: DatabaseDep, holder: WorkerToken) -> Count:
+    """Give leases back unmeasured: they are dispatched again at once."""
+    own_worker(db, worker_id, holder)
+    return Count(count=q.release(db, worker_id=worker_id, candidate_ids=body.candidate_ids))
+
+
+@router.post("/{worker_id}/stop")
+def stop(worker_id: int, db: DatabaseDep, holder: WorkerToken) -> Count:
+    """A worker shutting down: every lease it still holds goes back. Returns how many."""
+    own_worker(db, worker_id, holder)
+    return Count(count=stop_worker(db, worker_id=worker_id, now=utcnow()))
+
+
+def own_worker(db: DatabaseDep, worker_id: int, holder: TokenInfo) -> WorkerInfo:
+    try:
+        worker = get_worker(db, worker_id)
+    except KeyError:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, f"no worker {worker_id}") from None
+    if holder.role != Role.ADMIN and worker.token_id != holder.id:
+        raise HTTPException(
+            status.HTTP_403_FORBIDDEN, f"worker {worker_id} was registered with another token"
+        )
+    return worker

@@ -1,0 +1,202 @@
+"""The REST API's messages, one model per direction (what a client sends, what it gets back), with the
+limits that keep a malformed or oversized request a 422 that names its field, never a 5xx."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from runner import Status
+from tuner.database import Role, TaskStatus
+from tuner.task_search import STRATEGIES
+
+Name = Annotated[str, Field(min_length=1, max_length=200)]
+Seconds = Annotated[float, Field(ge=0, le=1e6, allow_inf_nan=False)]
+Strategy = Literal[STRATEGIES]  # type: ignore[valid-type]
+
+
+class Strict(BaseModel):
+    """Unknown fields are refused: a typo in a request is an error, not silently ignored."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+# Tasks.
+
+
+class TaskCreate(Strict):
+    workload: dict[str, Any] = Field(
+        description="A workload spec: {'op': 'matmul', 'params': {'M': 512, ...}} or a custom "
+        "{'expr': ..., 'inputs': {...}} (see the README).",
+        examples=[{"op": "matmul", "params": {"M": 512, "N": 512, "K": 512}}],
+    )
+    hardware: Name | None = Field(
+        None, description="Hardware key to tune for; default: the only kind of hardware registered."
+    )
+    cpu: Name | None = Field(None, description="Or: a CPU model name, matched against registered hardware.")
+    trials: int = Field(64, ge=1, description="Candidates to measure.")
+    strategy: Strategy = "evolutionary"
+    seed: int = Field(0, ge=0, lt=2**63)
+
+
+class Best(BaseModel):
+    record_id: int
+    gflops: float
+    median_secs: float
+
+
+class TaskPublic(BaseModel):
+    id: int
+    workload_name: str
+    workload_hash: str
+    hardware_key: str
+    strategy: str
+    trials: int
+    trials_done: int
+    status: TaskStatus
+    message: str
+    best: Best | None = Field(description="The fastest record of this task's workload on its hardware.")
+    created_at: datetime
+    updated_at: datetime
+
+
+class QueuePublic(BaseModel):
+    pending: int
+    leased: int
+    done: int
+
+
+class TaskDetail(TaskPublic):
+    curve: list[float] = Field(description="Best GFLOPS so far after each of this task's measurements.")
+    queue: QueuePublic
+
+
+# Records.
+
+
+class RecordPublic(BaseModel):
+    id: int
+    workload_hash: str
+    workload_spec: dict[str, Any]
+    hardware_key: str
+    task_id: int | None
+    status: Status
+    median_secs: float | None
+    gflops: float | None
+    run_secs: list[float]
+    build_secs: float
+    message: str
+    timing: dict[str, Any]
+    worker: str
+    remeasured: bool
+    trace: dict[str, Any]
+    created_at: datetime
+
+
+class BestQuery(Strict):
+    workload: dict[str, Any] | None = Field(None, description="The workload spec (or give workload_hash).")
+    workload_hash: Annotated[str, Field(min_length=1, max_length=64)] | None = None
+    hardware: Name | None = Field(None, description="Hardware key; default: the only kind with records.")
+    k: int = Field(1, ge=1, le=100)
+
+
+# Workers.
+
+
+class HardwareIn(Strict):
+    key: Name
+    cpu: Name
+    features: Annotated[str, Field(max_length=20_000)]
+    cores: int = Field(ge=1, le=100_000)
+
+
+class WorkerRegister(Strict):
+    name: Name
+    hardware: HardwareIn
+
+
+class WorkerRegistered(BaseModel):
+    id: int
+    lease_seconds: float
+    heartbeat_seconds: float
+
+
+class WorkerPublic(BaseModel):
+    id: int
+    name: str
+    hardware_key: str
+    registered_at: datetime
+    last_seen_at: datetime
+    alive: bool
+
+
+class LeaseRequest(Strict):
+    max: int = Field(1, ge=1, le=64, description="Most candidates to lease.")
+
+
+class LeasedPublic(BaseModel):
+    id: int
+    task_id: int
+    spec: dict[str, Any]
+    trace: dict[str, Any]
+    best_secs: float | None = Field(description="Best known median: a result beating it must be re-measured.")
+    lease_expires_at: datetime
+
+
+class Lease(BaseModel):
+    candidates: list[LeasedPublic]
+
+
+class ResultIn(Strict):
+    candidate_id: int = Field(ge=1, lt=2**63)
+    status: Status
+    run_secs: list[Seconds] = Field(default_factory=list, max_length=10_000)
+    build_secs: Seconds = 0.0
+    message: Annotated[str, Field(max_length=20_000)] = ""
+    timing: dict[str, float | int | bool] = Field(default_factory=dict, max_length=32)
+    remeasured: bool = False
+
+
+class ResultsIn(Strict):
+    results: list[ResultIn] = Field(min_length=1, max_length=256)
+
+
+class ResultsOut(BaseModel):
+    outcomes: list[Literal["accepted", "duplicate", "unknown"]]
+
+
+class ReleaseIn(Strict):
+    candidate_ids: list[Annotated[int, Field(ge=1, lt=2**63)]] | None = Field(
+        None, max_length=1024, description="Leases to give back; null gives back all of them."
+    )
+
+
+class Count(BaseModel):
+    count: int
+
+
+# Tokens.
+
+
+class TokenCreate(Strict):
+    role: Role
+    name: Name
+
+
+class TokenPublic(BaseModel):
+    id: int
+    name: str
+    role: Role
+    created_at: datetime
+    revoked_at: datetime | None
+
+
+class TokenCreated(TokenPublic):
+    token: str = Field(description="The secret; shown this once, only its hash is stored.")
+
+
+class Health(BaseModel):
+    status: Literal["ok"]
+    database: str

@@ -1,0 +1,173 @@
+"""The coordinator's search loop: it runs the search of every task this process owns.
+
+Each tick it claims the active tasks without a live owner (renewing its own claims), gives up
+candidates whose workers keep dying, and for each owned task: learns from the records that arrived
+since the last tick, ends the task when its budget is spent or its space exhausted, and otherwise keeps
+`queue_depth` candidates queued ahead of the workers.
+
+Nothing lives only in memory: the candidates are rows, results are records, and the search object is
+rebuilt from the database by whichever process owns the task next (after a restart, or a takeover when
+this process stops renewing its claims). So a coordinator can die at any moment and lose nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import uuid
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from sqlalchemy.exc import SQLAlchemyError
+
+from compiler.workloads import workload_from_spec
+from runner import Status
+from tuner.database import Database, TaskInfo, TaskStatus
+from tuner.database import queue as q
+from tuner.database.owners import claim_tasks, disown, finish_task
+from tuner.search import Proposal
+from tuner.settings import Settings
+from tuner.space import rule_space
+from tuner.task_search import TaskSearch
+from tuner.tune import PARENTS
+
+log = logging.getLogger(__name__)
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+def owner_id() -> str:
+    """Unique per process start: a restarted coordinator is a new owner and waits out its old claims
+    only if it cannot tell them apart (it can: `disown` on a clean shutdown releases them at once)."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+@dataclass
+class _TaskState:
+    search: TaskSearch
+    workload_hash: str
+    hardware_key: str
+    last_record_id: int = 0
+    # Proposals queued but not yet learned from, by trace hash: their programs are already built.
+    queued: dict[str, Proposal] = field(default_factory=dict)
+
+
+class SearchLoop:
+    """Owns tasks and drives their searches, in a background thread (start/stop) or tick by tick."""
+
+    def __init__(self, db: Database, settings: Settings, owner: str | None = None) -> None:
+        self.db = db
+        self.settings = settings
+        self.owner = owner or owner_id()
+        self.states: dict[int, _TaskState] = {}
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="search-loop", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop ticking and release this process's claims, so another coordinator resumes at once."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+        disown(self.db, owner=self.owner)
+        self.states.clear()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.tick()
+            except Exception:  # the database may be away for a moment; the loop must outlive it
+                log.exception("search loop tick failed; retrying")
+            self._stop.wait(self.settings.tick_seconds)
+
+    def tick(self) -> None:
+        now = utcnow()
+        s = self.settings
+        q.give_up_expired(self.db, now=now, max_attempts=s.max_attempts)
+        owned = claim_tasks(self.db, owner=self.owner, now=now, claim_secs=s.claim_seconds)
+        for task_id in set(self.states) - set(owned):
+            del self.states[task_id]  # cancelled, finished, or taken over by another coordinator
+        for task_id in owned:
+            if self._stop.is_set():
+                return
+            try:
+                self._advance(self.db.get_task(task_id))
+            except SQLAlchemyError:
+                raise  # the database, not the task: the next tick tries again
+            except Exception as e:  # a bug or a space that cannot sample this workload: that task fails
+                log.exception("task %d failed", task_id)
+                self._end(task_id, TaskStatus.FAILED, f"{type(e).__name__}: {e}")
+
+    def _advance(self, task: TaskInfo) -> None:
+        state = self.states.get(task.id) or self._resume(task)
+        self._learn(task, state)
+        counts = q.counts(self.db, task_id=task.id)
+        if task.trials_done >= task.trials:
+            self._end(task.id, TaskStatus.DONE, "")
+            return
+        outstanding = counts.pending + counts.leased
+        room = task.trials - task.trials_done - outstanding
+        depth = self.settings.queue_depth
+        if room <= 0 or outstanding > depth // 2:
+            return
+        best = [r.trace for r in self.db.top_k(state.workload_hash, state.hardware_key, PARENTS)]
+        proposals = state.search.propose(min(depth - outstanding, room), best=best)
+        if not proposals:
+            if outstanding == 0:
+                self._end(task.id, TaskStatus.DONE, "the search space has no unmeasured program left")
+            return
+        q.enqueue(
+            self.db,
+            task_id=task.id,
+            workload_id=task.workload_id,
+            hardware_id=task.hardware_id,
+            traces=[p.trace for p in proposals],
+        )
+        state.queued.update((p.key, p) for p in proposals)
+
+    def _resume(self, task: TaskInfo) -> _TaskState:
+        """The task's search, rebuilt from the database: it learns every record there is, and will
+        not propose what is queued already."""
+        workload = self.db.get_workload(task.workload_id)
+        wl = workload_from_spec(workload.spec)
+        queued = q.queued_trace_hashes(self.db, workload_id=task.workload_id, hardware_id=task.hardware_id)
+        search = TaskSearch(
+            wl,
+            self.db,
+            workload_id=task.workload_id,
+            hardware_id=task.hardware_id,
+            strategy=task.strategy,
+            seed=task.seed,
+            space=rule_space(),
+            exclude=queued,
+        )
+        seen = self.db.task_records(task.id)
+        state = _TaskState(search, workload.hash, task.hardware_key, seen[-1].id if seen else 0)
+        self.states[task.id] = state
+        return state
+
+    def _learn(self, task: TaskInfo, state: _TaskState) -> None:
+        records = self.db.task_records(task.id, after_id=state.last_record_id)
+        if not records:
+            return
+        state.last_record_id = records[-1].id
+        proposals, secs = [], []
+        for r in records:
+            proposal = state.queued.pop(r.trace_hash, None) or state.search.replay(r.trace)
+            if proposal is not None:
+                proposals.append(proposal)
+                secs.append(r.median_secs if r.status == Status.OK.value else None)
+        if proposals:
+            state.search.learn(proposals, secs)
+
+    def _end(self, task_id: int, status: TaskStatus, message: str) -> None:
+        finish_task(self.db, task_id=task_id, owner=self.owner, status=status, message=message)
+        self.states.pop(task_id, None)

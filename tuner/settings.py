@@ -1,0 +1,79 @@
+"""Every setting of the service, in one place: the coordinator (`tuner serve`), the worker daemon
+(`tuner worker`) and the client commands read this one object. Each field can be set by an environment
+variable `TENSOR_TUNER_<NAME>` (e.g. `TENSOR_TUNER_DATABASE_URL`) or by the command line flag of the
+same name; flags win. `deploy/SETTINGS.md` lists them all (a test keeps it in step with this class).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="TENSOR_TUNER_", extra="ignore")
+
+    # Coordinator.
+    database_url: str = Field(
+        "sqlite:///tensor-tuner.db",
+        description="SQLAlchemy URL of the tuning database: a SQLite file for one machine, "
+        "postgresql+psycopg://user@host/db for several coordinators and a fleet.",
+    )
+    host: str = Field("127.0.0.1", description="Address the coordinator binds; 0.0.0.0 to serve the network.")
+    port: int = Field(8000, ge=0, le=65535, description="Port the coordinator listens on.")
+    lease_seconds: float = Field(
+        60.0,
+        gt=0,
+        description="How long a worker holds a leased candidate without a heartbeat; after that the "
+        "candidate goes to another worker. Must exceed heartbeat_seconds by a safe margin.",
+    )
+    heartbeat_seconds: float = Field(
+        10.0, gt=0, description="How often workers send heartbeats (the coordinator tells them on register)."
+    )
+    max_attempts: int = Field(
+        3,
+        ge=1,
+        description="Leases a candidate may lose (its worker died) before it is recorded as a timeout.",
+    )
+    claim_seconds: float = Field(
+        30.0,
+        gt=0,
+        description="How long a coordinator's claim on a task's search loop lasts unless renewed; a dead "
+        "coordinator's tasks are taken over after this.",
+    )
+    queue_depth: int = Field(
+        16, ge=1, le=1024, description="Candidates kept queued per running task, ahead of the workers."
+    )
+    tick_seconds: float = Field(0.2, gt=0, description="How often the search loop looks at its tasks.")
+    max_request_bytes: int = Field(
+        1 << 20, ge=1024, description="Largest request body accepted; larger ones get 413."
+    )
+    max_trials: int = Field(100_000, ge=1, description="Largest trial budget of one task.")
+
+    # Worker daemon and client commands.
+    coordinator_url: str = Field(
+        "http://127.0.0.1:8000", description="Where workers and clients find the coordinator."
+    )
+    token: str | None = Field(
+        None, description="Bearer token of a worker or client (see `tuner token create`)."
+    )
+    worker_name: str | None = Field(
+        None, description="The worker's name in the fleet (default: host name and pid)."
+    )
+    worker_batch: int = Field(4, ge=1, le=64, description="Candidates a worker leases at a time.")
+    worker_cpus: str | None = Field(
+        None, description="CPUs the worker and its measurements are pinned to, e.g. '0-3' or '0,2'."
+    )
+    worker_runner: Literal["local", "null"] = Field(
+        "local",
+        description="'local' builds and times candidates; 'null' returns fixed times (for benchmarks).",
+    )
+    worker_repeat: int = Field(5, ge=1, le=100, description="Timed repeats per candidate.")
+    worker_min_repeat_ms: float = Field(
+        5.0, ge=0, description="A repeat's calls are grown until it lasts this long."
+    )
+    worker_max_backoff_seconds: float = Field(
+        30.0, gt=0, description="Longest wait between retries when the coordinator cannot be reached."
+    )
