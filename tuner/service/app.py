@@ -80,24 +80,31 @@ class BodyLimit:
         if declared is not None and (not declared.isdigit() or int(declared) > self.max_bytes):
             await _too_large(send, self.max_bytes)
             return
-        seen = 0
+        seen, too_large = 0, False
 
         async def limited() -> Message:
-            nonlocal seen
+            """The body as the app reads it, cut off (as a disconnect) once it passes the limit."""
+            nonlocal seen, too_large
+            if too_large:
+                return {"type": "http.disconnect"}
             message = await receive()
             seen += len(message.get("body", b""))
             if seen > self.max_bytes:
-                raise _BodyTooLarge
+                too_large = True
+                return {"type": "http.disconnect"}
             return message
 
+        async def guarded(message: Message) -> None:
+            if not too_large:  # the app's answer to a cut-off body is replaced by the 413
+                await send(message)
+
         try:
-            await self.app(scope, limited, send)
-        except _BodyTooLarge:
+            await self.app(scope, limited, guarded)
+        except Exception:
+            if not too_large:
+                raise
+        if too_large:
             await _too_large(send, self.max_bytes)
-
-
-class _BodyTooLarge(Exception):
-    pass
 
 
 async def _too_large(send: Send, limit: int) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from runner import Status
 from tuner.database import Role, TaskStatus
@@ -157,6 +157,12 @@ class ResultIn(Strict):
     message: Annotated[str, Field(max_length=20_000)] = ""
     timing: dict[str, float | int | bool] = Field(default_factory=dict, max_length=32)
     remeasured: bool = False
+
+    @model_validator(mode="after")
+    def _timed_if_ok(self) -> ResultIn:
+        if self.status == Status.OK and not self.run_secs:
+            raise ValueError("run_secs: an ok result needs at least one run's seconds")
+        return self
 
 
 class ResultsIn(Strict):

@@ -1,0 +1,54 @@
+"""Service fixtures: an in-process app (FastAPI's TestClient, the search loop ticked by hand) for the
+API's behaviour, and real coordinator and worker processes on loopback for the end-to-end and fault
+tests. Every fixture runs on SQLite and on PostgreSQL (`database_url`)."""
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pytest
+from fastapi.testclient import TestClient
+
+from tuner.database import Database
+from tuner.database.tokens import create_token
+from tuner.service.app import create_app
+from tuner.service.search_loop import SearchLoop
+from tuner.settings import Settings
+
+
+@pytest.fixture
+def settings(database_url: str) -> Settings:
+    """Short leases, heartbeats and claims, so fault tests see expiry within seconds."""
+    return Settings(
+        database_url=database_url,
+        lease_seconds=4.0,
+        heartbeat_seconds=0.5,
+        claim_seconds=4.0,
+        tick_seconds=0.05,
+        queue_depth=8,
+        max_attempts=3,
+        max_request_bytes=64 * 1024,
+    )
+
+
+@dataclass
+class Api:
+    client: TestClient
+    db: Database
+    loop: SearchLoop
+    tokens: dict[str, str]  # role -> token
+
+    def as_(self, role: str | None) -> dict[str, str]:
+        """Headers of a request made with a token of `role` (None: no token)."""
+        return {"Authorization": f"Bearer {self.tokens[role]}"} if role else {}
+
+
+@pytest.fixture
+def api(settings: Settings) -> Iterator[Api]:
+    app = create_app(settings, search_loop=False)
+    with TestClient(app) as client:
+        db = app.state.db
+        tokens = {
+            role: create_token(db, role=role, name=f"test {role}")[1]
+            for role in ("admin", "client", "worker")
+        }
+        yield Api(client, db, SearchLoop(db, settings, owner="test-loop"), tokens)

@@ -1,0 +1,300 @@
+"""The REST API in process (the search loop ticked by hand, workers played by the test): tasks from
+submission to done, the worker protocol, best-record queries, tokens and roles, bad input."""
+
+import pytest
+
+from runner.hardware import host_hardware
+from tests.service.conftest import Api
+from tuner.database.schema import Candidate
+
+SPEC = {"op": "matmul", "params": {"M": 32, "N": 32, "K": 16}}
+HW = host_hardware()
+HARDWARE = {"key": HW.key, "cpu": HW.cpu, "features": HW.features, "cores": HW.cores}
+
+
+def register(api: Api, name: str = "w1", hardware: dict = HARDWARE) -> int:
+    reply = api.client.post(
+        "/v1/workers", json={"name": name, "hardware": hardware}, headers=api.as_("worker")
+    )
+    assert reply.status_code == 201, reply.text
+    assert reply.json()["lease_seconds"] == 4.0
+    return reply.json()["id"]
+
+
+def submit(api: Api, trials: int = 6, **extra) -> dict:
+    body = {"workload": SPEC, "trials": trials, "strategy": "random", **extra}
+    reply = api.client.post("/v1/tasks", json=body, headers=api.as_("client"))
+    assert reply.status_code == 201, reply.text
+    return reply.json()
+
+
+def lease(api: Api, worker: int, n: int = 8) -> list[dict]:
+    reply = api.client.post(f"/v1/workers/{worker}/lease", json={"max": n}, headers=api.as_("worker"))
+    assert reply.status_code == 200, reply.text
+    return reply.json()["candidates"]
+
+
+def results(api: Api, worker: int, leased: list[dict], secs: float = 1e-3) -> list[str]:
+    body = {
+        "results": [
+            {"candidate_id": c["id"], "status": "ok", "run_secs": [secs * (1 + i / 100)] * 3}
+            for i, c in enumerate(leased)
+        ]
+    }
+    reply = api.client.post(f"/v1/workers/{worker}/results", json=body, headers=api.as_("worker"))
+    assert reply.status_code == 200, reply.text
+    return reply.json()["outcomes"]
+
+
+def test_a_task_runs_from_submission_to_done(api: Api):
+    worker = register(api)
+    task = submit(api, trials=6)
+    assert task["status"] == "pending" and task["hardware_key"] == HW.key and task["best"] is None
+    api.loop.tick()
+    first = lease(api, worker)
+    assert len(first) == 6 and first[0]["spec"]["op"] == "matmul" and first[0]["best_secs"] is None
+    assert results(api, worker, first[:4]) == ["accepted"] * 4
+    # A worker that submits the same results twice (its first answer was lost) stores nothing new.
+    assert results(api, worker, first[:4]) == ["duplicate"] * 4
+    detail = api.client.get(f"/v1/tasks/{task['id']}", headers=api.as_("client")).json()
+    assert detail["status"] == "running" and detail["trials_done"] == 4
+    assert detail["queue"] == {"pending": 0, "leased": 2, "done": 4} and len(detail["curve"]) == 4
+    assert detail["curve"] == sorted(detail["curve"]) and detail["best"]["gflops"] == detail["curve"][-1]
+    api.loop.tick()  # the budget is covered: nothing more is queued
+    assert lease(api, worker) == []
+    results(api, worker, first[4:])
+    api.loop.tick()
+    done = api.client.get(f"/v1/tasks/{task['id']}", headers=api.as_("client")).json()
+    assert done["status"] == "done" and done["trials_done"] == 6 and done["queue"]["done"] == 6
+    assert len(api.db.task_records(task["id"])) == 6
+    listed = api.client.get("/v1/tasks", headers=api.as_("client")).json()
+    assert [t["id"] for t in listed] == [task["id"]]
+
+
+def test_best_records_by_spec_and_by_hash(api: Api):
+    worker = register(api)
+    task = submit(api, trials=3)
+    api.loop.tick()
+    leased = lease(api, worker)
+    results(api, worker, leased)
+    by_spec = api.client.post("/v1/best", json={"workload": SPEC, "k": 5}, headers=api.as_("client"))
+    assert by_spec.status_code == 200, by_spec.text
+    records = by_spec.json()
+    assert [r["median_secs"] for r in records] == sorted(r["median_secs"] for r in records) and len(
+        records
+    ) == 3
+    assert records[0]["trace"] == leased[0]["trace"] and records[0]["hardware_key"] == HW.key
+    flops = 2 * 32 * 32 * 16
+    assert records[0]["gflops"] == pytest.approx(flops / records[0]["median_secs"] / 1e9)
+    by_hash = api.client.get(
+        f"/v1/workloads/{task['workload_hash']}/best", params={"hardware": HW.key}, headers=api.as_("client")
+    )
+    assert by_hash.json()[0]["id"] == records[0]["id"]
+    one = api.client.get(f"/v1/records/{records[0]['id']}", headers=api.as_("client")).json()
+    assert one["trace"] == records[0]["trace"] and one["task_id"] == task["id"]
+    assert api.client.get("/v1/records/999", headers=api.as_("client")).status_code == 404
+    unknown_hw = api.client.post(
+        "/v1/best", json={"workload": SPEC, "hardware": "elsewhere"}, headers=api.as_("client")
+    )
+    assert unknown_hw.json() == []
+
+
+def test_a_worker_that_stops_gives_its_leases_back(api: Api):
+    w1, w2 = register(api, "w1"), register(api, "w2")
+    submit(api, trials=4)
+    api.loop.tick()
+    held = lease(api, w1, 4)
+    released = api.client.post(
+        f"/v1/workers/{w1}/release", json={"candidate_ids": [held[0]["id"]]}, headers=api.as_("worker")
+    )
+    assert released.json() == {"count": 1}
+    assert [c["id"] for c in lease(api, w2, 1)] == [held[0]["id"]]
+    assert api.client.post(f"/v1/workers/{w1}/heartbeat", headers=api.as_("worker")).json() == {"count": 3}
+    assert api.client.post(f"/v1/workers/{w1}/stop", headers=api.as_("worker")).json() == {"count": 3}
+    assert len(lease(api, w2, 8)) == 3
+    fleet = api.client.get("/v1/workers", headers=api.as_("client")).json()
+    assert [(w["name"], w["alive"]) for w in fleet] == [("w1", False), ("w2", True)]
+
+
+def test_cancel(api: Api):
+    worker = register(api)
+    task = submit(api, trials=8)
+    api.loop.tick()
+    cancelled = api.client.post(f"/v1/tasks/{task['id']}/cancel", headers=api.as_("client"))
+    assert cancelled.status_code == 200 and cancelled.json()["status"] == "cancelled"
+    assert lease(api, worker) == []
+    again = api.client.post(f"/v1/tasks/{task['id']}/cancel", headers=api.as_("client"))
+    assert again.status_code == 409
+    assert api.client.post("/v1/tasks/999/cancel", headers=api.as_("client")).status_code == 404
+
+
+def test_tasks_target_registered_hardware(api: Api):
+    reply = api.client.post("/v1/tasks", json={"workload": SPEC}, headers=api.as_("client"))
+    assert reply.status_code == 422 and "start a worker first" in reply.text
+    register(api, "w1")
+    register(api, "w2", {**HARDWARE, "key": "other-8c", "cpu": "Other CPU"})
+    ambiguous = api.client.post("/v1/tasks", json={"workload": SPEC}, headers=api.as_("client"))
+    assert ambiguous.status_code == 422 and ambiguous.json()["detail"][0]["loc"] == ["body", "hardware"]
+    assert submit(api, hardware="other-8c")["hardware_key"] == "other-8c"
+    assert submit(api, cpu="Other CPU")["hardware_key"] == "other-8c"
+    # A worker of the other hardware never gets this hardware's candidates.
+    api.loop.tick()
+    assert lease(api, 1) == []
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        (
+            {"workload": {"op": "matmul", "params": {"M": -3, "N": 4, "K": 4}}},
+            ["body", "workload", "params", "M"],
+        ),
+        ({"workload": {"op": "no_such_op"}}, ["body", "workload", "op"]),
+        ({"workload": {"expr": "Y[i] = A[i] +", "inputs": {"A": [4]}}}, ["body", "workload", "expr"]),
+        ({"workload": SPEC, "trials": 0}, ["body", "trials"]),
+        ({"workload": SPEC, "trials": 10**9}, ["body", "trials"]),
+        ({"workload": SPEC, "strategy": "annealing"}, ["body", "strategy"]),
+        ({"workload": SPEC, "colour": "red"}, ["body", "colour"]),
+        ({"trials": 4}, ["body", "workload"]),
+    ],
+)
+def test_a_malformed_task_is_refused_naming_the_field(api: Api, body: dict, field: list[str]):
+    register(api)
+    reply = api.client.post("/v1/tasks", json=body, headers=api.as_("client"))
+    assert reply.status_code == 422, reply.text
+    assert reply.json()["detail"][0]["loc"][: len(field)] == field
+
+
+def test_oversized_and_broken_bodies(api: Api):
+    register(api)
+    huge = {"workload": {**SPEC, "pad": "x" * 100_000}}
+    assert api.client.post("/v1/tasks", json=huge, headers=api.as_("client")).status_code == 413
+    broken = api.client.post(
+        "/v1/tasks", content=b"{not json", headers={**api.as_("client"), "Content-Type": "application/json"}
+    )
+    assert broken.status_code == 422
+    streamed = api.client.post(
+        "/v1/tasks",
+        content=iter([b'{"workload": "' + b"x" * 40_000, b"y" * 40_000 + b'"}']),
+        headers={**api.as_("client"), "Content-Type": "application/json"},
+    )
+    assert streamed.status_code == 413
+
+
+def test_results_are_validated(api: Api):
+    worker = register(api)
+    submit(api, trials=2)
+    api.loop.tick()
+    (c, _) = lease(api, worker)
+    bad = [
+        {"candidate_id": c["id"], "status": "exploded"},
+        {"candidate_id": c["id"], "status": "ok", "run_secs": [-1.0]},
+        {"candidate_id": c["id"], "status": "ok", "run_secs": []},
+    ]
+    for result in bad:
+        reply = api.client.post(
+            f"/v1/workers/{worker}/results", json={"results": [result]}, headers=api.as_("worker")
+        )
+        assert reply.status_code == 422, (result, reply.text)
+    unknown = api.client.post(
+        f"/v1/workers/{worker}/results",
+        json={"results": [{"candidate_id": 424242, "status": "timeout"}]},
+        headers=api.as_("worker"),
+    )
+    assert unknown.json() == {"outcomes": ["unknown"]}
+
+
+CLIENT_ROUTES = [
+    ("GET", "/v1/tasks"),
+    ("POST", "/v1/tasks"),
+    ("GET", "/v1/tasks/1"),
+    ("POST", "/v1/tasks/1/cancel"),
+    ("POST", "/v1/best"),
+    ("GET", "/v1/workloads/abc/best"),
+    ("GET", "/v1/records/1"),
+    ("GET", "/v1/workers"),
+]
+WORKER_ROUTES = [
+    ("POST", "/v1/workers"),
+    ("POST", "/v1/workers/1/heartbeat"),
+    ("POST", "/v1/workers/1/lease"),
+    ("POST", "/v1/workers/1/results"),
+    ("POST", "/v1/workers/1/release"),
+    ("POST", "/v1/workers/1/stop"),
+]
+ADMIN_ROUTES = [("GET", "/v1/tokens"), ("POST", "/v1/tokens"), ("DELETE", "/v1/tokens/1")]
+
+
+def test_every_route_but_healthz_needs_a_token_of_the_right_role(api: Api):
+    assert api.client.get("/healthz").json() == {"status": "ok", "database": api.db.engine.dialect.name}
+    everything = CLIENT_ROUTES + WORKER_ROUTES + ADMIN_ROUTES + [("GET", "/metrics")]
+    for method, path in everything:
+        assert api.client.request(method, path).status_code == 401, path
+        bad = api.client.request(method, path, headers={"Authorization": "Bearer tt_forged"})
+        assert bad.status_code == 401, path
+    wrong = [(r, "worker") for r in CLIENT_ROUTES] + [(r, "client") for r in WORKER_ROUTES]
+    wrong += [(r, role) for r in ADMIN_ROUTES for role in ("client", "worker")]
+    for (method, path), role in wrong:
+        assert api.client.request(method, path, headers=api.as_(role)).status_code == 403, (path, role)
+
+
+def test_a_worker_token_acts_only_for_its_own_workers(api: Api):
+    mine = register(api)
+    reply = api.client.post(
+        "/v1/tokens", json={"role": "worker", "name": "bench-2"}, headers=api.as_("admin")
+    )
+    assert reply.status_code == 201
+    other = {"Authorization": f"Bearer {reply.json()['token']}"}
+    assert api.client.post(f"/v1/workers/{mine}/lease", json={"max": 1}, headers=other).status_code == 403
+    assert (
+        api.client.post(f"/v1/workers/{mine}/lease", json={"max": 1}, headers=api.as_("admin")).status_code
+        == 200
+    )
+    assert api.client.post("/v1/workers/999/heartbeat", headers=api.as_("worker")).status_code == 404
+
+
+def test_tokens_are_managed_by_admins(api: Api):
+    created = api.client.post(
+        "/v1/tokens", json={"role": "client", "name": "ci"}, headers=api.as_("admin")
+    ).json()
+    headers = {"Authorization": f"Bearer {created['token']}"}
+    assert api.client.get("/v1/tasks", headers=headers).status_code == 200
+    listed = api.client.get("/v1/tokens", headers=api.as_("admin")).json()
+    assert "token" not in listed[0] and [t["name"] for t in listed][-1] == "ci"
+    assert api.client.delete(f"/v1/tokens/{created['id']}", headers=api.as_("admin")).status_code == 204
+    assert api.client.get("/v1/tasks", headers=headers).status_code == 401
+    assert api.client.delete("/v1/tokens/999", headers=api.as_("admin")).status_code == 404
+    bad_role = api.client.post("/v1/tokens", json={"role": "root", "name": "x"}, headers=api.as_("admin"))
+    assert bad_role.status_code == 422
+
+
+def test_metrics_in_prometheus_format(api: Api):
+    worker = register(api)
+    submit(api, trials=2)
+    api.loop.tick()
+    results(api, worker, lease(api, worker))
+    reply = api.client.get("/metrics", headers=api.as_("client"))
+    assert reply.status_code == 200 and reply.headers["content-type"].startswith("text/plain")
+    text = reply.text
+    assert 'tuner_tasks{status="running"} 1.0' in text
+    assert 'tuner_candidates{status="done"} 2.0' in text
+    assert "tuner_workers_seen 1.0" in text
+    assert 'tuner_results_total{outcome="accepted"}' in text
+    assert 'tuner_http_request_seconds_bucket{le="0.005",route="/v1/workers/{worker_id}/lease"}' in text
+
+
+def test_the_dashboard_page_is_served_without_data(api: Api):
+    page = api.client.get("/")
+    assert page.status_code == 200 and "tensor-tuner" in page.text and "Bearer" in page.text
+    schema = api.client.get("/openapi.json").json()
+    assert "/v1/tasks" in schema["paths"] and "/" not in schema["paths"]
+
+
+def test_candidates_keep_their_hardware(api: Api):
+    """The lease query filters on the candidate's own hardware column: denormalized from the task."""
+    worker = register(api)
+    submit(api, trials=2)
+    api.loop.tick()
+    with api.db.transaction() as session:
+        assert {c.hardware_id for c in session.query(Candidate)} == {1}
+    assert len(lease(api, worker)) == 2
