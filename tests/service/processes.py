@@ -63,7 +63,7 @@ class Process:
     def pid(self) -> int:
         return self.popen.pid
 
-    def signal(self, sig: int) -> None:
+    def send_signal(self, sig: int) -> None:
         if self.popen.poll() is None:
             self.popen.send_signal(sig)
 
@@ -71,7 +71,7 @@ class Process:
         return self.popen.wait(timeout)
 
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 30.0) -> int:
-        self.signal(sig)
+        self.send_signal(sig)
         try:
             code = self.popen.wait(timeout)
         except subprocess.TimeoutExpired:

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 
 from sqlalchemy import or_, update
+from sqlalchemy.orm import Session
 
 from tuner.database.database import Database
 from tuner.database.queue import lock_candidates
@@ -38,15 +39,19 @@ def claim_tasks(db: Database, *, owner: str, now: datetime, claim_secs: float) -
 
 
 def finish_task(db: Database, *, task_id: int, owner: str, status: TaskStatus, message: str = "") -> bool:
-    """End a task its owner was running; False if `owner` no longer owns it (it was cancelled, or
-    taken over after the owner stalled)."""
+    """End a task its owner was running, withdrawing any candidate still queued; False if `owner` no
+    longer owns it (it was cancelled, or taken over after the owner stalled)."""
     with db.transaction() as session:
+        leftovers = _lock_unfinished(session, task_id)
         result = session.execute(
             update(Task)
             .where(Task.id == task_id, Task.owner == owner, Task.status.in_(ACTIVE))
             .values(status=status.value, message=message, owner=None, owner_until=None)
         )
-        return result.rowcount == 1
+        if result.rowcount != 1:
+            return False
+        _withdraw(session, leftovers)
+        return True
 
 
 def disown(db: Database, *, owner: str, task_ids: Sequence[int] | None = None) -> None:
@@ -58,29 +63,32 @@ def disown(db: Database, *, owner: str, task_ids: Sequence[int] | None = None) -
 
 def cancel_task(db: Database, *, task_id: int, message: str) -> bool:
     """Stop an active task whoever owns it, and withdraw its candidates that no worker has finished;
-    False if it had already ended. Raises KeyError for an unknown task. Candidates are locked before
-    the task, in the order every transaction of the queue locks them."""
+    False if it had already ended. Raises KeyError for an unknown task."""
     with db.transaction() as session:
-        withdrawn = lock_candidates(
-            session,
-            Candidate.task_id == task_id,
-            Candidate.status.in_([CandidateStatus.PENDING.value, CandidateStatus.LEASED.value]),
-        )
+        leftovers = _lock_unfinished(session, task_id)
         task = session.get(Task, task_id, with_for_update=True)
         if task is None:
             raise KeyError(task_id)
         if task.status not in ACTIVE:
             return False
-        task.status, task.message, task.owner, task.owner_until = (
-            TaskStatus.CANCELLED.value,
-            message,
-            None,
-            None,
-        )
-        if withdrawn:
-            session.execute(
-                update(Candidate)
-                .where(Candidate.id.in_(withdrawn))
-                .values(status=CandidateStatus.CANCELLED.value, lease_expires_at=None)
-            )
+        task.status, task.message = TaskStatus.CANCELLED.value, message
+        task.owner, task.owner_until = None, None
+        _withdraw(session, leftovers)
         return True
+
+
+def _lock_unfinished(session: Session, task_id: int) -> list[int]:
+    """The task's queued candidates no worker has finished, locked before the task row: the order in
+    which every transaction of the queue locks them."""
+    unfinished = [CandidateStatus.PENDING.value, CandidateStatus.LEASED.value]
+    return lock_candidates(session, Candidate.task_id == task_id, Candidate.status.in_(unfinished))
+
+
+def _withdraw(session: Session, candidate_ids: list[int]) -> None:
+    """No worker will be given them; a result already on its way is still stored, but not counted."""
+    if candidate_ids:
+        session.execute(
+            update(Candidate)
+            .where(Candidate.id.in_(candidate_ids))
+            .values(status=CandidateStatus.CANCELLED.value, lease_expires_at=None)
+        )

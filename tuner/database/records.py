@@ -93,6 +93,7 @@ class Record:
     timing: dict[str, Any]
     worker: str
     remeasured: bool
+    candidate_id: int | None  # the queued candidate it measured (service mode)
     created_at: datetime
 
 

@@ -109,12 +109,13 @@ class SearchLoop:
     def _advance(self, task: TaskInfo) -> None:
         state = self.states.get(task.id) or self._resume(task)
         self._learn(task, state)
+        # One consistent read of the queue: the task row's count may lag results that arrive meanwhile.
         counts = q.counts(self.db, task_id=task.id)
-        if task.trials_done >= task.trials:
+        if counts.done >= task.trials:
             self._end(task.id, TaskStatus.DONE, "")
             return
         outstanding = counts.pending + counts.leased
-        room = task.trials - task.trials_done - outstanding
+        room = task.trials - counts.done - outstanding
         depth = self.settings.queue_depth
         if room <= 0 or outstanding > depth // 2:
             return

@@ -1,0 +1,206 @@
+"""The service end to end, and under faults, with real processes on loopback: `tuner serve` and
+`tuner worker` daemons that really build and time candidates, on SQLite and on PostgreSQL.
+
+Faults: a worker killed with SIGKILL while it holds leases, the coordinator killed mid-task and
+started again, a measurement process that dies of SIGSEGV in the middle of a candidate, and a worker
+that submits the same results twice. Every task must still complete with exactly one record per
+trial: nothing lost, nothing duplicated.
+"""
+
+import os
+import signal
+from pathlib import Path
+
+import httpx
+import numpy as np
+import pytest
+from sqlalchemy import func, select
+
+from compiler import Trace, build
+from compiler.workloads import workload_from_spec
+from tests.service.processes import Coordinator, start_worker, wait_until
+from tuner.database import Database
+from tuner.database.schema import Candidate, TuningRecord
+from tuner.database.tokens import create_token
+from tuner.service.client import Client
+from tuner.settings import Settings
+
+SPEC = {"op": "matmul", "params": {"M": 48, "N": 64, "K": 32}}
+FAST = ("--repeat", "2", "--min-repeat-ms", "1")
+# About a second of timing per candidate: long enough to be caught in the middle of one.
+SLOW = ("--repeat", "2", "--min-repeat-ms", "300")
+
+
+@pytest.fixture
+def tokens(settings: Settings) -> dict[str, str]:
+    with Database.open(settings.database_url) as db:
+        return {role: create_token(db, role=role, name=role)[1] for role in ("admin", "worker")}
+
+
+@pytest.fixture
+def service(settings: Settings, tmp_path: Path):
+    """A running coordinator; stopped (and its log shown) at the end."""
+    coordinator = Coordinator(settings, tmp_path).start()
+    try:
+        yield coordinator
+    finally:
+        if coordinator.process and coordinator.process.popen.poll() is None:
+            coordinator.stop()
+
+
+def wait_for_workers(api: Client, n: int) -> None:
+    wait_until(lambda: sum(w["alive"] for w in api.http.get("/v1/workers").json()) >= n, 60, f"{n} workers")
+
+
+def wait_for_task(api: Client, task_id: int, timeout: float = 240) -> dict:
+    def finished() -> dict | None:
+        task = api.task(task_id)
+        return task if task["status"] in ("done", "failed", "cancelled") else None
+
+    return wait_until(finished, timeout, f"task {task_id} to finish", interval=0.25)
+
+
+def assert_complete(settings: Settings, task: dict, trials: int) -> None:
+    """Done, with exactly one record per trial: one per candidate, every candidate done, no trace twice."""
+    assert task["status"] == "done", task
+    assert task["trials_done"] == trials
+    with Database.open(settings.database_url) as db:
+        records = db.task_records(task["id"])
+        with db.transaction() as session:
+            states = dict(
+                session.execute(
+                    select(Candidate.status, func.count())
+                    .where(Candidate.task_id == task["id"])
+                    .group_by(Candidate.status)
+                ).all()
+            )
+            linked = session.scalar(
+                select(func.count(func.distinct(TuningRecord.candidate_id))).where(
+                    TuningRecord.task_id == task["id"]
+                )
+            )
+    assert len(records) == trials and len({r.trace_hash for r in records}) == trials
+    assert states == {"done": trials} and linked == trials
+
+
+def test_two_workers_tune_a_task_and_the_best_kernel_computes_right(settings, service, tokens, tmp_path):
+    workers = [start_worker(service, tokens["worker"], f"w{i}", tmp_path, *FAST) for i in range(2)]
+    try:
+        with Client(service.url, tokens["admin"]) as api:
+            wait_for_workers(api, 2)
+            task = api.submit(SPEC, trials=10, strategy="random")
+            task = wait_for_task(api, task["id"])
+            assert_complete(settings, task, 10)
+            assert len(task["curve"]) == 10 and task["best"]["gflops"] == max(task["curve"])
+            (best,) = api.best(SPEC)
+            assert best["id"] == task["best"]["record_id"] and best["status"] == "ok"
+            # A worker that submits the same result again (its first answer was lost): stored once.
+            candidate_id = best_candidate(settings, best["id"])
+            again = {"results": [{"candidate_id": candidate_id, "status": "ok", "run_secs": [1e-9]}]}
+            reply = httpx.post(
+                f"{service.url}/v1/workers/1/results",
+                json=again,
+                headers={"Authorization": f"Bearer {tokens['admin']}"},
+            )
+            assert reply.json() == {"outcomes": ["duplicate"]}
+            assert api.best(SPEC)[0]["median_secs"] == best["median_secs"]
+        workload = workload_from_spec(SPEC)
+        kernel = build(Trace.from_json(best["trace"]).apply(workload.func).func, listings=False)
+        a, b = workload.random_inputs(np.random.default_rng(1))
+        (c,) = workload.empty_outputs()
+        kernel(a, b, c)
+        np.testing.assert_allclose(c, a @ b, rtol=1e-4, atol=1e-4)
+        names = {
+            r.worker.split("#")[0] for r in Database.open(settings.database_url).task_records(task["id"])
+        }
+        assert names <= {"w0", "w1"}
+    finally:
+        codes = [w.stop() for w in workers]
+    assert codes == [0, 0], [w.output()[-2000:] for w in workers]
+
+
+def best_candidate(settings: Settings, record_id: int) -> int:
+    with Database.open(settings.database_url) as db:
+        return db.get_record(record_id).candidate_id
+
+
+def test_a_worker_killed_while_holding_leases(settings, service, tokens, tmp_path):
+    doomed = start_worker(service, tokens["worker"], "doomed", tmp_path, "--batch", "4", *SLOW)
+    survivor = None
+    try:
+        with Client(service.url, tokens["admin"]) as api:
+            wait_for_workers(api, 1)
+            task = api.submit(SPEC, trials=8, strategy="random")
+            wait_until(
+                lambda: api.task(task["id"])["queue"]["leased"] >= 2, 60, "leases held by the doomed worker"
+            )
+            doomed.stop(signal.SIGKILL)
+            survivor = start_worker(service, tokens["worker"], "survivor", tmp_path, *FAST)
+            task = wait_for_task(api, task["id"])
+            assert_complete(settings, task, 8)
+    finally:
+        if survivor is not None:
+            assert survivor.stop() == 0, survivor.output()[-2000:]
+
+
+def test_the_coordinator_killed_mid_task_and_restarted(settings, service, tokens, tmp_path):
+    worker = start_worker(service, tokens["worker"], "w", tmp_path, *FAST)
+    try:
+        with Client(service.url, tokens["admin"]) as api:
+            wait_for_workers(api, 1)
+            task = api.submit(SPEC, trials=12, strategy="random")
+            wait_until(lambda: api.task(task["id"])["trials_done"] >= 3, 120, "a few results")
+        service.stop(signal.SIGKILL)  # no clean shutdown: its claim on the task must lapse
+        service.start()
+        with Client(service.url, tokens["admin"]) as api:
+            task = wait_for_task(api, task["id"])
+            assert_complete(settings, task, 12)
+    finally:
+        assert worker.stop() == 0, worker.output()[-2000:]
+    assert "Traceback" not in worker.output()
+
+
+def test_a_measurement_that_dies_of_sigsegv_is_recorded_and_the_worker_goes_on(
+    settings, service, tokens, tmp_path
+):
+    worker = start_worker(service, tokens["worker"], "w", tmp_path, "--batch", "2", *SLOW)
+    try:
+        with Client(service.url, tokens["admin"]) as api:
+            wait_for_workers(api, 1)
+            task = api.submit(SPEC, trials=6, strategy="random")
+
+            def crashed() -> bool:
+                for pid in measurement_processes(worker.pid):
+                    os.kill(pid, signal.SIGSEGV)
+                return any("SIGSEGV" in r.message for r in records_of(settings, task["id"]))
+
+            wait_until(crashed, 120, "a record of a measurement killed by SIGSEGV", interval=0.7)
+            task = wait_for_task(api, task["id"])
+            assert_complete(settings, task, 6)
+        crashes = [r for r in records_of(settings, task["id"]) if r.status == "runtime_error"]
+        assert crashes and all("SIGSEGV" in r.message for r in crashes)
+        assert worker.popen.poll() is None  # still serving
+    finally:
+        assert worker.stop() == 0, worker.output()[-2000:]
+
+
+def records_of(settings: Settings, task_id: int) -> list:
+    with Database.open(settings.database_url) as db:
+        return db.task_records(task_id)
+
+
+def measurement_processes(worker_pid: int) -> list[int]:
+    """The worker's measurement process: the child that limits its address space (build workers do not)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            limits = (entry / "limits").read_text()
+        except (OSError, IndexError, ValueError):
+            continue
+        address_space = next(line for line in limits.splitlines() if line.startswith("Max address space"))
+        if ppid == worker_pid and "unlimited" not in address_space:
+            found.append(int(entry.name))
+    return found
