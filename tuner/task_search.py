@@ -53,14 +53,16 @@ class TaskSearch:
             raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
         self.key = wl.func.structural_hash()
         measured = db.measured_trace_hashes(workload_id, hardware_id) | set(exclude)
-        self.model = CostModel(seed=seed, min_train_samples=MIN_TRAIN_SAMPLES)
-        self._train_on_database(db, workload_id, hardware_id)
         self.sampler = Sampler(wl.func, space)
+        # Random search consults no model: it neither trains one nor extracts features.
+        self.model: CostModel | None = None
         if strategy == "random":
             self.search: RandomSearch = RandomSearch(self.sampler, measured, seed)
         else:
+            model = self.model = CostModel(seed=seed, min_train_samples=MIN_TRAIN_SAMPLES)
+            self._train_on_database(db, workload_id, hardware_id)
             self.search = EvolutionarySearch(
-                self.sampler, measured, self._score, seed=seed, trained=lambda: self.model.is_trained
+                self.sampler, measured, self._score, seed=seed, trained=lambda: model.is_trained
             )
         self.feature_cache: dict[str, np.ndarray] = {}
         self.search_secs = 0.0
@@ -76,6 +78,8 @@ class TaskSearch:
 
     def learn(self, proposals: Sequence[Proposal], secs: Sequence[float | None]) -> None:
         """Measured results: median seconds, or None for a failure."""
+        if self.model is None:
+            return
         start = time.perf_counter()
         self.model.update([(self.key, self._features(proposals), list(secs))])
         self.search_secs += time.perf_counter() - start
@@ -85,6 +89,7 @@ class TaskSearch:
         return self.sampler.replay(Trace.from_json(trace))
 
     def _score(self, proposals: list[Proposal]) -> np.ndarray:
+        assert self.model is not None  # only the evolutionary search scores
         return self.model.predict(self._features(proposals))
 
     def _features(self, proposals: Sequence[Proposal]) -> list[np.ndarray]:
@@ -102,5 +107,5 @@ class TaskSearch:
         own = db.records(workload_id=workload_id, hardware_id=hardware_id)
         others = db.records_of_other_workloads(hardware_id, workload_id, WARM_START_RECORDS)
         groups = groups_from_records(own + others)
-        if groups:
+        if groups and self.model is not None:
             self.model.update(groups)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sqlite3
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import asdict, fields
 from pathlib import Path
@@ -69,6 +69,7 @@ class Database:
         self.engine = engine
         self.insert = _INSERT[engine.dialect.name]  # with on_conflict_do_nothing on both backends
         self._session = sessionmaker(engine)
+        self._specs: dict[int, dict[str, Any]] = {}
 
     @classmethod
     def open(cls, url: str) -> Database:
@@ -178,20 +179,32 @@ class Database:
         The unique constraint decides, in the same statement as the insert (ON CONFLICT DO NOTHING), so
         two workers reporting the same trace at once store it once and neither sees an error."""
         with self._session.begin() as session:
-            return session.execute(self.record_insert(record)).scalar_one_or_none()
+            return session.execute(self.records_insert([record])).scalar_one_or_none()
 
-    def record_insert(self, record: NewRecord) -> Any:
-        """The INSERT of a record that does nothing if its trace is stored already; returns its id."""
-        status = Status(record.status)
-        values = {
-            **asdict(record),
-            "status": status.value,
-            "trace_hash": trace_hash(record.trace),
-            "median_secs": median_secs(record.run_secs) if status is Status.OK else None,
-        }
+    def records_insert(self, records: Sequence[NewRecord]) -> Any:
+        """One INSERT of several records, skipping any whose trace is stored already; returns the ids
+        of those inserted."""
+        rows = []
+        for record in records:
+            status = Status(record.status)
+            rows.append(
+                {
+                    **asdict(record),
+                    "status": status.value,
+                    "trace_hash": trace_hash(record.trace),
+                    "median_secs": median_secs(record.run_secs) if status is Status.OK else None,
+                }
+            )
         conflict = [TuningRecord.workload_id, TuningRecord.hardware_id, TuningRecord.trace_hash]
-        insert = self.insert(TuningRecord).values(**values)
+        insert = self.insert(TuningRecord).values(rows)
         return insert.on_conflict_do_nothing(index_elements=conflict).returning(TuningRecord.id)
+
+    def workload_spec(self, workload_id: int) -> dict[str, Any]:
+        """A workload's spec, cached: a workload row never changes once written."""
+        spec = self._specs.get(workload_id)
+        if spec is None:
+            spec = self._specs[workload_id] = self.get_workload(workload_id).spec
+        return spec
 
     def measured_trace_hashes(self, workload_id: int, hardware_id: int) -> set[str]:
         """Every stored trace of the pair, whatever its status: a failed trace fails again, so the search
@@ -279,10 +292,12 @@ def _create_engine(url: str) -> Engine:
 
 def _configure_sqlite(dbapi_connection: Any, _record: Any) -> None:
     """WAL so readers never block the writer; foreign keys, which SQLite leaves off by default; a busy
-    timeout so a second writer waits for the first instead of failing. SQLAlchemy, not the driver,
+    timeout so a second writer waits for the first instead of failing; synchronous NORMAL, which in WAL
+    mode syncs at checkpoints instead of every commit (a crash of the process loses nothing, a power
+    cut may lose the last commits, never the file's integrity). SQLAlchemy, not the driver,
     begins transactions (see _begin_sqlite)."""
     dbapi_connection.isolation_level = None
-    for pragma in (f"busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}", "foreign_keys = ON"):
+    for pragma in (f"busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}", "foreign_keys = ON", "synchronous = NORMAL"):
         dbapi_connection.execute(f"PRAGMA {pragma}")
     _enable_wal(dbapi_connection)
 

@@ -27,7 +27,7 @@ from sqlalchemy.orm import Session
 from runner.results import Status
 from tuner.database.database import Database
 from tuner.database.records import CandidateStatus, NewRecord, trace_hash
-from tuner.database.schema import Candidate, Task, TuningRecord, Workload
+from tuner.database.schema import Candidate, Task, TuningRecord
 
 
 @dataclass(frozen=True)
@@ -101,7 +101,7 @@ def lease(
     max_attempts: int,
 ) -> list[LeasedCandidate]:
     """Up to `limit` candidates for a worker of this hardware, oldest first: pending ones, and leased
-    ones whose lease expired (unless they have used up their attempts)."""
+    ones whose lease expired (unless they have used up their attempts). One UPDATE takes them."""
     expires = now + timedelta(seconds=lease_secs)
     available = or_(
         Candidate.status == CandidateStatus.PENDING.value,
@@ -111,43 +111,44 @@ def lease(
             Candidate.attempts < max_attempts,
         ),
     )
-    with db.transaction() as session:
-        ids = session.scalars(
-            select(Candidate.id)
-            .where(Candidate.hardware_id == hardware_id, available)
-            .order_by(Candidate.id)
-            .limit(limit)
-            .with_for_update(skip_locked=True)
-        ).all()
-        if not ids:
-            return []
-        session.execute(
-            update(Candidate)
-            .where(Candidate.id.in_(ids))
-            .values(
-                status=CandidateStatus.LEASED.value,
-                worker_id=worker_id,
-                lease_expires_at=expires,
-                attempts=Candidate.attempts + 1,
-            )
+    chosen = (
+        select(Candidate.id)
+        .where(Candidate.hardware_id == hardware_id, available)
+        .order_by(Candidate.id)
+        .limit(limit)
+        .with_for_update(skip_locked=True)
+        .scalar_subquery()
+    )
+    take = (
+        update(Candidate)
+        .where(Candidate.id.in_(chosen))
+        .values(
+            status=CandidateStatus.LEASED.value,
+            worker_id=worker_id,
+            lease_expires_at=expires,
+            attempts=Candidate.attempts + 1,
         )
-        rows = session.execute(
-            select(Candidate.id, Candidate.task_id, Candidate.trace, Candidate.workload_id, Workload.spec)
-            .join(Workload, Candidate.workload_id == Workload.id)
-            .where(Candidate.id.in_(ids))
-            .order_by(Candidate.id)
-        ).all()
-        best = {
-            wid: session.scalar(
-                select(func.min(TuningRecord.median_secs)).where(
-                    TuningRecord.workload_id == wid,
-                    TuningRecord.hardware_id == hardware_id,
-                    TuningRecord.status == Status.OK.value,
-                )
-            )
-            for wid in {r.workload_id for r in rows}
-        }
-        return [LeasedCandidate(r.id, r.task_id, r.spec, r.trace, best[r.workload_id], expires) for r in rows]
+        .returning(Candidate.id, Candidate.task_id, Candidate.trace, Candidate.workload_id)
+    )
+    with db.transaction() as session:
+        rows = sorted(session.execute(take).all())
+        best = {wid: _best_secs(session, wid, hardware_id) for wid in {r.workload_id for r in rows}}
+    return [
+        LeasedCandidate(
+            r.id, r.task_id, db.workload_spec(r.workload_id), r.trace, best[r.workload_id], expires
+        )
+        for r in rows
+    ]
+
+
+def _best_secs(session: Session, workload_id: int, hardware_id: int) -> float | None:
+    return session.scalar(
+        select(func.min(TuningRecord.median_secs)).where(
+            TuningRecord.workload_id == workload_id,
+            TuningRecord.hardware_id == hardware_id,
+            TuningRecord.status == Status.OK.value,
+        )
+    )
 
 
 def renew_leases(db: Database, *, worker_id: int, lease_secs: float, now: datetime) -> int:
@@ -188,38 +189,69 @@ def release(db: Database, *, worker_id: int, candidate_ids: Sequence[int] | None
 
 
 def submit(db: Database, *, worker: str, submissions: Sequence[Submission]) -> list[Outcome]:
-    """Store each result once, in one transaction: the record, the candidate done, the task's count.
+    """Store each result once, in one transaction: the records, the candidates done, the tasks' counts.
     A result for a cancelled task's candidate is kept (it is a real measurement) but not counted."""
     by_id = {s.candidate_id: s for s in submissions}
-    outcomes: dict[int, Outcome] = {}
-    counted: Counter[int] = Counter()
     with db.transaction() as session:
-        rows = session.scalars(
-            select(Candidate).where(Candidate.id.in_(by_id)).order_by(Candidate.id).with_for_update()
+        rows = session.execute(
+            select(*_CANDIDATE_COLUMNS)
+            .where(Candidate.id.in_(by_id))
+            .order_by(Candidate.id)
+            .with_for_update()
         ).all()
-        for candidate in rows:
-            if candidate.status == CandidateStatus.DONE.value:
-                outcomes[candidate.id] = Outcome.DUPLICATE
-                continue
-            _store(db, session, candidate, by_id[candidate.id], worker)
-            if candidate.status != CandidateStatus.CANCELLED.value:
-                counted[candidate.task_id] += 1
-            candidate.status = CandidateStatus.DONE.value
-            candidate.lease_expires_at = None
-            outcomes[candidate.id] = Outcome.ACCEPTED
-        for task_id in sorted(counted):
-            session.execute(
-                update(Task).where(Task.id == task_id).values(trials_done=Task.trials_done + counted[task_id])
-            )
+        fresh = [r for r in rows if r.status != CandidateStatus.DONE.value]
+        _finish(db, session, [(r, by_id[r.id]) for r in fresh], worker)
+    outcomes = {r.id: Outcome.DUPLICATE for r in rows} | {r.id: Outcome.ACCEPTED for r in fresh}
     return [outcomes.get(s.candidate_id, Outcome.UNKNOWN) for s in submissions]
+
+
+_CANDIDATE_COLUMNS = (
+    Candidate.id,
+    Candidate.task_id,
+    Candidate.workload_id,
+    Candidate.hardware_id,
+    Candidate.trace,
+    Candidate.status,
+)
+
+
+def _finish(db: Database, session: Session, done: Sequence[tuple[Any, Submission]], worker: str) -> None:
+    """Store the results of locked, unfinished candidates; mark them done; count them for their tasks
+    (tasks in id order, after the candidates: the queue's locking order)."""
+    if not done:
+        return
+    records = [
+        NewRecord(
+            workload_id=c.workload_id,
+            hardware_id=c.hardware_id,
+            task_id=c.task_id,
+            candidate_id=c.id,
+            trace=c.trace,
+            worker=worker,
+            **{k: v for k, v in asdict(result).items() if k != "candidate_id"},
+        )
+        for c, result in done
+    ]
+    session.execute(db.records_insert(records))
+    session.execute(
+        update(Candidate)
+        .where(Candidate.id.in_([c.id for c, _ in done]))
+        .values(status=CandidateStatus.DONE.value, lease_expires_at=None)
+    )
+    counted = Counter(c.task_id for c, _ in done if c.status != CandidateStatus.CANCELLED.value)
+    for task_id in sorted(counted):
+        session.execute(
+            update(Task).where(Task.id == task_id).values(trials_done=Task.trials_done + counted[task_id])
+        )
 
 
 def give_up_expired(db: Database, *, now: datetime, max_attempts: int) -> int:
     """Candidates whose lease expired `max_attempts` times become timeout records: each of their
     workers died or stopped answering while measuring them."""
+    message = f"gave up after {max_attempts} leases expired: its workers died or hung while measuring it"
     with db.transaction() as session:
-        rows = session.scalars(
-            select(Candidate)
+        rows = session.execute(
+            select(*_CANDIDATE_COLUMNS)
             .where(
                 Candidate.status == CandidateStatus.LEASED.value,
                 Candidate.lease_expires_at < now,
@@ -228,14 +260,10 @@ def give_up_expired(db: Database, *, now: datetime, max_attempts: int) -> int:
             .order_by(Candidate.id)
             .with_for_update(skip_locked=True)
         ).all()
-        message = f"gave up after {max_attempts} leases expired: its workers died or hung while measuring it"
-        for candidate in rows:
-            lost = Submission(candidate_id=candidate.id, status=Status.TIMEOUT.value, message=message)
-            _store(db, session, candidate, lost, "")
-            candidate.status = CandidateStatus.DONE.value
-            candidate.lease_expires_at = None
-        for task_id, n in sorted(Counter(c.task_id for c in rows).items()):
-            session.execute(update(Task).where(Task.id == task_id).values(trials_done=Task.trials_done + n))
+        lost = [
+            (r, Submission(candidate_id=r.id, status=Status.TIMEOUT.value, message=message)) for r in rows
+        ]
+        _finish(db, session, lost, "")
         return len(rows)
 
 
@@ -265,16 +293,3 @@ def lock_candidates(session: Session, *where: Any) -> list[int]:
     """Lock the matching candidate rows in id order, and return their ids: every transaction that
     locks candidates does it this way, before it touches a task row, so none can deadlock."""
     return list(session.scalars(select(Candidate.id).where(*where).order_by(Candidate.id).with_for_update()))
-
-
-def _store(db: Database, session: Session, candidate: Candidate, result: Submission, worker: str) -> None:
-    record = NewRecord(
-        workload_id=candidate.workload_id,
-        hardware_id=candidate.hardware_id,
-        task_id=candidate.task_id,
-        candidate_id=candidate.id,
-        trace=candidate.trace,
-        worker=worker,
-        **{k: v for k, v in asdict(result).items() if k != "candidate_id"},
-    )
-    session.execute(db.record_insert(record))

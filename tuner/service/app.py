@@ -16,9 +16,10 @@ from fastapi import FastAPI, Request, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from tuner.database import Database
+from tuner.service.deps import TokenCache
 from tuner.service.metrics import LATENCY, REQUESTS
 from tuner.service.routes import dashboard, records, system, tasks, tokens, workers
-from tuner.service.search_loop import SearchLoop
+from tuner.service.search_loop import SearchLoopProcess
 from tuner.settings import Settings
 
 
@@ -31,7 +32,7 @@ def create_app(settings: Settings | None = None, *, search_loop: bool = True) ->
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         db = Database.open(settings.database_url)
         app.state.db = db
-        loop = SearchLoop(db, settings) if search_loop else None
+        loop = SearchLoopProcess(settings) if search_loop else None
         if loop:
             loop.start()
         try:
@@ -48,6 +49,8 @@ def create_app(settings: Settings | None = None, *, search_loop: bool = True) ->
         lifespan=lifespan,
     )
     app.state.settings = settings
+    app.state.tokens = TokenCache()
+    app.state.workers = {}  # worker id -> its registration, which never changes
     for module in (tasks, records, workers, tokens, system, dashboard):
         app.include_router(module.router)
     app.middleware("http")(_count_requests)

@@ -6,6 +6,7 @@ missing or unknown token gets 401, a token of the wrong role 403. Admin tokens m
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Annotated
 
@@ -31,14 +32,41 @@ DatabaseDep = Annotated[Database, Depends(get_db)]
 SettingsDep = Annotated[Settings, Depends(get_settings)]
 
 
+class TokenCache:
+    """Tokens recently found valid, so a busy worker's every call does not read the tokens table. A
+    token revoked through this process stops working at once; through another coordinator process
+    (or the CLI), within `ttl` seconds."""
+
+    def __init__(self, ttl: float = 5.0, size: int = 4096) -> None:
+        self.ttl, self.size = ttl, size
+        self._seen: dict[str, tuple[TokenInfo, float]] = {}
+
+    def authenticate(self, db: Database, token: str) -> TokenInfo | None:
+        hit = self._seen.get(token)
+        now = time.monotonic()
+        if hit is not None and hit[1] > now:
+            return hit[0]
+        holder = authenticate(db, token)
+        if holder is not None:
+            if len(self._seen) >= self.size:
+                self._seen.clear()
+            self._seen[token] = (holder, now + self.ttl)
+        return holder
+
+    def forget(self, token_id: int) -> None:
+        self._seen = {k: v for k, v in self._seen.items() if v[0].id != token_id}
+
+
 def _token(
-    db: DatabaseDep, credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
+    request: Request,
+    db: DatabaseDep,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
 ) -> TokenInfo:
     if credentials is None:
         raise HTTPException(
             status.HTTP_401_UNAUTHORIZED, "missing bearer token", headers={"WWW-Authenticate": "Bearer"}
         )
-    holder = authenticate(db, credentials.credentials)
+    holder = request.app.state.tokens.authenticate(db, credentials.credentials)
     if holder is None:
         raise HTTPException(
             status.HTTP_401_UNAUTHORIZED, "unknown or revoked token", headers={"WWW-Authenticate": "Bearer"}

@@ -13,12 +13,15 @@ this process stops renewing its claims). So a coordinator can die at any moment 
 from __future__ import annotations
 
 import logging
+import multiprocessing as mp
 import os
+import signal
 import socket
 import threading
 import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Protocol
 
 from sqlalchemy.exc import SQLAlchemyError
 
@@ -34,6 +37,14 @@ from tuner.task_search import TaskSearch
 from tuner.tune import PARENTS
 
 log = logging.getLogger(__name__)
+
+
+class Event(Protocol):
+    """A threading or a multiprocessing event: what the loop waits on between ticks."""
+
+    def is_set(self) -> bool: ...
+
+    def wait(self, timeout: float | None = None) -> bool: ...
 
 
 def utcnow() -> datetime:
@@ -57,36 +68,29 @@ class _TaskState:
 
 
 class SearchLoop:
-    """Owns tasks and drives their searches, in a background thread (start/stop) or tick by tick."""
+    """Owns tasks and drives their searches, tick by tick; `run` ticks until told to stop."""
 
     def __init__(self, db: Database, settings: Settings, owner: str | None = None) -> None:
         self.db = db
         self.settings = settings
         self.owner = owner or owner_id()
         self.states: dict[int, _TaskState] = {}
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._stop: Event = threading.Event()
 
-    def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name="search-loop", daemon=True)
-        self._thread.start()
-
-    def stop(self) -> None:
-        """Stop ticking and release this process's claims, so another coordinator resumes at once."""
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
-            self._thread = None
-        disown(self.db, owner=self.owner)
-        self.states.clear()
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            try:
-                self.tick()
-            except Exception:  # the database may be away for a moment; the loop must outlive it
-                log.exception("search loop tick failed; retrying")
-            self._stop.wait(self.settings.tick_seconds)
+    def run(self, stop: Event, parent: int | None = None) -> None:
+        """Tick until `stop` is set (or the process `parent` is gone), then release this loop's claims
+        so another coordinator, or this one restarted, resumes the tasks at once."""
+        self._stop = stop
+        try:
+            while not stop.is_set() and (parent is None or os.getppid() == parent):
+                try:
+                    self.tick()
+                except Exception:  # the database may be away for a moment; the loop must outlive it
+                    log.exception("search loop tick failed; retrying")
+                stop.wait(self.settings.tick_seconds)
+        finally:
+            disown(self.db, owner=self.owner)
+            self.states.clear()
 
     def tick(self) -> None:
         now = utcnow()
@@ -172,3 +176,33 @@ class SearchLoop:
     def _end(self, task_id: int, status: TaskStatus, message: str) -> None:
         finish_task(self.db, task_id=task_id, owner=self.owner, status=status, message=message)
         self.states.pop(task_id, None)
+
+
+class SearchLoopProcess:
+    """The search loop in a child process of the coordinator: proposing candidates is CPU-bound Python
+    (sampling, lowering, the cost model) and would otherwise hold the API's GIL for seconds at a time.
+    The child watches its parent and ends, releasing its tasks, if the parent dies without stopping it."""
+
+    def __init__(self, settings: Settings) -> None:
+        ctx = mp.get_context("spawn")
+        self._stop = ctx.Event()
+        self._process = ctx.Process(
+            target=_loop_process, args=(settings, self._stop, os.getpid()), name="search-loop", daemon=True
+        )
+
+    def start(self) -> None:
+        self._process.start()
+
+    def stop(self, timeout: float = 60.0) -> None:
+        self._stop.set()
+        self._process.join(timeout)
+        if self._process.is_alive():
+            self._process.kill()
+            self._process.join()
+
+
+def _loop_process(settings: Settings, stop: Event, parent: int) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when to stop (Ctrl-C reaches both)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    with Database.open(settings.database_url) as db:
+        SearchLoop(db, settings).run(stop, parent)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, HTTPException, status
+from fastapi import APIRouter, HTTPException, Request, status
 
 from tuner.database.tokens import create_token, revoke_token, tokens
 from tuner.service.deps import AdminToken, DatabaseDep
@@ -25,8 +25,9 @@ def list_tokens(db: DatabaseDep, _: AdminToken) -> list[TokenPublic]:
 
 
 @router.delete("/{token_id}", status_code=status.HTTP_204_NO_CONTENT)
-def revoke(token_id: int, db: DatabaseDep, _: AdminToken) -> None:
+def revoke(request: Request, token_id: int, db: DatabaseDep, _: AdminToken) -> None:
     try:
         revoke_token(db, token_id=token_id, now=utcnow())
     except KeyError:
         raise HTTPException(status.HTTP_404_NOT_FOUND, f"no token {token_id}") from None
+    request.app.state.tokens.forget(token_id)

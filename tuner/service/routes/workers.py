@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from fastapi import APIRouter, HTTPException, status
+from fastapi import APIRouter, HTTPException, Request, status
 
 from tuner.database import Role
 from tuner.database import queue as q
@@ -63,18 +63,25 @@ def list_workers(db: DatabaseDep, settings: SettingsDep, _: ClientToken) -> list
 
 
 @router.post("/{worker_id}/heartbeat")
-def beat(worker_id: int, db: DatabaseDep, settings: SettingsDep, holder: WorkerToken) -> Count:
+def beat(
+    request: Request, worker_id: int, db: DatabaseDep, settings: SettingsDep, holder: WorkerToken
+) -> Count:
     """Alive: extends every lease the worker holds. Returns how many it holds."""
-    own_worker(db, worker_id, holder)
+    own_worker(request, db, worker_id, holder)
     return Count(count=heartbeat(db, worker_id=worker_id, lease_secs=settings.lease_seconds, now=utcnow()))
 
 
 @router.post("/{worker_id}/lease")
 def lease(
-    worker_id: int, body: LeaseRequest, db: DatabaseDep, settings: SettingsDep, holder: WorkerToken
+    request: Request,
+    worker_id: int,
+    body: LeaseRequest,
+    db: DatabaseDep,
+    settings: SettingsDep,
+    holder: WorkerToken,
 ) -> Lease:
     """Up to `max` candidates for this worker's hardware; an empty list when there is nothing to do."""
-    worker = own_worker(db, worker_id, holder)
+    worker = own_worker(request, db, worker_id, holder)
     leased = q.lease(
         db,
         worker_id=worker_id,
@@ -89,10 +96,12 @@ def lease(
 
 
 @router.post("/{worker_id}/results")
-def submit(worker_id: int, body: ResultsIn, db: DatabaseDep, holder: WorkerToken) -> ResultsOut:
+def submit(
+    request: Request, worker_id: int, body: ResultsIn, db: DatabaseDep, holder: WorkerToken
+) -> ResultsOut:
     """Results of leased candidates, each accepted once: a repeated submission is a 'duplicate' and
     stores nothing, so a worker may retry a submission whose answer it never received."""
-    worker = own_worker(db, worker_id, holder)
+    worker = own_worker(request, db, worker_id, holder)
     submissions = [q.Submission(**r.model_dump()) for r in body.results]
     outcomes = q.submit(db, worker=f"{worker.name}#{worker.id}", submissions=submissions)
     for outcome in outcomes:
@@ -101,24 +110,28 @@ def submit(worker_id: int, body: ResultsIn, db: DatabaseDep, holder: WorkerToken
 
 
 @router.post("/{worker_id}/release")
-def release(worker_id: int, body: ReleaseIn, db: DatabaseDep, holder: WorkerToken) -> Count:
+def release(request: Request, worker_id: int, body: ReleaseIn, db: DatabaseDep, holder: WorkerToken) -> Count:
     """Give leases back unmeasured: they are dispatched again at once."""
-    own_worker(db, worker_id, holder)
+    own_worker(request, db, worker_id, holder)
     return Count(count=q.release(db, worker_id=worker_id, candidate_ids=body.candidate_ids))
 
 
 @router.post("/{worker_id}/stop")
-def stop(worker_id: int, db: DatabaseDep, holder: WorkerToken) -> Count:
+def stop(request: Request, worker_id: int, db: DatabaseDep, holder: WorkerToken) -> Count:
     """A worker shutting down: every lease it still holds goes back. Returns how many."""
-    own_worker(db, worker_id, holder)
+    own_worker(request, db, worker_id, holder)
     return Count(count=stop_worker(db, worker_id=worker_id, now=utcnow()))
 
 
-def own_worker(db: DatabaseDep, worker_id: int, holder: TokenInfo) -> WorkerInfo:
-    try:
-        worker = get_worker(db, worker_id)
-    except KeyError:
-        raise HTTPException(status.HTTP_404_NOT_FOUND, f"no worker {worker_id}") from None
+def own_worker(request: Request, db: DatabaseDep, worker_id: int, holder: TokenInfo) -> WorkerInfo:
+    """The worker, if this token may act for it. Registrations never change, so they are cached."""
+    known: dict[int, WorkerInfo] = request.app.state.workers
+    worker = known.get(worker_id)
+    if worker is None:
+        try:
+            worker = known[worker_id] = get_worker(db, worker_id)
+        except KeyError:
+            raise HTTPException(status.HTTP_404_NOT_FOUND, f"no worker {worker_id}") from None
     if holder.role != Role.ADMIN and worker.token_id != holder.id:
         raise HTTPException(
             status.HTTP_403_FORBIDDEN, f"worker {worker_id} was registered with another token"
