@@ -169,10 +169,13 @@ def tuner_argv(argv: list[str]) -> list[str]:
     return [sys.executable, "-m", "tuner.cli", *argv[1:]]
 
 
-def clean_environment(**variables: str) -> dict[str, str]:
-    """This process's environment without any TENSOR_TUNER_* of the caller's, plus `variables`."""
+def clean_environment(*layers: dict[str, str]) -> dict[str, str]:
+    """This process's environment without any TENSOR_TUNER_* of the caller's, then `layers` in order;
+    the processes import this checkout's code whatever their working directory."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("TENSOR_TUNER_")}
-    env.update(variables)
+    for layer in layers:
+        env.update(layer)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
     return env
 
 
@@ -182,14 +185,15 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def wait_until(condition: Callable[[], Any], timeout: float, what: str) -> Any:
+def wait_until(condition: Callable[[], Any], timeout: float, what: Callable[[], str]) -> Any:
+    """Poll `condition` until it is truthy; after `timeout` s fail, saying `what()` was awaited."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         value = condition()
         if value:
             return value
         time.sleep(0.2)
-    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what()}")
 
 
 class Process:
