@@ -2,6 +2,8 @@
 tuner.settings.Settings parses, and every documented variable must parse."""
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -23,6 +25,19 @@ def test_settings_md_is_generated_from_the_class():
     assert DOC.read_text() == settings_markdown(), (
         f"deploy/SETTINGS.md differs from tuner.settings.Settings; regenerate it: {REGENERATE}"
     )
+
+
+def test_the_regenerate_command_prints_the_document():
+    """The command the failure above names really writes what the test expects."""
+    result = subprocess.run(
+        [sys.executable, "-m", "tuner.settings"],
+        cwd=DOC.parents[1],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == settings_markdown()
 
 
 @pytest.mark.parametrize("name", list(Settings.model_fields))
