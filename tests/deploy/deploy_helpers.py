@@ -20,11 +20,24 @@ from typing import Any
 import httpx
 import yaml
 
+from tuner.settings import Settings
+
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
 SYSTEMD = DEPLOY / "systemd"
 # Where the units expect the project's virtual environment (deploy/README.md installs it there).
 INSTALLED_TUNER = "/opt/tensor-tuner/venv/bin/tuner"
+
+
+def settings_from(env: dict[str, str]) -> Settings:
+    """The settings that a process with environment `env` reads. A TENSOR_TUNER_ variable that names
+    no setting fails here: pydantic-settings would ignore it without a word."""
+    ours = {
+        k.removeprefix("TENSOR_TUNER_").lower(): v for k, v in env.items() if k.startswith("TENSOR_TUNER_")
+    }
+    unknown = [f"TENSOR_TUNER_{name.upper()}" for name in ours if name not in Settings.model_fields]
+    assert not unknown, f"not settings (see deploy/SETTINGS.md): {unknown}"
+    return Settings(**ours)
 
 
 # --- Dockerfile -------------------------------------------------------------------------------------

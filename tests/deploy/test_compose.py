@@ -20,6 +20,7 @@ from deploy_helpers import (
     free_port,
     healthy,
     interpolate,
+    settings_from,
     tuner_argv,
     wait_until,
     workers,
@@ -27,7 +28,6 @@ from deploy_helpers import (
 
 from tuner.database import Database
 from tuner.database.tokens import create_token
-from tuner.settings import Settings
 
 TUNER_SERVICES = ("coordinator", "worker-0", "worker-1")
 WORKERS = ("worker-0", "worker-1")
@@ -85,7 +85,9 @@ def test_no_port_is_published_beyond_loopback():
         for port in service.get("ports", []):
             host, _ = _published(port)
             assert host in ("127.0.0.1", "::1"), f"{name} publishes {port} on every address of the host"
-    assert [_published(p)[1] for p in services()["coordinator"]["ports"]] == ["8000"]
+    coordinator = services()["coordinator"]
+    env = {**dockerfile().env, **environment_list(coordinator["environment"])}
+    assert [_published(p)[1] for p in coordinator["ports"]] == [str(settings_from(env).port)]
 
 
 def test_workers_reach_the_coordinator_with_a_token():
@@ -128,13 +130,9 @@ def test_workers_have_time_to_finish_a_candidate_on_stop():
 
 
 def test_every_variable_is_a_setting_and_parses():
-    image = dockerfile().env
     for name in TUNER_SERVICES:
-        env = {**image, **environment_list(services(WORKER_TOKEN="tt_x")[name]["environment"])}
-        env = {k: v for k, v in env.items() if k.startswith("TENSOR_TUNER_")}
-        unknown = [k for k in env if k.removeprefix("TENSOR_TUNER_").lower() not in Settings.model_fields]
-        assert not unknown, f"{name}: not settings (see deploy/SETTINGS.md): {unknown}"
-        Settings(**{k.removeprefix("TENSOR_TUNER_").lower(): v for k, v in env.items()})
+        service = services(WORKER_TOKEN="tt_x")[name]
+        settings_from({**dockerfile().env, **environment_list(service["environment"])})
 
 
 def container(
