@@ -1,12 +1,13 @@
 """Every setting of the service, in one place: the coordinator (`tuner serve`), the worker daemon
 (`tuner worker`) and the client commands read this one object. Each field can be set by an environment
 variable `TENSOR_TUNER_<NAME>` (e.g. `TENSOR_TUNER_DATABASE_URL`) or by the command line flag of the
-same name; flags win. `deploy/SETTINGS.md` lists them all (a test keeps it in step with this class).
+same name; flags win. `deploy/SETTINGS.md` lists them all: `python -m tuner.settings` renders it from this
+class (a test keeps the two in step).
 """
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, get_args, get_origin
 
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -77,3 +78,82 @@ class Settings(BaseSettings):
     worker_max_backoff_seconds: float = Field(
         30.0, gt=0, description="Longest wait between retries when the coordinator cannot be reached."
     )
+
+
+# Which commands read each setting, for deploy/SETTINGS.md. A new field needs an entry here: the deploy
+# tests fail until it has one and the document is regenerated.
+READ_BY: dict[str, str] = {
+    "database_url": "serve, token; tune, best, show, submit, status, evaluate-model (embedded)",
+    "host": "serve",
+    "port": "serve",
+    "lease_seconds": "serve",
+    "heartbeat_seconds": "serve",
+    "max_attempts": "serve",
+    "claim_seconds": "serve",
+    "queue_depth": "serve",
+    "tick_seconds": "serve",
+    "max_request_bytes": "serve",
+    "max_trials": "serve",
+    "coordinator_url": "worker; submit, status, cancel, best, show (remote)",
+    "token": "worker; submit, status, cancel, best, show (remote)",
+    "worker_name": "worker",
+    "worker_batch": "worker",
+    "worker_cpus": "worker",
+    "worker_runner": "worker",
+    "worker_repeat": "worker",
+    "worker_min_repeat_ms": "worker",
+    "worker_max_backoff_seconds": "worker",
+}
+REGENERATE = "python -m tuner.settings > deploy/SETTINGS.md"
+
+
+def settings_markdown() -> str:
+    """deploy/SETTINGS.md: every field of `Settings` as an environment variable, rendered from the class
+    so the document cannot drift from the code."""
+    rows = [
+        "| Variable | Default | Values | Read by `tuner ...` | What it does |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for name, field in Settings.model_fields.items():
+        cells = (
+            f"`{Settings.model_config['env_prefix']}{name.upper()}`",
+            "(unset)" if field.default is None else f"`{field.default}`",
+            _values(field.annotation, field.metadata),
+            READ_BY.get(name, "**?** (add it to READ_BY)"),
+            field.description or "**?** (give the field a description)",
+        )
+        rows.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+    return "\n".join(
+        [
+            "# Settings",
+            "",
+            f"<!-- Generated from tuner.settings.Settings by `{REGENERATE}`; do not edit. -->",
+            "",
+            "Every tensor-tuner process (`tuner serve`, `tuner worker` and the client commands) reads its",
+            "configuration from one object, `tuner.settings.Settings`, filled from these environment",
+            "variables. A command's flag, where it has one (`tuner <command> --help`), wins over the",
+            "variable. Variables with the prefix but an unknown name are ignored, so check the spelling",
+            "here. In systemd units they come from `EnvironmentFile=`, in `compose.yaml` from",
+            "`environment:`.",
+            "",
+            *rows,
+            "",
+        ]
+    )
+
+
+def _values(annotation: object, metadata: list[object]) -> str:
+    args = get_args(annotation)
+    if get_origin(annotation) is Literal:
+        return " or ".join(f"`{a}`" for a in args)
+    types = [a for a in args if a is not type(None)] or [annotation]
+    text = " or ".join(getattr(t, "__name__", str(t)) for t in types)
+    bounds = {"ge": "≥", "gt": ">", "le": "≤", "lt": "<"}
+    limits = [
+        f"{sign} {getattr(m, key)}" for m in metadata for key, sign in bounds.items() if hasattr(m, key)
+    ]
+    return ", ".join([text, *limits])
+
+
+if __name__ == "__main__":
+    print(settings_markdown(), end="")

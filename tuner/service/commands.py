@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 import time
 from collections.abc import Callable
@@ -143,6 +144,9 @@ def _serve(args: argparse.Namespace, console: Console) -> int:
 
     from tuner.service.app import create_app
 
+    # uvicorn re-raises the SIGTERM it shut down on, which would kill the process after a clean stop;
+    # exit 0 instead, so systemd and docker report success and keep death by signal for real trouble.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     settings = settings_from(args)
     app = create_app(settings, search_loop=not args.no_search_loop)
     uvicorn.run(app, host=settings.host, port=settings.port, log_level=args.log_level)

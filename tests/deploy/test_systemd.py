@@ -1,0 +1,151 @@
+"""deploy/systemd: the coordinator unit and the worker template. Their ExecStart lines, with the
+specifiers expanded and the environment of the example env files, are run here as processes: the
+coordinator serves /healthz, a worker instance registers pinned to its instance's CPUs, and both exit
+0 on the SIGTERM systemd sends them."""
+
+import os
+import shutil
+import subprocess
+
+import pytest
+from deploy_helpers import (
+    INSTALLED_TUNER,
+    SYSTEMD,
+    Process,
+    clean_environment,
+    created_token,
+    env_file,
+    expand_specifiers,
+    free_port,
+    healthy,
+    settings_from,
+    tuner_argv,
+    unit,
+    wait_until,
+    workers,
+)
+
+from tuner.database import Database
+from tuner.database.tokens import create_token
+from tuner.settings import Settings
+
+COORDINATOR = SYSTEMD / "tensor-tuner-coordinator.service"
+WORKER = SYSTEMD / "tensor-tuner-worker@.service"
+ENV_FILES = {COORDINATOR: SYSTEMD / "coordinator.env", WORKER: SYSTEMD / "worker.env"}
+
+
+def service(path):
+    return {key: values[-1] for key, values in unit(path)["Service"].items()}
+
+
+def exec_start(path, instance=""):
+    (line,) = unit(path)["Service"]["ExecStart"]
+    return tuner_argv(expand_specifiers(line, instance).split())
+
+
+def example_environment(path):
+    """What EnvironmentFile= gives the unit, if /etc/tensor-tuner holds the example file."""
+    (shipped,) = service(path)["EnvironmentFile"].split()
+    assert shipped == f"/etc/tensor-tuner/{ENV_FILES[path].name}", "the README copies the examples there"
+    return env_file(ENV_FILES[path])
+
+
+@pytest.mark.parametrize("path", [COORDINATOR, WORKER], ids=lambda p: p.name)
+def test_unit_restarts_stops_gracefully_and_is_hardened(path):
+    s = service(path)
+    assert s["Restart"] == "on-failure"
+    assert s["KillSignal"] == "SIGTERM"
+    # SIGTERM to the main process only: a worker's build and measurement processes must finish the
+    # candidate it is timing.
+    assert s["KillMode"] == "mixed"
+    assert s["User"] != "root" and s["NoNewPrivileges"] == "yes" and s["ProtectSystem"] == "strict"
+    assert s["ExecStart"].split()[0] == INSTALLED_TUNER
+    assert "multi-user.target" in unit(path)["Install"]["WantedBy"]
+
+
+def test_the_coordinator_may_write_its_state_directory_only():
+    s = service(COORDINATOR)
+    assert s["WorkingDirectory"] == f"/var/lib/{s['StateDirectory']}"
+    assert "ReadWritePaths" not in s
+
+
+def test_a_worker_has_time_to_finish_its_candidate():
+    """A build may take 30 s and a run 60 s, both twice when a new best is re-measured, and the
+    results are then submitted with retries for up to worker_max_backoff_seconds."""
+    assert int(service(WORKER)["TimeoutStopSec"]) >= 2 * (30 + 60) + Settings().worker_max_backoff_seconds
+
+
+def test_a_worker_instance_is_its_cpu_list():
+    argv = exec_start(WORKER, "4-7")
+    assert argv[argv.index("--cpus") + 1] == "4-7"
+
+
+@pytest.mark.parametrize("path", [COORDINATOR, WORKER], ids=lambda p: p.name)
+def test_env_file_sets_known_settings_that_parse(path):
+    settings_from(example_environment(path))
+
+
+@pytest.mark.skipif(not shutil.which("systemd-analyze"), reason="systemd-analyze is not installed")
+def test_systemd_accepts_the_units(tmp_path):
+    """systemd's own parser, with the venv's tuner replaced by an executable that exists here: any
+    unknown directive or bad value is reported (and only ignored, so any output fails)."""
+    for path in (COORDINATOR, WORKER):
+        text = path.read_text().replace(INSTALLED_TUNER, shutil.which("true") or "/bin/true")
+        (tmp_path / path.name).write_text(text)
+    result = subprocess.run(
+        ["systemd-analyze", "verify", COORDINATOR.name, "tensor-tuner-worker@0-3.service"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert (result.returncode, result.stdout + result.stderr) == (0, "")
+
+
+def test_the_units_commands_run(tmp_path):
+    """The coordinator's ExecStart serves /healthz; a worker token is made as the README says; an
+    instance of the worker template (named after a CPU this machine has) registers, pinned to it; each
+    exits 0 on SIGTERM."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    database = f"sqlite:///{tmp_path / 'tuning.db'}"
+    # What differs on this machine: no database or coordinator host, no network to serve.
+    coordinator_env = clean_environment(
+        example_environment(COORDINATOR),
+        {
+            "TENSOR_TUNER_DATABASE_URL": database,
+            "TENSOR_TUNER_HOST": "127.0.0.1",
+            "TENSOR_TUNER_PORT": str(port),
+        },
+    )
+    started: list[Process] = []
+    try:
+        coordinator = Process(exec_start(COORDINATOR), coordinator_env, tmp_path / "coordinator.log")
+        started.append(coordinator)
+        wait_until(lambda: healthy(url, coordinator), 60, lambda: f"/healthz:\n{coordinator.output()}")
+
+        command = tuner_argv(["tuner", "token", "create", "--role", "worker", "--name", "bench-01"])
+        result = subprocess.run(command, env=coordinator_env, capture_output=True, text=True, timeout=120)
+        token = created_token(result)
+        with Database.open(database) as db:
+            admin = create_token(db, role="admin", name="test")[1]
+
+        instance = str(max(os.sched_getaffinity(0)))
+        worker_env = clean_environment(
+            example_environment(WORKER), {"TENSOR_TUNER_COORDINATOR_URL": url, "TENSOR_TUNER_TOKEN": token}
+        )
+        worker = Process(exec_start(WORKER, instance), worker_env, tmp_path / "worker.log")
+        started.append(worker)
+        name = expand_specifiers("%H:%I", instance)
+        wait_until(
+            lambda: [w for w in workers(url, admin) if w["alive"] and w["name"] == name],
+            60,
+            lambda: f"worker {name} to register:\n{worker.output()}",
+        )
+        assert os.sched_getaffinity(worker.popen.pid) == {int(instance)}
+        assert worker.stop() == 0, worker.output()
+        assert not any(w["alive"] for w in workers(url, admin)), "the worker left without saying goodbye"
+        assert coordinator.stop() == 0, coordinator.output()
+    finally:
+        for process in started:
+            process.stop()
