@@ -1,11 +1,13 @@
-"""Coordinator throughput: a real `tuner serve` process, 8 worker processes with the null runner (they
-measure nothing, so the coordinator is all that is measured), 8 tasks with large budgets. Reports
-candidates dispatched per second, the p50/p99 latency of lease and result calls as the workers saw
-them, and the coordinator's overhead per candidate (lease + result time per candidate), on SQLite and
-on PostgreSQL.
+"""Coordinator throughput, on SQLite and on PostgreSQL: a real `tuner serve` process and 8 worker
+processes (the real daemon) with the null runner, which measures nothing, so the coordinator is what is
+measured.
 
-The search loop runs in the coordinator process too (random search on a small matmul), so the
-dispatch rate includes proposing the candidates: that is the coordinator's real work per candidate.
+- dispatch: the queue is filled beforehand with 4,000 candidates (real matmul traces, made unique) and
+  the coordinator serves the API only; the workers drain it. Reports candidates per second, the
+  p50/p99 latency of lease and result calls as the workers saw them, and the coordinator's time per
+  candidate: (all lease + result call time) / candidates.
+- with the search loop: 8 random-search tasks on a small matmul, the coordinator proposing candidates
+  as the workers drain them (20 s): the rate the whole service sustains when measuring costs nothing.
 """
 
 from __future__ import annotations
@@ -20,105 +22,146 @@ from typing import Any
 
 import numpy as np
 
+from bench.common import random_matmul_traces
+from compiler.workloads import workload_from_spec
+from runner.hardware import host_hardware
 from runner.worker import Worker, WorkerConfig
 from tests.postgres import temporary_database
 from tests.service.processes import Coordinator
 from tuner.database import Database
+from tuner.database import queue as q
 from tuner.database.tokens import create_token
 from tuner.service.client import Client
 from tuner.settings import Settings
 
 WORKERS = 8
-TASKS = 8
-SECONDS = 20.0
+QUEUED = 4000
+LOOP_SECONDS = 20.0
 SPEC = {"op": "matmul", "params": {"M": 64, "N": 64, "K": 64}}
 
 
 class TimedWorker(Worker):
-    """The real worker daemon, with every request to the coordinator timed."""
+    """The real worker daemon, with every request to the coordinator timed. With `until_idle` it stops
+    at its first empty lease (the queue is drained)."""
 
-    def __init__(self, config: WorkerConfig) -> None:
+    def __init__(self, config: WorkerConfig, until_idle: bool) -> None:
         super().__init__(config)
+        self.until_idle = until_idle
         self.latencies: dict[str, list[float]] = defaultdict(list)
         self.measured = 0
+        self.first = self.last = 0.0  # wall clock of the first lease and the last result
 
     def _request(self, method: str, path: str, body: dict[str, Any] | None) -> Any:
         start = time.perf_counter()
         reply = super()._request(method, path, body)
         kind = path.rsplit("/", 1)[-1]
         if kind == "lease" and not reply["candidates"]:
-            kind = "idle-lease"  # nothing to do yet: load on the coordinator, but no candidate's cost
+            kind = "idle-lease"  # nothing to do: load on the coordinator, but no candidate's cost
+            if self.until_idle:
+                self.stopping.set()
         self.latencies[kind].append(time.perf_counter() - start)
+        if kind == "lease" and not self.first:
+            self.first = time.time()
         if kind == "results":
             self.measured += sum(o == "accepted" for o in reply["outcomes"])
+            self.last = time.time()
         return reply
 
 
-def _work(url: str, token: str, index: int, seconds: float, out: Any) -> None:
-    worker = TimedWorker(
-        WorkerConfig(coordinator_url=url, token=token, name=f"null-{index}", runner="null", idle_poll_s=0.02)
-    )
-    threading.Timer(seconds, worker.stopping.set).start()
+def _work(url: str, token: str, index: int, seconds: float | None, out: Any) -> None:
+    config = WorkerConfig(coordinator_url=url, token=token, name=f"null-{index}", runner="null")
+    worker = TimedWorker(config, until_idle=seconds is None)
+    if seconds is not None:
+        threading.Timer(seconds, worker.stopping.set).start()
     worker.run()
-    out.put((dict(worker.latencies), worker.measured))
+    out.put((dict(worker.latencies), worker.measured, worker.first, worker.last))
 
 
-def run(settings: Settings, workdir: Path) -> dict[str, float]:
-    with Database.open(settings.database_url) as db:
-        admin = create_token(db, role="admin", name="bench")[1]
-        worker_token = create_token(db, role="worker", name="bench")[1]
+def _run_workers(url: str, token: str, seconds: float | None) -> tuple[dict[str, list[float]], int, float]:
+    """8 workers, for `seconds` or (None) until the queue is drained. Returns the latencies of their
+    calls, the candidates they measured, and the seconds from the first lease to the last result."""
     ctx = mp.get_context("spawn")
-    coordinator = Coordinator(settings, workdir).start()
-    try:
-        out = ctx.Queue()
-        procs = [
-            ctx.Process(target=_work, args=(coordinator.url, worker_token, i, SECONDS, out))
-            for i in range(WORKERS)
-        ]
-        for p in procs:
-            p.start()
-        with Client(coordinator.url, admin) as api:
-            deadline = time.monotonic() + 60
-            while len(api.http.get("/v1/workers").json()) < WORKERS and time.monotonic() < deadline:
-                time.sleep(0.1)
-            for seed in range(TASKS):
-                api.submit(SPEC, trials=100_000, strategy="random", seed=seed)
-        reports = [out.get(timeout=SECONDS + 120) for _ in procs]
-        for p in procs:
-            p.join()
-    finally:
-        coordinator.stop()
+    out = ctx.Queue()
+    procs = [ctx.Process(target=_work, args=(url, token, i, seconds, out)) for i in range(WORKERS)]
+    for p in procs:
+        p.start()
+    reports = [out.get(timeout=600) for _ in procs]
+    for p in procs:
+        p.join()
     latencies: dict[str, list[float]] = defaultdict(list)
-    for lat, _ in reports:
+    for lat, *_ in reports:
         for kind, values in lat.items():
             latencies[kind] += values
-    measured = sum(m for _, m in reports)
-    lease, results = np.array(latencies["lease"]), np.array(latencies["results"])
-    return {
-        "candidates": measured,
-        "per_second": measured / SECONDS,
-        "lease_p50_ms": 1e3 * float(np.percentile(lease, 50)),
-        "lease_p99_ms": 1e3 * float(np.percentile(lease, 99)),
-        "results_p50_ms": 1e3 * float(np.percentile(results, 50)),
-        "results_p99_ms": 1e3 * float(np.percentile(results, 99)),
-        "idle_leases": len(latencies["idle-lease"]),
-        "overhead_ms_per_candidate": 1e3 * (lease.sum() + results.sum()) / max(measured, 1),
-    }
+    first = min(r[2] for r in reports if r[2])
+    last = max(r[3] for r in reports)
+    return latencies, sum(r[1] for r in reports), last - first
+
+
+def _fill_queue(settings: Settings) -> None:
+    """A task with QUEUED candidates waiting: real traces, each made unique by an extra key."""
+    hw, wl = host_hardware(), workload_from_spec(SPEC)
+    traces = random_matmul_traces(SPEC, 40)
+    unique = [{**traces[i % len(traces)], "bench": i} for i in range(QUEUED)]
+    with Database.open(settings.database_url) as db:
+        wid = db.add_workload(hash=wl.func.structural_hash(), name=wl.name, spec=wl.spec, flops=wl.flops)
+        hid = db.add_hardware(key=hw.key, cpu=hw.cpu, features=hw.features, cores=hw.cores)
+        task = db.add_task(workload_id=wid, hardware_id=hid, strategy="random", trials=QUEUED, seed=0)
+        for start in range(0, QUEUED, 500):
+            q.enqueue(db, task_id=task, workload_id=wid, hardware_id=hid, traces=unique[start : start + 500])
+
+
+def _tokens(settings: Settings) -> tuple[str, str]:
+    with Database.open(settings.database_url) as db:
+        return create_token(db, role="admin", name="bench")[1], create_token(db, role="worker", name="bench")[
+            1
+        ]
+
+
+def dispatch(settings: Settings, workdir: Path) -> str:
+    _, worker_token = _tokens(settings)
+    _fill_queue(settings)
+    coordinator = Coordinator(settings, workdir, "--no-search-loop").start()
+    try:
+        latencies, measured, seconds = _run_workers(coordinator.url, worker_token, None)
+    finally:
+        coordinator.stop()
+    return _summary(latencies, measured, seconds)
+
+
+def with_search_loop(settings: Settings, workdir: Path) -> str:
+    admin, worker_token = _tokens(settings)
+    coordinator = Coordinator(settings, workdir).start()
+    try:
+        with Client(coordinator.url, admin) as api:
+            # The tasks need the workers' hardware: register it first, as a worker's start would.
+            Worker(
+                WorkerConfig(coordinator_url=coordinator.url, token=worker_token, runner="null")
+            )._register()
+            for seed in range(WORKERS):
+                api.submit(SPEC, trials=100_000, strategy="random", seed=seed)
+        latencies, measured, seconds = _run_workers(coordinator.url, worker_token, LOOP_SECONDS)
+    finally:
+        coordinator.stop()
+    return _summary(latencies, measured, seconds)
+
+
+def _summary(latencies: dict[str, list[float]], measured: int, seconds: float) -> str:
+    lease, results = (1e3 * np.array(latencies[kind]) for kind in ("lease", "results"))
+    overhead = (lease.sum() + results.sum()) / max(measured, 1)
+    p50, p99 = (lambda x: np.percentile(x, 50)), (lambda x: np.percentile(x, 99))
+    return (
+        f"{measured / seconds:.0f} candidates/s ({measured} in {seconds:.1f} s); "
+        f"lease p50 {p50(lease):.1f} ms, p99 {p99(lease):.1f} ms; "
+        f"results p50 {p50(results):.1f} ms, p99 {p99(results):.1f} ms; "
+        f"{overhead:.2f} ms of calls per candidate"
+    )
 
 
 def main() -> None:
     for backend in ("sqlite", "postgresql"):
-        with tempfile.TemporaryDirectory() as tmp, temporary_database() as pg_url:
-            url = f"sqlite:///{Path(tmp) / 'bench.db'}" if backend == "sqlite" else pg_url
-            settings = Settings(database_url=url, queue_depth=64, tick_seconds=0.05)
-            r = run(settings, Path(tmp))
-        print(
-            f"coordinator on {backend}, {WORKERS} null-runner workers, {TASKS} tasks, {SECONDS:.0f} s: "
-            f"{r['per_second']:.0f} candidates/s ({r['candidates']})"
-        )
-        print(
-            f"  lease p50 {r['lease_p50_ms']:.1f} ms, p99 {r['lease_p99_ms']:.1f} ms; "
-            f"results p50 {r['results_p50_ms']:.1f} ms, p99 {r['results_p99_ms']:.1f} ms; "
-            f"{r['idle_leases']} idle lease calls; "
-            f"overhead {r['overhead_ms_per_candidate']:.2f} ms per candidate"
-        )
+        for name, phase in (("dispatch", dispatch), ("with the search loop", with_search_loop)):
+            with tempfile.TemporaryDirectory() as tmp, temporary_database() as pg_url:
+                url = f"sqlite:///{Path(tmp) / 'bench.db'}" if backend == "sqlite" else pg_url
+                settings = Settings(database_url=url, queue_depth=64, tick_seconds=0.05)
+                result = phase(settings, Path(tmp))
+                print(f"coordinator on {backend}, {WORKERS} null-runner workers, {name}: {result}")

@@ -87,8 +87,9 @@ class Process:
 class Coordinator:
     """`tuner serve` on a free port; restartable on the same port and database."""
 
-    def __init__(self, settings: Settings, logs: Path) -> None:
+    def __init__(self, settings: Settings, logs: Path, *flags: str) -> None:
         self.settings = settings
+        self.flags = flags
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.logs = logs
