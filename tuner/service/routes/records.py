@@ -9,14 +9,14 @@ from fastapi import APIRouter, HTTPException, Query, status
 
 from tuner.database import Database, Record
 from tuner.service.deps import ClientToken, DatabaseDep
-from tuner.service.errors import field_error
+from tuner.service.errors import AUTH, BODY, documented, field_error
 from tuner.service.routes.tasks import gflops, parse_workload
 from tuner.service.schemas import BestQuery, RecordPublic
 
-router = APIRouter(prefix="/v1", tags=["records"])
+router = APIRouter(prefix="/v1", tags=["records"], responses=documented(*AUTH))
 
 
-@router.post("/best")
+@router.post("/best", responses=documented(*BODY))
 def best_records(body: BestQuery, db: DatabaseDep, _: ClientToken) -> list[RecordPublic]:
     """The k fastest correct records of a workload (by spec or structural hash), fastest first."""
     if (body.workload is None) == (body.workload_hash is None):
@@ -36,7 +36,7 @@ def best_by_hash(
     return ranked(db, workload_hash, hardware, k)
 
 
-@router.get("/records/{record_id}")
+@router.get("/records/{record_id}", responses=documented(404))
 def get_record(record_id: int, db: DatabaseDep, _: ClientToken) -> RecordPublic:
     try:
         return record_public(db.get_record(record_id))
