@@ -190,6 +190,7 @@ def test_results_are_validated(api: Api):
         {"candidate_id": c["id"], "status": "exploded"},
         {"candidate_id": c["id"], "status": "ok", "run_secs": [-1.0]},
         {"candidate_id": c["id"], "status": "ok", "run_secs": []},
+        {"candidate_id": 2**31, "status": "timeout"},  # past PostgreSQL's INTEGER: was a 500
     ]
     for result in bad:
         reply = api.client.post(
@@ -202,6 +203,10 @@ def test_results_are_validated(api: Api):
         headers=api.as_("worker"),
     )
     assert unknown.json() == {"outcomes": ["unknown"]}
+    too_big = api.client.post(
+        f"/v1/workers/{worker}/release", json={"candidate_ids": [2**31]}, headers=api.as_("worker")
+    )
+    assert too_big.status_code == 422, too_big.text
 
 
 CLIENT_ROUTES = [
@@ -236,6 +241,27 @@ def test_every_route_but_healthz_needs_a_token_of_the_right_role(api: Api):
     wrong += [(r, role) for r in ADMIN_ROUTES for role in ("client", "worker")]
     for (method, path), role in wrong:
         assert api.client.request(method, path, headers=api.as_(role)).status_code == 403, (path, role)
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "role"),
+    [
+        ("GET", "/v1/tasks/{}", "client"),
+        ("POST", "/v1/tasks/{}/cancel", "client"),
+        ("GET", "/v1/records/{}", "client"),
+        ("POST", "/v1/workers/{}/heartbeat", "worker"),
+        ("POST", "/v1/workers/{}/stop", "worker"),
+        ("DELETE", "/v1/tokens/{}", "admin"),
+    ],
+)
+def test_an_id_out_of_the_databases_range_is_refused_naming_it(api: Api, method: str, path: str, role: str):
+    """Found by the fuzzer: an id of 2**63 overflowed in the database driver (a 500); ids are 32-bit
+    on PostgreSQL."""
+    for bad in (2**31, 2**63, 0):
+        reply = api.client.request(method, path.format(bad), headers=api.as_(role))
+        assert reply.status_code == 422, reply.text
+        assert reply.json()["detail"][0]["loc"][0] == "path"
+    assert api.client.request(method, path.format(2**31 - 1), headers=api.as_(role)).status_code == 404
 
 
 def test_a_worker_token_acts_only_for_its_own_workers(api: Api):

@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
+from fastapi import Path
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from runner import Status
@@ -13,6 +14,10 @@ from tuner.database import Role, TaskStatus
 from tuner.task_search import STRATEGIES
 
 Name = Annotated[str, Field(min_length=1, max_length=200)]
+# Row ids are INTEGER columns, 32-bit on PostgreSQL: a larger id is a 422 naming it, not an overflow in
+# the database driver (a 500).
+MAX_ID = 2**31
+IdPath = Annotated[int, Path(ge=1, lt=MAX_ID)]
 Seconds = Annotated[float, Field(ge=0, le=1e6, allow_inf_nan=False)]
 Strategy = Literal[STRATEGIES]  # type: ignore[valid-type]
 
@@ -150,7 +155,7 @@ class Lease(BaseModel):
 
 
 class ResultIn(Strict):
-    candidate_id: int = Field(ge=1, lt=2**63)
+    candidate_id: int = Field(ge=1, lt=MAX_ID)
     status: Status
     run_secs: list[Seconds] = Field(default_factory=list, max_length=10_000)
     build_secs: Seconds = 0.0
@@ -174,7 +179,7 @@ class ResultsOut(BaseModel):
 
 
 class ReleaseIn(Strict):
-    candidate_ids: list[Annotated[int, Field(ge=1, lt=2**63)]] | None = Field(
+    candidate_ids: list[Annotated[int, Field(ge=1, lt=MAX_ID)]] | None = Field(
         None, max_length=1024, description="Leases to give back; null gives back all of them."
     )
 

@@ -11,7 +11,7 @@ from tuner.database import Database, Record
 from tuner.service.deps import ClientToken, DatabaseDep
 from tuner.service.errors import AUTH, BODY, documented, field_error
 from tuner.service.routes.tasks import gflops, parse_workload
-from tuner.service.schemas import BestQuery, RecordPublic
+from tuner.service.schemas import BestQuery, IdPath, RecordPublic
 
 router = APIRouter(prefix="/v1", tags=["records"], responses=documented(*AUTH))
 
@@ -37,7 +37,7 @@ def best_by_hash(
 
 
 @router.get("/records/{record_id}", responses=documented(404))
-def get_record(record_id: int, db: DatabaseDep, _: ClientToken) -> RecordPublic:
+def get_record(record_id: IdPath, db: DatabaseDep, _: ClientToken) -> RecordPublic:
     try:
         return record_public(db.get_record(record_id))
     except KeyError:

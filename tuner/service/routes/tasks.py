@@ -10,7 +10,7 @@ from tuner.database import queue as q
 from tuner.database.owners import cancel_task
 from tuner.service.deps import ClientToken, DatabaseDep, SettingsDep
 from tuner.service.errors import AUTH, BODY, documented, field_error
-from tuner.service.schemas import Best, QueuePublic, TaskCreate, TaskDetail, TaskPublic
+from tuner.service.schemas import Best, IdPath, QueuePublic, TaskCreate, TaskDetail, TaskPublic
 
 router = APIRouter(prefix="/v1/tasks", tags=["tasks"], responses=documented(*AUTH))
 
@@ -39,7 +39,7 @@ def list_tasks(db: DatabaseDep, _: ClientToken, status: TaskStatus | None = None
 
 
 @router.get("/{task_id}", responses=documented(404))
-def get_task(task_id: int, db: DatabaseDep, _: ClientToken) -> TaskDetail:
+def get_task(task_id: IdPath, db: DatabaseDep, _: ClientToken) -> TaskDetail:
     task = find_task(db, task_id)
     records = db.task_records(task.id)
     flops = db.get_workload(task.workload_id).flops
@@ -52,7 +52,7 @@ def get_task(task_id: int, db: DatabaseDep, _: ClientToken) -> TaskDetail:
 
 
 @router.post("/{task_id}/cancel", responses=documented(404, 409))
-def cancel(task_id: int, db: DatabaseDep, _: ClientToken) -> TaskPublic:
+def cancel(task_id: IdPath, db: DatabaseDep, _: ClientToken) -> TaskPublic:
     """Stop the task and withdraw its queued candidates; results already on their way are kept."""
     find_task(db, task_id)
     if not cancel_task(db, task_id=task_id, message="cancelled by a client"):

@@ -7,7 +7,7 @@ from fastapi import APIRouter, HTTPException, status
 from tuner.database.tokens import create_token, revoke_token, tokens
 from tuner.service.deps import AdminToken, DatabaseDep
 from tuner.service.errors import AUTH, BODY, documented
-from tuner.service.schemas import TokenCreate, TokenCreated, TokenPublic
+from tuner.service.schemas import IdPath, TokenCreate, TokenCreated, TokenPublic
 from tuner.service.search_loop import utcnow
 
 router = APIRouter(prefix="/v1/tokens", tags=["tokens"], responses=documented(*AUTH))
@@ -26,7 +26,7 @@ def list_tokens(db: DatabaseDep, _: AdminToken) -> list[TokenPublic]:
 
 
 @router.delete("/{token_id}", status_code=status.HTTP_204_NO_CONTENT, responses=documented(404))
-def revoke(token_id: int, db: DatabaseDep, _: AdminToken) -> None:
+def revoke(token_id: IdPath, db: DatabaseDep, _: AdminToken) -> None:
     try:
         revoke_token(db, token_id=token_id, now=utcnow())
     except KeyError:

@@ -19,6 +19,7 @@ from tuner.service.errors import AUTH, BODY, documented
 from tuner.service.metrics import LEASED, RESULTS
 from tuner.service.schemas import (
     Count,
+    IdPath,
     Lease,
     LeasedPublic,
     LeaseRequest,
@@ -64,7 +65,7 @@ def list_workers(db: DatabaseDep, settings: SettingsDep, _: ClientToken) -> list
 
 
 @router.post("/{worker_id}/heartbeat", responses=documented(404))
-def beat(worker_id: int, db: DatabaseDep, settings: SettingsDep, holder: WorkerToken) -> Count:
+def beat(worker_id: IdPath, db: DatabaseDep, settings: SettingsDep, holder: WorkerToken) -> Count:
     """Alive: extends every lease the worker holds. Returns how many it holds."""
     own_worker(db, worker_id, holder)
     return Count(count=heartbeat(db, worker_id=worker_id, lease_secs=settings.lease_seconds, now=utcnow()))
@@ -72,7 +73,7 @@ def beat(worker_id: int, db: DatabaseDep, settings: SettingsDep, holder: WorkerT
 
 @router.post("/{worker_id}/lease", responses=documented(404, *BODY))
 def lease(
-    worker_id: int, body: LeaseRequest, db: DatabaseDep, settings: SettingsDep, holder: WorkerToken
+    worker_id: IdPath, body: LeaseRequest, db: DatabaseDep, settings: SettingsDep, holder: WorkerToken
 ) -> Lease:
     """Up to `max` candidates for this worker's hardware; an empty list when there is nothing to do."""
     worker = own_worker(db, worker_id, holder)
@@ -90,7 +91,7 @@ def lease(
 
 
 @router.post("/{worker_id}/results", responses=documented(404, *BODY))
-def submit(worker_id: int, body: ResultsIn, db: DatabaseDep, holder: WorkerToken) -> ResultsOut:
+def submit(worker_id: IdPath, body: ResultsIn, db: DatabaseDep, holder: WorkerToken) -> ResultsOut:
     """Results of leased candidates, each accepted once: a repeated submission is a 'duplicate' and
     stores nothing, so a worker may retry a submission whose answer it never received."""
     worker = own_worker(db, worker_id, holder)
@@ -102,14 +103,14 @@ def submit(worker_id: int, body: ResultsIn, db: DatabaseDep, holder: WorkerToken
 
 
 @router.post("/{worker_id}/release", responses=documented(404, *BODY))
-def release(worker_id: int, body: ReleaseIn, db: DatabaseDep, holder: WorkerToken) -> Count:
+def release(worker_id: IdPath, body: ReleaseIn, db: DatabaseDep, holder: WorkerToken) -> Count:
     """Give leases back unmeasured: they are dispatched again at once."""
     own_worker(db, worker_id, holder)
     return Count(count=q.release(db, worker_id=worker_id, candidate_ids=body.candidate_ids))
 
 
 @router.post("/{worker_id}/stop", responses=documented(404))
-def stop(worker_id: int, db: DatabaseDep, holder: WorkerToken) -> Count:
+def stop(worker_id: IdPath, db: DatabaseDep, holder: WorkerToken) -> Count:
     """A worker shutting down: every lease it still holds goes back. Returns how many."""
     own_worker(db, worker_id, holder)
     return Count(count=stop_worker(db, worker_id=worker_id, now=utcnow()))
