@@ -209,6 +209,43 @@ def test_results_are_validated(api: Api):
     assert too_big.status_code == 422, too_big.text
 
 
+def test_strings_postgresql_cannot_store_are_refused(api: Api):
+    """Found by the fuzzer: a NUL character in a token's name was a 500 on PostgreSQL (its text and
+    JSONB refuse it); so was NaN in a result's timing (JSONB refuses it)."""
+    worker = register(api)
+    submit(api, trials=2)
+    api.loop.tick()
+    (c, _) = lease(api, worker)
+    nul = "a\x00b"
+    posts = [
+        ("/v1/tokens", {"role": "client", "name": nul}, "admin"),
+        ("/v1/workers", {"name": nul, "hardware": HARDWARE}, "worker"),
+        ("/v1/workers", {"name": "w", "hardware": {**HARDWARE, "features": nul}}, "worker"),
+        ("/v1/best", {"workload_hash": nul}, "client"),
+        ("/v1/best", {"workload": SPEC, "hardware": nul}, "client"),
+    ]
+    for result in (
+        {"message": nul},
+        {"timing": {nul: 1.0}},
+    ):
+        body = {"results": [{"candidate_id": c["id"], "status": "timeout", **result}]}
+        posts.append((f"/v1/workers/{worker}/results", body, "worker"))
+    for path, body, role in posts:
+        reply = api.client.post(path, json=body, headers=api.as_(role))
+        assert reply.status_code == 422, (path, body, reply.text)
+    nan = b'{"results": [{"candidate_id": %d, "status": "timeout", "timing": {"t": NaN}}]}' % c["id"]
+    reply = api.client.post(
+        f"/v1/workers/{worker}/results",
+        content=nan,
+        headers={**api.as_("worker"), "Content-Type": "application/json"},
+    )
+    assert reply.status_code == 422, reply.text
+    for path, params in (("/v1/workloads/a%00b/best", {}), ("/v1/workloads/abc/best", {"hardware": nul})):
+        reply = api.client.get(path, params=params, headers=api.as_("client"))
+        assert reply.status_code == 422, (path, reply.text)
+    assert results(api, worker, [c]) == ["accepted"]  # nothing of the above was stored
+
+
 CLIENT_ROUTES = [
     ("GET", "/v1/tasks"),
     ("POST", "/v1/tasks"),

@@ -13,7 +13,11 @@ from runner import Status
 from tuner.database import Role, TaskStatus
 from tuner.task_search import STRATEGIES
 
-Name = Annotated[str, Field(min_length=1, max_length=200)]
+# PostgreSQL stores no NUL character in text, nor in a JSONB string: such a string is a 422 here.
+NO_NUL = r"^[^\x00]*$"
+Name = Annotated[str, Field(min_length=1, max_length=200, pattern=NO_NUL)]
+Hash = Annotated[str, Field(min_length=1, max_length=64, pattern=NO_NUL)]
+LongText = Annotated[str, Field(max_length=20_000, pattern=NO_NUL)]
 # Row ids are INTEGER columns, 32-bit on PostgreSQL: a larger id is a 422 naming it, not an overflow in
 # the database driver (a 500).
 MAX_ID = 2**31
@@ -102,7 +106,7 @@ class RecordPublic(BaseModel):
 
 class BestQuery(Strict):
     workload: dict[str, Any] | None = Field(None, description="The workload spec (or give workload_hash).")
-    workload_hash: Annotated[str, Field(min_length=1, max_length=64)] | None = None
+    workload_hash: Hash | None = None
     hardware: Name | None = Field(None, description="Hardware key; default: the only kind with records.")
     k: int = Field(1, ge=1, le=100)
 
@@ -113,7 +117,7 @@ class BestQuery(Strict):
 class HardwareIn(Strict):
     key: Name
     cpu: Name
-    features: Annotated[str, Field(max_length=20_000)]
+    features: LongText
     cores: int = Field(ge=1, le=100_000)
 
 
@@ -159,8 +163,10 @@ class ResultIn(Strict):
     status: Status
     run_secs: list[Seconds] = Field(default_factory=list, max_length=10_000)
     build_secs: Seconds = 0.0
-    message: Annotated[str, Field(max_length=20_000)] = ""
-    timing: dict[str, float | int | bool] = Field(default_factory=dict, max_length=32)
+    message: LongText = ""
+    timing: dict[Name, Annotated[float, Field(allow_inf_nan=False)] | int | bool] = Field(
+        default_factory=dict, max_length=32
+    )
     remeasured: bool = False
 
     @model_validator(mode="after")

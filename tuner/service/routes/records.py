@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, HTTPException, Query, status
+from fastapi import APIRouter, HTTPException, Path, Query, status
 
 from tuner.database import Database, Record
 from tuner.service.deps import ClientToken, DatabaseDep
 from tuner.service.errors import AUTH, BODY, documented, field_error
 from tuner.service.routes.tasks import gflops, parse_workload
-from tuner.service.schemas import BestQuery, IdPath, RecordPublic
+from tuner.service.schemas import NO_NUL, BestQuery, IdPath, RecordPublic
 
 router = APIRouter(prefix="/v1", tags=["records"], responses=documented(*AUTH))
 
@@ -27,10 +27,10 @@ def best_records(body: BestQuery, db: DatabaseDep, _: ClientToken) -> list[Recor
 
 @router.get("/workloads/{workload_hash}/best")
 def best_by_hash(
-    workload_hash: str,
+    workload_hash: Annotated[str, Path(max_length=64, pattern=NO_NUL)],
     db: DatabaseDep,
     _: ClientToken,
-    hardware: Annotated[str | None, Query(max_length=200)] = None,
+    hardware: Annotated[str | None, Query(max_length=200, pattern=NO_NUL)] = None,
     k: Annotated[int, Query(ge=1, le=100)] = 1,
 ) -> list[RecordPublic]:
     return ranked(db, workload_hash, hardware, k)
