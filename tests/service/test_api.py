@@ -189,6 +189,9 @@ def test_results_are_validated(api: Api):
     bad = [
         {"candidate_id": c["id"], "status": "exploded"},
         {"candidate_id": c["id"], "status": "ok", "run_secs": [-1.0]},
+        # A zero or subnormal time made GFLOPS infinite: null in a task's best and curve.
+        {"candidate_id": c["id"], "status": "ok", "run_secs": [0.0]},
+        {"candidate_id": c["id"], "status": "ok", "run_secs": [5e-324]},
         {"candidate_id": c["id"], "status": "ok", "run_secs": []},
         {"candidate_id": 2**31, "status": "timeout"},  # past PostgreSQL's INTEGER: was a 500
     ]

@@ -23,6 +23,9 @@ LongText = Annotated[str, Field(max_length=20_000, pattern=NO_NUL)]
 MAX_ID = 2**31
 IdPath = Annotated[int, Path(ge=1, lt=MAX_ID)]
 Seconds = Annotated[float, Field(ge=0, le=1e6, allow_inf_nan=False)]
+# One timed run: no kernel runs in under a picosecond, and a 0 or subnormal time would make its GFLOPS
+# infinite (written as null where the API promises a number).
+RunSeconds = Annotated[float, Field(ge=1e-12, le=1e6, allow_inf_nan=False)]
 Strategy = Literal[STRATEGIES]  # type: ignore[valid-type]
 
 
@@ -161,7 +164,7 @@ class Lease(BaseModel):
 class ResultIn(Strict):
     candidate_id: int = Field(ge=1, lt=MAX_ID)
     status: Status
-    run_secs: list[Seconds] = Field(default_factory=list, max_length=10_000)
+    run_secs: list[RunSeconds] = Field(default_factory=list, max_length=10_000)
     build_secs: Seconds = 0.0
     message: LongText = ""
     timing: dict[Name, Annotated[float, Field(allow_inf_nan=False)] | int | bool] = Field(
