@@ -15,8 +15,7 @@ from tuner.service.search_loop import SearchLoop
 from tuner.settings import Settings
 
 
-@pytest.fixture
-def settings(database_url: str) -> Settings:
+def service_settings(database_url: str) -> Settings:
     """Short leases, heartbeats and claims, so fault tests see expiry within seconds."""
     return Settings(
         database_url=database_url,
@@ -28,6 +27,11 @@ def settings(database_url: str) -> Settings:
         max_attempts=3,
         max_request_bytes=64 * 1024,
     )
+
+
+@pytest.fixture
+def settings(database_url: str) -> Settings:
+    return service_settings(database_url)
 
 
 @dataclass
