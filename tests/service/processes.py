@@ -4,13 +4,13 @@ loopback, with the test's settings in their environment; always stopped, even wh
 from __future__ import annotations
 
 import os
-import signal
 import socket
 import subprocess
 import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from signal import SIGTERM
 
 import httpx
 
@@ -70,7 +70,7 @@ class Process:
     def wait(self, timeout: float) -> int:
         return self.popen.wait(timeout)
 
-    def stop(self, sig: int = signal.SIGTERM, timeout: float = 30.0) -> int:
+    def stop(self, sig: int = SIGTERM, timeout: float = 30.0) -> int:
         self.signal(sig)
         try:
             code = self.popen.wait(timeout)
@@ -113,7 +113,7 @@ class Coordinator:
         except httpx.HTTPError:
             return False
 
-    def stop(self, sig: int = signal.SIGTERM) -> int:
+    def stop(self, sig: int = SIGTERM) -> int:
         assert self.process is not None
         return self.process.stop(sig)
 
