@@ -50,6 +50,7 @@ def test_a_task_runs_from_submission_to_done(api: Api):
     worker = register(api)
     task = submit(api, trials=6)
     assert task["status"] == "pending" and task["hardware_key"] == HW.key and task["best"] is None
+    assert task["workload_spec"]["params"] == SPEC["params"]  # the dashboard shows the shape
     api.loop.tick()
     first = lease(api, worker)
     assert len(first) == 6 and first[0]["spec"]["op"] == "matmul" and first[0]["best_secs"] is None

@@ -63,6 +63,7 @@ class TaskPublic(BaseModel):
     id: int
     workload_name: str
     workload_hash: str
+    workload_spec: dict[str, Any] = Field(description="The workload's canonical spec (its shape).")
     hardware_key: str
     strategy: str
     trials: int

@@ -100,6 +100,7 @@ def task_public(db: Database, task: TaskInfo) -> TaskPublic:
         id=task.id,
         workload_name=task.workload_name,
         workload_hash=workload.hash,
+        workload_spec=workload.spec,
         hardware_key=task.hardware_key,
         strategy=task.strategy,
         trials=task.trials,
