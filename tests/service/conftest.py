@@ -2,7 +2,7 @@
 API's behaviour, and real coordinator and worker processes on loopback for the end-to-end and fault
 tests. Every fixture runs on SQLite and on PostgreSQL (`database_url`)."""
 
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass
 
 import pytest
@@ -56,3 +56,14 @@ def api(settings: Settings) -> Iterator[Api]:
             for role in ("admin", "client", "worker")
         }
         yield Api(client, db, SearchLoop(db, settings, owner="test-loop"), tokens)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    """Each phase's report on its item (`item.report_call`), for fixtures that keep evidence of a
+    failure (the browser test's screenshot)."""
+    report = yield
+    setattr(item, f"report_{report.when}", report)
+    return report
