@@ -2,7 +2,7 @@
 API's behaviour, and real coordinator and worker processes on loopback for the end-to-end and fault
 tests. Every fixture runs on SQLite and on PostgreSQL (`database_url`)."""
 
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass
 
 import pytest
@@ -15,8 +15,7 @@ from tuner.service.search_loop import SearchLoop
 from tuner.settings import Settings
 
 
-@pytest.fixture
-def settings(database_url: str) -> Settings:
+def service_settings(database_url: str) -> Settings:
     """Short leases, heartbeats and claims, so fault tests see expiry within seconds."""
     return Settings(
         database_url=database_url,
@@ -28,6 +27,11 @@ def settings(database_url: str) -> Settings:
         max_attempts=3,
         max_request_bytes=64 * 1024,
     )
+
+
+@pytest.fixture
+def settings(database_url: str) -> Settings:
+    return service_settings(database_url)
 
 
 @dataclass
@@ -52,3 +56,14 @@ def api(settings: Settings) -> Iterator[Api]:
             for role in ("admin", "client", "worker")
         }
         yield Api(client, db, SearchLoop(db, settings, owner="test-loop"), tokens)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    """Each phase's report on its item (`item.report_call`), for fixtures that keep evidence of a
+    failure (the browser test's screenshot)."""
+    report = yield
+    setattr(item, f"report_{report.when}", report)
+    return report

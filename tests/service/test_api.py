@@ -50,6 +50,7 @@ def test_a_task_runs_from_submission_to_done(api: Api):
     worker = register(api)
     task = submit(api, trials=6)
     assert task["status"] == "pending" and task["hardware_key"] == HW.key and task["best"] is None
+    assert task["workload_spec"]["params"] == SPEC["params"]  # the dashboard shows the shape
     api.loop.tick()
     first = lease(api, worker)
     assert len(first) == 6 and first[0]["spec"]["op"] == "matmul" and first[0]["best_secs"] is None
@@ -189,7 +190,11 @@ def test_results_are_validated(api: Api):
     bad = [
         {"candidate_id": c["id"], "status": "exploded"},
         {"candidate_id": c["id"], "status": "ok", "run_secs": [-1.0]},
+        # A zero or subnormal time made GFLOPS infinite: null in a task's best and curve.
+        {"candidate_id": c["id"], "status": "ok", "run_secs": [0.0]},
+        {"candidate_id": c["id"], "status": "ok", "run_secs": [5e-324]},
         {"candidate_id": c["id"], "status": "ok", "run_secs": []},
+        {"candidate_id": 2**31, "status": "timeout"},  # past PostgreSQL's INTEGER: was a 500
     ]
     for result in bad:
         reply = api.client.post(
@@ -202,6 +207,47 @@ def test_results_are_validated(api: Api):
         headers=api.as_("worker"),
     )
     assert unknown.json() == {"outcomes": ["unknown"]}
+    too_big = api.client.post(
+        f"/v1/workers/{worker}/release", json={"candidate_ids": [2**31]}, headers=api.as_("worker")
+    )
+    assert too_big.status_code == 422, too_big.text
+
+
+def test_strings_postgresql_cannot_store_are_refused(api: Api):
+    """Found by the fuzzer: a NUL character in a token's name was a 500 on PostgreSQL (its text and
+    JSONB refuse it); so was NaN in a result's timing (JSONB refuses it)."""
+    worker = register(api)
+    submit(api, trials=2)
+    api.loop.tick()
+    (c, _) = lease(api, worker)
+    nul = "a\x00b"
+    posts = [
+        ("/v1/tokens", {"role": "client", "name": nul}, "admin"),
+        ("/v1/workers", {"name": nul, "hardware": HARDWARE}, "worker"),
+        ("/v1/workers", {"name": "w", "hardware": {**HARDWARE, "features": nul}}, "worker"),
+        ("/v1/best", {"workload_hash": nul}, "client"),
+        ("/v1/best", {"workload": SPEC, "hardware": nul}, "client"),
+    ]
+    for result in (
+        {"message": nul},
+        {"timing": {nul: 1.0}},
+    ):
+        body = {"results": [{"candidate_id": c["id"], "status": "timeout", **result}]}
+        posts.append((f"/v1/workers/{worker}/results", body, "worker"))
+    for path, body, role in posts:
+        reply = api.client.post(path, json=body, headers=api.as_(role))
+        assert reply.status_code == 422, (path, body, reply.text)
+    nan = b'{"results": [{"candidate_id": %d, "status": "timeout", "timing": {"t": NaN}}]}' % c["id"]
+    reply = api.client.post(
+        f"/v1/workers/{worker}/results",
+        content=nan,
+        headers={**api.as_("worker"), "Content-Type": "application/json"},
+    )
+    assert reply.status_code == 422, reply.text
+    for path, params in (("/v1/workloads/a%00b/best", {}), ("/v1/workloads/abc/best", {"hardware": nul})):
+        reply = api.client.get(path, params=params, headers=api.as_("client"))
+        assert reply.status_code == 422, (path, reply.text)
+    assert results(api, worker, [c]) == ["accepted"]  # nothing of the above was stored
 
 
 CLIENT_ROUTES = [
@@ -236,6 +282,27 @@ def test_every_route_but_healthz_needs_a_token_of_the_right_role(api: Api):
     wrong += [(r, role) for r in ADMIN_ROUTES for role in ("client", "worker")]
     for (method, path), role in wrong:
         assert api.client.request(method, path, headers=api.as_(role)).status_code == 403, (path, role)
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "role"),
+    [
+        ("GET", "/v1/tasks/{}", "client"),
+        ("POST", "/v1/tasks/{}/cancel", "client"),
+        ("GET", "/v1/records/{}", "client"),
+        ("POST", "/v1/workers/{}/heartbeat", "worker"),
+        ("POST", "/v1/workers/{}/stop", "worker"),
+        ("DELETE", "/v1/tokens/{}", "admin"),
+    ],
+)
+def test_an_id_out_of_the_databases_range_is_refused_naming_it(api: Api, method: str, path: str, role: str):
+    """Found by the fuzzer: an id of 2**63 overflowed in the database driver (a 500); ids are 32-bit
+    on PostgreSQL."""
+    for bad in (2**31, 2**63, 0):
+        reply = api.client.request(method, path.format(bad), headers=api.as_(role))
+        assert reply.status_code == 422, reply.text
+        assert reply.json()["detail"][0]["loc"][0] == "path"
+    assert api.client.request(method, path.format(2**31 - 1), headers=api.as_(role)).status_code == 404
 
 
 def test_a_worker_token_acts_only_for_its_own_workers(api: Api):

@@ -12,7 +12,10 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 
+import pydantic_core
 from fastapi import FastAPI, Request, Response
+from fastapi.encoders import jsonable_encoder
+from fastapi.exceptions import RequestValidationError
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from tuner.database import Database
@@ -53,6 +56,7 @@ def create_app(settings: Settings | None = None, *, search_loop: bool = True) ->
     app.state.workers = {}  # worker id -> its registration, which never changes
     for module in (tasks, records, workers, tokens, system, dashboard):
         app.include_router(module.router)
+    app.add_exception_handler(RequestValidationError, _validation_error)
     app.middleware("http")(_count_requests)
     app.add_middleware(BodyLimit, max_bytes=settings.max_request_bytes)
     return app
@@ -66,6 +70,14 @@ async def _count_requests(request: Request, call_next: Callable[[Request], Await
     REQUESTS.labels(request.method, path, str(response.status_code)).inc()
     LATENCY.labels(path).observe(time.perf_counter() - start)
     return response
+
+
+async def _validation_error(request: Request, exc: Exception) -> Response:
+    """FastAPI's own 422, except that a NaN or an infinity in the input (Python's JSON parser reads
+    them) is echoed as null: FastAPI's handler cannot write it as JSON, and answered 500."""
+    assert isinstance(exc, RequestValidationError)
+    body = pydantic_core.to_json({"detail": jsonable_encoder(exc.errors())}, inf_nan_mode="null")
+    return Response(body, status_code=422, media_type="application/json")
 
 
 class BodyLimit:

@@ -6,14 +6,26 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
+from fastapi import Path
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from runner import Status
 from tuner.database import Role, TaskStatus
 from tuner.task_search import STRATEGIES
 
-Name = Annotated[str, Field(min_length=1, max_length=200)]
+# PostgreSQL stores no NUL character in text, nor in a JSONB string: such a string is a 422 here.
+NO_NUL = r"^[^\x00]*$"
+Name = Annotated[str, Field(min_length=1, max_length=200, pattern=NO_NUL)]
+Hash = Annotated[str, Field(min_length=1, max_length=64, pattern=NO_NUL)]
+LongText = Annotated[str, Field(max_length=20_000, pattern=NO_NUL)]
+# Row ids are INTEGER columns, 32-bit on PostgreSQL: a larger id is a 422 naming it, not an overflow in
+# the database driver (a 500).
+MAX_ID = 2**31
+IdPath = Annotated[int, Path(ge=1, lt=MAX_ID)]
 Seconds = Annotated[float, Field(ge=0, le=1e6, allow_inf_nan=False)]
+# One timed run: no kernel runs in under a picosecond, and a 0 or subnormal time would make its GFLOPS
+# infinite (written as null where the API promises a number).
+RunSeconds = Annotated[float, Field(ge=1e-12, le=1e6, allow_inf_nan=False)]
 Strategy = Literal[STRATEGIES]  # type: ignore[valid-type]
 
 
@@ -51,6 +63,7 @@ class TaskPublic(BaseModel):
     id: int
     workload_name: str
     workload_hash: str
+    workload_spec: dict[str, Any] = Field(description="The workload's canonical spec (its shape).")
     hardware_key: str
     strategy: str
     trials: int
@@ -97,7 +110,7 @@ class RecordPublic(BaseModel):
 
 class BestQuery(Strict):
     workload: dict[str, Any] | None = Field(None, description="The workload spec (or give workload_hash).")
-    workload_hash: Annotated[str, Field(min_length=1, max_length=64)] | None = None
+    workload_hash: Hash | None = None
     hardware: Name | None = Field(None, description="Hardware key; default: the only kind with records.")
     k: int = Field(1, ge=1, le=100)
 
@@ -108,7 +121,7 @@ class BestQuery(Strict):
 class HardwareIn(Strict):
     key: Name
     cpu: Name
-    features: Annotated[str, Field(max_length=20_000)]
+    features: LongText
     cores: int = Field(ge=1, le=100_000)
 
 
@@ -150,12 +163,14 @@ class Lease(BaseModel):
 
 
 class ResultIn(Strict):
-    candidate_id: int = Field(ge=1, lt=2**63)
+    candidate_id: int = Field(ge=1, lt=MAX_ID)
     status: Status
-    run_secs: list[Seconds] = Field(default_factory=list, max_length=10_000)
+    run_secs: list[RunSeconds] = Field(default_factory=list, max_length=10_000)
     build_secs: Seconds = 0.0
-    message: Annotated[str, Field(max_length=20_000)] = ""
-    timing: dict[str, float | int | bool] = Field(default_factory=dict, max_length=32)
+    message: LongText = ""
+    timing: dict[Name, Annotated[float, Field(allow_inf_nan=False)] | int | bool] = Field(
+        default_factory=dict, max_length=32
+    )
     remeasured: bool = False
 
     @model_validator(mode="after")
@@ -174,7 +189,7 @@ class ResultsOut(BaseModel):
 
 
 class ReleaseIn(Strict):
-    candidate_ids: list[Annotated[int, Field(ge=1, lt=2**63)]] | None = Field(
+    candidate_ids: list[Annotated[int, Field(ge=1, lt=MAX_ID)]] | None = Field(
         None, max_length=1024, description="Leases to give back; null gives back all of them."
     )
 

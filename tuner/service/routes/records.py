@@ -5,18 +5,18 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, HTTPException, Query, status
+from fastapi import APIRouter, HTTPException, Path, Query, status
 
 from tuner.database import Database, Record
 from tuner.service.deps import ClientToken, DatabaseDep
-from tuner.service.errors import field_error
+from tuner.service.errors import AUTH, BODY, documented, field_error
 from tuner.service.routes.tasks import gflops, parse_workload
-from tuner.service.schemas import BestQuery, RecordPublic
+from tuner.service.schemas import NO_NUL, BestQuery, IdPath, RecordPublic
 
-router = APIRouter(prefix="/v1", tags=["records"])
+router = APIRouter(prefix="/v1", tags=["records"], responses=documented(*AUTH))
 
 
-@router.post("/best")
+@router.post("/best", responses=documented(*BODY))
 def best_records(body: BestQuery, db: DatabaseDep, _: ClientToken) -> list[RecordPublic]:
     """The k fastest correct records of a workload (by spec or structural hash), fastest first."""
     if (body.workload is None) == (body.workload_hash is None):
@@ -27,17 +27,17 @@ def best_records(body: BestQuery, db: DatabaseDep, _: ClientToken) -> list[Recor
 
 @router.get("/workloads/{workload_hash}/best")
 def best_by_hash(
-    workload_hash: str,
+    workload_hash: Annotated[str, Path(max_length=64, pattern=NO_NUL)],
     db: DatabaseDep,
     _: ClientToken,
-    hardware: Annotated[str | None, Query(max_length=200)] = None,
+    hardware: Annotated[str | None, Query(max_length=200, pattern=NO_NUL)] = None,
     k: Annotated[int, Query(ge=1, le=100)] = 1,
 ) -> list[RecordPublic]:
     return ranked(db, workload_hash, hardware, k)
 
 
-@router.get("/records/{record_id}")
-def get_record(record_id: int, db: DatabaseDep, _: ClientToken) -> RecordPublic:
+@router.get("/records/{record_id}", responses=documented(404))
+def get_record(record_id: IdPath, db: DatabaseDep, _: ClientToken) -> RecordPublic:
     try:
         return record_public(db.get_record(record_id))
     except KeyError:

@@ -8,13 +8,14 @@ from sqlalchemy import text
 from sqlalchemy.exc import SQLAlchemyError
 
 from tuner.service.deps import AnyToken, DatabaseDep
+from tuner.service.errors import documented
 from tuner.service.metrics import render
 from tuner.service.schemas import Health
 
 router = APIRouter(tags=["system"])
 
 
-@router.get("/healthz")
+@router.get("/healthz", responses=documented(503))
 def healthz(db: DatabaseDep) -> Health:
     """200 while the coordinator can reach its database, 503 otherwise."""
     try:
@@ -27,7 +28,11 @@ def healthz(db: DatabaseDep) -> Health:
     return Health(status="ok", database=db.engine.dialect.name)
 
 
-@router.get("/metrics", response_class=Response)
+@router.get(
+    "/metrics",
+    response_class=Response,
+    responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}}}} | documented(401),
+)
 def metrics(db: DatabaseDep, _: AnyToken) -> Response:
     body, content_type = render(db)
     return Response(body, media_type=content_type)

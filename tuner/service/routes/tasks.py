@@ -9,13 +9,13 @@ from tuner.database import Database, Record, TaskInfo, TaskStatus
 from tuner.database import queue as q
 from tuner.database.owners import cancel_task
 from tuner.service.deps import ClientToken, DatabaseDep, SettingsDep
-from tuner.service.errors import field_error
-from tuner.service.schemas import Best, QueuePublic, TaskCreate, TaskDetail, TaskPublic
+from tuner.service.errors import AUTH, BODY, documented, field_error
+from tuner.service.schemas import Best, IdPath, QueuePublic, TaskCreate, TaskDetail, TaskPublic
 
-router = APIRouter(prefix="/v1/tasks", tags=["tasks"])
+router = APIRouter(prefix="/v1/tasks", tags=["tasks"], responses=documented(*AUTH))
 
 
-@router.post("", status_code=status.HTTP_201_CREATED)
+@router.post("", status_code=status.HTTP_201_CREATED, responses=documented(*BODY))
 def submit_task(body: TaskCreate, db: DatabaseDep, settings: SettingsDep, _: ClientToken) -> TaskPublic:
     """Queue a tuning task; a coordinator's search loop picks it up within a tick."""
     if body.trials > settings.max_trials:
@@ -38,8 +38,8 @@ def list_tasks(db: DatabaseDep, _: ClientToken, status: TaskStatus | None = None
     return [task_public(db, t) for t in db.tasks(status)]
 
 
-@router.get("/{task_id}")
-def get_task(task_id: int, db: DatabaseDep, _: ClientToken) -> TaskDetail:
+@router.get("/{task_id}", responses=documented(404))
+def get_task(task_id: IdPath, db: DatabaseDep, _: ClientToken) -> TaskDetail:
     task = find_task(db, task_id)
     records = db.task_records(task.id)
     flops = db.get_workload(task.workload_id).flops
@@ -51,8 +51,8 @@ def get_task(task_id: int, db: DatabaseDep, _: ClientToken) -> TaskDetail:
     )
 
 
-@router.post("/{task_id}/cancel")
-def cancel(task_id: int, db: DatabaseDep, _: ClientToken) -> TaskPublic:
+@router.post("/{task_id}/cancel", responses=documented(404, 409))
+def cancel(task_id: IdPath, db: DatabaseDep, _: ClientToken) -> TaskPublic:
     """Stop the task and withdraw its queued candidates; results already on their way are kept."""
     find_task(db, task_id)
     if not cancel_task(db, task_id=task_id, message="cancelled by a client"):
@@ -100,6 +100,7 @@ def task_public(db: Database, task: TaskInfo) -> TaskPublic:
         id=task.id,
         workload_name=task.workload_name,
         workload_hash=workload.hash,
+        workload_spec=workload.spec,
         hardware_key=task.hardware_key,
         strategy=task.strategy,
         trials=task.trials,

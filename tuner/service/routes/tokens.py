@@ -6,13 +6,14 @@ from fastapi import APIRouter, HTTPException, Request, status
 
 from tuner.database.tokens import create_token, revoke_token, tokens
 from tuner.service.deps import AdminToken, DatabaseDep
-from tuner.service.schemas import TokenCreate, TokenCreated, TokenPublic
+from tuner.service.errors import AUTH, BODY, documented
+from tuner.service.schemas import IdPath, TokenCreate, TokenCreated, TokenPublic
 from tuner.service.search_loop import utcnow
 
-router = APIRouter(prefix="/v1/tokens", tags=["tokens"])
+router = APIRouter(prefix="/v1/tokens", tags=["tokens"], responses=documented(*AUTH))
 
 
-@router.post("", status_code=status.HTTP_201_CREATED)
+@router.post("", status_code=status.HTTP_201_CREATED, responses=documented(*BODY))
 def create(body: TokenCreate, db: DatabaseDep, _: AdminToken) -> TokenCreated:
     token_id, secret = create_token(db, role=body.role, name=body.name)
     info = next(t for t in tokens(db) if t.id == token_id)
@@ -24,8 +25,8 @@ def list_tokens(db: DatabaseDep, _: AdminToken) -> list[TokenPublic]:
     return [TokenPublic(**vars(t)) for t in tokens(db)]
 
 
-@router.delete("/{token_id}", status_code=status.HTTP_204_NO_CONTENT)
-def revoke(request: Request, token_id: int, db: DatabaseDep, _: AdminToken) -> None:
+@router.delete("/{token_id}", status_code=status.HTTP_204_NO_CONTENT, responses=documented(404))
+def revoke(request: Request, token_id: IdPath, db: DatabaseDep, _: AdminToken) -> None:
     try:
         revoke_token(db, token_id=token_id, now=utcnow())
     except KeyError:

@@ -15,9 +15,11 @@ from tuner.database import queue as q
 from tuner.database.fleet import WorkerInfo, get_worker, heartbeat, register_worker, stop_worker, workers
 from tuner.database.tokens import TokenInfo
 from tuner.service.deps import ClientToken, DatabaseDep, SettingsDep, WorkerToken
+from tuner.service.errors import AUTH, BODY, documented
 from tuner.service.metrics import LEASED, RESULTS
 from tuner.service.schemas import (
     Count,
+    IdPath,
     Lease,
     LeasedPublic,
     LeaseRequest,
@@ -30,10 +32,10 @@ from tuner.service.schemas import (
 )
 from tuner.service.search_loop import utcnow
 
-router = APIRouter(prefix="/v1/workers", tags=["workers"])
+router = APIRouter(prefix="/v1/workers", tags=["workers"], responses=documented(*AUTH))
 
 
-@router.post("", status_code=status.HTTP_201_CREATED)
+@router.post("", status_code=status.HTTP_201_CREATED, responses=documented(*BODY))
 def register(
     body: WorkerRegister, db: DatabaseDep, settings: SettingsDep, holder: WorkerToken
 ) -> WorkerRegistered:
@@ -62,19 +64,19 @@ def list_workers(db: DatabaseDep, settings: SettingsDep, _: ClientToken) -> list
     ]
 
 
-@router.post("/{worker_id}/heartbeat")
+@router.post("/{worker_id}/heartbeat", responses=documented(404))
 def beat(
-    request: Request, worker_id: int, db: DatabaseDep, settings: SettingsDep, holder: WorkerToken
+    request: Request, worker_id: IdPath, db: DatabaseDep, settings: SettingsDep, holder: WorkerToken
 ) -> Count:
     """Alive: extends every lease the worker holds. Returns how many it holds."""
     own_worker(request, db, worker_id, holder)
     return Count(count=heartbeat(db, worker_id=worker_id, lease_secs=settings.lease_seconds, now=utcnow()))
 
 
-@router.post("/{worker_id}/lease")
+@router.post("/{worker_id}/lease", responses=documented(404, *BODY))
 def lease(
     request: Request,
-    worker_id: int,
+    worker_id: IdPath,
     body: LeaseRequest,
     db: DatabaseDep,
     settings: SettingsDep,
@@ -95,9 +97,9 @@ def lease(
     return Lease(candidates=[LeasedPublic(**vars(c)) for c in leased])
 
 
-@router.post("/{worker_id}/results")
+@router.post("/{worker_id}/results", responses=documented(404, *BODY))
 def submit(
-    request: Request, worker_id: int, body: ResultsIn, db: DatabaseDep, holder: WorkerToken
+    request: Request, worker_id: IdPath, body: ResultsIn, db: DatabaseDep, holder: WorkerToken
 ) -> ResultsOut:
     """Results of leased candidates, each accepted once: a repeated submission is a 'duplicate' and
     stores nothing, so a worker may retry a submission whose answer it never received."""
@@ -109,15 +111,17 @@ def submit(
     return ResultsOut(outcomes=[o.value for o in outcomes])
 
 
-@router.post("/{worker_id}/release")
-def release(request: Request, worker_id: int, body: ReleaseIn, db: DatabaseDep, holder: WorkerToken) -> Count:
+@router.post("/{worker_id}/release", responses=documented(404, *BODY))
+def release(
+    request: Request, worker_id: IdPath, body: ReleaseIn, db: DatabaseDep, holder: WorkerToken
+) -> Count:
     """Give leases back unmeasured: they are dispatched again at once."""
     own_worker(request, db, worker_id, holder)
     return Count(count=q.release(db, worker_id=worker_id, candidate_ids=body.candidate_ids))
 
 
-@router.post("/{worker_id}/stop")
-def stop(request: Request, worker_id: int, db: DatabaseDep, holder: WorkerToken) -> Count:
+@router.post("/{worker_id}/stop", responses=documented(404))
+def stop(request: Request, worker_id: IdPath, db: DatabaseDep, holder: WorkerToken) -> Count:
     """A worker shutting down: every lease it still holds goes back. Returns how many."""
     own_worker(request, db, worker_id, holder)
     return Count(count=stop_worker(db, worker_id=worker_id, now=utcnow()))
