@@ -117,10 +117,10 @@ def _tokens(settings: Settings) -> tuple[str, str]:
         ]
 
 
-def dispatch(settings: Settings, workdir: Path) -> str:
+def dispatch(settings: Settings, workdir: Path, api_processes: int = 1) -> str:
     _, worker_token = _tokens(settings)
     _fill_queue(settings)
-    coordinator = Coordinator(settings, workdir, "--no-search-loop").start()
+    coordinator = Coordinator(settings, workdir, "--no-search-loop", "--workers", str(api_processes)).start()
     try:
         latencies, measured, seconds = _run_workers(coordinator.url, worker_token, None)
     finally:
@@ -158,8 +158,13 @@ def _summary(latencies: dict[str, list[float]], measured: int, seconds: float) -
 
 
 def main() -> None:
+    phases = {
+        "dispatch, 1 API process": dispatch,
+        "dispatch, 2 API processes": lambda settings, workdir: dispatch(settings, workdir, 2),
+        "with the search loop": with_search_loop,
+    }
     for backend in ("sqlite", "postgresql"):
-        for name, phase in (("dispatch", dispatch), ("with the search loop", with_search_loop)):
+        for name, phase in phases.items():
             with tempfile.TemporaryDirectory() as tmp, temporary_database() as pg_url:
                 url = f"sqlite:///{Path(tmp) / 'bench.db'}" if backend == "sqlite" else pg_url
                 settings = Settings(database_url=url, queue_depth=64, tick_seconds=0.05)

@@ -79,6 +79,10 @@ class Settings(BaseSettings):
         30.0, gt=0, description="Longest wait between retries when the coordinator cannot be reached."
     )
 
+    def environment(self) -> dict[str, str]:
+        """These settings as the environment variables that reproduce them in another process."""
+        return {f"TENSOR_TUNER_{k.upper()}": str(v) for k, v in self.model_dump().items() if v is not None}
+
 
 # Which commands read each setting, for deploy/SETTINGS.md. A new field needs an entry here: the deploy
 # tests fail until it has one and the document is regenerated.

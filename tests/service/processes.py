@@ -38,11 +38,7 @@ def wait_until(condition: Callable[[], object], timeout: float, what: str, inter
 
 def environment(settings: Settings, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("TENSOR_TUNER_")}
-    for name, value in settings.model_dump().items():
-        if value is not None:
-            env[f"TENSOR_TUNER_{name.upper()}"] = str(value)
-    env.update(extra)
-    return env
+    return {**env, **settings.environment(), **extra}
 
 
 class Process:

@@ -7,7 +7,7 @@ import sqlite3
 import time
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import asdict, fields
+from dataclasses import fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -70,6 +70,12 @@ class Database:
         self.insert = _INSERT[engine.dialect.name]  # with on_conflict_do_nothing on both backends
         self._session = sessionmaker(engine)
         self._specs: dict[int, dict[str, Any]] = {}
+        conflict = [TuningRecord.workload_id, TuningRecord.hardware_id, TuningRecord.trace_hash]
+        self._record_insert = (
+            self.insert(TuningRecord)
+            .on_conflict_do_nothing(index_elements=conflict)
+            .returning(TuningRecord.id)
+        )
 
     @classmethod
     def open(cls, url: str) -> Database:
@@ -179,25 +185,25 @@ class Database:
         The unique constraint decides, in the same statement as the insert (ON CONFLICT DO NOTHING), so
         two workers reporting the same trace at once store it once and neither sees an error."""
         with self._session.begin() as session:
-            return session.execute(self.records_insert([record])).scalar_one_or_none()
+            return self.insert_records(session.connection(), [record]).scalar_one_or_none()
 
-    def records_insert(self, records: Sequence[NewRecord]) -> Any:
-        """One INSERT of several records, skipping any whose trace is stored already; returns the ids
-        of those inserted."""
+    def insert_records(self, connection: Connection, records: Sequence[NewRecord]) -> Any:
+        """Insert records on `connection`, skipping any whose trace is stored already; the result holds
+        the ids of those inserted. One cached statement run for many rows, executed as plain Core:
+        a multi-row VALUES statement compiled per call, or the ORM's bulk machinery, cost more than
+        the insert itself."""
         rows = []
         for record in records:
             status = Status(record.status)
             rows.append(
                 {
-                    **asdict(record),
+                    **{f.name: getattr(record, f.name) for f in fields(record)},  # asdict deep-copies traces
                     "status": status.value,
                     "trace_hash": trace_hash(record.trace),
                     "median_secs": median_secs(record.run_secs) if status is Status.OK else None,
                 }
             )
-        conflict = [TuningRecord.workload_id, TuningRecord.hardware_id, TuningRecord.trace_hash]
-        insert = self.insert(TuningRecord).values(rows)
-        return insert.on_conflict_do_nothing(index_elements=conflict).returning(TuningRecord.id)
+        return connection.execute(self._record_insert, rows)
 
     def workload_spec(self, workload_id: int) -> dict[str, Any]:
         """A workload's spec, cached: a workload row never changes once written."""

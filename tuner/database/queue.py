@@ -17,11 +17,11 @@ from __future__ import annotations
 import enum
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import and_, func, or_, select, update
+from sqlalchemy import Connection, and_, func, or_, select, update
 from sqlalchemy.orm import Session
 
 from runner.results import Status
@@ -87,7 +87,7 @@ def enqueue(db: Database, *, task_id: int, workload_id: int, hardware_id: int, t
     conflict = [Candidate.workload_id, Candidate.hardware_id, Candidate.trace_hash]
     with db.transaction() as session:
         insert = db.insert(Candidate).values(rows).on_conflict_do_nothing(index_elements=conflict)
-        return len(session.execute(insert.returning(Candidate.id)).all())
+        return len(session.connection().execute(insert.returning(Candidate.id)).all())
 
 
 def lease(
@@ -131,8 +131,9 @@ def lease(
         .returning(Candidate.id, Candidate.task_id, Candidate.trace, Candidate.workload_id)
     )
     with db.transaction() as session:
-        rows = sorted(session.execute(take).all())
-        best = {wid: _best_secs(session, wid, hardware_id) for wid in {r.workload_id for r in rows}}
+        connection = session.connection()  # plain Core execution: the ORM's bulk machinery costs more
+        rows = sorted(connection.execute(take).all())
+        best = {wid: _best_secs(connection, wid, hardware_id) for wid in {r.workload_id for r in rows}}
     return [
         LeasedCandidate(
             r.id, r.task_id, db.workload_spec(r.workload_id), r.trace, best[r.workload_id], expires
@@ -141,8 +142,8 @@ def lease(
     ]
 
 
-def _best_secs(session: Session, workload_id: int, hardware_id: int) -> float | None:
-    return session.scalar(
+def _best_secs(connection: Connection, workload_id: int, hardware_id: int) -> float | None:
+    return connection.scalar(
         select(func.min(TuningRecord.median_secs)).where(
             TuningRecord.workload_id == workload_id,
             TuningRecord.hardware_id == hardware_id,
@@ -215,7 +216,9 @@ _CANDIDATE_COLUMNS = (
 )
 
 
-def _finish(db: Database, session: Session, done: Sequence[tuple[Any, Submission]], worker: str) -> None:
+def _finish(
+    db: Database, connection: Connection, done: Sequence[tuple[Any, Submission]], worker: str
+) -> None:
     """Store the results of locked, unfinished candidates; mark them done; count them for their tasks
     (tasks in id order, after the candidates: the queue's locking order)."""
     if not done:
@@ -228,19 +231,19 @@ def _finish(db: Database, session: Session, done: Sequence[tuple[Any, Submission
             candidate_id=c.id,
             trace=c.trace,
             worker=worker,
-            **{k: v for k, v in asdict(result).items() if k != "candidate_id"},
+            **{f.name: getattr(result, f.name) for f in fields(result) if f.name != "candidate_id"},
         )
         for c, result in done
     ]
-    session.execute(db.records_insert(records))
-    session.execute(
+    db.insert_records(connection, records)
+    connection.execute(
         update(Candidate)
         .where(Candidate.id.in_([c.id for c, _ in done]))
         .values(status=CandidateStatus.DONE.value, lease_expires_at=None)
     )
     counted = Counter(c.task_id for c, _ in done if c.status != CandidateStatus.CANCELLED.value)
     for task_id in sorted(counted):
-        session.execute(
+        connection.execute(
             update(Task).where(Task.id == task_id).values(trials_done=Task.trials_done + counted[task_id])
         )
 

@@ -9,7 +9,7 @@ them at once. Several coordinator processes may share one PostgreSQL database.
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 import pydantic_core
@@ -57,19 +57,44 @@ def create_app(settings: Settings | None = None, *, search_loop: bool = True) ->
     for module in (tasks, records, workers, tokens, system, dashboard):
         app.include_router(module.router)
     app.add_exception_handler(RequestValidationError, _validation_error)
-    app.middleware("http")(_count_requests)
     app.add_middleware(BodyLimit, max_bytes=settings.max_request_bytes)
+    app.add_middleware(CountRequests)
     return app
 
 
-async def _count_requests(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
-    start = time.perf_counter()
-    response = await call_next(request)
-    route = request.scope.get("route")
-    path = getattr(route, "path", "unmatched")  # the template, e.g. /v1/tasks/{task_id}: bounded labels
-    REQUESTS.labels(request.method, path, str(response.status_code)).inc()
-    LATENCY.labels(path).observe(time.perf_counter() - start)
-    return response
+class CountRequests:
+    """Request counts and latencies by route template (e.g. /v1/tasks/{task_id}: bounded labels). A
+    plain ASGI middleware: FastAPI's `@app.middleware("http")` runs each request in an extra task with
+    its own streams, a cost the dispatch benchmark could see."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        start = time.perf_counter()
+        status = 500
+
+        async def recorded(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, recorded)
+        finally:
+            path = getattr(scope.get("route"), "path", "unmatched")
+            REQUESTS.labels(scope["method"], path, str(status)).inc()
+            LATENCY.labels(path).observe(time.perf_counter() - start)
+
+
+def create_api() -> FastAPI:
+    """The API alone, configured from the environment: the factory `tuner serve --workers N` gives
+    uvicorn, whose worker processes each build their own app (the search loop runs beside them)."""
+    return create_app(Settings(), search_loop=False)
 
 
 async def _validation_error(request: Request, exc: Exception) -> Response:

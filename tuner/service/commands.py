@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import signal
 import sys
 import time
@@ -99,6 +100,7 @@ def add_service_commands(command: CommandFactory, *, embedded_tune: Handler) -> 
     p.add_argument("--host", help="address to bind (default 127.0.0.1)")
     p.add_argument("--port", type=int, help="port (default 8000)")
     p.add_argument("--no-search-loop", action="store_true", help="serve the API only")
+    p.add_argument("--workers", type=int, default=1, help="API processes (uvicorn workers; default 1)")
     p.add_argument("--log-level", default="info")
     p.set_defaults(run=_serve)
 
@@ -140,16 +142,29 @@ def add_service_commands(command: CommandFactory, *, embedded_tune: Handler) -> 
 
 
 def _serve(args: argparse.Namespace, console: Console) -> int:
+    """The API (uvicorn, in `--workers` processes) and one search loop process beside it."""
     import uvicorn
 
     from tuner.service.app import create_app
+    from tuner.service.search_loop import SearchLoopProcess
 
     # uvicorn re-raises the SIGTERM it shut down on, which would kill the process after a clean stop;
     # exit 0 instead, so systemd and docker report success and keep death by signal for real trouble.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     settings = settings_from(args)
-    app = create_app(settings, search_loop=not args.no_search_loop)
-    uvicorn.run(app, host=settings.host, port=settings.port, log_level=args.log_level)
+    loop = None if args.no_search_loop else SearchLoopProcess(settings)
+    if loop:
+        loop.start()
+    serve = {"host": settings.host, "port": settings.port, "log_level": args.log_level}
+    try:
+        if args.workers > 1:  # each API process builds its app from the environment
+            os.environ.update(settings.environment())
+            uvicorn.run("tuner.service.app:create_api", factory=True, workers=args.workers, **serve)
+        else:
+            uvicorn.run(create_app(settings, search_loop=False), **serve)
+    finally:
+        if loop:
+            loop.stop()
     return 0
 
 
