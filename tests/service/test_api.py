@@ -365,3 +365,13 @@ def test_candidates_keep_their_hardware(api: Api):
     with api.db.transaction() as session:
         assert {c.hardware_id for c in session.query(Candidate)} == {1}
     assert len(lease(api, worker)) == 2
+
+
+def test_results_for_candidates_of_other_hardware_are_refused(api: Api):
+    mine = register(api, "w1")
+    elsewhere = register(api, "w2", {**HARDWARE, "key": "other-8c"})
+    submit(api, trials=2, hardware=HW.key)
+    api.loop.tick()
+    leased = lease(api, mine)
+    assert results(api, elsewhere, leased) == ["refused", "refused"]
+    assert results(api, mine, leased) == ["accepted", "accepted"]

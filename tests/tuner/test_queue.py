@@ -96,11 +96,14 @@ def test_an_expired_lease_is_dispatched_again_and_heartbeats_keep_leases(setup):
 def test_results_are_accepted_once(setup):
     db, task, wid, hid, (w1, w2, _) = setup
     a, b, c = lease(db, w1, hid, 3)
-    assert q.submit(db, worker="w1", submissions=[ok(a.id), ok(b.id, 2e-3)]) == ["accepted", "accepted"]
+    assert q.submit(db, worker_id=w1, worker="w1", submissions=[ok(a.id), ok(b.id, 2e-3)]) == [
+        "accepted",
+        "accepted",
+    ]
     # A retried submission, and a late one from a worker that lost the lease, store nothing.
-    again = q.submit(db, worker="w1", submissions=[ok(a.id), ok(c.id), ok(10_000)])
+    again = q.submit(db, worker_id=w1, worker="w1", submissions=[ok(a.id), ok(c.id), ok(10_000)])
     assert again == [q.Outcome.DUPLICATE, q.Outcome.ACCEPTED, q.Outcome.UNKNOWN]
-    assert q.submit(db, worker="w2", submissions=[ok(c.id, 1e-6)]) == [q.Outcome.DUPLICATE]
+    assert q.submit(db, worker_id=w2, worker="w2", submissions=[ok(c.id, 1e-6)]) == [q.Outcome.DUPLICATE]
     records = db.records(workload_id=wid, hardware_id=hid)
     assert len(records) == 3 and {r.worker for r in records} == {"w1"}
     assert records[0].task_id == task and records[0].timing == {"repeat": 3}
@@ -110,11 +113,24 @@ def test_results_are_accepted_once(setup):
     assert lease(db, w2, hid, 1)[0].best_secs == 1e-3
 
 
+def test_results_from_workers_that_never_held_the_candidate_are_refused(setup):
+    db, _, wid, hid, (w1, w2, other) = setup
+    a, b = lease(db, w1, hid, 2)
+    pending = lease(db, w2, hid, 3)[-1]
+    q.release(db, worker_id=w2, candidate_ids=[pending.id])
+    # Another machine's worker, and a worker reporting a candidate it gave back: nothing is stored.
+    assert q.submit(db, worker_id=other, worker="elsewhere", submissions=[ok(a.id)]) == [q.Outcome.REFUSED]
+    assert q.submit(db, worker_id=w2, worker="w2", submissions=[ok(pending.id)]) == [q.Outcome.REFUSED]
+    # A worker of the same hardware whose lease ran out may still deliver (the first result wins).
+    assert q.submit(db, worker_id=w2, worker="w2", submissions=[ok(b.id)]) == [q.Outcome.ACCEPTED]
+    assert [r.worker for r in db.records(workload_id=wid, hardware_id=hid)] == ["w2"]
+
+
 def test_failures_are_recorded_too(setup):
     db, _, wid, hid, (w1, _, _) = setup
     (a,) = lease(db, w1, hid, 1)
     crash = q.Submission(candidate_id=a.id, status="runtime_error", message="SIGSEGV")
-    assert q.submit(db, worker="w1", submissions=[crash]) == [q.Outcome.ACCEPTED]
+    assert q.submit(db, worker_id=w1, worker="w1", submissions=[crash]) == [q.Outcome.ACCEPTED]
     (record,) = db.records(workload_id=wid, hardware_id=hid)
     assert (record.status, record.message, record.median_secs) == ("runtime_error", "SIGSEGV", None)
 
@@ -181,14 +197,14 @@ def test_one_owner_per_task_and_takeover_when_a_claim_lapses(setup):
 def test_cancel_withdraws_unfinished_candidates(setup):
     db, task, wid, hid, (w1, _, _) = setup
     a, b = lease(db, w1, hid, 2)
-    q.submit(db, worker="w1", submissions=[ok(a.id)])
+    q.submit(db, worker_id=w1, worker="w1", submissions=[ok(a.id)])
     assert cancel_task(db, task_id=task, message="not needed")
     assert not cancel_task(db, task_id=task, message="twice")
     info = db.get_task(task)
     assert (info.status, info.message) == (TaskStatus.CANCELLED, "not needed")
     assert lease(db, w1, hid, 10) == []
     # A result that was on its way is still kept (it is a real measurement) but not counted.
-    assert q.submit(db, worker="w1", submissions=[ok(b.id)]) == [q.Outcome.ACCEPTED]
+    assert q.submit(db, worker_id=w1, worker="w1", submissions=[ok(b.id)]) == [q.Outcome.ACCEPTED]
     assert db.get_task(task).trials_done == 1 and len(db.records(workload_id=wid, hardware_id=hid)) == 2
     assert claim_tasks(db, owner="a", now=T0, claim_secs=10) == []
     with pytest.raises(KeyError):

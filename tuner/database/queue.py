@@ -27,7 +27,7 @@ from sqlalchemy.orm import Session
 from runner.results import Status
 from tuner.database.database import Database
 from tuner.database.records import CandidateStatus, NewRecord, trace_hash
-from tuner.database.schema import Candidate, Task, TuningRecord
+from tuner.database.schema import Candidate, Task, TuningRecord, Worker
 
 
 @dataclass(frozen=True)
@@ -58,6 +58,7 @@ class Outcome(enum.StrEnum):
     ACCEPTED = "accepted"
     DUPLICATE = "duplicate"  # the candidate was already done: nothing stored
     UNKNOWN = "unknown"  # no such candidate
+    REFUSED = "refused"  # not leased to a worker of this hardware (or given back): nothing stored
 
 
 @dataclass(frozen=True)
@@ -189,20 +190,33 @@ def release(db: Database, *, worker_id: int, candidate_ids: Sequence[int] | None
         return len(held)
 
 
-def submit(db: Database, *, worker: str, submissions: Sequence[Submission]) -> list[Outcome]:
+def submit(db: Database, *, worker_id: int, worker: str, submissions: Sequence[Submission]) -> list[Outcome]:
     """Store each result once, in one transaction: the records, the candidates done, the tasks' counts.
+
+    A result counts only from a worker of the candidate's hardware, for a candidate that was leased
+    and not given back: whoever holds a worker token cannot store timings for a machine it is not.
     A result for a cancelled task's candidate is kept (it is a real measurement) but not counted."""
     by_id = {s.candidate_id: s for s in submissions}
+    outcomes: dict[int, Outcome] = {}
     with db.transaction() as session:
-        rows = session.execute(
+        connection = session.connection()
+        hardware_id = connection.scalar(select(Worker.hardware_id).where(Worker.id == worker_id))
+        rows = connection.execute(
             select(*_CANDIDATE_COLUMNS)
             .where(Candidate.id.in_(by_id))
             .order_by(Candidate.id)
             .with_for_update()
         ).all()
-        fresh = [r for r in rows if r.status != CandidateStatus.DONE.value]
-        _finish(db, session, [(r, by_id[r.id]) for r in fresh], worker)
-    outcomes = {r.id: Outcome.DUPLICATE for r in rows} | {r.id: Outcome.ACCEPTED for r in fresh}
+        fresh = []
+        for r in rows:
+            if r.status == CandidateStatus.DONE.value:
+                outcomes[r.id] = Outcome.DUPLICATE
+            elif r.hardware_id != hardware_id or r.worker_id is None:
+                outcomes[r.id] = Outcome.REFUSED
+            else:
+                outcomes[r.id] = Outcome.ACCEPTED
+                fresh.append((r, by_id[r.id]))
+        _finish(db, connection, fresh, worker)
     return [outcomes.get(s.candidate_id, Outcome.UNKNOWN) for s in submissions]
 
 
@@ -213,6 +227,7 @@ _CANDIDATE_COLUMNS = (
     Candidate.hardware_id,
     Candidate.trace,
     Candidate.status,
+    Candidate.worker_id,
 )
 
 

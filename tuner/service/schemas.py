@@ -185,7 +185,10 @@ class ResultsIn(Strict):
 
 
 class ResultsOut(BaseModel):
-    outcomes: list[Literal["accepted", "duplicate", "unknown"]]
+    outcomes: list[Literal["accepted", "duplicate", "unknown", "refused"]] = Field(
+        description="Per result: accepted; duplicate (already stored, nothing changed); unknown (no such "
+        "candidate); refused (not leased to a worker of this hardware, or given back)."
+    )
 
 
 class ReleaseIn(Strict):

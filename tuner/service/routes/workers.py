@@ -105,7 +105,7 @@ def submit(
     stores nothing, so a worker may retry a submission whose answer it never received."""
     worker = own_worker(request, db, worker_id, holder)
     submissions = [q.Submission(**r.model_dump()) for r in body.results]
-    outcomes = q.submit(db, worker=f"{worker.name}#{worker.id}", submissions=submissions)
+    outcomes = q.submit(db, worker_id=worker.id, worker=f"{worker.name}#{worker.id}", submissions=submissions)
     for outcome in outcomes:
         RESULTS.labels(outcome=outcome.value).inc()
     return ResultsOut(outcomes=[o.value for o in outcomes])
