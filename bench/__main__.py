@@ -9,7 +9,7 @@ os.environ.pop("OPENBLAS_CORETYPE", None)
 
 import sys
 
-from bench import build_cost, conv2d, coordinator, matmul, models, runner_throughput, tuning
+from bench import best_query, build_cost, conv2d, coordinator, matmul, models, runner_throughput, tuning
 
 BENCHMARKS = {
     "matmul": matmul.main,
@@ -19,6 +19,7 @@ BENCHMARKS = {
     "tuning": tuning.main,
     "models": models.main,
     "coordinator": coordinator.main,
+    "best_query": best_query.main,
 }
 
 

@@ -229,11 +229,15 @@ class Database:
     def top_k(self, workload_hash: str, hardware_key: str, k: int) -> list[Record]:
         """The `k` fastest ok records, fastest first (ties in the order they were stored). Records that
         failed or computed a wrong result never rank, however fast."""
+        # The ids as scalar subqueries, so the planner walks the partial index ix_tuning_records_best
+        # for that one pair in order and stops after k rows, however many records the pair has.
+        workload_id = select(Workload.id).where(Workload.hash == workload_hash).scalar_subquery()
+        hardware_id = select(Hardware.id).where(Hardware.key == hardware_key).scalar_subquery()
         query = (
             _records_query()
             .where(
-                Workload.hash == workload_hash,
-                Hardware.key == hardware_key,
+                TuningRecord.workload_id == workload_id,
+                TuningRecord.hardware_id == hardware_id,
                 TuningRecord.status == Status.OK.value,
             )
             .order_by(TuningRecord.median_secs, TuningRecord.id)

@@ -21,6 +21,7 @@ from sqlalchemy import (
     TypeDecorator,
     UniqueConstraint,
     func,
+    text,
 )
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
@@ -167,6 +168,16 @@ class TuningRecord(Base):
         UniqueConstraint("workload_id", "hardware_id", "trace_hash"),
         # best / top-k: equality on both ids, then ordered by median; also every record of one hardware.
         Index("ix_tuning_records_ranking", "hardware_id", "workload_id", "median_secs"),
+        # best / top-k read only ok records, in this order: a partial index of exactly those.
+        Index(
+            "ix_tuning_records_best",
+            "hardware_id",
+            "workload_id",
+            "median_secs",
+            "id",
+            postgresql_where=text("status = 'ok'"),
+            sqlite_where=text("status = 'ok'"),
+        ),
         CheckConstraint(_one_of("status", Status), name="status"),
         CheckConstraint(
             "(status = 'ok' AND median_secs IS NOT NULL) OR (status <> 'ok' AND median_secs IS NULL)",

@@ -100,6 +100,13 @@ def upgrade() -> None:
     with op.batch_alter_table("tuning_records") as batch:
         batch.add_column(sa.Column("candidate_id", sa.Integer(), nullable=True))
         batch.create_index(op.f("ix_tuning_records_task_id"), ["task_id"], unique=False)
+        batch.create_index(
+            "ix_tuning_records_best",
+            ["hardware_id", "workload_id", "median_secs", "id"],
+            unique=False,
+            postgresql_where=sa.text("status = 'ok'"),
+            sqlite_where=sa.text("status = 'ok'"),
+        )
         batch.create_unique_constraint(op.f("uq_tuning_records_candidate_id"), ["candidate_id"])
         batch.create_foreign_key(
             op.f("fk_tuning_records_candidate_id_candidates"),
@@ -114,6 +121,7 @@ def downgrade() -> None:
     with op.batch_alter_table("tuning_records") as batch:
         batch.drop_constraint(op.f("fk_tuning_records_candidate_id_candidates"), type_="foreignkey")
         batch.drop_constraint(op.f("uq_tuning_records_candidate_id"), type_="unique")
+        batch.drop_index("ix_tuning_records_best")
         batch.drop_index(op.f("ix_tuning_records_task_id"))
         batch.drop_column("candidate_id")
     with op.batch_alter_table("tasks") as batch:
