@@ -49,24 +49,23 @@ def get_worker(db: Database, worker_id: int) -> WorkerInfo:
 
 def heartbeat(db: Database, *, worker_id: int, lease_secs: float, now: datetime) -> int:
     """The worker is alive: note the time and extend its leases. Returns how many leases it holds."""
-    with db.transaction() as session:
-        worker = session.get(Worker, worker_id)
-        if worker is None:
-            raise KeyError(worker_id)
-        worker.last_seen_at = now
-        worker.stopped = False
+    _seen(db, worker_id, now, stopped=False)
     return renew_leases(db, worker_id=worker_id, lease_secs=lease_secs, now=now)
 
 
 def stop_worker(db: Database, *, worker_id: int, now: datetime) -> int:
     """A worker says goodbye: its leases go back to the queue at once. Returns how many."""
+    _seen(db, worker_id, now, stopped=True)
+    return release(db, worker_id=worker_id)
+
+
+def _seen(db: Database, worker_id: int, now: datetime, *, stopped: bool) -> None:
+    """Raises KeyError for an unknown worker."""
     with db.transaction() as session:
         worker = session.get(Worker, worker_id)
         if worker is None:
             raise KeyError(worker_id)
-        worker.stopped = True
-        worker.last_seen_at = now
-    return release(db, worker_id=worker_id)
+        worker.last_seen_at, worker.stopped = now, stopped
 
 
 def workers(db: Database, *, seen_since: datetime | None = None) -> list[WorkerInfo]:
