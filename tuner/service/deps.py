@@ -1,5 +1,9 @@
 """What routes depend on: the database, the settings, and the caller's token with its role.
 
+The dependencies are `async def` although they do no I/O worth awaiting: FastAPI runs a plain `def`
+dependency in its thread pool, one hand-off per dependency, and those hand-offs were most of the
+cost of a request (a token found in the cache needs no database at all).
+
 Every route but /healthz (and the dashboard's static shell) names one of the role aliases below; a
 missing or unknown token gets 401, a token of the wrong role 403. Admin tokens may do everything.
 """
@@ -7,7 +11,7 @@ missing or unknown token gets 401, a token of the wrong role 403. Admin tokens m
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Annotated
 
 from fastapi import Depends, HTTPException, Request, status
@@ -20,11 +24,11 @@ from tuner.settings import Settings
 _bearer = HTTPBearer(auto_error=False, description="A token from `tuner token create`.")
 
 
-def get_db(request: Request) -> Database:
+async def get_db(request: Request) -> Database:
     return request.app.state.db
 
 
-def get_settings(request: Request) -> Settings:
+async def get_settings(request: Request) -> Settings:
     return request.app.state.settings
 
 
@@ -57,7 +61,7 @@ class TokenCache:
         self._seen = {k: v for k, v in self._seen.items() if v[0].id != token_id}
 
 
-def _token(
+async def _token(
     request: Request,
     db: DatabaseDep,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
@@ -74,11 +78,11 @@ def _token(
     return holder
 
 
-def require(*roles: Role) -> Callable[[TokenInfo], TokenInfo]:
+def require(*roles: Role) -> Callable[[TokenInfo], Awaitable[TokenInfo]]:
     """A dependency admitting tokens of `roles`, and admin tokens."""
     allowed = {Role.ADMIN, *roles}
 
-    def check(holder: Annotated[TokenInfo, Depends(_token)]) -> TokenInfo:
+    async def check(holder: Annotated[TokenInfo, Depends(_token)]) -> TokenInfo:
         if holder.role not in allowed:
             names = ", ".join(sorted(r.value for r in allowed))
             raise HTTPException(status.HTTP_403_FORBIDDEN, f"this needs a token of role {names}")
