@@ -150,7 +150,9 @@ class SearchLoop:
             workload_id=task.workload_id,
             hardware_id=task.hardware_id,
             strategy=task.strategy,
-            seed=task.seed,
+            # Resumed after a restart, the search draws a new stream (what it drew before is queued):
+            # replaying the old one would sample nothing but programs it must skip.
+            seed=task.seed + len(queued),
             space=rule_space(),
             exclude=queued,
         )
