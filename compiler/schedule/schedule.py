@@ -8,7 +8,6 @@ clearly instead of silently pointing at another loop.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -316,6 +315,8 @@ class Schedule:
         return out
 
     def compute_location_candidates(self, block: BlockRV) -> list[str]:
+        """The loops above the block's first consumer where compute_at is legal (unit loops
+        skipped), outermost first."""
         name = self._block_name(block)
         _, b = find_block(self.func.body, name)
         consumers = [
@@ -326,11 +327,7 @@ class Schedule:
         path, _ = find_block(self.func.body, consumers[0].name)
         out = []
         for _, lp in loops_above(self.func.body, path):
-            if lp.extent == 1:
-                continue
-            if _try(
-                lambda lp=lp: compute_location.compute_at(self.func, name, lp.var.name, lambda s: Var(s))
-            ):
+            if lp.extent > 1 and compute_location.can_compute_at(self.func, name, lp.var.name):
                 out.append(lp.var.name)
         return out
 
@@ -345,11 +342,3 @@ class Schedule:
 
 def _is_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _try(fn: Callable[[], object]) -> bool:
-    try:
-        fn()
-    except ScheduleError:
-        return False
-    return True

@@ -133,10 +133,14 @@ def conflicts(a: Block, b: Block) -> bool:
 
 def check_order(old: Stmt, new: Stmt, moved: str) -> None:
     """A primitive that moves one block must not swap it with a block it depends on."""
-    old_order = [b.name for b in blocks_under(old)]
-    new_blocks = blocks_under(new)
-    new_order = [b.name for b in new_blocks]
-    by_name = {b.name: b for b in new_blocks}
+    check_order_of(blocks_under(old), blocks_under(new), moved)
+
+
+def check_order_of(old: list[Block], new: list[Block], moved: str) -> None:
+    """`check_order` on the blocks in execution order before and after the move."""
+    old_order = [b.name for b in old]
+    new_order = [b.name for b in new]
+    by_name = {b.name: b for b in new}
     m = by_name[moved]
     before_old = set(old_order[: old_order.index(moved)])
     before_new = set(new_order[: new_order.index(moved)])

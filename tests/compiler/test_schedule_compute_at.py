@@ -20,8 +20,10 @@ from helpers import (
     stencil,
 )
 
-from compiler import te
-from compiler.schedule.tree import find_block, loops_above
+from compiler import LoopRV, ScheduleError, te
+from compiler.ir import For
+from compiler.schedule.compute_location import can_compute_at
+from compiler.schedule.tree import check_order, find_block, loops_above, nodes
 
 CONV_LOOPS = 7  # b, f, y, x, rc, ry, rx
 
@@ -397,3 +399,61 @@ def test_sample_compute_location_refuses_a_decision_that_is_not_an_index(decisio
     b = sch.get_block("B")
     with schedule_error("B", match="not an index"):
         sch.sample_compute_location(b, decision=decision)
+
+
+def tiled_conv(sch):
+    """The conv block of `conv2d(ci=4, h=8, w=8, co=4)` tiled S0 R0 S1 R1, with one unit tile per
+    reduction level: returns the tiles of each level."""
+    b, f, y, x, rc, ry, rx = loops_of(sch, "conv")
+    f0, f1 = sch.split(f, [2, 2])
+    y0, y1 = sch.split(y, [2, 4])
+    x0, x1 = sch.split(x, [4, 2])
+    rc0, rc1 = sch.split(rc, [2, 2])
+    ry0, ry1 = sch.split(ry, [3, 1])
+    rx0, rx1 = sch.split(rx, [1, 3])
+    sch.reorder(b, f0, y0, x0, rc0, ry0, rx0, f1, y1, x1, rc1, ry1, rx1)
+    return [b, f0, y0, x0], [rc0, ry0, rx0], [f1, y1, x1], [rc1, ry1, rx1]
+
+
+def _placements():
+    """(schedule, producer block) pairs: untiled and tiled consumers, several producers each."""
+    yield conv2d().schedule(), "pad"
+    sch = conv2d(ci=4, h=8, w=8, co=4).schedule()
+    tiled_conv(sch)
+    yield sch, "pad"
+    sch = mm_relu(31, 37, 13).schedule()
+    i, j = loops_of(sch, "C")
+    i0, i1 = sch.split(i, [None, 4])
+    j0, j1 = sch.split(j, [None, 8])
+    sch.reorder(i0, j0, i1, j1)
+    yield sch, "Y"
+    yield chain((19, 23), stages=3).schedule(), "B"
+    yield chain((19, 23), stages=3).schedule(), "C"
+    yield softmax().schedule(), "M"
+    yield stencil().schedule(), "P"
+    yield mm_two_consumers().schedule(), "Y"
+    yield scan_pipeline().schedule(), "X2"
+    sch = mm_relu().schedule()
+    y = sch.get_block("Y")
+    sch.decompose_reduction(y, sch.get_loops(y)[1])
+    yield sch, "Y"
+
+
+def test_can_compute_at_agrees_with_compute_at_at_every_loop():
+    outcomes = set()
+    for sch, block in _placements():
+        for _, loop in nodes(sch.func.body):
+            if not isinstance(loop, For):
+                continue
+            legal = can_compute_at(sch.func, block, loop.var.name)
+            s = sch.copy()
+            try:
+                s.compute_at(s.get_block(block), LoopRV("l", loop.var.name))
+            except ScheduleError:
+                assert not legal, f"{block} at {loop.var.name}: can_compute_at said yes"
+                outcomes.add(False)
+                continue
+            assert legal, f"{block} at {loop.var.name}: can_compute_at said no"
+            check_order(sch.func.body, s.func.body, block)  # the order the plan checked is the real one
+            outcomes.add(True)
+    assert outcomes == {True, False}
