@@ -9,7 +9,7 @@ os.environ.pop("OPENBLAS_CORETYPE", None)
 
 import sys
 
-from bench import build_cost, conv2d, matmul, models, runner_throughput, tuning
+from bench import build_cost, compute_location, conv2d, matmul, models, runner_throughput, tuning
 
 BENCHMARKS = {
     "matmul": matmul.main,
@@ -18,6 +18,7 @@ BENCHMARKS = {
     "runner": runner_throughput.main,
     "tuning": tuning.main,
     "models": models.main,
+    "compute_location": compute_location.main,
 }
 
 

@@ -15,7 +15,15 @@ from compiler.ir import Block, For, PrimFunc, Var
 from compiler.schedule import cache, compute_location, inline, loop_transform, reduction, sampling
 from compiler.schedule.errors import ScheduleError, check
 from compiler.schedule.trace import Instruction, Trace
-from compiler.schedule.tree import blocks_under, find_block, find_loop, loops_above, map_blocks, nodes
+from compiler.schedule.tree import (
+    blocks_under,
+    find_block,
+    find_loop,
+    loop_iter_kind,
+    loops_above,
+    map_blocks,
+    nodes,
+)
 from compiler.visit import block_reads
 
 ROOT = "root"
@@ -299,8 +307,8 @@ class Schedule:
     def sample_compute_location(self, block: BlockRV, decision: int | None = None) -> LoopRV:
         """A loop where compute_at(block, loop) is legal, or the root (decision -1: stay in place).
 
-        Candidates are the loops above the block's first consumer, outermost first, where the
-        primitive succeeds (unit loops skipped). A stale decision falls back to the nearest valid one."""
+        The decision indexes `compute_location_candidates`. A stale decision falls back to the
+        nearest valid one."""
         candidates = self.compute_location_candidates(block)
         if decision is None:
             decision = self.rng.randrange(-1, len(candidates))
@@ -315,8 +323,10 @@ class Schedule:
         return out
 
     def compute_location_candidates(self, block: BlockRV) -> list[str]:
-        """The loops above the block's first consumer where compute_at is legal (unit loops
-        skipped), outermost first."""
+        """The loops above the block's first consumer where compute_at is legal, outermost first, as
+        MetaSchedule chooses them: unit loops are skipped, and the list ends at a spatial loop that
+        follows a reduction loop, or at a reduction loop that no spatial loop follows. Deeper, the
+        producer would be recomputed at every step of loops its region does not depend on."""
         name = self._block_name(block)
         _, b = find_block(self.func.body, name)
         consumers = [
@@ -325,9 +335,21 @@ class Schedule:
         if not consumers or b.body.buffer in self.func.params:
             return []
         path, _ = find_block(self.func.body, consumers[0].name)
-        out = []
-        for _, lp in loops_above(self.func.body, path):
-            if lp.extent > 1 and compute_location.can_compute_at(self.func, name, lp.var.name):
+        loops = [lp for _, lp in loops_above(self.func.body, path)]
+        kinds = [loop_iter_kind(lp) for lp in loops]
+        last_spatial = max((k for k, kind in enumerate(kinds) if kind == "S"), default=-1)
+        out: list[str] = []
+        seen_reduction = False
+        for k, (lp, kind) in enumerate(zip(loops, kinds)):
+            if lp.extent == 1:
+                continue
+            if kind == "S" and seen_reduction:
+                break
+            if kind != "S":
+                seen_reduction = True
+                if k > last_spatial:
+                    break
+            if compute_location.can_compute_at(self.func, name, lp.var.name):
                 out.append(lp.var.name)
         return out
 

@@ -7,7 +7,7 @@ from dataclasses import replace
 
 from compiler.ir import Allocate, Block, Buffer, For, SeqStmt, Stmt, Var
 from compiler.schedule.errors import ScheduleError
-from compiler.visit import block_reads, block_writes, children, seq
+from compiler.visit import block_reads, block_writes, children, free_vars, seq
 
 Path = tuple[int, ...]
 
@@ -97,6 +97,20 @@ def loops_above(body: Stmt, path: Path) -> list[tuple[Path, For]]:
 
 def blocks_under(stmt: Stmt) -> list[Block]:
     return [s for _, s in nodes(stmt) if isinstance(s, Block)]
+
+
+def loop_iter_kind(loop: For) -> str:
+    """What a loop iterates over, from the blocks under it: "S" if its variable feeds only spatial
+    iteration variables (or none), "R" if only reduction ones, "-" if both or a scan's ordered axis."""
+    kinds = {
+        iv.kind
+        for b in blocks_under(loop)
+        for iv, binding in zip(b.iter_vars, b.bindings)
+        if loop.var in free_vars(binding)
+    }
+    if kinds <= {"S"}:
+        return "S"
+    return "R" if kinds == {"R"} else "-"
 
 
 def is_ancestor(a: Path, b: Path) -> bool:

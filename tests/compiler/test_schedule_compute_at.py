@@ -23,7 +23,7 @@ from helpers import (
 from compiler import LoopRV, ScheduleError, te
 from compiler.ir import For
 from compiler.schedule.compute_location import can_compute_at
-from compiler.schedule.tree import check_order, find_block, loops_above, nodes
+from compiler.schedule.tree import check_order, find_block, loop_iter_kind, loops_above, nodes
 
 CONV_LOOPS = 7  # b, f, y, x, rc, ry, rx
 
@@ -413,6 +413,40 @@ def tiled_conv(sch):
     rx0, rx1 = sch.split(rx, [1, 3])
     sch.reorder(b, f0, y0, x0, rc0, ry0, rx0, f1, y1, x1, rc1, ry1, rx1)
     return [b, f0, y0, x0], [rc0, ry0, rx0], [f1, y1, x1], [rc1, ry1, rx1]
+
+
+def test_compute_location_candidates_end_below_the_outer_reduction_tiles():
+    """As in MetaSchedule: unit loops are skipped, reduction loops may follow the outer spatial
+    tiles, and the first spatial loop after a reduction loop ends the list; under it the padding
+    would be recomputed at every step of loops it does not depend on."""
+    wl = conv2d(ci=4, h=8, w=8, co=4)
+    sch = wl.schedule()
+    (_, f0, y0, x0), (rc0, ry0, _), _, _ = tiled_conv(sch)  # the batch loop and rx0 are unit loops
+    candidates = sch.compute_location_candidates(sch.get_block("pad"))
+    assert candidates == [lp.name for lp in (f0, y0, x0, rc0, ry0)]
+    for decision in range(len(candidates)):
+        s = wl.schedule()
+        tiled_conv(s)
+        pad = s.get_block("pad")
+        s.compute_at(pad, s.sample_compute_location(pad, decision=decision))
+        assert_computes(wl, s)
+
+
+def test_trailing_reduction_loops_are_not_compute_locations():
+    sch = conv2d().schedule()
+    _, f, y, x, _, _, _ = loops_of(sch, "conv")  # the batch loop has extent 1
+    assert sch.compute_location_candidates(sch.get_block("pad")) == [f.name, y.name, x.name]
+
+
+def test_loop_iter_kind_follows_the_bindings_of_every_block_under_the_loop():
+    sch = conv2d(ci=4, h=8, w=8, co=4).schedule()
+    (b, f0, _, _), (rc0, _, _), (f1, _, _), _ = tiled_conv(sch)
+    kinds = {lp.var.name: loop_iter_kind(lp) for _, lp in nodes(sch.func.body) if isinstance(lp, For)}
+    assert [kinds[lp.name] for lp in (b, f0, rc0, f1)] == ["S", "S", "R", "S"]
+    scan = scan_pipeline().schedule()
+    t, i = loops_of(scan, "scan")
+    kinds = {lp.var.name: loop_iter_kind(lp) for _, lp in nodes(scan.func.body) if isinstance(lp, For)}
+    assert (kinds[t.name], kinds[i.name]) == ("-", "S")  # t is the recurrence
 
 
 def _placements():
