@@ -10,8 +10,8 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
-from compiler.ir import INT_DTYPES, TRUE, Binary, Const, Expr, Not, Select, Var, const
-from compiler.visit import map_expr
+from compiler.ir import INDEX_DTYPE, INT_DTYPES, TRUE, Binary, Const, Expr, Not, Select, Var, const
+from compiler.visit import map_children
 
 Range = tuple[int, int]  # inclusive numeric bounds
 Ranges = Mapping[Var, Range]
@@ -98,8 +98,43 @@ def linear(expr: Expr) -> Linear:
 
 def simplify(expr: Expr, ranges: Ranges | None = None) -> Expr:
     """Fold constants and canonicalize integer arithmetic; `ranges` bounds loop variables."""
-    rng = ranges or {}
-    return map_expr(expr, lambda e: _simplify_node(e, rng))
+    return _simplify(expr, ranges or {})
+
+
+def _simplify(e: Expr, rng: Ranges) -> Expr:
+    """Bottom-up, except that a sum of index terms is canonicalized in one pass (`_index_sum`)."""
+    if isinstance(e, Binary):
+        if e.op in _SUM_OPS and e.dtype == INDEX_DTYPE:
+            return _index_sum(e, rng).to_expr()
+        a, b = _simplify(e.a, rng), _simplify(e.b, rng)
+        node: Expr = e if (a is e.a and b is e.b) else Binary(e.op, a, b)
+    elif isinstance(e, (Var, Const)):
+        return e
+    else:
+        node = map_children(e, lambda c: _simplify(c, rng))
+    out = _simplify_node(node, rng)
+    return node if out is None else out
+
+
+_SUM_OPS = ("add", "sub", "mul")
+
+
+def _index_sum(e: Expr, rng: Ranges) -> Linear:
+    """The linear form of simplify(e), read straight through its sums and products by constants
+    (the atoms in between simplified on their own). Canonicalizing each node of the sum on the way
+    up, as the rest of simplify does, re-reads every subtree at every level above it."""
+    if isinstance(e, Const):
+        return Linear({}, int(e.value))
+    if isinstance(e, Binary) and e.op in _SUM_OPS and e.dtype == INDEX_DTYPE:
+        a, b = _index_sum(e.a, rng), _index_sum(e.b, rng)
+        if e.op != "mul":
+            return a.add(b, 1 if e.op == "add" else -1)
+        if not b.terms:
+            return a.scale(b.constant)
+        if not a.terms:
+            return b.scale(a.constant)
+        return Linear({Binary("mul", a.to_expr(), b.to_expr()): 1})
+    return linear(_simplify(e, rng))
 
 
 def _simplify_node(e: Expr, rng: Ranges) -> Expr | None:

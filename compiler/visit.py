@@ -49,6 +49,25 @@ def map_expr(expr: Expr, fn: ExprFn) -> Expr:
     return node if out is None else out
 
 
+def map_children(expr: Expr, fn: Callable[[Expr], Expr]) -> Expr:
+    """`expr` with `fn` applied to each direct child (the same node when no child changes)."""
+    if isinstance(expr, Binary):
+        a, b = fn(expr.a), fn(expr.b)
+        return expr if (a is expr.a and b is expr.b) else Binary(expr.op, a, b)
+    if isinstance(expr, Load):
+        idx = tuple(fn(i) for i in expr.indices)
+        return Load(expr.buffer, idx) if idx != expr.indices else expr
+    if isinstance(expr, Select):
+        return Select(fn(expr.cond), fn(expr.true_value), fn(expr.false_value))
+    if isinstance(expr, Cast):
+        return Cast(expr.dtype, fn(expr.value))
+    if isinstance(expr, Call):
+        return Call(expr.func, tuple(fn(a) for a in expr.args), expr.dtype)
+    if isinstance(expr, Not):
+        return Not(fn(expr.a))
+    return expr
+
+
 def walk_expr(expr: Expr) -> Iterator[Expr]:
     """Every node of `expr`, parents before children."""
     yield expr
