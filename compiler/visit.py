@@ -70,24 +70,23 @@ def map_children(expr: Expr, fn: Callable[[Expr], Expr]) -> Expr:
 
 def walk_expr(expr: Expr) -> Iterator[Expr]:
     """Every node of `expr`, parents before children."""
-    yield expr
-    if isinstance(expr, Binary):
-        yield from walk_expr(expr.a)
-        yield from walk_expr(expr.b)
-    elif isinstance(expr, Load):
-        for i in expr.indices:
-            yield from walk_expr(i)
-    elif isinstance(expr, Select):
-        yield from walk_expr(expr.cond)
-        yield from walk_expr(expr.true_value)
-        yield from walk_expr(expr.false_value)
-    elif isinstance(expr, Cast):
-        yield from walk_expr(expr.value)
-    elif isinstance(expr, Call):
-        for a in expr.args:
-            yield from walk_expr(a)
-    elif isinstance(expr, Not):
-        yield from walk_expr(expr.a)
+    stack = [expr]  # explicit, as nested generators cost a step per level for every node
+    while stack:
+        e = stack.pop()
+        yield e
+        if isinstance(e, Binary):
+            stack.append(e.b)
+            stack.append(e.a)
+        elif isinstance(e, Load):
+            stack.extend(reversed(e.indices))
+        elif isinstance(e, Select):
+            stack += (e.false_value, e.true_value, e.cond)
+        elif isinstance(e, Cast):
+            stack.append(e.value)
+        elif isinstance(e, Call):
+            stack.extend(reversed(e.args))
+        elif isinstance(e, Not):
+            stack.append(e.a)
 
 
 def substitute(expr: Expr, mapping: dict[Var, Expr]) -> Expr:

@@ -19,7 +19,7 @@ from compiler.schedule.tree import (
     blocks_under,
     find_block,
     find_loop,
-    loop_iter_kind,
+    loop_iter_kinds,
     loops_above,
     map_blocks,
     nodes,
@@ -336,7 +336,8 @@ class Schedule:
             return []
         path, _ = find_block(self.func.body, consumers[0].name)
         loops = [lp for _, lp in loops_above(self.func.body, path)]
-        kinds = [loop_iter_kind(lp) for lp in loops]
+        by_var = loop_iter_kinds(self.func.body)
+        kinds = [by_var.get(lp.var, "S") for lp in loops]
         last_spatial = max((k for k, kind in enumerate(kinds) if kind == "S"), default=-1)
         out: list[str] = []
         seen_reduction = False

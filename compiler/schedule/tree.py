@@ -14,9 +14,15 @@ Path = tuple[int, ...]
 
 def nodes(stmt: Stmt, path: Path = ()) -> Iterator[tuple[Path, Stmt]]:
     """Every statement with its path, in execution order."""
-    yield path, stmt
-    for i, c in enumerate(children(stmt)):
-        yield from nodes(c, path + (i,))
+    # An explicit stack: nested generators would pass each node up through every level above it,
+    # and loop nests after tiling are 20 deep.
+    stack = [(path, stmt)]
+    while stack:
+        p, s = stack.pop()
+        yield p, s
+        kids = children(s)
+        for i in range(len(kids) - 1, -1, -1):
+            stack.append((p + (i,), kids[i]))
 
 
 def get(stmt: Stmt, path: Path) -> Stmt:
@@ -99,18 +105,16 @@ def blocks_under(stmt: Stmt) -> list[Block]:
     return [s for _, s in nodes(stmt) if isinstance(s, Block)]
 
 
-def loop_iter_kind(loop: For) -> str:
-    """What a loop iterates over, from the blocks under it: "S" if its variable feeds only spatial
-    iteration variables (or none), "R" if only reduction ones, "-" if both or a scan's ordered axis."""
-    kinds = {
-        iv.kind
-        for b in blocks_under(loop)
-        for iv, binding in zip(b.iter_vars, b.bindings)
-        if loop.var in free_vars(binding)
-    }
-    if kinds <= {"S"}:
-        return "S"
-    return "R" if kinds == {"R"} else "-"
+def loop_iter_kinds(body: Stmt) -> dict[Var, str]:
+    """What each loop iterates over, from the bindings of the blocks under it: "S" if its variable
+    feeds only spatial iteration variables, "R" if only reduction ones, "-" if both or a scan's
+    ordered axis. Loops that feed no binding are absent (they count as spatial)."""
+    seen: dict[Var, set[str]] = {}
+    for b in blocks_under(body):
+        for iv, binding in zip(b.iter_vars, b.bindings):
+            for v in free_vars(binding):
+                seen.setdefault(v, set()).add(iv.kind)
+    return {v: "S" if kinds == {"S"} else "R" if kinds == {"R"} else "-" for v, kinds in seen.items()}
 
 
 def is_ancestor(a: Path, b: Path) -> bool:

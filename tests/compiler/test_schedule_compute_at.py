@@ -23,7 +23,7 @@ from helpers import (
 from compiler import LoopRV, ScheduleError, te
 from compiler.ir import For
 from compiler.schedule.compute_location import can_compute_at
-from compiler.schedule.tree import check_order, find_block, loop_iter_kind, loops_above, nodes
+from compiler.schedule.tree import check_order, find_block, loop_iter_kinds, loops_above, nodes
 
 CONV_LOOPS = 7  # b, f, y, x, rc, ry, rx
 
@@ -438,14 +438,14 @@ def test_trailing_reduction_loops_are_not_compute_locations():
     assert sch.compute_location_candidates(sch.get_block("pad")) == [f.name, y.name, x.name]
 
 
-def test_loop_iter_kind_follows_the_bindings_of_every_block_under_the_loop():
+def test_loop_iter_kinds_follow_the_bindings_of_every_block_under_the_loop():
     sch = conv2d(ci=4, h=8, w=8, co=4).schedule()
     (b, f0, _, _), (rc0, _, _), (f1, _, _), _ = tiled_conv(sch)
-    kinds = {lp.var.name: loop_iter_kind(lp) for _, lp in nodes(sch.func.body) if isinstance(lp, For)}
+    kinds = {v.name: kind for v, kind in loop_iter_kinds(sch.func.body).items()}
     assert [kinds[lp.name] for lp in (b, f0, rc0, f1)] == ["S", "S", "R", "S"]
     scan = scan_pipeline().schedule()
     t, i = loops_of(scan, "scan")
-    kinds = {lp.var.name: loop_iter_kind(lp) for _, lp in nodes(scan.func.body) if isinstance(lp, For)}
+    kinds = {v.name: kind for v, kind in loop_iter_kinds(scan.func.body).items()}
     assert (kinds[t.name], kinds[i.name]) == ("-", "S")  # t is the recurrence
 
 
