@@ -8,7 +8,9 @@ clearly instead of silently pointing at another loop.
 from __future__ import annotations
 
 import random
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
+from itertools import islice
 from typing import Any
 
 from compiler.ir import Block, For, PrimFunc, Var
@@ -308,16 +310,19 @@ class Schedule:
         """A loop where compute_at(block, loop) is legal, or the root (decision -1: stay in place).
 
         The decision indexes `compute_location_candidates`. A stale decision falls back to the
-        nearest valid one."""
-        candidates = self.compute_location_candidates(block)
+        nearest valid one. Replaying a decision checks only the candidates up to it (none for -1):
+        each check is a compute_at's worth of region inference."""
+        self._block_name(block)
         if decision is None:
-            decision = self.rng.randrange(-1, len(candidates))
+            options = self.compute_location_candidates(block)
+            decision = self.rng.randrange(-1, len(options))
         check(
             _is_int(decision),
             f"sample_compute_location of block {block.name!r}: decision {decision!r} is not an index",
         )
-        decision = max(-1, min(decision, len(candidates) - 1))
-        name = ROOT if decision < 0 else candidates[decision]
+        options = list(islice(self._compute_locations(block), max(0, decision + 1)))
+        decision = max(-1, min(decision, len(options) - 1))
+        name = ROOT if decision < 0 else options[decision]
         out = self._loop(name)
         self._record("sample_compute_location", {"block": block}, [out], decision)
         return out
@@ -327,32 +332,33 @@ class Schedule:
         MetaSchedule chooses them: unit loops are skipped, and the list ends at a spatial loop that
         follows a reduction loop, or at a reduction loop that no spatial loop follows. Deeper, the
         producer would be recomputed at every step of loops its region does not depend on."""
+        return list(self._compute_locations(block))
+
+    def _compute_locations(self, block: BlockRV) -> Iterator[str]:
         name = self._block_name(block)
         _, b = find_block(self.func.body, name)
         consumers = [
             c for c in blocks_under(self.func.body) if b.body.buffer in block_reads(c) and c.name != name
         ]
         if not consumers or b.body.buffer in self.func.params:
-            return []
+            return
         path, _ = find_block(self.func.body, consumers[0].name)
         loops = [lp for _, lp in loops_above(self.func.body, path)]
         by_var = loop_iter_kinds(self.func.body)
         kinds = [by_var.get(lp.var, "S") for lp in loops]
         last_spatial = max((k for k, kind in enumerate(kinds) if kind == "S"), default=-1)
-        out: list[str] = []
         seen_reduction = False
         for k, (lp, kind) in enumerate(zip(loops, kinds)):
             if lp.extent == 1:
                 continue
             if kind == "S" and seen_reduction:
-                break
+                return
             if kind != "S":
                 seen_reduction = True
                 if k > last_spatial:
-                    break
+                    return
             if compute_location.can_compute_at(self.func, name, lp.var.name):
-                out.append(lp.var.name)
-        return out
+                yield lp.var.name
 
     def copy(self) -> Schedule:
         other = Schedule.__new__(Schedule)

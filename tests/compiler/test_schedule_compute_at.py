@@ -22,6 +22,7 @@ from helpers import (
 
 from compiler import LoopRV, ScheduleError, te
 from compiler.ir import For
+from compiler.schedule import compute_location
 from compiler.schedule.compute_location import can_compute_at
 from compiler.schedule.tree import check_order, find_block, loop_iter_kinds, loops_above, nodes
 
@@ -491,3 +492,20 @@ def test_can_compute_at_agrees_with_compute_at_at_every_loop():
             check_order(sch.func.body, s.func.body, block)  # the order the plan checked is the real one
             outcomes.add(True)
     assert outcomes == {True, False}
+
+
+@pytest.mark.parametrize(("decision", "checked"), [(-1, 0), (0, 1), (2, 3), (99, 5)])
+def test_replaying_a_compute_location_checks_only_the_candidates_up_to_it(monkeypatch, decision, checked):
+    sch = conv2d(ci=4, h=8, w=8, co=4).schedule()
+    tiled_conv(sch)
+    candidates = sch.compute_location_candidates(sch.get_block("pad"))
+    calls = []
+
+    def counting(func, block, loop):
+        calls.append(loop)
+        return can_compute_at(func, block, loop)
+
+    monkeypatch.setattr(compute_location, "can_compute_at", counting)
+    loop = sch.sample_compute_location(sch.get_block("pad"), decision=decision)
+    assert calls == candidates[:checked]  # every loop checked was legal here, so none is skipped
+    assert loop.name == ("root" if decision < 0 else candidates[min(decision, len(candidates) - 1)])
