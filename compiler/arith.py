@@ -52,18 +52,34 @@ def _fold(op: str, a: Const, b: Const) -> Const | None:
 class Linear:
     """sum(coef * atom) + constant, with atoms kept in first-seen order so output is deterministic."""
 
+    __slots__ = ("constant", "terms")
+
     def __init__(self, terms: dict[Expr, int] | None = None, constant: int = 0) -> None:
-        self.terms = {k: v for k, v in (terms or {}).items() if v != 0}
+        self.terms = {k: v for k, v in terms.items() if v != 0} if terms else {}
         self.constant = constant
 
     def add(self, other: Linear, sign: int = 1) -> Linear:
+        out = Linear.__new__(Linear)
+        out.constant = self.constant + sign * other.constant
+        if not other.terms:
+            out.terms = self.terms  # never mutated, so safe to share
+            return out
         terms = dict(self.terms)
         for k, v in other.terms.items():
-            terms[k] = terms.get(k, 0) + sign * v
-        return Linear(terms, self.constant + sign * other.constant)
+            v = terms.get(k, 0) + sign * v
+            if v:
+                terms[k] = v
+            else:
+                del terms[k]
+        out.terms = terms
+        return out
 
     def scale(self, c: int) -> Linear:
-        return Linear({k: v * c for k, v in self.terms.items()}, self.constant * c)
+        if c == 0:
+            return Linear({}, 0)
+        out = Linear.__new__(Linear)
+        out.terms, out.constant = {k: v * c for k, v in self.terms.items()}, self.constant * c
+        return out
 
     def to_expr(self) -> Expr:
         out: Expr | None = None
