@@ -9,7 +9,7 @@ os.environ.pop("OPENBLAS_CORETYPE", None)
 
 import sys
 
-from bench import build_cost, compute_location, conv2d, matmul, models, runner_throughput, tuning
+from bench import build_cost, compute_location, conv2d, cost_model, matmul, models, runner_throughput, tuning
 
 BENCHMARKS = {
     "matmul": matmul.main,
@@ -19,6 +19,7 @@ BENCHMARKS = {
     "tuning": tuning.main,
     "models": models.main,
     "compute_location": compute_location.main,
+    "cost_model": cost_model.main,
 }
 
 

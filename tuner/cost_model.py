@@ -26,6 +26,7 @@ records of other workloads can warm-start the model without their absolute speed
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -221,4 +222,20 @@ def evaluate_ranking(model: CostModel, workload_groups: Sequence[Group]) -> dict
         order = np.argsort(-model.predict(features), kind="stable")
         for k, name in ((1, "top1"), (5, "top5")):
             scores[name].append(float(labels[order[:k]].max()))
+    return {name: float(np.mean(v)) if v else 0.0 for name, v in scores.items()}
+
+
+def random_ranking(workload_groups: Sequence[Group]) -> dict[str, float]:
+    """What `evaluate_ranking` expects of a random ranking, exactly: for each group, the mean over
+    every k-subset of its candidates of the best label in it."""
+    scores: dict[str, list[float]] = {"top1": [], "top5": []}
+    for _, _, secs in workload_groups:
+        labels = np.sort(normalized_throughput(secs))  # ascending: labels[i] is the best of a subset
+        if not labels.any():  # whose other k - 1 members are among the i below it
+            continue
+        n = len(labels)
+        for k, name in ((1, "top1"), (5, "top5")):
+            k = min(k, n)
+            weights = [math.comb(i, k - 1) for i in range(n)]
+            scores[name].append(float(np.dot(labels, weights)) / math.comb(n, k))
     return {name: float(np.mean(v)) if v else 0.0 for name, v in scores.items()}

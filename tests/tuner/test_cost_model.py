@@ -4,6 +4,7 @@ Labels here are a made-up formula of the sampled tile sizes, never timings: the 
 it from the features of the lowered programs, which is what it must do with real timings too.
 """
 
+import itertools
 import math
 
 import numpy as np
@@ -11,7 +12,7 @@ import pytest
 
 from compiler import Schedule, Target
 from compiler.workloads import workload_from_spec
-from tuner.cost_model import CostModel, evaluate_ranking, normalized_throughput
+from tuner.cost_model import CostModel, evaluate_ranking, normalized_throughput, random_ranking
 from tuner.features import N_FEATURES, extract_features
 
 AVX512 = Target("x86_64-unknown-linux-gnu", "skylake-avx512", "+avx,+avx2,+avx512f")
@@ -180,6 +181,17 @@ def test_evaluate_ranking_arithmetic():
     model = FixedScores([0.0, 5.0, 1.0, 2.0, 9.0, 3.0])  # ranks 4, 1, 5, 3, 2, 0
     scores = evaluate_ranking(model, [("w", rows, secs), ("all failed", rows, [None] * 6)])  # type: ignore[arg-type]
     assert scores == {"top1": 0.0, "top5": 0.5}
+
+
+def test_random_ranking_is_the_exact_expectation_over_every_subset():
+    secs = [1.0, 2.0, None, 4.0, 3.0, 8.0, 5.0]
+    labels = normalized_throughput(secs)
+    rows = [np.zeros((1, N_FEATURES), np.float32)] * len(secs)
+    exact = random_ranking([("w", rows, secs), ("all failed", rows, [None] * len(secs))])
+    for k in (1, 5):
+        every_subset = [max(c) for c in itertools.combinations(labels, k)]
+        assert exact[f"top{k}"] == pytest.approx(np.mean(every_subset)) == pytest.approx(random_topk(secs, k))
+    assert random_ranking([("three", rows[:3], [1.0, 2.0, 4.0])])["top5"] == 1.0  # all of them
 
 
 def test_rejects_inconsistent_input():
