@@ -9,7 +9,17 @@ os.environ.pop("OPENBLAS_CORETYPE", None)
 
 import sys
 
-from bench import build_cost, compute_location, conv2d, cost_model, matmul, models, runner_throughput, tuning
+from bench import (
+    build_cost,
+    compute_location,
+    conv2d,
+    cost_model,
+    matmul,
+    models,
+    runner_throughput,
+    search_cost,
+    tuning,
+)
 
 BENCHMARKS = {
     "matmul": matmul.main,
@@ -20,6 +30,7 @@ BENCHMARKS = {
     "models": models.main,
     "compute_location": compute_location.main,
     "cost_model": cost_model.main,
+    "search_cost": search_cost.main,
 }
 
 
