@@ -5,6 +5,7 @@ it from the features of the lowered programs, which is what it must do with real
 """
 
 import itertools
+import json
 import math
 
 import numpy as np
@@ -106,6 +107,19 @@ def test_ranks_held_out_candidates_far_better_than_random(matmul_data):
     random5 = np.mean([random_topk(s, 5) for _, _, s in held_out])
     assert scores["top5"] >= 0.95 > random5 + 0.3, (scores, random5)
     assert scores["top1"] >= 0.8 > random1 + 0.4, (scores, random1)
+
+
+def test_trees_are_at_most_four_deep(matmul_data):
+    """Deeper trees (TVM uses 10) overfit the few hundred candidates of a tuning run: see the
+    measurements in tuner/cost_model.py."""
+    model = CostModel(seed=0)
+    model.update([("mm", *matmul_data)])
+    dumps = model._booster.get_dump(dump_format="json")  # type: ignore[union-attr]
+
+    def depth(node: dict) -> int:
+        return 1 + max((depth(c) for c in node.get("children", [])), default=-1)
+
+    assert max(depth(json.loads(d)) for d in dumps) <= 4
 
 
 def test_warm_start_from_another_workload(matmul_data):
