@@ -240,7 +240,10 @@ def _evaluate_model(args: argparse.Namespace, console: Console) -> int:
     db = Database.open(args.database)
     try:
         groups = groups_from_records(hardware_records(db, host_hardware().key))
-        names = {w.hash: w.name for w in db.workloads()}
+        names = {  # the name alone does not tell two shapes of one operator apart
+            w.hash: f"{w.name} " + " ".join(f"{k}={v}" for k, v in w.spec.get("params", {}).items())
+            for w in db.workloads()
+        }
     finally:
         db.close()
     if not groups:
@@ -251,7 +254,8 @@ def _evaluate_model(args: argparse.Namespace, console: Console) -> int:
         print(json.dumps(scores, indent=2))
         return 0
     table = Table(
-        title=f"cost model: {scores['splits']} random splits, {args.holdout:.0%} of each workload held out"
+        title=f"cost model: {scores['splits']} random splits, {args.holdout:.0%} of each workload held out",
+        caption="± is the standard deviation over the splits; random = the exact score of a random ranking",
     )
     for column in ("workload", "records", "top-1", "random", "top-5", "random "):
         table.add_column(column, justify="left" if column == "workload" else "right")
