@@ -50,7 +50,22 @@ def collect(database: str) -> dict[str, Group]:
         if have < count:
             tune(spec, trials=count - have, database=database, strategy="random", seed=have)
     with Database.open(database) as db:
-        groups = {g[0]: g for g in groups_from_records(hardware_records(db, hardware))}
+        records = hardware_records(db, hardware)
+    groups = {g[0]: g for g in groups_from_records(records)}
+    spread = {
+        name: np.median(
+            [
+                (max(r.run_secs) - min(r.run_secs)) / r.median_secs
+                for r in records
+                if r.run_secs and r.workload_hash == key
+            ]
+        )
+        for name, key in keys.items()
+    }
+    print(
+        "measurement noise, median over candidates of (max - min) / median of their repeats: "
+        + ", ".join(f"{name} {v:.2f}" for name, v in spread.items())
+    )
     return {name: groups[key] for name, key in keys.items()}
 
 
