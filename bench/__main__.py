@@ -9,7 +9,19 @@ os.environ.pop("OPENBLAS_CORETYPE", None)
 
 import sys
 
-from bench import best_query, build_cost, conv2d, coordinator, matmul, models, runner_throughput, tuning
+from bench import (
+    best_query,
+    build_cost,
+    compute_location,
+    conv2d,
+    coordinator,
+    cost_model,
+    matmul,
+    models,
+    runner_throughput,
+    search_cost,
+    tuning,
+)
 
 BENCHMARKS = {
     "matmul": matmul.main,
@@ -18,6 +30,9 @@ BENCHMARKS = {
     "runner": runner_throughput.main,
     "tuning": tuning.main,
     "models": models.main,
+    "compute_location": compute_location.main,
+    "cost_model": cost_model.main,
+    "search_cost": search_cost.main,
     "coordinator": coordinator.main,
     "best_query": best_query.main,
 }

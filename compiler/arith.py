@@ -10,8 +10,8 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
-from compiler.ir import INT_DTYPES, TRUE, Binary, Const, Expr, Not, Select, Var, const
-from compiler.visit import map_expr
+from compiler.ir import INDEX_DTYPE, INT_DTYPES, TRUE, Binary, Const, Expr, Not, Select, Var, const
+from compiler.visit import map_children
 
 Range = tuple[int, int]  # inclusive numeric bounds
 Ranges = Mapping[Var, Range]
@@ -52,18 +52,34 @@ def _fold(op: str, a: Const, b: Const) -> Const | None:
 class Linear:
     """sum(coef * atom) + constant, with atoms kept in first-seen order so output is deterministic."""
 
+    __slots__ = ("constant", "terms")
+
     def __init__(self, terms: dict[Expr, int] | None = None, constant: int = 0) -> None:
-        self.terms = {k: v for k, v in (terms or {}).items() if v != 0}
+        self.terms = {k: v for k, v in terms.items() if v != 0} if terms else {}
         self.constant = constant
 
     def add(self, other: Linear, sign: int = 1) -> Linear:
+        out = Linear.__new__(Linear)
+        out.constant = self.constant + sign * other.constant
+        if not other.terms:
+            out.terms = self.terms  # never mutated, so safe to share
+            return out
         terms = dict(self.terms)
         for k, v in other.terms.items():
-            terms[k] = terms.get(k, 0) + sign * v
-        return Linear(terms, self.constant + sign * other.constant)
+            v = terms.get(k, 0) + sign * v
+            if v:
+                terms[k] = v
+            else:
+                del terms[k]
+        out.terms = terms
+        return out
 
     def scale(self, c: int) -> Linear:
-        return Linear({k: v * c for k, v in self.terms.items()}, self.constant * c)
+        if c == 0:
+            return Linear({}, 0)
+        out = Linear.__new__(Linear)
+        out.terms, out.constant = {k: v * c for k, v in self.terms.items()}, self.constant * c
+        return out
 
     def to_expr(self) -> Expr:
         out: Expr | None = None
@@ -98,8 +114,43 @@ def linear(expr: Expr) -> Linear:
 
 def simplify(expr: Expr, ranges: Ranges | None = None) -> Expr:
     """Fold constants and canonicalize integer arithmetic; `ranges` bounds loop variables."""
-    rng = ranges or {}
-    return map_expr(expr, lambda e: _simplify_node(e, rng))
+    return _simplify(expr, ranges or {})
+
+
+def _simplify(e: Expr, rng: Ranges) -> Expr:
+    """Bottom-up, except that a sum of index terms is canonicalized in one pass (`_index_sum`)."""
+    if isinstance(e, Binary):
+        if e.op in _SUM_OPS and e.dtype == INDEX_DTYPE:
+            return _index_sum(e, rng).to_expr()
+        a, b = _simplify(e.a, rng), _simplify(e.b, rng)
+        node: Expr = e if (a is e.a and b is e.b) else Binary(e.op, a, b)
+    elif isinstance(e, (Var, Const)):
+        return e
+    else:
+        node = map_children(e, lambda c: _simplify(c, rng))
+    out = _simplify_node(node, rng)
+    return node if out is None else out
+
+
+_SUM_OPS = ("add", "sub", "mul")
+
+
+def _index_sum(e: Expr, rng: Ranges) -> Linear:
+    """The linear form of simplify(e), read straight through its sums and products by constants
+    (the atoms in between simplified on their own). Canonicalizing each node of the sum on the way
+    up, as the rest of simplify does, re-reads every subtree at every level above it."""
+    if isinstance(e, Const):
+        return Linear({}, int(e.value))
+    if isinstance(e, Binary) and e.op in _SUM_OPS and e.dtype == INDEX_DTYPE:
+        a, b = _index_sum(e.a, rng), _index_sum(e.b, rng)
+        if e.op != "mul":
+            return a.add(b, 1 if e.op == "add" else -1)
+        if not b.terms:
+            return a.scale(b.constant)
+        if not a.terms:
+            return b.scale(a.constant)
+        return Linear({Binary("mul", a.to_expr(), b.to_expr()): 1})
+    return linear(_simplify(e, rng))
 
 
 def _simplify_node(e: Expr, rng: Ranges) -> Expr | None:

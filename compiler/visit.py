@@ -49,26 +49,44 @@ def map_expr(expr: Expr, fn: ExprFn) -> Expr:
     return node if out is None else out
 
 
+def map_children(expr: Expr, fn: Callable[[Expr], Expr]) -> Expr:
+    """`expr` with `fn` applied to each direct child (the same node when no child changes)."""
+    if isinstance(expr, Binary):
+        a, b = fn(expr.a), fn(expr.b)
+        return expr if (a is expr.a and b is expr.b) else Binary(expr.op, a, b)
+    if isinstance(expr, Load):
+        idx = tuple(fn(i) for i in expr.indices)
+        return Load(expr.buffer, idx) if idx != expr.indices else expr
+    if isinstance(expr, Select):
+        return Select(fn(expr.cond), fn(expr.true_value), fn(expr.false_value))
+    if isinstance(expr, Cast):
+        return Cast(expr.dtype, fn(expr.value))
+    if isinstance(expr, Call):
+        return Call(expr.func, tuple(fn(a) for a in expr.args), expr.dtype)
+    if isinstance(expr, Not):
+        return Not(fn(expr.a))
+    return expr
+
+
 def walk_expr(expr: Expr) -> Iterator[Expr]:
     """Every node of `expr`, parents before children."""
-    yield expr
-    if isinstance(expr, Binary):
-        yield from walk_expr(expr.a)
-        yield from walk_expr(expr.b)
-    elif isinstance(expr, Load):
-        for i in expr.indices:
-            yield from walk_expr(i)
-    elif isinstance(expr, Select):
-        yield from walk_expr(expr.cond)
-        yield from walk_expr(expr.true_value)
-        yield from walk_expr(expr.false_value)
-    elif isinstance(expr, Cast):
-        yield from walk_expr(expr.value)
-    elif isinstance(expr, Call):
-        for a in expr.args:
-            yield from walk_expr(a)
-    elif isinstance(expr, Not):
-        yield from walk_expr(expr.a)
+    stack = [expr]  # explicit, as nested generators cost a step per level for every node
+    while stack:
+        e = stack.pop()
+        yield e
+        if isinstance(e, Binary):
+            stack.append(e.b)
+            stack.append(e.a)
+        elif isinstance(e, Load):
+            stack.extend(reversed(e.indices))
+        elif isinstance(e, Select):
+            stack += (e.false_value, e.true_value, e.cond)
+        elif isinstance(e, Cast):
+            stack.append(e.value)
+        elif isinstance(e, Call):
+            stack.extend(reversed(e.args))
+        elif isinstance(e, Not):
+            stack.append(e.a)
 
 
 def substitute(expr: Expr, mapping: dict[Var, Expr]) -> Expr:

@@ -68,6 +68,7 @@ class AccessAnalysis:
         self.buffers = _buffer_accesses(store)
         self._origin = {v: (0, 0) for v in still} | {lp.var: (0, 0) for lp in loops}
         self._footprints: dict[tuple[Buffer, int], tuple[int, ...]] = {}
+        self._start_cache: dict[Buffer, list[int]] = {}
 
     def iterations(self, levels: int) -> int:
         """Executions of the store under its innermost `levels` loops."""
@@ -109,9 +110,17 @@ class AccessAnalysis:
         """Elements the flattened address moves when `loop` advances by one (largest over accesses)."""
         one = self._origin | {loop.var: (1, 1)}
         return max(
-            abs(_flat_index(idx, buf.shape, one) - _flat_index(idx, buf.shape, self._origin))
-            for idx in self.buffers[buf].all
+            abs(_flat_index(idx, buf.shape, one) - start)
+            for idx, start in zip(self.buffers[buf].all, self._starts(buf))
         )
+
+    def _starts(self, buf: Buffer) -> list[int]:
+        """The flattened address of each access with every loop at 0 (the same for every loop's stride)."""
+        if buf not in self._start_cache:
+            self._start_cache[buf] = [
+                _flat_index(idx, buf.shape, self._origin) for idx in self.buffers[buf].all
+            ]
+        return self._start_cache[buf]
 
     def reuse(self, buf: Buffer) -> tuple[str, int, int, int, int]:
         """The nearest reuse of `buf`: (kind, level, distance in iterations, distance in bytes, count).

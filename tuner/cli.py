@@ -4,7 +4,7 @@ records, show a record's program and trace.
     tuner tune matmul M=512 N=512 K=512 --trials 64 [--json] [--plot curve.png]
     tuner best matmul M=512 N=512 K=512 [--top 5] [--coordinator URL --token T]
     tuner show matmul M=512 N=512 K=512 [--rank 1] [--coordinator URL --token T]
-    tuner evaluate-model [--holdout 0.25]
+    tuner evaluate-model [--holdout 0.25] [--splits 10]
 
 and the service's commands (`tuner.service.commands`): serve, worker, token, submit, status.
 
@@ -84,6 +84,7 @@ def _parser() -> argparse.ArgumentParser:
     p.set_defaults(run=_show)
     p = command("evaluate-model", "top-1/top-5 score of the cost model on held-out records", workload=False)
     p.add_argument("--holdout", type=float, default=0.25, help="share of each workload's records held out")
+    p.add_argument("--splits", type=int, default=10, help="random train/held-out splits to average over")
     p.add_argument("--seed", type=int, default=0)
     p.set_defaults(run=_evaluate_model)
     add_service_commands(command, embedded_tune=_tune)
@@ -258,20 +259,36 @@ def _evaluate_model(args: argparse.Namespace, console: Console) -> int:
     db = Database.open(database_url(args))
     try:
         groups = groups_from_records(hardware_records(db, host_hardware().key))
+        names = {  # the name alone does not tell two shapes of one operator apart
+            w.hash: f"{w.name} " + " ".join(f"{k}={v}" for k, v in w.spec.get("params", {}).items())
+            for w in db.workloads()
+        }
     finally:
         db.close()
     if not groups:
         console.print("no records on this machine's hardware; run `tuner tune` first")
         return 1
-    scores = evaluate_model(groups, holdout=args.holdout, seed=args.seed)
+    scores = evaluate_model(groups, holdout=args.holdout, seed=args.seed, splits=args.splits)
     if args.json:
         print(json.dumps(scores, indent=2))
         return 0
-    Console().print(
-        f"cost model on {scores['candidates']} held-out candidates of {scores['workloads']} workload(s): "
-        f"top-1 {scores['top1']:.2f} (random ranking {scores['random_top1']:.2f}), "
-        f"top-5 {scores['top5']:.2f} (random {scores['random_top5']:.2f})"
+    table = Table(
+        title=f"cost model: {scores['splits']} random splits, {args.holdout:.0%} of each workload held out",
+        caption="± is the standard deviation over the splits; random = the exact score of a random ranking",
     )
+    for column in ("workload", "records", "top-1", "random", "top-5", "random "):
+        table.add_column(column, justify="left" if column == "workload" else "right")
+    rows = [(names.get(key, key[:12]), s["candidates"], s) for key, s in scores["per_workload"].items()]
+    for name, count, s in [*rows, ("all (mean)", sum(r[1] for r in rows), scores)]:
+        table.add_row(
+            name,
+            str(count),
+            f"{s['top1']:.2f} ± {s['top1_std']:.2f}",
+            f"{s['random_top1']:.2f}",
+            f"{s['top5']:.2f} ± {s['top5_std']:.2f}",
+            f"{s['random_top5']:.2f}",
+        )
+    Console().print(table)
     return 0
 
 

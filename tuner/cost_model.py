@@ -19,6 +19,26 @@ The pack-sum ranges cover weighting each candidate by its label (as TVM does), b
 0.1. Pack-sum stopped improving on the held-out slice within 8-24 rounds on data this small; the
 vector ranks better and needs no custom objective, so the vector it is.
 
+Trees are 4 deep, not TVM's 10: a tuning run has a few hundred candidates, not TVM's thousands. From
+`python -m bench cost_model`: random candidates measured on this machine (320 each of matmul 512^3
+and conv2d 64ch 56x56, 240 each of matmul 384^3 and conv2d 32ch 28x28); "within" holds 25% of each
+workload out (30 splits), "across" trains on the first two workloads and ranks random 60-candidate
+sets of the other two (5 seeds); differences are paired, mean +- standard error:
+
+    depth 10 -> 4              top-1                       top-5
+    within matmul 512^3        0.49 -> 0.47 (-0.02 +- .05)  0.78 -> 0.77 (-0.01 +- .04)
+    within conv2d 64ch         0.54 -> 0.62 (+0.08 +- .06)  0.83 -> 0.88 (+0.04 +- .04)
+    within matmul 384^3        0.49 -> 0.53 (+0.04 +- .05)  0.85 -> 0.83 (-0.02 +- .03)
+    within conv2d 32ch         0.46 -> 0.51 (+0.05 +- .05)  0.66 -> 0.71 (+0.05 +- .04)
+    across matmul 384^3        0.42 -> 0.56 (+0.14 +- .04)  0.78 -> 0.80 (+0.02 +- .04)
+    across conv2d 32ch         0.51 -> 0.56 (+0.05 +- .04)  0.79 -> 0.80 (+0.01 +- .02)
+
+A random ranking scores 0.21-0.30 top-1 and 0.47-0.62 top-5 on these sets. Also tried, on the same
+kind of data, and not taken for want of a clear gain: depth 6; a pairwise ranking objective
+(rank:pairwise, one query group per workload: +0.03 to +0.15 top-1 within a workload, but top-5 -0.07
+to +0.11 and no better across workloads); eta 0.1; min_child_weight 3; sum or [sum, max, mean, min]
+as the aggregation.
+
 Labels are normalized per workload group, y = best seconds in the group / seconds (a failure is 0), so
 records of other workloads can warm-start the model without their absolute speeds mattering.
 """
@@ -26,6 +46,7 @@ records of other workloads can warm-start the model without their absolute speed
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,7 +58,7 @@ Group = tuple[str, Sequence[np.ndarray], Sequence[float | None]]
 
 XGB_PARAMS = {
     "objective": "reg:squarederror",
-    "max_depth": 10,
+    "max_depth": 4,  # TVM's 10 overfits the few hundred candidates a tuning run has (see above)
     "eta": 0.2,
     "gamma": 0.001,
     "min_child_weight": 1,
@@ -221,4 +242,20 @@ def evaluate_ranking(model: CostModel, workload_groups: Sequence[Group]) -> dict
         order = np.argsort(-model.predict(features), kind="stable")
         for k, name in ((1, "top1"), (5, "top5")):
             scores[name].append(float(labels[order[:k]].max()))
+    return {name: float(np.mean(v)) if v else 0.0 for name, v in scores.items()}
+
+
+def random_ranking(workload_groups: Sequence[Group]) -> dict[str, float]:
+    """What `evaluate_ranking` expects of a random ranking, exactly: for each group, the mean over
+    every k-subset of its candidates of the best label in it."""
+    scores: dict[str, list[float]] = {"top1": [], "top5": []}
+    for _, _, secs in workload_groups:
+        labels = np.sort(normalized_throughput(secs))  # ascending: labels[i] is the best of a subset
+        if not labels.any():  # whose other k - 1 members are among the i below it
+            continue
+        n = len(labels)
+        for k, name in ((1, "top1"), (5, "top5")):
+            k = min(k, n)
+            weights = [math.comb(i, k - 1) for i in range(n)]
+            scores[name].append(float(np.dot(labels, weights)) / math.comb(n, k))
     return {name: float(np.mean(v)) if v else 0.0 for name, v in scores.items()}

@@ -4,11 +4,14 @@
 from __future__ import annotations
 
 import random
+from typing import Any
+
+import numpy as np
 
 from compiler import Trace
 from compiler.workloads import workload_from_spec
 from runner import Status
-from tuner.cost_model import CostModel, Group, evaluate_ranking
+from tuner.cost_model import CostModel, Group, evaluate_ranking, random_ranking
 from tuner.database import Database, Record
 from tuner.features import extract_features
 
@@ -42,22 +45,48 @@ def hardware_records(db: Database, hardware_key: str) -> list[Record]:
     return [r for w in db.workloads() for r in db.records(workload_id=w.id, hardware_id=hardware[0].id)]
 
 
-def evaluate_model(groups: list[Group], holdout: float = 0.25, seed: int = 0) -> dict[str, float]:
-    """Train on part of every workload's candidates, score the ranking of the held-out rest; also
-    the expected score of a random ranking of the same held-out candidates, for comparison."""
-    rng = random.Random(seed)
-    train, test = [], []
-    for key, feats, secs in groups:
-        order = list(range(len(feats)))
-        rng.shuffle(order)
-        cut = max(1, int(len(order) * holdout))
-        test.append((key, [feats[i] for i in order[:cut]], [secs[i] for i in order[:cut]]))
-        train.append((key, [feats[i] for i in order[cut:]], [secs[i] for i in order[cut:]]))
-    model = CostModel(seed=seed, min_train_samples=2)
-    model.update(train)
-    scores = evaluate_ranking(model, test)
-    random_model = CostModel(seed=seed + 1)  # untrained: uniform random scores
-    chance = [evaluate_ranking(random_model, test) for _ in range(20)]
-    scores.update({f"random_{k}": sum(c[k] for c in chance) / len(chance) for k in ("top1", "top5")})
-    scores.update(candidates=sum(len(f) for _, f, _ in test), workloads=len(test))
+def evaluate_model(
+    groups: list[Group], holdout: float = 0.25, seed: int = 0, splits: int = 1
+) -> dict[str, Any]:
+    """Train on part of every workload's candidates and score the ranking of the held-out rest, over
+    `splits` random splits: top-1/top-5 (`evaluate_ranking`) overall and per workload, their standard
+    deviation over the splits, and the exact expectation of a random ranking of the same held-out
+    candidates. One split of a few dozen candidates says little: a lucky or unlucky pick moves top-1
+    by tenths."""
+    runs: list[dict[str, dict[str, float]]] = []
+    for split in range(splits):
+        rng = random.Random(seed + split)
+        train, test = [], []
+        for key, feats, secs in groups:
+            order = list(range(len(feats)))
+            rng.shuffle(order)
+            cut = max(1, int(len(order) * holdout))
+            test.append((key, [feats[i] for i in order[:cut]], [secs[i] for i in order[:cut]]))
+            train.append((key, [feats[i] for i in order[cut:]], [secs[i] for i in order[cut:]]))
+        model = CostModel(seed=seed + split, min_train_samples=2)
+        model.update(train)
+        run = {"all": {**evaluate_ranking(model, test), **_prefixed(random_ranking(test))}}
+        for group in test:
+            run[group[0]] = {**evaluate_ranking(model, [group]), **_prefixed(random_ranking([group]))}
+        runs.append(run)
+    scores: dict[str, Any] = _summary([r["all"] for r in runs])
+    scores.update(
+        candidates=sum(max(1, int(len(f) * holdout)) for _, f, _ in groups),
+        workloads=len(groups),
+        splits=splits,
+        per_workload={
+            key: {**_summary([r[key] for r in runs]), "candidates": len(feats)} for key, feats, _ in groups
+        },
+    )
     return scores
+
+
+def _prefixed(scores: dict[str, float]) -> dict[str, float]:
+    return {f"random_{k}": v for k, v in scores.items()}
+
+
+def _summary(runs: list[dict[str, float]]) -> dict[str, float]:
+    """Mean of each score over the splits, and the standard deviation of the model's."""
+    out = {k: float(np.mean([r[k] for r in runs])) for k in runs[0]}
+    out.update({f"{k}_std": float(np.std([r[k] for r in runs])) for k in ("top1", "top5")})
+    return out

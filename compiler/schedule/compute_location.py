@@ -4,7 +4,7 @@ only the region that the loop's iteration needs (produces), found by region infe
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from compiler.arith import bound, linear, simplify, symbolic_range
 from compiler.ir import TRUE, Binary, Block, Buffer, Expr, For, IterVar, PrimFunc, SeqStmt, Stmt, Var, const
@@ -13,6 +13,7 @@ from compiler.schedule.tree import (
     Path,
     blocks_under,
     check_order,
+    check_order_of,
     find_block,
     find_loop,
     get,
@@ -31,6 +32,36 @@ Region = list[tuple[Expr, Expr]]  # per dimension: inclusive [lo, hi] as express
 
 def compute_at(func: PrimFunc, block_name: str, loop_name: str, fresh: Fresh) -> PrimFunc:
     """Compute block `block_name` under loop `loop_name`, where its consumers use it."""
+    plan = _plan_compute_at(func, block_name, loop_name)
+    _, new_nest = _rebuild(plan.block, plan.region, plan.outer, fresh, plan.where)
+    body = _remove(func.body, plan.path)
+    loop_path, _ = find_loop(body, loop_name)
+    body = insert_at(body, loop_path, plan.index, new_nest)  # where the plan checked the order
+    return replace(func, body=body)
+
+
+def can_compute_at(func: PrimFunc, block_name: str, loop_name: str) -> bool:
+    """Whether compute_at would succeed: every check it makes, without building the new program (the
+    guards of the moved block and the edited tree are most of its cost)."""
+    try:
+        _plan_compute_at(func, block_name, loop_name)
+    except ScheduleError:
+        return False
+    return True
+
+
+@dataclass(frozen=True)
+class _ComputeAtPlan:
+    where: str
+    path: Path  # of the block
+    block: Block
+    region: Region  # of the block's output that one iteration of the loop must produce
+    outer: dict[Var, tuple[int, int]]  # ranges of the loop and the loops around it
+    index: int  # child of the loop the moved nest goes before
+
+
+def _plan_compute_at(func: PrimFunc, block_name: str, loop_name: str) -> _ComputeAtPlan:
+    """Every legality check of compute_at, and what applying it needs; raises ScheduleError."""
     path, block = find_block(func.body, block_name)
     loop_path, loop = find_loop(func.body, loop_name)
     where = f"compute_at({block_name!r}, {loop_name!r})"
@@ -50,13 +81,17 @@ def compute_at(func: PrimFunc, block_name: str, loop_name: str, fresh: Fresh) ->
     region = _read_region(func.body, loop_path, buf, consumers)
     check(region is not None, f"{where}: cannot infer the region of {buf.name} the consumers read")
     outer = _outer_ranges(func.body, loop_path, loop)
-    new_block, new_nest = _rebuild(block, region, outer, fresh, where)  # type: ignore[arg-type]
-    body = _remove(func.body, path)
-    loop_path, loop = find_loop(body, loop_name)
+    for iv, (lo, hi) in zip(block.iter_vars, _iter_ranges(block, region, where)):  # type: ignore[arg-type]
+        _extent(iv, lo, hi, outer, where)
+    # The block is not under the loop, so removing it leaves the loop's children as they are.
     index = _first_child_with(loop, {c.name for c in consumers})
-    body = insert_at(body, loop_path, index, new_nest)
-    check_order(func.body, body, new_block.name)
-    return replace(func, body=body)
+    kids = loop.body.stmts if isinstance(loop.body, SeqStmt) else (loop.body,)
+    first_after = blocks_under(kids[index])[0].name
+    old = blocks_under(func.body)
+    new = [b for b in old if b.name != block_name]
+    at = next(k for k, b in enumerate(new) if b.name == first_after)
+    check_order_of(old, [*new[:at], block, *new[at:]], block_name)
+    return _ComputeAtPlan(where, path, block, region, outer, index)  # type: ignore[arg-type]
 
 
 def reverse_compute_at(func: PrimFunc, block_name: str, loop_name: str, fresh: Fresh) -> PrimFunc:
@@ -257,14 +292,9 @@ def _rebuild(
     bindings: list[Expr] = []
     guards: Expr = TRUE
     for iv, (lo, hi) in zip(block.iter_vars, ranges):
-        extent_expr = simplify(Binary("add", Binary("sub", hi, lo), const(1)), outer)
-        ext = bound(extent_expr, outer)
-        check(ext is not None, f"{where}: the extent of {iv.var.name} is not bounded ({extent_expr})")
-        if ext[1] >= iv.extent:  # type: ignore[index]
-            # Clipping `lo + v` to the domain's size could miss its far end: cover the whole domain.
-            lo, extent = const(0), iv.extent
-        else:
-            extent = ext[1]  # type: ignore[index]
+        extent = _extent(iv, lo, hi, outer, where)
+        if extent == iv.extent:
+            lo = const(0)
         if extent <= 1 and bound(lo, outer) is not None:
             value = lo
         else:
@@ -278,6 +308,16 @@ def _rebuild(
     for v, e in reversed(loops):
         stmt = For(v, e, stmt)
     return new_block, stmt
+
+
+def _extent(iv: IterVar, lo: Expr, hi: Expr, outer: dict[Var, tuple[int, int]], where: str) -> int:
+    """Iterations a new loop over [lo, hi] of `iv` needs: the region's largest extent, or the whole
+    domain when the region can reach past it (clipping `lo + v` to the domain could miss its far end,
+    so such a loop covers the whole domain from 0)."""
+    extent_expr = simplify(Binary("add", Binary("sub", hi, lo), const(1)), outer)
+    ext = bound(extent_expr, outer)
+    check(ext is not None, f"{where}: the extent of {iv.var.name} is not bounded ({extent_expr})")
+    return iv.extent if ext[1] >= iv.extent else ext[1]  # type: ignore[index]
 
 
 def _iter_ranges(block: Block, region: Region, where: str) -> list[tuple[Expr, Expr]]:

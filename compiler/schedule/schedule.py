@@ -8,15 +8,24 @@ clearly instead of silently pointing at another loop.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
+from itertools import islice
 from typing import Any
 
 from compiler.ir import Block, For, PrimFunc, Var
 from compiler.schedule import cache, compute_location, inline, loop_transform, reduction, sampling
 from compiler.schedule.errors import ScheduleError, check
 from compiler.schedule.trace import Instruction, Trace
-from compiler.schedule.tree import blocks_under, find_block, find_loop, loops_above, map_blocks, nodes
+from compiler.schedule.tree import (
+    blocks_under,
+    find_block,
+    find_loop,
+    loop_iter_kinds,
+    loops_above,
+    map_blocks,
+    nodes,
+)
 from compiler.visit import block_reads
 
 ROOT = "root"
@@ -300,39 +309,56 @@ class Schedule:
     def sample_compute_location(self, block: BlockRV, decision: int | None = None) -> LoopRV:
         """A loop where compute_at(block, loop) is legal, or the root (decision -1: stay in place).
 
-        Candidates are the loops above the block's first consumer, outermost first, where the
-        primitive succeeds (unit loops skipped). A stale decision falls back to the nearest valid one."""
-        candidates = self.compute_location_candidates(block)
+        The decision indexes `compute_location_candidates`. A stale decision falls back to the
+        nearest valid one. Replaying a decision checks only the candidates up to it (none for -1):
+        each check is a compute_at's worth of region inference."""
+        self._block_name(block)
         if decision is None:
-            decision = self.rng.randrange(-1, len(candidates))
+            options = self.compute_location_candidates(block)
+            decision = self.rng.randrange(-1, len(options))
         check(
             _is_int(decision),
             f"sample_compute_location of block {block.name!r}: decision {decision!r} is not an index",
         )
-        decision = max(-1, min(decision, len(candidates) - 1))
-        name = ROOT if decision < 0 else candidates[decision]
+        options = list(islice(self._compute_locations(block), max(0, decision + 1)))
+        decision = max(-1, min(decision, len(options) - 1))
+        name = ROOT if decision < 0 else options[decision]
         out = self._loop(name)
         self._record("sample_compute_location", {"block": block}, [out], decision)
         return out
 
     def compute_location_candidates(self, block: BlockRV) -> list[str]:
+        """The loops above the block's first consumer where compute_at is legal, outermost first, as
+        MetaSchedule chooses them: unit loops are skipped, and the list ends at a spatial loop that
+        follows a reduction loop, or at a reduction loop that no spatial loop follows. Deeper, the
+        producer would be recomputed at every step of loops its region does not depend on."""
+        return list(self._compute_locations(block))
+
+    def _compute_locations(self, block: BlockRV) -> Iterator[str]:
         name = self._block_name(block)
         _, b = find_block(self.func.body, name)
         consumers = [
             c for c in blocks_under(self.func.body) if b.body.buffer in block_reads(c) and c.name != name
         ]
         if not consumers or b.body.buffer in self.func.params:
-            return []
+            return
         path, _ = find_block(self.func.body, consumers[0].name)
-        out = []
-        for _, lp in loops_above(self.func.body, path):
+        loops = [lp for _, lp in loops_above(self.func.body, path)]
+        by_var = loop_iter_kinds(self.func.body)
+        kinds = [by_var.get(lp.var, "S") for lp in loops]
+        last_spatial = max((k for k, kind in enumerate(kinds) if kind == "S"), default=-1)
+        seen_reduction = False
+        for k, (lp, kind) in enumerate(zip(loops, kinds)):
             if lp.extent == 1:
                 continue
-            if _try(
-                lambda lp=lp: compute_location.compute_at(self.func, name, lp.var.name, lambda s: Var(s))
-            ):
-                out.append(lp.var.name)
-        return out
+            if kind == "S" and seen_reduction:
+                return
+            if kind != "S":
+                seen_reduction = True
+                if k > last_spatial:
+                    return
+            if compute_location.can_compute_at(self.func, name, lp.var.name):
+                yield lp.var.name
 
     def copy(self) -> Schedule:
         other = Schedule.__new__(Schedule)
@@ -345,11 +371,3 @@ class Schedule:
 
 def _is_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _try(fn: Callable[[], object]) -> bool:
-    try:
-        fn()
-    except ScheduleError:
-        return False
-    return True

@@ -7,16 +7,22 @@ from dataclasses import replace
 
 from compiler.ir import Allocate, Block, Buffer, For, SeqStmt, Stmt, Var
 from compiler.schedule.errors import ScheduleError
-from compiler.visit import block_reads, block_writes, children, seq
+from compiler.visit import block_reads, block_writes, children, free_vars, seq
 
 Path = tuple[int, ...]
 
 
 def nodes(stmt: Stmt, path: Path = ()) -> Iterator[tuple[Path, Stmt]]:
     """Every statement with its path, in execution order."""
-    yield path, stmt
-    for i, c in enumerate(children(stmt)):
-        yield from nodes(c, path + (i,))
+    # An explicit stack: nested generators would pass each node up through every level above it,
+    # and loop nests after tiling are 20 deep.
+    stack = [(path, stmt)]
+    while stack:
+        p, s = stack.pop()
+        yield p, s
+        kids = children(s)
+        for i in range(len(kids) - 1, -1, -1):
+            stack.append((p + (i,), kids[i]))
 
 
 def get(stmt: Stmt, path: Path) -> Stmt:
@@ -99,6 +105,18 @@ def blocks_under(stmt: Stmt) -> list[Block]:
     return [s for _, s in nodes(stmt) if isinstance(s, Block)]
 
 
+def loop_iter_kinds(body: Stmt) -> dict[Var, str]:
+    """What each loop iterates over, from the bindings of the blocks under it: "S" if its variable
+    feeds only spatial iteration variables, "R" if only reduction ones, "-" if both or a scan's
+    ordered axis. Loops that feed no binding are absent (they count as spatial)."""
+    seen: dict[Var, set[str]] = {}
+    for b in blocks_under(body):
+        for iv, binding in zip(b.iter_vars, b.bindings):
+            for v in free_vars(binding):
+                seen.setdefault(v, set()).add(iv.kind)
+    return {v: "S" if kinds == {"S"} else "R" if kinds == {"R"} else "-" for v, kinds in seen.items()}
+
+
 def is_ancestor(a: Path, b: Path) -> bool:
     return len(a) <= len(b) and b[: len(a)] == a
 
@@ -133,10 +151,14 @@ def conflicts(a: Block, b: Block) -> bool:
 
 def check_order(old: Stmt, new: Stmt, moved: str) -> None:
     """A primitive that moves one block must not swap it with a block it depends on."""
-    old_order = [b.name for b in blocks_under(old)]
-    new_blocks = blocks_under(new)
-    new_order = [b.name for b in new_blocks]
-    by_name = {b.name: b for b in new_blocks}
+    check_order_of(blocks_under(old), blocks_under(new), moved)
+
+
+def check_order_of(old: list[Block], new: list[Block], moved: str) -> None:
+    """`check_order` on the blocks in execution order before and after the move."""
+    old_order = [b.name for b in old]
+    new_order = [b.name for b in new]
+    by_name = {b.name: b for b in new}
     m = by_name[moved]
     before_old = set(old_order[: old_order.index(moved)])
     before_new = set(new_order[: new_order.index(moved)])

@@ -20,8 +20,11 @@ from helpers import (
     stencil,
 )
 
-from compiler import te
-from compiler.schedule.tree import find_block, loops_above
+from compiler import LoopRV, ScheduleError, te
+from compiler.ir import For
+from compiler.schedule import compute_location
+from compiler.schedule.compute_location import can_compute_at
+from compiler.schedule.tree import check_order, find_block, loop_iter_kinds, loops_above, nodes
 
 CONV_LOOPS = 7  # b, f, y, x, rc, ry, rx
 
@@ -397,3 +400,112 @@ def test_sample_compute_location_refuses_a_decision_that_is_not_an_index(decisio
     b = sch.get_block("B")
     with schedule_error("B", match="not an index"):
         sch.sample_compute_location(b, decision=decision)
+
+
+def tiled_conv(sch):
+    """The conv block of `conv2d(ci=4, h=8, w=8, co=4)` tiled S0 R0 S1 R1, with one unit tile per
+    reduction level: returns the tiles of each level."""
+    b, f, y, x, rc, ry, rx = loops_of(sch, "conv")
+    f0, f1 = sch.split(f, [2, 2])
+    y0, y1 = sch.split(y, [2, 4])
+    x0, x1 = sch.split(x, [4, 2])
+    rc0, rc1 = sch.split(rc, [2, 2])
+    ry0, ry1 = sch.split(ry, [3, 1])
+    rx0, rx1 = sch.split(rx, [1, 3])
+    sch.reorder(b, f0, y0, x0, rc0, ry0, rx0, f1, y1, x1, rc1, ry1, rx1)
+    return [b, f0, y0, x0], [rc0, ry0, rx0], [f1, y1, x1], [rc1, ry1, rx1]
+
+
+def test_compute_location_candidates_end_below_the_outer_reduction_tiles():
+    """As in MetaSchedule: unit loops are skipped, reduction loops may follow the outer spatial
+    tiles, and the first spatial loop after a reduction loop ends the list; under it the padding
+    would be recomputed at every step of loops it does not depend on."""
+    wl = conv2d(ci=4, h=8, w=8, co=4)
+    sch = wl.schedule()
+    (_, f0, y0, x0), (rc0, ry0, _), _, _ = tiled_conv(sch)  # the batch loop and rx0 are unit loops
+    candidates = sch.compute_location_candidates(sch.get_block("pad"))
+    assert candidates == [lp.name for lp in (f0, y0, x0, rc0, ry0)]
+    for decision in range(len(candidates)):
+        s = wl.schedule()
+        tiled_conv(s)
+        pad = s.get_block("pad")
+        s.compute_at(pad, s.sample_compute_location(pad, decision=decision))
+        assert_computes(wl, s)
+
+
+def test_trailing_reduction_loops_are_not_compute_locations():
+    sch = conv2d().schedule()
+    _, f, y, x, _, _, _ = loops_of(sch, "conv")  # the batch loop has extent 1
+    assert sch.compute_location_candidates(sch.get_block("pad")) == [f.name, y.name, x.name]
+
+
+def test_loop_iter_kinds_follow_the_bindings_of_every_block_under_the_loop():
+    sch = conv2d(ci=4, h=8, w=8, co=4).schedule()
+    (b, f0, _, _), (rc0, _, _), (f1, _, _), _ = tiled_conv(sch)
+    kinds = {v.name: kind for v, kind in loop_iter_kinds(sch.func.body).items()}
+    assert [kinds[lp.name] for lp in (b, f0, rc0, f1)] == ["S", "S", "R", "S"]
+    scan = scan_pipeline().schedule()
+    t, i = loops_of(scan, "scan")
+    kinds = {v.name: kind for v, kind in loop_iter_kinds(scan.func.body).items()}
+    assert (kinds[t.name], kinds[i.name]) == ("-", "S")  # t is the recurrence
+
+
+def _placements():
+    """(schedule, producer block) pairs: untiled and tiled consumers, several producers each."""
+    yield conv2d().schedule(), "pad"
+    sch = conv2d(ci=4, h=8, w=8, co=4).schedule()
+    tiled_conv(sch)
+    yield sch, "pad"
+    sch = mm_relu(31, 37, 13).schedule()
+    i, j = loops_of(sch, "C")
+    i0, i1 = sch.split(i, [None, 4])
+    j0, j1 = sch.split(j, [None, 8])
+    sch.reorder(i0, j0, i1, j1)
+    yield sch, "Y"
+    yield chain((19, 23), stages=3).schedule(), "B"
+    yield chain((19, 23), stages=3).schedule(), "C"
+    yield softmax().schedule(), "M"
+    yield stencil().schedule(), "P"
+    yield mm_two_consumers().schedule(), "Y"
+    yield scan_pipeline().schedule(), "X2"
+    sch = mm_relu().schedule()
+    y = sch.get_block("Y")
+    sch.decompose_reduction(y, sch.get_loops(y)[1])
+    yield sch, "Y"
+
+
+def test_can_compute_at_agrees_with_compute_at_at_every_loop():
+    outcomes = set()
+    for sch, block in _placements():
+        for _, loop in nodes(sch.func.body):
+            if not isinstance(loop, For):
+                continue
+            legal = can_compute_at(sch.func, block, loop.var.name)
+            s = sch.copy()
+            try:
+                s.compute_at(s.get_block(block), LoopRV("l", loop.var.name))
+            except ScheduleError:
+                assert not legal, f"{block} at {loop.var.name}: can_compute_at said yes"
+                outcomes.add(False)
+                continue
+            assert legal, f"{block} at {loop.var.name}: can_compute_at said no"
+            check_order(sch.func.body, s.func.body, block)  # the order the plan checked is the real one
+            outcomes.add(True)
+    assert outcomes == {True, False}
+
+
+@pytest.mark.parametrize(("decision", "checked"), [(-1, 0), (0, 1), (2, 3), (99, 5)])
+def test_replaying_a_compute_location_checks_only_the_candidates_up_to_it(monkeypatch, decision, checked):
+    sch = conv2d(ci=4, h=8, w=8, co=4).schedule()
+    tiled_conv(sch)
+    candidates = sch.compute_location_candidates(sch.get_block("pad"))
+    calls = []
+
+    def counting(func, block, loop):
+        calls.append(loop)
+        return can_compute_at(func, block, loop)
+
+    monkeypatch.setattr(compute_location, "can_compute_at", counting)
+    loop = sch.sample_compute_location(sch.get_block("pad"), decision=decision)
+    assert calls == candidates[:checked]  # every loop checked was legal here, so none is skipped
+    assert loop.name == ("root" if decision < 0 else candidates[min(decision, len(candidates) - 1)])

@@ -36,8 +36,13 @@ def test_tune_then_best_then_show(tmp_path, capsys):
     assert main(["show", *WORKLOAD, "--database", url]) == 0
     shown = capsys.readouterr().out
     assert "@T.prim_func" in shown and "sample_perfect_tile" in shown
-    assert main(["evaluate-model", "--database", url, "--json"]) == 0
-    assert json.loads(capsys.readouterr().out)["candidates"] == 1  # a quarter of 4 records held out
+    assert main(["evaluate-model", "--database", url, "--json", "--splits", "3"]) == 0
+    scores = json.loads(capsys.readouterr().out)
+    assert scores["candidates"] == 1 and scores["splits"] == 3  # a quarter of 4 records held out
+    assert [s["candidates"] for s in scores["per_workload"].values()] == [4]
+    assert main(["evaluate-model", "--database", url]) == 0
+    table = capsys.readouterr().out
+    assert "matmul" in table and "top-1" in table and "all (mean)" in table
 
 
 def test_a_bad_workload_is_refused_naming_the_field(capsys, tmp_path):

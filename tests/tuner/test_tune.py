@@ -93,9 +93,16 @@ def test_records_train_a_model_that_ranks_held_out_candidates(db):
     result = tune(SPEC, trials=40, database=db, runner=NullRunner(innermost_tile_seconds), strategy="random")
     groups = groups_from_records(hardware_records(db, result.hardware.key))
     assert [len(f) for _, f, _ in groups] == [40]
-    scores = evaluate_model(groups, holdout=0.25)
-    assert scores["candidates"] == 10
+    scores = evaluate_model(groups, holdout=0.25, splits=4)
+    assert scores["candidates"] == 10 and scores["splits"] == 4
     assert scores["top1"] > scores["random_top1"]
+    (key, _, _) = groups[0]
+    per_workload = scores["per_workload"][key]
+    assert per_workload["candidates"] == 40
+    assert per_workload["top1"] == scores["top1"] and per_workload["top5_std"] == scores["top5_std"]
+    assert evaluate_model(groups, holdout=0.25, splits=4) == scores  # seeded: the same splits again
+    one_split = [evaluate_model(groups, holdout=0.25, seed=s)["random_top5"] for s in range(4)]
+    assert scores["random_top5"] == pytest.approx(np.mean(one_split))  # splits are seed, seed + 1, ...
 
 
 class LuckyOnceRunner(NullRunner):
