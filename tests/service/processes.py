@@ -3,6 +3,7 @@ loopback, with the test's settings in their environment; always stopped, even wh
 
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
 import socket
@@ -17,6 +18,7 @@ import httpx
 from tuner.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
 def free_port() -> int:
@@ -41,6 +43,12 @@ def environment(settings: Settings, **extra: str) -> dict[str, str]:
     return {**env, **settings.environment(), **extra}
 
 
+def _die_with_parent() -> None:
+    """In the child, before exec: SIGTERM it when the process that started it dies, so a test run
+    killed outright (or a benchmark interrupted) leaves no coordinator or worker running."""
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
 class Process:
     """A `tuner` subprocess whose output goes to a log file (read it when a test fails)."""
 
@@ -53,6 +61,7 @@ class Process:
             env=env,
             stdout=self._out,
             stderr=subprocess.STDOUT,
+            preexec_fn=_die_with_parent,
         )
 
     @property
