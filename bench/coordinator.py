@@ -1,11 +1,14 @@
-"""Coordinator throughput, on SQLite and on PostgreSQL: a real `tuner serve` process and 8 worker
-processes (the real daemon) with the null runner, which measures nothing, so the coordinator is what is
-measured.
+"""Coordinator throughput, on SQLite and on PostgreSQL: a real `tuner serve` process and worker
+processes (the real daemon, batches of 4) with the null runner, which measures nothing, so the
+coordinator is what is measured. All of it shares this machine's 2 cores: the workers' own Python and
+PostgreSQL included.
 
 - dispatch: the queue is filled beforehand with 4,000 candidates (real matmul traces, made unique) and
-  the coordinator serves the API only; the workers drain it. Reports candidates per second, the
-  p50/p99 latency of lease and result calls as the workers saw them, and the coordinator's time per
-  candidate: (all lease + result call time) / candidates.
+  the coordinator serves the API only; the workers drain it. One worker shows what a lease and a
+  result call cost; 8 show the throughput, and latencies that now include queueing for the cores.
+  Reported: candidates per second (and its inverse, the coordinator's time per candidate at
+  saturation), the p50/p99 latency of lease and result calls as the workers saw them, and the sum of
+  those latencies per candidate.
 - with the search loop: 8 random-search tasks on a small matmul, the coordinator proposing candidates
   as the workers drain them (20 s): the rate the whole service sustains when measuring costs nothing.
 """
@@ -13,6 +16,7 @@ measured.
 from __future__ import annotations
 
 import multiprocessing as mp
+import re
 import tempfile
 import threading
 import time
@@ -20,6 +24,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+import httpx
 import numpy as np
 
 from bench.common import random_matmul_traces
@@ -77,12 +82,14 @@ def _work(url: str, token: str, index: int, seconds: float | None, out: Any) -> 
     out.put((dict(worker.latencies), worker.measured, worker.first, worker.last))
 
 
-def _run_workers(url: str, token: str, seconds: float | None) -> tuple[dict[str, list[float]], int, float]:
+def _run_workers(
+    url: str, token: str, seconds: float | None, workers: int = WORKERS
+) -> tuple[dict[str, list[float]], int, float]:
     """8 workers, for `seconds` or (None) until the queue is drained. Returns the latencies of their
     calls, the candidates they measured, and the seconds from the first lease to the last result."""
     ctx = mp.get_context("spawn")
     out = ctx.Queue()
-    procs = [ctx.Process(target=_work, args=(url, token, i, seconds, out)) for i in range(WORKERS)]
+    procs = [ctx.Process(target=_work, args=(url, token, i, seconds, out)) for i in range(workers)]
     for p in procs:
         p.start()
     reports = [out.get(timeout=600) for _ in procs]
@@ -117,15 +124,29 @@ def _tokens(settings: Settings) -> tuple[str, str]:
         ]
 
 
-def dispatch(settings: Settings, workdir: Path, api_processes: int = 1) -> str:
-    _, worker_token = _tokens(settings)
+def dispatch(settings: Settings, workdir: Path, api_processes: int = 1, workers: int = WORKERS) -> str:
+    admin, worker_token = _tokens(settings)
     _fill_queue(settings)
     coordinator = Coordinator(settings, workdir, "--no-search-loop", "--workers", str(api_processes)).start()
     try:
-        latencies, measured, seconds = _run_workers(coordinator.url, worker_token, None)
+        latencies, measured, seconds = _run_workers(coordinator.url, worker_token, None, workers)
+        inside = _server_seconds(coordinator.url, admin) if api_processes == 1 else None
     finally:
         coordinator.stop()
-    return _summary(latencies, measured, seconds)
+    summary = _summary(latencies, measured, seconds)
+    if inside is not None:  # with several API processes, /metrics reports only the one it reached
+        summary += f"; inside the coordinator {1e3 * inside / measured:.2f} ms per candidate"
+    return summary
+
+
+def _server_seconds(url: str, token: str) -> float:
+    """The time the coordinator spent in lease and result calls, from its own request histogram."""
+    text = httpx.get(f"{url}/metrics", headers={"Authorization": f"Bearer {token}"}).text
+    total = 0.0
+    for route in ("/v1/workers/{worker_id}/lease", "/v1/workers/{worker_id}/results"):
+        pattern = rf'tuner_http_request_seconds_sum{{route="{re.escape(route)}"}} (\S+)'
+        total += float(re.search(pattern, text).group(1))
+    return total
 
 
 def with_search_loop(settings: Settings, workdir: Path) -> str:
@@ -150,15 +171,19 @@ def _summary(latencies: dict[str, list[float]], measured: int, seconds: float) -
     overhead = (lease.sum() + results.sum()) / max(measured, 1)
     p50, p99 = (lambda x: np.percentile(x, 50)), (lambda x: np.percentile(x, 99))
     return (
-        f"{measured / seconds:.0f} candidates/s ({measured} in {seconds:.1f} s); "
+        f"{measured / seconds:.0f} candidates/s = {1e3 * seconds / measured:.1f} ms each "
+        f"({measured} in {seconds:.1f} s); "
         f"lease p50 {p50(lease):.1f} ms, p99 {p99(lease):.1f} ms; "
         f"results p50 {p50(results):.1f} ms, p99 {p99(results):.1f} ms; "
-        f"{overhead:.2f} ms of calls per candidate"
+        f"{overhead:.2f} ms of call latency per candidate"
     )
 
 
 def main() -> None:
     phases = {
+        "dispatch to 1 worker (no contention: the calls' own latency)": lambda s, w: dispatch(
+            s, w, workers=1
+        ),
         "dispatch, 1 API process": dispatch,
         "dispatch, 2 API processes": lambda settings, workdir: dispatch(settings, workdir, 2),
         "with the search loop": with_search_loop,
@@ -169,4 +194,4 @@ def main() -> None:
                 url = f"sqlite:///{Path(tmp) / 'bench.db'}" if backend == "sqlite" else pg_url
                 settings = Settings(database_url=url, queue_depth=64, tick_seconds=0.05)
                 result = phase(settings, Path(tmp))
-                print(f"coordinator on {backend}, {WORKERS} null-runner workers, {name}: {result}")
+                print(f"coordinator on {backend}, null-runner workers, {name}: {result}")
