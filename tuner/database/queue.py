@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, fields
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Connection, and_, func, or_, select, update
+from sqlalchemy import Connection, and_, func, select, update
 from sqlalchemy.orm import Session
 
 from runner.results import Status
@@ -101,17 +101,36 @@ def lease(
     now: datetime,
     max_attempts: int,
 ) -> list[LeasedCandidate]:
-    """Up to `limit` candidates for a worker of this hardware, oldest first: pending ones, and leased
-    ones whose lease expired (unless they have used up their attempts). One UPDATE takes them."""
+    """Up to `limit` candidates for a worker of this hardware: first leased ones whose lease expired
+    (unless they have used up their attempts: their tasks have waited longest), then pending ones,
+    oldest first. Each group is one UPDATE that walks the queue index in order and stops at `limit`;
+    one query for both, with an OR, made PostgreSQL read and sort the whole queue every time."""
     expires = now + timedelta(seconds=lease_secs)
-    available = or_(
-        Candidate.status == CandidateStatus.PENDING.value,
-        and_(
-            Candidate.status == CandidateStatus.LEASED.value,
-            Candidate.lease_expires_at < now,
-            Candidate.attempts < max_attempts,
-        ),
+    expired = and_(
+        Candidate.status == CandidateStatus.LEASED.value,
+        Candidate.lease_expires_at < now,
+        Candidate.attempts < max_attempts,
     )
+    pending = Candidate.status == CandidateStatus.PENDING.value
+    with db.transaction() as session:
+        connection = session.connection()  # plain Core execution: the ORM's bulk machinery costs more
+        rows = []
+        for available in (expired, pending):
+            if len(rows) < limit:
+                take = _take(hardware_id, available, limit - len(rows), worker_id, expires)
+                rows += connection.execute(take).all()
+        best = {wid: _best_secs(connection, wid, hardware_id) for wid in {r.workload_id for r in rows}}
+    return [
+        LeasedCandidate(
+            r.id, r.task_id, db.workload_spec(r.workload_id), r.trace, best[r.workload_id], expires
+        )
+        for r in sorted(rows)
+    ]
+
+
+def _take(hardware_id: int, available: Any, limit: int, worker_id: int, expires: datetime) -> Any:
+    """UPDATE ... RETURNING that leases the first `limit` available candidates; rows another
+    transaction holds are skipped, never waited for."""
     chosen = (
         select(Candidate.id)
         .where(Candidate.hardware_id == hardware_id, available)
@@ -120,7 +139,7 @@ def lease(
         .with_for_update(skip_locked=True)
         .scalar_subquery()
     )
-    take = (
+    return (
         update(Candidate)
         .where(Candidate.id.in_(chosen))
         .values(
@@ -131,16 +150,6 @@ def lease(
         )
         .returning(Candidate.id, Candidate.task_id, Candidate.trace, Candidate.workload_id)
     )
-    with db.transaction() as session:
-        connection = session.connection()  # plain Core execution: the ORM's bulk machinery costs more
-        rows = sorted(connection.execute(take).all())
-        best = {wid: _best_secs(connection, wid, hardware_id) for wid in {r.workload_id for r in rows}}
-    return [
-        LeasedCandidate(
-            r.id, r.task_id, db.workload_spec(r.workload_id), r.trace, best[r.workload_id], expires
-        )
-        for r in rows
-    ]
 
 
 def _best_secs(connection: Connection, workload_id: int, hardware_id: int) -> float | None:
