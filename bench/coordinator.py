@@ -130,11 +130,11 @@ def dispatch(settings: Settings, workdir: Path, api_processes: int = 1, workers:
     coordinator = Coordinator(settings, workdir, "--no-search-loop", "--workers", str(api_processes)).start()
     try:
         latencies, measured, seconds = _run_workers(coordinator.url, worker_token, None, workers)
-        inside = _server_seconds(coordinator.url, admin) if api_processes == 1 else None
+        inside = _server_seconds(coordinator.url, admin) if workers == 1 else None
     finally:
         coordinator.stop()
     summary = _summary(latencies, measured, seconds)
-    if inside is not None:  # with several API processes, /metrics reports only the one it reached
+    if inside is not None:  # with one worker, time inside is work, not waiting for the cores
         summary += f"; inside the coordinator {1e3 * inside / measured:.2f} ms per candidate"
     return summary
 
