@@ -35,16 +35,15 @@ class Target:
 
     @property
     def feature_set(self) -> frozenset[str]:
-        return frozenset(f[1:] for f in self.features.split(",") if f.startswith("+"))
+        return parse_features(self.features)
 
     @property
     def vector_bits(self) -> int:
-        """Width of the widest vector registers worth using."""
-        if "avx512f" in self.feature_set:
-            return 512
-        if "avx2" in self.feature_set or "avx" in self.feature_set:
-            return 256
-        return 128
+        return vector_bits(self.feature_set)
+
+    @property
+    def vector_registers(self) -> int:
+        return vector_registers(self.feature_set)
 
     @property
     def key(self) -> str:
@@ -58,3 +57,23 @@ class Target:
         return llvm.Target.from_triple(self.triple).create_target_machine(
             cpu=self.cpu, features=self.features, opt=3, jit=True
         )
+
+
+def parse_features(features: str) -> frozenset[str]:
+    """The features an LLVM feature string ("+avx2,-avx512f,...") turns on."""
+    return frozenset(f[1:] for f in features.split(",") if f.startswith("+"))
+
+
+def vector_bits(features: frozenset[str]) -> int:
+    """Width of the widest vector registers worth using."""
+    if "avx512f" in features:
+        return 512
+    if "avx2" in features or "avx" in features:
+        return 256
+    return 128
+
+
+def vector_registers(features: frozenset[str]) -> int:
+    """How many vector registers the code generator may fill: AVX-512 doubles x86's 16, and
+    AArch64 (NEON) has 32."""
+    return 32 if "avx512f" in features or "neon" in features else 16

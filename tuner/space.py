@@ -6,7 +6,8 @@ consumers first:
 
 - auto-inline: an elementwise intermediate without a select is inlined into its consumers;
 - multi-level tiling "SSRSRS" of reductions with data reuse (matmul, conv, dense), each loop split
-  with `sample_perfect_tile`; the written tile either stays in place, or goes through a local
+  with `sample_perfect_tile`, the innermost loop first, so that the innermost spatial tiles (the
+  register tile) fit the target's vector registers (see `_RegisterTile`); the written tile either stays in place, or goes through a local
   accumulator (`cache_write` + `reverse_compute_at` at tile level 1 or 2), or an elementwise consumer
   is fused there; the outer spatial tiles are fused and run in parallel, the innermost spatial tile
   is vectorized, the reduction's init is decomposed out;
@@ -29,6 +30,7 @@ from compiler import BlockRV, LoopRV, Schedule, ScheduleError
 from compiler.auto_unroll import AUTO_UNROLL_MAX_STEP
 from compiler.ir import Block, Buffer, PrimFunc, Select
 from compiler.schedule.tree import find_block, loops_above, readers
+from compiler.target import Target, parse_features, vector_bits, vector_registers
 from compiler.visit import block_loads, free_vars, walk_expr
 
 ScheduleFn = Callable[[Schedule], None]
@@ -38,13 +40,33 @@ UNROLL_STEPS = (0, 16, 64, 512)
 
 @dataclass(frozen=True)
 class SpaceConfig:
+    """`vector_lanes` and `vector_registers` describe the machine the programs will run on: they bound
+    the innermost spatial tile, which the code generator keeps in vector registers."""
+
     max_innermost_factor: int = 64
     unroll_steps: tuple[int, ...] = UNROLL_STEPS
+    vector_lanes: int = 16  # float32 lanes per vector register
+    vector_registers: int = 32
+
+    @classmethod
+    def for_target(cls, target: Target) -> SpaceConfig:
+        return cls.for_features(target.features)
+
+    @classmethod
+    def for_features(cls, features: str) -> SpaceConfig:
+        """For a machine known by its LLVM feature string, as workers report it."""
+        found = parse_features(features)
+        return cls(vector_lanes=vector_bits(found) // 32, vector_registers=vector_registers(found))
+
+    @property
+    def accumulator_registers(self) -> int:
+        """Registers the register tile may fill: the rest hold the operands loaded or broadcast."""
+        return self.vector_registers * 3 // 4
 
 
 def rule_space(config: SpaceConfig | None = None) -> ScheduleFn:
     """The default space generator for CPU: the rules above, as one ScheduleFn."""
-    cfg = config or SpaceConfig()
+    cfg = config or SpaceConfig.for_target(Target.host())
 
     def apply(sch: Schedule) -> None:
         for name in reversed(_block_names(sch)):
@@ -129,14 +151,18 @@ def _multi_level_tile(sch: Schedule, name: str, cfg: SpaceConfig) -> set[str]:
             follower = None
     kinds = _loop_kinds(sch.func, name)
     levels: dict[str, list[list[LoopRV]]] = {"S": [[], [], [], []], "R": [[], []]}
-    for loop, kind in zip(sch.get_loops(block), kinds):
+    loops = sch.get_loops(block)
+    limits = _RegisterTile(cfg)
+    # Innermost loop first: the vectorized tile decides how many registers the other tiles may fill.
+    for loop, kind in reversed(list(zip(loops, kinds))):
         if kind == "-":
             continue
-        tiles = sch.sample_perfect_tile(
-            loop, n=len(levels[kind]), max_innermost_factor=cfg.max_innermost_factor
-        )
+        limit = limits.next_limit() if kind == "S" else cfg.max_innermost_factor
+        tiles = sch.sample_perfect_tile(loop, n=len(levels[kind]), max_innermost_factor=limit)
+        if kind == "S":
+            limits.take(int(tiles[-1]))
         for depth, part in enumerate(sch.split(loop, tiles)):
-            levels[kind][depth].append(part)
+            levels[kind][depth].insert(0, part)
     s, r = levels["S"], levels["R"]
     sch.reorder(*s[0], *s[1], *r[0], *s[2], *r[1], *s[3])
     if follower is not None and _attempt(sch, "reverse_compute_at", follower, s[level - 1][-1]):
@@ -145,6 +171,30 @@ def _multi_level_tile(sch: Schedule, name: str, cfg: SpaceConfig) -> set[str]:
     sch.vectorize(s[3][-1])
     sch.parallel(sch.fuse(*s[0]) if len(s[0]) > 1 else s[0][0])
     return placed
+
+
+class _RegisterTile:
+    """Bounds on the innermost spatial tiles, the register tile: the vectorized one (innermost) at
+    four vectors, and the product of all of them at the accumulator registers' worth of lanes. A
+    tile that overflows the registers spills every accumulator on every reduction step (a 512^3
+    matmul with an 8x32 float tile: 100-120 GFLOPS on AVX2, where 6x16 makes 200, bench/RESULTS.md)."""
+
+    def __init__(self, cfg: SpaceConfig) -> None:
+        self.cfg = cfg
+        self.vectors: int | None = None  # registers per row of the tile, once the vector tile is known
+        self.rows = 1
+
+    def next_limit(self) -> int:
+        cfg = self.cfg
+        if self.vectors is None:
+            return min(cfg.max_innermost_factor, 4 * cfg.vector_lanes)
+        return max(1, min(cfg.max_innermost_factor, cfg.accumulator_registers // (self.vectors * self.rows)))
+
+    def take(self, factor: int) -> None:
+        if self.vectors is None:
+            self.vectors = -(-factor // self.cfg.vector_lanes)
+        else:
+            self.rows *= factor
 
 
 def _elementwise_consumer(func: PrimFunc, name: str) -> str | None:

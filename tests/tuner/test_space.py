@@ -6,12 +6,12 @@ import json
 import numpy as np
 import pytest
 
-from compiler import Schedule, Trace, build
+from compiler import Schedule, Target, Trace, build
 from compiler.auto_unroll import AUTO_UNROLL_MAX_STEP
 from compiler.ir import For
 from compiler.visit import walk_stmt
 from compiler.workloads import workload_from_spec
-from tuner.space import UNROLL_STEPS, rule_space
+from tuner.space import UNROLL_STEPS, SpaceConfig, rule_space
 
 SPECS = {
     "matmul": {"op": "matmul", "params": {"M": 97, "N": 60, "K": 31}},
@@ -64,7 +64,7 @@ def test_matmul_is_tiled_ssrsrs_parallel_vectorized_and_unroll_annotated(seed):
     _, sch = sample(SPECS["matmul"], seed)
     kinds = [inst.kind for inst in sch.trace.instructions]
     tiles = [inst.args["n"] for inst in sch.trace.instructions if inst.kind == "sample_perfect_tile"]
-    assert tiles[:3] == [4, 4, 2]  # i and j in four levels, k in two
+    assert tiles[:3] == [2, 4, 4]  # innermost first: k in two levels, j and i in four
     assert "decompose_reduction" in kinds
     assert {"parallel", "vectorized"} <= set(loop_kinds(sch.func))
     assert dict(sch.func.attrs)[AUTO_UNROLL_MAX_STEP] in UNROLL_STEPS
@@ -88,3 +88,40 @@ def test_bias_add_is_inlined():
 def test_padding_samples_its_compute_location():
     _, sch = sample(SPECS["conv2d_nchw"], 0)
     assert any(inst.kind == "sample_compute_location" for inst in sch.trace.instructions)
+
+
+AVX2 = SpaceConfig(vector_lanes=8, vector_registers=16)
+AVX512 = SpaceConfig(vector_lanes=16, vector_registers=32)
+
+
+@pytest.mark.parametrize("config", [AVX2, AVX512], ids=["avx2", "avx512"])
+@pytest.mark.parametrize("name", ["matmul", "batch_matmul", "conv2d_nchw", "conv2d_nhwc"])
+def test_the_register_tile_fits_the_vector_registers(name, config):
+    """The innermost spatial tiles, the vectorized one first, hold at most 4 vectors per row and at most
+    the accumulator registers in all, for every sample."""
+    workload = workload_from_spec({**SPECS[name], "params": {**SPECS[name]["params"], **BIG.get(name, {})}})
+    for seed in range(20):
+        sch = Schedule(workload.func, seed=seed)
+        rule_space(config)(sch)
+        tiles = [i for i in sch.trace.instructions if i.kind == "sample_perfect_tile" and i.args["n"] == 4]
+        vector, *others = [int(t.decision[-1]) for t in tiles]
+        assert vector <= 4 * config.vector_lanes
+        registers = -(-vector // config.vector_lanes) * np.prod(others, dtype=int)
+        assert registers <= config.accumulator_registers
+
+
+# Extents with many factors, so an unbounded sample would often exceed the registers.
+BIG = {
+    "matmul": {"M": 96, "N": 128},
+    "batch_matmul": {"M": 48, "N": 64},
+    "conv2d_nchw": {"K": 32, "H": 16, "W": 32},
+    "conv2d_nhwc": {"K": 64, "H": 16, "W": 16, "stride": 1},
+}
+
+
+def test_the_space_fits_the_machine_it_is_built_for():
+    avx2 = Target("x86_64-unknown-linux-gnu", "znver3", "+avx,+avx2,+fma,-avx512f")
+    avx512 = Target("x86_64-unknown-linux-gnu", "znver4", "+avx,+avx2,+fma,+avx512f")
+    assert SpaceConfig.for_target(avx2) == AVX2
+    assert SpaceConfig.for_target(avx512) == AVX512
+    assert AVX2.accumulator_registers == 12

@@ -32,7 +32,7 @@ from tuner.database import queue as q
 from tuner.database.owners import claim_tasks, disown, finish_task
 from tuner.search import Proposal
 from tuner.settings import Settings
-from tuner.space import rule_space
+from tuner.space import SpaceConfig, rule_space
 from tuner.task_search import TaskSearch
 from tuner.tune import PARENTS
 
@@ -144,6 +144,8 @@ class SearchLoop:
         workload = self.db.get_workload(task.workload_id)
         wl = workload_from_spec(workload.spec)
         queued = q.queued_trace_hashes(self.db, workload_id=task.workload_id, hardware_id=task.hardware_id)
+        # The programs run on the workers' machines, not on this one: the space fits their registers.
+        hardware = next(h for h in self.db.hardware_list() if h.id == task.hardware_id)
         search = TaskSearch(
             wl,
             self.db,
@@ -153,7 +155,7 @@ class SearchLoop:
             # Resumed after a restart, the search draws a new stream (what it drew before is queued):
             # replaying the old one would sample nothing but programs it must skip.
             seed=task.seed + len(queued),
-            space=rule_space(),
+            space=rule_space(SpaceConfig.for_features(hardware.features)),
             exclude=queued,
         )
         seen = self.db.task_records(task.id)
