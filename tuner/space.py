@@ -7,10 +7,10 @@ consumers first:
 - auto-inline: an elementwise intermediate without a select is inlined into its consumers;
 - multi-level tiling "SSRSRS" of reductions with data reuse (matmul, conv, dense), each loop split
   with `sample_perfect_tile`, the innermost loop first, so that the innermost spatial tiles (the
-  register tile) fit the target's vector registers (see `_RegisterTile`); the written tile either stays in place, or goes through a local
-  accumulator (`cache_write` + `reverse_compute_at` at tile level 1 or 2), or an elementwise consumer
-  is fused there; the outer spatial tiles are fused and run in parallel, the innermost spatial tile
-  is vectorized, the reduction's init is decomposed out;
+  register tile) fit the target's vector registers (see `_RegisterTile`); the written tile either
+  stays in place, or goes through a local accumulator (`cache_write` + `reverse_compute_at` at tile
+  level 1 or 2), or an elementwise consumer is fused there; the outer spatial tiles are fused and
+  run in parallel, the innermost spatial tile is vectorized, the reduction's init is decomposed out;
 - other blocks: a producer (e.g. padding) samples its compute location; the rest get their outer
   spatial loops fused in parallel and their innermost spatial loop split and vectorized;
 - an unroll budget sampled from (0, 16, 64, 512), as `pragma_auto_unroll_max_step` on the root.

@@ -246,6 +246,20 @@ def test_task_progress(tuning_db: Database):
         tuning_db.get_task(tid + 100)
 
 
+def test_task_timings_are_the_task_records_medians_in_order(tuning_db: Database):
+    wid, hid = add_pair(tuning_db)
+    tid, other = (
+        tuning_db.add_task(workload_id=wid, hardware_id=hid, strategy="random", trials=8, seed=s)
+        for s in (0, 1)
+    )
+    tuning_db.add_record(new(wid, hid, 1, secs=2e-3, task_id=tid))
+    tuning_db.add_record(new(wid, hid, 2, status="timeout", task_id=tid))
+    tuning_db.add_record(new(wid, hid, 3, secs=5e-3, task_id=other))
+    tuning_db.add_record(new(wid, hid, 4, secs=1e-3, task_id=tid))
+    assert tuning_db.task_timings(tid) == [pytest.approx(2e-3), None, pytest.approx(1e-3)]
+    assert tuning_db.task_timings(tid + 100) == []
+
+
 def test_bad_records_are_refused_before_and_by_the_database(tuning_db: Database):
     with pytest.raises(ValueError):
         new(1, 1, 0, status="crashed")

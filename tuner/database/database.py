@@ -261,6 +261,15 @@ class Database:
             .order_by(TuningRecord.id)
         )
 
+    def task_timings(self, task_id: int) -> list[float | None]:
+        """The median seconds of each of a task's records, oldest first (None where it failed): its
+        tuning curve, without reading the traces, which a dashboard polling it does not need."""
+        query = (
+            select(TuningRecord.median_secs).where(TuningRecord.task_id == task_id).order_by(TuningRecord.id)
+        )
+        with self._session.begin() as session:
+            return list(session.scalars(query))
+
     def get_record(self, record_id: int) -> Record:
         """Raises KeyError for an unknown record."""
         records = self._records(_records_query().where(TuningRecord.id == record_id))

@@ -5,7 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter, HTTPException, status
 
 from compiler.workloads import Workload, WorkloadError, workload_from_spec
-from tuner.database import Database, Record, TaskInfo, TaskStatus
+from tuner.database import Database, TaskInfo, TaskStatus
 from tuner.database import queue as q
 from tuner.database.owners import cancel_task
 from tuner.service.deps import ClientToken, DatabaseDep, SettingsDep
@@ -41,12 +41,11 @@ def list_tasks(db: DatabaseDep, _: ClientToken, status: TaskStatus | None = None
 @router.get("/{task_id}", responses=documented(404))
 def get_task(task_id: IdPath, db: DatabaseDep, _: ClientToken) -> TaskDetail:
     task = find_task(db, task_id)
-    records = db.task_records(task.id)
     flops = db.get_workload(task.workload_id).flops
     counts = q.counts(db, task_id=task.id)
     return TaskDetail(
         **task_public(db, task).model_dump(),
-        curve=best_so_far(records, flops),
+        curve=best_so_far(db.task_timings(task.id), flops),
         queue=QueuePublic(pending=counts.pending, leased=counts.leased, done=counts.done),
     )
 
@@ -121,10 +120,10 @@ def gflops(flops: float, secs: float) -> float:
     return flops / secs / 1e9
 
 
-def best_so_far(records: list[Record], flops: float) -> list[float]:
+def best_so_far(timings: list[float | None], flops: float) -> list[float]:
     curve, best = [], 0.0
-    for r in records:
-        if r.median_secs:
-            best = max(best, gflops(flops, r.median_secs))
+    for secs in timings:
+        if secs:
+            best = max(best, gflops(flops, secs))
         curve.append(best)
     return curve
