@@ -18,6 +18,7 @@ from bench import (
     cost_model,
     matmul,
     models,
+    register_tile,
     runner_throughput,
     search_cost,
     tuning,
@@ -35,6 +36,7 @@ BENCHMARKS = {
     "search_cost": search_cost.main,
     "coordinator": coordinator.main,
     "best_query": best_query.main,
+    "register_tile": register_tile.main,
 }
 
 
