@@ -93,15 +93,15 @@ N_FEATURES = len(FEATURE_NAMES)
 
 
 def extract_features(
-    func: PrimFunc, target: Target | None = None, *, num_cores: int | None = None
+    func: PrimFunc, vector_bits: int | None = None, *, num_cores: int | None = None
 ) -> np.ndarray:
     """One float32 row of N_FEATURES per BufferStore of `func` (lowered first if it still has blocks).
 
-    `target` gives the vector width (default: this machine); `num_cores` the threads parallel loops
-    get (default: the CPUs this process may run on)."""
+    `vector_bits` and `num_cores` describe the machine the program runs on: the width of its vector
+    registers and the threads parallel loops get (default: this machine, this process's CPUs)."""
     if any(isinstance(s, Block) for s in walk_stmt(func.body)):
         func = lower(func)
-    vector_bits = (target or _host_target()).vector_bits
+    vector_bits = vector_bits or _host_target().vector_bits
     cores = num_cores or len(os.sched_getaffinity(0))
     step = int(dict(func.attrs).get(AUTO_UNROLL_MAX_STEP, 0))  # type: ignore[call-overload]
     rows = [_store_row(ctx, vector_bits, cores) for ctx in _stores(func.body, (), (), step)]

@@ -34,8 +34,10 @@ class TaskSearch:
     """Proposes unmeasured traces of one workload on one hardware, and learns from their timings.
 
     `exclude` names trace hashes not to propose besides those the database has measured (the
-    coordinator passes what is queued but not yet measured). `search_secs` adds up the time spent
-    proposing and learning: the search's own overhead."""
+    coordinator passes what is queued but not yet measured). `vector_bits` and `cores` describe the
+    machine the programs run on, for the cost model's features (default: this one; the coordinator's
+    tasks run on workers). `search_secs` adds up the time spent proposing and learning: the search's
+    own overhead."""
 
     def __init__(
         self,
@@ -48,12 +50,15 @@ class TaskSearch:
         seed: int,
         space: ScheduleFn,
         exclude: Iterable[str] = (),
+        vector_bits: int | None = None,
+        cores: int | None = None,
     ) -> None:
         if strategy not in STRATEGIES:
             raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
         self.key = wl.func.structural_hash()
         measured = db.measured_trace_hashes(workload_id, hardware_id) | set(exclude)
         self.sampler = Sampler(wl.func, space)
+        self.vector_bits, self.cores = vector_bits, cores
         # Random search consults no model: it neither trains one nor extracts features.
         self.model: CostModel | None = None
         if strategy == "random":
@@ -99,13 +104,13 @@ class TaskSearch:
             self.feature_cache.clear()
         for p in proposals:
             if p.key not in self.feature_cache:
-                self.feature_cache[p.key] = extract_features(p.func)
+                self.feature_cache[p.key] = extract_features(p.func, self.vector_bits, num_cores=self.cores)
         return [self.feature_cache[p.key] for p in proposals]
 
     def _train_on_database(self, db: Database, workload_id: int, hardware_id: int) -> None:
         """Warm start: this workload's earlier records, and other workloads' on the same hardware."""
         own = db.records(workload_id=workload_id, hardware_id=hardware_id)
         others = db.records_of_other_workloads(hardware_id, workload_id, WARM_START_RECORDS)
-        groups = groups_from_records(own + others)
+        groups = groups_from_records(own + others, self.vector_bits, self.cores)
         if groups and self.model is not None:
             self.model.update(groups)

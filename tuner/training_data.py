@@ -16,8 +16,11 @@ from tuner.database import Database, Record
 from tuner.features import extract_features
 
 
-def groups_from_records(records: list[Record]) -> list[Group]:
-    """(workload hash, feature matrices, median seconds or None for a failure) per workload."""
+def groups_from_records(
+    records: list[Record], vector_bits: int | None = None, cores: int | None = None
+) -> list[Group]:
+    """(workload hash, feature matrices, median seconds or None for a failure) per workload;
+    `vector_bits` and `cores` describe the machine that measured them (default: this one)."""
     by_workload: dict[str, list[Record]] = {}
     for r in records:
         by_workload.setdefault(r.workload_hash, []).append(r)
@@ -30,7 +33,7 @@ def groups_from_records(records: list[Record]) -> list[Group]:
                 scheduled = Trace.from_json(r.trace).apply(func).func
             except Exception:
                 continue  # a record from an older version of the space may no longer replay
-            feats.append(extract_features(scheduled))
+            feats.append(extract_features(scheduled, vector_bits, num_cores=cores))
             secs.append(r.median_secs if r.status == Status.OK.value else None)
         if feats:
             groups.append((key, feats, secs))

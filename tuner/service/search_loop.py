@@ -25,6 +25,7 @@ from typing import Protocol
 
 from sqlalchemy.exc import SQLAlchemyError
 
+from compiler.target import parse_features, vector_bits
 from compiler.workloads import workload_from_spec
 from runner import Status
 from tuner.database import Database, TaskInfo, TaskStatus
@@ -144,7 +145,8 @@ class SearchLoop:
         workload = self.db.get_workload(task.workload_id)
         wl = workload_from_spec(workload.spec)
         queued = q.queued_trace_hashes(self.db, workload_id=task.workload_id, hardware_id=task.hardware_id)
-        # The programs run on the workers' machines, not on this one: the space fits their registers.
+        # The programs run on the workers' machines, not on this one: the space fits their registers,
+        # the cost model's features describe their vectors and cores.
         hardware = next(h for h in self.db.hardware_list() if h.id == task.hardware_id)
         search = TaskSearch(
             wl,
@@ -157,6 +159,8 @@ class SearchLoop:
             seed=task.seed + len(queued),
             space=rule_space(SpaceConfig.for_features(hardware.features)),
             exclude=queued,
+            vector_bits=vector_bits(parse_features(hardware.features)),
+            cores=hardware.cores,
         )
         seen = self.db.task_records(task.id)
         state = _TaskState(search, workload.hash, task.hardware_key, seen[-1].id if seen else 0)
