@@ -129,14 +129,17 @@ class SearchLoop:
             if outstanding == 0:
                 self._end(task.id, TaskStatus.DONE, "the search space has no unmeasured program left")
             return
-        q.enqueue(
+        queued = q.enqueue(
             self.db,
             task_id=task.id,
+            owner=self.owner,
             workload_id=task.workload_id,
             hardware_id=task.hardware_id,
             traces=[p.trace for p in proposals],
         )
-        state.queued.update((p.key, p) for p in proposals)
+        # Only what was queued will come back as this task's records; another task may have queued
+        # the rest first, and a task cancelled or taken over meanwhile queues nothing.
+        state.queued.update((p.key, p) for p in proposals if p.key in queued)
 
     def _resume(self, task: TaskInfo) -> _TaskState:
         """The task's search, rebuilt from the database: it learns every record there is, and will

@@ -1,0 +1,27 @@
+"""The search loop, ticked by hand beside the in-process API: what it queues when a task ends in the
+middle of a tick, and how one task's failure stays that task's."""
+
+from tests.service.conftest import Api
+from tests.service.test_api import lease, register, results, submit
+from tuner.database import TaskStatus
+from tuner.database.owners import cancel_task
+
+
+def test_a_task_cancelled_while_its_search_proposes_gets_no_candidates(api: Api):
+    worker = register(api)
+    task = submit(api, trials=20)["id"]
+    api.loop.tick()
+    results(api, worker, lease(api, worker))  # the queue is empty: the next tick proposes again
+    search = api.loop.states[task].search
+    propose = search.propose
+
+    def cancelled_meanwhile(*args, **kwargs):
+        proposals = propose(*args, **kwargs)
+        cancel_task(api.db, task_id=task, message="no longer wanted")
+        return proposals
+
+    search.propose = cancelled_meanwhile
+    api.loop.tick()
+    assert api.db.get_task(task).status == TaskStatus.CANCELLED
+    assert lease(api, worker) == []
+    assert api.loop.states[task].queued == {}  # nothing waits for records that will never come
