@@ -6,6 +6,7 @@ import pytest
 from runner.hardware import host_hardware
 from tests.service.conftest import Api
 from tuner.database.schema import Candidate
+from tuner.service.schemas import WORKER_NAME_LENGTH
 
 SPEC = {"op": "matmul", "params": {"M": 32, "N": 32, "K": 16}}
 HW = host_hardware()
@@ -365,6 +366,21 @@ def test_candidates_keep_their_hardware(api: Api):
     with api.db.transaction() as session:
         assert {c.hardware_id for c in session.query(Candidate)} == {1}
     assert len(lease(api, worker)) == 2
+
+
+def test_a_worker_name_fits_the_records_worker_column(api: Api):
+    """Records name their worker "<name>#<id>" in a 200-character column: a 200-character name was
+    refused by PostgreSQL when the first result came (a 500)."""
+    too_long = api.client.post(
+        "/v1/workers", json={"name": "w" * 200, "hardware": HARDWARE}, headers=api.as_("worker")
+    )
+    assert too_long.status_code == 422 and too_long.json()["detail"][0]["loc"] == ["body", "name"]
+    longest = register(api, "w" * WORKER_NAME_LENGTH)
+    submit(api, trials=1)
+    api.loop.tick()
+    assert results(api, longest, lease(api, longest)) == ["accepted"]
+    (record,) = api.client.post("/v1/best", json={"workload": SPEC}, headers=api.as_("client")).json()
+    assert record["worker"] == f"{'w' * WORKER_NAME_LENGTH}#{longest}"
 
 
 def test_results_for_candidates_of_other_hardware_are_refused(api: Api):

@@ -125,8 +125,12 @@ class HardwareIn(Strict):
     cores: int = Field(ge=1, le=100_000)
 
 
+# Records name their worker "<name>#<id>" in a 200-character column; an id has at most 10 digits.
+WORKER_NAME_LENGTH = 200 - len(f"#{MAX_ID}")
+
+
 class WorkerRegister(Strict):
-    name: Name
+    name: str = Field(min_length=1, max_length=WORKER_NAME_LENGTH, pattern=NO_NUL)
     hardware: HardwareIn
 
 
