@@ -16,6 +16,19 @@ class ApiError(Exception):
         self.status = status
         self.detail = detail
 
+    @property
+    def summary(self) -> str:
+        """The detail in one line: each culprit of a validation error with its field, or the text."""
+        if not isinstance(self.detail, list):
+            return str(self.detail)
+        return "; ".join(_culprit(d) if isinstance(d, dict) else str(d) for d in self.detail)
+
+
+def _culprit(error: dict[str, Any]) -> str:
+    field = ".".join(str(part) for part in error.get("loc", [])[1:])  # after "body", "query"...
+    message = str(error.get("msg", error))
+    return message if not field or message.startswith(field) else f"{field}: {message}"
+
 
 class Client:
     def __init__(self, url: str, token: str | None, timeout: float = 30.0) -> None:
