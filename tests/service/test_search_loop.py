@@ -1,6 +1,9 @@
 """The search loop, ticked by hand beside the in-process API: what it queues when a task ends in the
 middle of a tick, and how one task's failure stays that task's."""
 
+import pytest
+from sqlalchemy.exc import IntegrityError, OperationalError
+
 from tests.service.conftest import Api
 from tests.service.test_api import lease, register, results, submit
 from tuner.database import TaskStatus
@@ -25,3 +28,27 @@ def test_a_task_cancelled_while_its_search_proposes_gets_no_candidates(api: Api)
     assert api.db.get_task(task).status == TaskStatus.CANCELLED
     assert lease(api, worker) == []
     assert api.loop.states[task].queued == {}  # nothing waits for records that will never come
+
+
+def test_a_task_the_database_refuses_fails_alone_and_a_lost_database_waits(api: Api, monkeypatch):
+    worker = register(api)
+    doomed, fine = submit(api, trials=4)["id"], submit(api, trials=4)["id"]
+    advance = api.loop._advance
+
+    def refused(task):
+        if task.id == doomed:
+            raise IntegrityError("INSERT ...", {}, Exception("violates check constraint"))
+        advance(task)
+
+    monkeypatch.setattr(api.loop, "_advance", refused)
+    api.loop.tick()
+    assert api.db.get_task(doomed).status == TaskStatus.FAILED
+    assert {c["task_id"] for c in lease(api, worker)} == {fine}
+
+    def away(task):
+        raise OperationalError("SELECT ...", {}, Exception("server closed the connection"))
+
+    monkeypatch.setattr(api.loop, "_advance", away)
+    with pytest.raises(OperationalError):
+        api.loop.tick()
+    assert api.db.get_task(fine).status == TaskStatus.RUNNING

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Protocol
 
-from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 
 from compiler.workloads import workload_from_spec
 from runner import Status
@@ -104,9 +104,11 @@ class SearchLoop:
                 return
             try:
                 self._advance(self.db.get_task(task_id))
-            except SQLAlchemyError:
-                raise  # the database, not the task: the next tick tries again
-            except Exception as e:  # a bug or a space that cannot sample this workload: that task fails
+            except Exception as e:
+                if _database_away(e):
+                    raise  # not the task's fault: the next tick tries again
+                # A bug, a space that cannot sample this workload, a row the database refuses: that
+                # task fails, and the tasks after it still advance.
                 log.exception("task %d failed", task_id)
                 self._end(task_id, TaskStatus.FAILED, f"{type(e).__name__}: {e}")
 
@@ -181,6 +183,14 @@ class SearchLoop:
     def _end(self, task_id: int, status: TaskStatus, message: str) -> None:
         finish_task(self.db, task_id=task_id, owner=self.owner, status=status, message=message)
         self.states.pop(task_id, None)
+
+
+def _database_away(error: Exception) -> bool:
+    """The database is unreachable, restarting or busy (a lost connection, a lock timeout, a
+    deadlock victim), as opposed to refusing what one task asked of it."""
+    return isinstance(error, OperationalError | InterfaceError) or (
+        isinstance(error, DBAPIError) and error.connection_invalidated
+    )
 
 
 class SearchLoopProcess:
