@@ -114,6 +114,8 @@ def test_a_worker_that_stops_gives_its_leases_back(api: Api):
     assert api.client.post(f"/v1/workers/{w1}/heartbeat", headers=api.as_("worker")).json() == {"count": 3}
     assert api.client.post(f"/v1/workers/{w1}/stop", headers=api.as_("worker")).json() == {"count": 3}
     assert len(lease(api, w2, 8)) == 3
+    # A heartbeat that arrives after the goodbye is refused: it must not revive the worker.
+    assert api.client.post(f"/v1/workers/{w1}/heartbeat", headers=api.as_("worker")).status_code == 409
     fleet = api.client.get("/v1/workers", headers=api.as_("client")).json()
     assert [(w["name"], w["alive"]) for w in fleet] == [("w1", False), ("w2", True)]
 

@@ -13,6 +13,10 @@ from tuner.database.queue import release, renew_leases
 from tuner.database.schema import Hardware, Worker
 
 
+class WorkerStopped(Exception):
+    """The worker said goodbye: it is not alive again until it registers anew, as a new worker."""
+
+
 @dataclass(frozen=True)
 class WorkerInfo:
     id: int
@@ -48,7 +52,8 @@ def get_worker(db: Database, worker_id: int) -> WorkerInfo:
 
 
 def heartbeat(db: Database, *, worker_id: int, lease_secs: float, now: datetime) -> int:
-    """The worker is alive: note the time and extend its leases. Returns how many leases it holds."""
+    """The worker is alive: note the time and extend its leases. Returns how many leases it holds;
+    raises WorkerStopped if it said goodbye (a heartbeat that arrives late must not revive it)."""
     _seen(db, worker_id, now, stopped=False)
     return renew_leases(db, worker_id=worker_id, lease_secs=lease_secs, now=now)
 
@@ -60,11 +65,14 @@ def stop_worker(db: Database, *, worker_id: int, now: datetime) -> int:
 
 
 def _seen(db: Database, worker_id: int, now: datetime, *, stopped: bool) -> None:
-    """Raises KeyError for an unknown worker."""
+    """Raises KeyError for an unknown worker, WorkerStopped for news of a stopped one but another
+    goodbye."""
     with db.transaction() as session:
         worker = session.get(Worker, worker_id)
         if worker is None:
             raise KeyError(worker_id)
+        if worker.stopped and not stopped:
+            raise WorkerStopped(worker_id)
         worker.last_seen_at, worker.stopped = now, stopped
 
 

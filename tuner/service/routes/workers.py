@@ -12,7 +12,15 @@ from fastapi import APIRouter, HTTPException, Request, status
 
 from tuner.database import Role
 from tuner.database import queue as q
-from tuner.database.fleet import WorkerInfo, get_worker, heartbeat, register_worker, stop_worker, workers
+from tuner.database.fleet import (
+    WorkerInfo,
+    WorkerStopped,
+    get_worker,
+    heartbeat,
+    register_worker,
+    stop_worker,
+    workers,
+)
 from tuner.database.tokens import TokenInfo
 from tuner.service.deps import ClientToken, DatabaseDep, SettingsDep, WorkerToken
 from tuner.service.errors import AUTH, BODY, documented
@@ -64,13 +72,18 @@ def list_workers(db: DatabaseDep, settings: SettingsDep, _: ClientToken) -> list
     ]
 
 
-@router.post("/{worker_id}/heartbeat", responses=documented(404))
+@router.post("/{worker_id}/heartbeat", responses=documented(404, 409))
 def beat(
     request: Request, worker_id: IdPath, db: DatabaseDep, settings: SettingsDep, holder: WorkerToken
 ) -> Count:
-    """Alive: extends every lease the worker holds. Returns how many it holds."""
+    """Alive: extends every lease the worker holds. Returns how many it holds; 409 once the worker
+    has stopped (a daemon starting again registers as a new worker)."""
     own_worker(request, db, worker_id, holder)
-    return Count(count=heartbeat(db, worker_id=worker_id, lease_secs=settings.lease_seconds, now=utcnow()))
+    try:
+        held = heartbeat(db, worker_id=worker_id, lease_secs=settings.lease_seconds, now=utcnow())
+    except WorkerStopped:
+        raise HTTPException(status.HTTP_409_CONFLICT, f"worker {worker_id} has stopped") from None
+    return Count(count=held)
 
 
 @router.post("/{worker_id}/lease", responses=documented(404, *BODY))
