@@ -16,7 +16,6 @@ import signal
 import sys
 import time
 from collections.abc import Callable
-from datetime import UTC, datetime
 from typing import Any
 
 import httpx
@@ -28,6 +27,7 @@ from rich.table import Table
 
 from runner.results import TimingConfig
 from runner.worker import Worker, WorkerConfig, parse_cpus
+from tuner.clock import utcnow
 from tuner.database import Database, Role
 from tuner.database.tokens import create_token, revoke_token, tokens
 from tuner.service.client import ApiError, Client
@@ -228,7 +228,7 @@ def _token(args: argparse.Namespace, console: Console) -> int:
                 console.print("give the id of the token to revoke (tuner token list)")
                 return 2
             try:
-                revoke_token(db, token_id=args.token_id, now=datetime.now(UTC))
+                revoke_token(db, token_id=args.token_id, now=utcnow())
             except KeyError:
                 console.print(f"no token {args.token_id}")
                 return 1

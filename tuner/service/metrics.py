@@ -19,9 +19,9 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 from sqlalchemy import func, select
 
+from tuner.clock import utcnow
 from tuner.database import Database
 from tuner.database.schema import Candidate, Task, Worker
-from tuner.service.search_loop import utcnow
 
 REQUESTS = Counter("tuner_http_requests", "HTTP requests handled", ["method", "route", "status"])
 LATENCY = Histogram(

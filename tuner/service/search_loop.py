@@ -20,13 +20,13 @@ import socket
 import threading
 import uuid
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Protocol
 
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 
 from compiler.workloads import workload_from_spec
 from runner import Status
+from tuner.clock import utcnow
 from tuner.database import Database, TaskInfo, TaskStatus
 from tuner.database import queue as q
 from tuner.database.owners import claim_tasks, disown, finish_task
@@ -45,10 +45,6 @@ class Event(Protocol):
     def is_set(self) -> bool: ...
 
     def wait(self, timeout: float | None = None) -> bool: ...
-
-
-def utcnow() -> datetime:
-    return datetime.now(UTC)
 
 
 def owner_id() -> str:

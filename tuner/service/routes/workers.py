@@ -10,6 +10,7 @@ from datetime import timedelta
 
 from fastapi import APIRouter, HTTPException, Request, status
 
+from tuner.clock import utcnow
 from tuner.database import Role
 from tuner.database import queue as q
 from tuner.database.fleet import (
@@ -38,7 +39,6 @@ from tuner.service.schemas import (
     WorkerRegister,
     WorkerRegistered,
 )
-from tuner.service.search_loop import utcnow
 
 router = APIRouter(prefix="/v1/workers", tags=["workers"], responses=documented(*AUTH))
 
