@@ -1,11 +1,14 @@
 """The REST API in process (the search loop ticked by hand, workers played by the test): tasks from
 submission to done, the worker protocol, best-record queries, tokens and roles, bad input."""
 
+from datetime import timedelta
+
 import pytest
 
 from runner.hardware import host_hardware
 from tests.service.conftest import Api
-from tuner.database.schema import Candidate
+from tuner.clock import utcnow
+from tuner.database.schema import Candidate, Worker
 from tuner.service.schemas import WORKER_NAME_LENGTH
 
 SPEC = {"op": "matmul", "params": {"M": 32, "N": 32, "K": 16}}
@@ -351,6 +354,12 @@ def test_metrics_in_prometheus_format(api: Api):
     assert "tuner_workers_seen 1.0" in text
     assert 'tuner_results_total{outcome="accepted"}' in text
     assert 'tuner_http_request_seconds_bucket{le="0.005",route="/v1/workers/{worker_id}/lease"}' in text
+    # Silent for 2 s, four heartbeats: gone, for the worker list and the metrics alike.
+    with api.db.transaction() as session:
+        session.get(Worker, worker).last_seen_at = utcnow() - timedelta(seconds=2)
+    (listed,) = api.client.get("/v1/workers", headers=api.as_("client")).json()
+    assert not listed["alive"]
+    assert "tuner_workers_seen 0.0" in api.client.get("/metrics", headers=api.as_("client")).text
 
 
 def test_the_dashboard_page_is_served_without_data(api: Api):

@@ -4,7 +4,7 @@ their heartbeats arrive."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from sqlalchemy import Select, select
 
@@ -15,6 +15,16 @@ from tuner.database.schema import Hardware, Worker
 
 class WorkerStopped(Exception):
     """The worker said goodbye: it is not alive again until it registers anew, as a new worker."""
+
+
+# Heartbeats a worker may miss (a slow request, a busy machine) before it no longer counts as alive.
+MISSED_HEARTBEATS = 3
+
+
+def alive_since(now: datetime, heartbeat_secs: float) -> datetime:
+    """Workers seen since then, and not stopped, are alive: the one definition the API's worker list
+    and the metrics share."""
+    return now - timedelta(seconds=MISSED_HEARTBEATS * heartbeat_secs)
 
 
 @dataclass(frozen=True)
@@ -77,7 +87,8 @@ def _seen(db: Database, worker_id: int, now: datetime, *, stopped: bool) -> None
 
 
 def workers(db: Database, *, seen_since: datetime | None = None) -> list[WorkerInfo]:
-    """Every worker (or those seen since a time and not stopped: the live ones), oldest first."""
+    """Every worker (or those seen since a time and not stopped: with `alive_since`, the live ones),
+    oldest first."""
     query = _workers_query().order_by(Worker.id)
     if seen_since is not None:
         query = query.where(Worker.last_seen_at >= seen_since, Worker.stopped.is_(False))

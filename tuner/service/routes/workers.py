@@ -6,8 +6,6 @@ benchmark machine cannot submit results in another's name.
 
 from __future__ import annotations
 
-from datetime import timedelta
-
 from fastapi import APIRouter, HTTPException, Request, status
 
 from tuner.clock import utcnow
@@ -16,6 +14,7 @@ from tuner.database import queue as q
 from tuner.database.fleet import (
     WorkerInfo,
     WorkerStopped,
+    alive_since,
     get_worker,
     heartbeat,
     register_worker,
@@ -58,7 +57,7 @@ def register(
 
 @router.get("")
 def list_workers(db: DatabaseDep, settings: SettingsDep, _: ClientToken) -> list[WorkerPublic]:
-    alive_since = utcnow() - timedelta(seconds=3 * settings.heartbeat_seconds)
+    alive = {w.id for w in workers(db, seen_since=alive_since(utcnow(), settings.heartbeat_seconds))}
     return [
         WorkerPublic(
             id=w.id,
@@ -66,7 +65,7 @@ def list_workers(db: DatabaseDep, settings: SettingsDep, _: ClientToken) -> list
             hardware_key=w.hardware_key,
             registered_at=w.registered_at,
             last_seen_at=w.last_seen_at,
-            alive=not w.stopped and w.last_seen_at >= alive_since,
+            alive=w.id in alive,
         )
         for w in workers(db)
     ]
