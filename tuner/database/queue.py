@@ -66,6 +66,8 @@ class Outcome(enum.StrEnum):
 
 @dataclass(frozen=True)
 class QueueCounts:
+    """A task's candidates by status (a CandidateStatus value each field is named after)."""
+
     pending: int
     leased: int
     done: int
@@ -294,7 +296,8 @@ def give_up_expired(db: Database, *, now: datetime, max_attempts: int) -> int:
     workers died or stopped answering while measuring them."""
     message = f"gave up after {max_attempts} leases expired: its workers died or hung while measuring it"
     with db.transaction() as session:
-        rows = session.execute(
+        connection = session.connection()
+        rows = connection.execute(
             select(*_CANDIDATE_COLUMNS)
             .where(
                 Candidate.status == CandidateStatus.LEASED.value,
@@ -307,7 +310,7 @@ def give_up_expired(db: Database, *, now: datetime, max_attempts: int) -> int:
         lost = [
             (r, Submission(candidate_id=r.id, status=Status.TIMEOUT.value, message=message)) for r in rows
         ]
-        _finish(db, session, lost, "")
+        _finish(db, connection, lost, "")
         return len(rows)
 
 
@@ -319,9 +322,7 @@ def counts(db: Database, *, task_id: int) -> QueueCounts:
             .group_by(Candidate.status)
         ).all()
     by_status = {status: n for status, n in rows}
-    return QueueCounts(
-        *(by_status.get(s.value, 0) for s in CandidateStatus if s != CandidateStatus.CANCELLED)
-    )
+    return QueueCounts(**{f.name: by_status.get(f.name, 0) for f in fields(QueueCounts)})
 
 
 def queued_trace_hashes(db: Database, *, workload_id: int, hardware_id: int) -> set[str]:
