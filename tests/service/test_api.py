@@ -186,6 +186,10 @@ def test_oversized_and_broken_bodies(api: Api):
         headers={**api.as_("client"), "Content-Type": "application/json"},
     )
     assert streamed.status_code == 413
+    garbled = api.client.post(
+        "/v1/tasks", content=b"{}", headers={**api.as_("client"), "Content-Length": "12abc"}
+    )
+    assert garbled.status_code == 400 and "Content-Length" in garbled.json()["detail"]
 
 
 def test_results_are_validated(api: Api):

@@ -8,6 +8,7 @@ them at once. Several coordinator processes may share one PostgreSQL database.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -106,7 +107,8 @@ async def _validation_error(request: Request, exc: Exception) -> Response:
 
 
 class BodyLimit:
-    """413 for a request body over `max_bytes`, whether it declares its length or streams it."""
+    """413 for a request body over `max_bytes`, whether it declares its length or streams it; 400 for
+    a declared length that is not a number."""
 
     def __init__(self, app: ASGIApp, max_bytes: int) -> None:
         self.app = app
@@ -117,8 +119,11 @@ class BodyLimit:
             await self.app(scope, receive, send)
             return
         declared = dict(scope["headers"]).get(b"content-length")
-        if declared is not None and (not declared.isdigit() or int(declared) > self.max_bytes):
-            await _too_large(send, self.max_bytes)
+        if declared is not None and not declared.isdigit():
+            await _refuse(send, 400, "Content-Length is not a number")
+            return
+        if declared is not None and int(declared) > self.max_bytes:
+            await _refuse(send, 413, f"request body over the limit of {self.max_bytes} bytes")
             return
         seen, too_large = 0, False
 
@@ -144,15 +149,15 @@ class BodyLimit:
             if not too_large:
                 raise
         if too_large:
-            await _too_large(send, self.max_bytes)
+            await _refuse(send, 413, f"request body over the limit of {self.max_bytes} bytes")
 
 
-async def _too_large(send: Send, limit: int) -> None:
-    body = f'{{"detail":"request body over the limit of {limit} bytes"}}'.encode()
+async def _refuse(send: Send, status: int, detail: str) -> None:
+    body = json.dumps({"detail": detail}).encode()
     await send(
         {
             "type": "http.response.start",
-            "status": 413,
+            "status": status,
             "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
         }
     )
