@@ -37,6 +37,10 @@ from tuner.task_search import TaskSearch
 from tuner.tune import PARENTS
 
 log = logging.getLogger(__name__)
+# How long a stopping coordinator waits for its loop to release its tasks before it kills the loop.
+# Shorter than the grace periods in deploy/ (90 s), so the loop is never killed by systemd or docker
+# along with the API: killed, its claims would hold the tasks until they lapse.
+STOP_SECONDS = 40.0
 
 
 class Event(Protocol):
@@ -204,7 +208,7 @@ class SearchLoopProcess:
     def start(self) -> None:
         self._process.start()
 
-    def stop(self, timeout: float = 60.0) -> None:
+    def stop(self, timeout: float = STOP_SECONDS) -> None:
         self._stop.set()
         self._process.join(timeout)
         if self._process.is_alive():
