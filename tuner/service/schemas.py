@@ -111,7 +111,9 @@ class RecordPublic(BaseModel):
 class BestQuery(Strict):
     workload: dict[str, Any] | None = Field(None, description="The workload spec (or give workload_hash).")
     workload_hash: Hash | None = None
-    hardware: Name | None = Field(None, description="Hardware key; default: the only kind with records.")
+    hardware: Name | None = Field(
+        None, description="Hardware key; default: the only kind of hardware registered."
+    )
     k: int = Field(1, ge=1, le=100)
 
 
