@@ -8,7 +8,6 @@ second re-checks the row after the first commits and finds it owned.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from datetime import datetime, timedelta
 
 from sqlalchemy import or_, select, update
@@ -52,11 +51,11 @@ def finish_task(db: Database, *, task_id: int, owner: str, status: TaskStatus, m
         return True
 
 
-def disown(db: Database, *, owner: str, task_ids: Sequence[int] | None = None) -> None:
-    """Give up claims (a coordinator shutting down): another coordinator may take them at once."""
-    where = [Task.owner == owner] + ([Task.id.in_(task_ids)] if task_ids is not None else [])
+def disown(db: Database, *, owner: str) -> None:
+    """Give up every claim of `owner` (a coordinator shutting down): another coordinator may take
+    them at once."""
     with db.transaction() as session:
-        session.execute(update(Task).where(*where).values(owner=None, owner_until=None))
+        session.execute(update(Task).where(Task.owner == owner).values(owner=None, owner_until=None))
 
 
 def cancel_task(db: Database, *, task_id: int, message: str) -> bool:

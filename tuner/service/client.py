@@ -73,9 +73,6 @@ class Client:
     ) -> list[dict[str, Any]]:
         return self._json("POST", "/v1/best", {"workload": workload, "hardware": hardware, "k": k})
 
-    def record(self, record_id: int) -> dict[str, Any]:
-        return self._json("GET", f"/v1/records/{record_id}")
-
     def _json(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
         response = self.http.request(method, path, json=body)
         if response.is_error:

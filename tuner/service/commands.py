@@ -182,7 +182,7 @@ def _serve(args: argparse.Namespace, console: Console) -> int:
             os.environ.update(settings.environment())
             uvicorn.run("tuner.service.app:create_api", factory=True, workers=args.workers, **serve)
         else:
-            uvicorn.run(create_app(settings, search_loop=False), **serve)
+            uvicorn.run(create_app(settings), **serve)
     finally:
         if loop:
             loop.stop()
