@@ -21,6 +21,7 @@ import tempfile
 import threading
 import time
 from collections import defaultdict
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +36,7 @@ from tests.postgres import temporary_database
 from tests.service.processes import Coordinator
 from tuner.database import Database
 from tuner.database import queue as q
+from tuner.database.owners import claim_tasks
 from tuner.database.tokens import create_token
 from tuner.service.client import Client
 from tuner.settings import Settings
@@ -113,8 +115,11 @@ def _fill_queue(settings: Settings) -> None:
         wid = db.add_workload(hash=wl.func.structural_hash(), name=wl.name, spec=wl.spec, flops=wl.flops)
         hid = db.add_hardware(key=hw.key, cpu=hw.cpu, features=hw.features, cores=hw.cores)
         task = db.add_task(workload_id=wid, hardware_id=hid, strategy="random", trials=QUEUED, seed=0)
+        # Queued as its search loop would: only the owner of a running task may (the API runs no loop).
+        claim_tasks(db, owner="bench", now=datetime.now(UTC), claim_secs=3600)
         for start in range(0, QUEUED, 500):
-            q.enqueue(db, task_id=task, workload_id=wid, hardware_id=hid, traces=unique[start : start + 500])
+            batch = unique[start : start + 500]
+            q.enqueue(db, task_id=task, owner="bench", workload_id=wid, hardware_id=hid, traces=batch)
 
 
 def _tokens(settings: Settings) -> tuple[str, str]:

@@ -8,6 +8,8 @@ It is a plain client of the coordinator's REST API (`/v1/workers/...`):
   known time is measured a second time first (both runs are reported), so a lucky run cannot win alone;
 - when the coordinator cannot be reached, retry with exponential backoff, forever: results are
   accepted once, so re-sending a submission whose answer was lost is safe;
+- never drop measured results because the coordinator refuses them: resend them in smaller parts,
+  and a result it refuses alone as a runtime_error saying why;
 - on SIGTERM or SIGINT, finish the candidate being measured, submit what is done, give the rest of
   the batch back, say goodbye (which releases anything left) and exit 0.
 """
@@ -22,6 +24,7 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
+from math import inf
 from typing import Any, Literal
 
 import httpx
@@ -29,9 +32,11 @@ import httpx
 from runner.hardware import host_hardware
 from runner.local import LocalRunner, LocalRunnerConfig
 from runner.null import NullRunner
-from runner.results import Candidate, RunResult, TimingConfig, merge_remeasurement
+from runner.results import Candidate, RunResult, Status, TimingConfig, merge_remeasurement
 
 log = logging.getLogger("tuner.worker")
+# The longest result message the coordinator accepts (tuner.service.schemas.LongText).
+MESSAGE_LIMIT = 20_000
 
 
 @dataclass(frozen=True)
@@ -50,6 +55,15 @@ class WorkerConfig:
 
 class Fatal(Exception):
     """The coordinator refused us for good (bad token, wrong role): retrying cannot help."""
+
+
+class Refused(Fatal):
+    """The coordinator refused this request (a 4xx but 401, 403, 408, 429): sending it again cannot
+    help, though a smaller or a cleaner one may. Fatal unless the caller knows better."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 def parse_cpus(text: str) -> frozenset[int]:
@@ -104,6 +118,9 @@ class Worker:
             log.error("%s", e)
             return 2
         finally:
+            self.stopping.set()  # whatever ended the run: no heartbeat may follow the goodbye
+            if heartbeat is not None:
+                heartbeat.join()
             self._goodbye()
             self.runner.close()
             self.client.close()
@@ -128,26 +145,60 @@ class Worker:
             results.append(_result(item["id"], result, remeasured, self.config.timing))
         done = {r["candidate_id"] for r in results}
         if results:
-            self._call("POST", f"/v1/workers/{self.worker_id}/results", {"results": results}, patient=True)
+            self._submit(results)
         rest = [item["id"] for item in leased if item["id"] not in done]
         if rest:
             self._call("POST", f"/v1/workers/{self.worker_id}/release", {"candidate_ids": rest})
 
     def _measure(self, leased: list[dict[str, Any]]) -> Iterator[tuple[dict[str, Any], RunResult, bool]]:
+        """Each candidate's result; one that beats its task's best known time is measured again. The
+        best is kept per task: a batch may mix tasks, and another workload's time says nothing."""
         candidates = [Candidate(item["spec"], item["trace"]) for item in leased]
-        known = [s for s in (item["best_secs"] for item in leased) if s is not None]
-        best = min(known, default=float("inf"))
+        best: dict[int, float] = {}
+        for item in leased:
+            known = item["best_secs"]
+            best[item["task_id"]] = min(best.get(item["task_id"], inf), inf if known is None else known)
         for item, candidate, result in zip(leased, candidates, self.runner.iter_run(candidates)):
-            remeasured = result.ok and result.median_secs < best
+            task = item["task_id"]
+            remeasured = result.ok and result.median_secs < best[task]
             if remeasured:
                 again = self.runner.run([candidate])[0]
                 merged = merge_remeasurement(result, again)
-                if merged.ok and max(result.median_secs, again.median_secs) < best:
-                    best = merged.median_secs
+                if merged.ok and max(result.median_secs, again.median_secs) < best[task]:
+                    best[task] = merged.median_secs
                 result = merged
             yield item, result, remeasured
             if self.stopping.is_set():
                 return
+
+    def _submit(self, results: list[dict[str, Any]]) -> None:
+        """Deliver measured results whatever the coordinator makes of them: a batch over its size
+        limit (413) goes in halves, another refused batch one result at a time, and a result refused
+        alone is replaced by a runtime_error saying why, so that its candidate is done instead of
+        going round the fleet."""
+        try:
+            self._call("POST", f"/v1/workers/{self.worker_id}/results", {"results": results}, patient=True)
+        except Refused as e:
+            if len(results) == 1:
+                self._replace(results[0], e)
+                return
+            half = len(results) // 2
+            parts = [results[:half], results[half:]] if e.status == 413 else [[r] for r in results]
+            for part in parts:
+                self._submit(part)
+
+    def _replace(self, result: dict[str, Any], refusal: Refused) -> None:
+        replacement = {
+            "candidate_id": result["candidate_id"],
+            "status": Status.RUNTIME_ERROR.value,
+            "message": clean_message(f"the coordinator refused the result: {refusal}", 500),
+        }
+        try:
+            self._call(
+                "POST", f"/v1/workers/{self.worker_id}/results", {"results": [replacement]}, patient=True
+            )
+        except Refused as e:  # nothing left to try: the lease expires and another worker measures it
+            log.error("the coordinator refused candidate %d's result: %s", result["candidate_id"], e)
 
     def _heartbeat(self) -> None:
         while not self.stopping.wait(self.heartbeat_s):
@@ -185,12 +236,16 @@ class Worker:
 
     def _request(self, method: str, path: str, body: dict[str, Any] | None) -> Any:
         response = self.client.request(method, path, json=body)
-        if response.status_code in (401, 403):
-            raise Fatal(f"the coordinator refused {method} {path}: {response.status_code} {response.text}")
-        if 400 <= response.status_code < 500 and response.status_code not in (408, 429):
-            raise Fatal(f"{method} {path}: {response.status_code} {response.text}")
+        code = response.status_code
+        if code in (401, 403):
+            raise Fatal(f"the coordinator refused {method} {path}: {code} {response.text[:500]}")
+        if 400 <= code < 500 and code not in (408, 429):
+            raise Refused(code, f"{method} {path}: {code} {response.text[:500]}")
         response.raise_for_status()  # 5xx, 408, 429: retried by the caller
-        return response.json()
+        try:
+            return response.json()
+        except ValueError as e:  # say, a proxy's page: retried, as if the coordinator were away
+            raise httpx.DecodingError(f"{method} {path}: a {code} answer that is not JSON") from e
 
 
 def _make_runner(config: WorkerConfig) -> Any:
@@ -205,7 +260,14 @@ def _result(candidate_id: int, result: RunResult, remeasured: bool, timing: Timi
         "status": result.status.value,
         "run_secs": result.run_secs,
         "build_secs": result.build_secs,
-        "message": result.message[:20_000],
+        "message": clean_message(result.message),
         "timing": asdict(timing),
         "remeasured": remeasured,
     }
+
+
+def clean_message(text: str, limit: int = MESSAGE_LIMIT) -> str:
+    """A message the coordinator stores as it is: no NUL (PostgreSQL text cannot hold one), valid
+    UTF-8 (a lone surrogate cannot be encoded), at most `limit` characters."""
+    text = text.replace("\x00", "").encode("utf-8", "replace").decode("utf-8")
+    return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -2,8 +2,8 @@
 records, show a record's program and trace.
 
     tuner tune matmul M=512 N=512 K=512 --trials 64 [--json] [--plot curve.png]
-    tuner best matmul M=512 N=512 K=512 [--top 5] [--coordinator URL --token T]
-    tuner show matmul M=512 N=512 K=512 [--rank 1] [--coordinator URL --token T]
+    tuner best matmul M=512 N=512 K=512 [--top 5] [--hardware KEY] [--coordinator URL --token T]
+    tuner show matmul M=512 N=512 K=512 [--rank 1] [--hardware KEY] [--coordinator URL --token T]
     tuner evaluate-model [--holdout 0.25] [--splits 10]
 
 and the service's commands (`tuner.service.commands`): serve, worker, token, submit, status.
@@ -28,11 +28,13 @@ from runner.hardware import host_hardware
 from tuner.baseline import numpy_seconds
 from tuner.database import Database
 from tuner.service.commands import (
+    add_hardware_option,
     add_remote_options,
     add_service_commands,
     database_url,
     is_remote,
     remote_best,
+    run_reporting_coordinator_errors,
 )
 from tuner.training_data import evaluate_model, groups_from_records, hardware_records
 from tuner.tune import DEFAULT_DATABASE, STRATEGIES, TuneResult, gflops, tune
@@ -47,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
         except WorkloadError as e:
             console.print(f"[red]bad workload[/red]: {e}")
             return 2
-    return args.run(args, console)
+    return run_reporting_coordinator_errors(args, console)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -76,10 +78,12 @@ def _parser() -> argparse.ArgumentParser:
     p.set_defaults(run=_tune)
     p = command("best", "the fastest known records of a workload (on this machine, or a coordinator's)")
     p.add_argument("--top", type=int, default=1)
+    add_hardware_option(p)
     add_remote_options(p)
     p.set_defaults(run=_best)
     p = command("show", "the program and trace of a record (the best by default)")
     p.add_argument("--rank", type=int, default=1, help="1 = the best record, 2 = the next, ...")
+    add_hardware_option(p)
     add_remote_options(p)
     p.set_defaults(run=_show)
     p = command("evaluate-model", "top-1/top-5 score of the cost model on held-out records", workload=False)
@@ -207,7 +211,7 @@ def _plot(result: TuneResult, numpy_gflops: float | None, path: str) -> None:
 def _records(args: argparse.Namespace, wl: Workload, k: int) -> list:
     db = Database.open(database_url(args))
     try:
-        return db.top_k(wl.func.structural_hash(), host_hardware().key, k)
+        return db.top_k(wl.func.structural_hash(), args.hardware or host_hardware().key, k)
     finally:
         db.close()
 

@@ -9,8 +9,12 @@ from __future__ import annotations
 
 from typing import Literal, get_args, get_origin
 
-from pydantic import Field
+from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+# A lease must outlast this many heartbeats: one late or lost heartbeat must not hand a candidate that
+# is being measured to a second worker.
+HEARTBEATS_PER_LEASE = 3
 
 
 class Settings(BaseSettings):
@@ -28,7 +32,7 @@ class Settings(BaseSettings):
         60.0,
         gt=0,
         description="How long a worker holds a leased candidate without a heartbeat; after that the "
-        "candidate goes to another worker. Must exceed heartbeat_seconds by a safe margin.",
+        f"candidate goes to another worker. At least {HEARTBEATS_PER_LEASE} times heartbeat_seconds.",
     )
     heartbeat_seconds: float = Field(
         10.0, gt=0, description="How often workers send heartbeats (the coordinator tells them on register)."
@@ -78,6 +82,16 @@ class Settings(BaseSettings):
     worker_max_backoff_seconds: float = Field(
         30.0, gt=0, description="Longest wait between retries when the coordinator cannot be reached."
     )
+
+    @model_validator(mode="after")
+    def _lease_outlasts_heartbeats(self) -> Settings:
+        if self.lease_seconds < HEARTBEATS_PER_LEASE * self.heartbeat_seconds:
+            raise ValueError(
+                f"lease_seconds ({self.lease_seconds:g}) must be at least {HEARTBEATS_PER_LEASE} times "
+                f"heartbeat_seconds ({self.heartbeat_seconds:g}), or a late heartbeat hands a candidate "
+                "being measured to a second worker"
+            )
+        return self
 
     def environment(self) -> dict[str, str]:
         """These settings as the environment variables that reproduce them in another process."""

@@ -28,6 +28,7 @@ from deploy_helpers import (
 
 from tuner.database import Database
 from tuner.database.tokens import create_token
+from tuner.service.search_loop import STOP_SECONDS
 
 TUNER_SERVICES = ("coordinator", "worker-0", "worker-1")
 WORKERS = ("worker-0", "worker-1")
@@ -127,6 +128,11 @@ def test_workers_have_time_to_finish_a_candidate_on_stop():
     for name in WORKERS:
         grace = services()[name]["stop_grace_period"]
         assert grace.endswith("m") and int(grace[:-1]) >= 3
+
+
+def test_the_coordinator_has_time_to_stop_its_search_loop():
+    grace = services()["coordinator"]["stop_grace_period"]
+    assert grace.endswith("s") and int(grace[:-1]) >= STOP_SECONDS + 30
 
 
 def test_every_variable_is_a_setting_and_parses():

@@ -27,6 +27,7 @@ from deploy_helpers import (
 
 from tuner.database import Database
 from tuner.database.tokens import create_token
+from tuner.service.search_loop import STOP_SECONDS
 from tuner.settings import Settings
 
 COORDINATOR = SYSTEMD / "tensor-tuner-coordinator.service"
@@ -73,6 +74,11 @@ def test_a_worker_has_time_to_finish_its_candidate():
     """A build may take 30 s and a run 60 s, both twice when a new best is re-measured, and the
     results are then submitted with retries for up to worker_max_backoff_seconds."""
     assert int(service(WORKER)["TimeoutStopSec"]) >= 2 * (30 + 60) + Settings().worker_max_backoff_seconds
+
+
+def test_the_coordinator_has_time_to_stop_its_search_loop():
+    """The loop gets STOP_SECONDS to release its tasks, the API some seconds besides."""
+    assert int(service(COORDINATOR)["TimeoutStopSec"]) >= STOP_SECONDS + 30
 
 
 def test_a_worker_instance_is_its_cpu_list():

@@ -48,7 +48,7 @@ class Api:
 
 @pytest.fixture
 def api(settings: Settings) -> Iterator[Api]:
-    app = create_app(settings, search_loop=False)
+    app = create_app(settings)
     with TestClient(app) as client:
         db = app.state.db
         tokens = {

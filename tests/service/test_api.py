@@ -1,11 +1,15 @@
 """The REST API in process (the search loop ticked by hand, workers played by the test): tasks from
 submission to done, the worker protocol, best-record queries, tokens and roles, bad input."""
 
+from datetime import timedelta
+
 import pytest
 
 from runner.hardware import host_hardware
 from tests.service.conftest import Api
-from tuner.database.schema import Candidate
+from tuner.clock import utcnow
+from tuner.database.schema import Candidate, Worker
+from tuner.service.schemas import WORKER_NAME_LENGTH
 
 SPEC = {"op": "matmul", "params": {"M": 32, "N": 32, "K": 16}}
 HW = host_hardware()
@@ -113,6 +117,8 @@ def test_a_worker_that_stops_gives_its_leases_back(api: Api):
     assert api.client.post(f"/v1/workers/{w1}/heartbeat", headers=api.as_("worker")).json() == {"count": 3}
     assert api.client.post(f"/v1/workers/{w1}/stop", headers=api.as_("worker")).json() == {"count": 3}
     assert len(lease(api, w2, 8)) == 3
+    # A heartbeat that arrives after the goodbye is refused: it must not revive the worker.
+    assert api.client.post(f"/v1/workers/{w1}/heartbeat", headers=api.as_("worker")).status_code == 409
     fleet = api.client.get("/v1/workers", headers=api.as_("client")).json()
     assert [(w["name"], w["alive"]) for w in fleet] == [("w1", False), ("w2", True)]
 
@@ -180,6 +186,10 @@ def test_oversized_and_broken_bodies(api: Api):
         headers={**api.as_("client"), "Content-Type": "application/json"},
     )
     assert streamed.status_code == 413
+    garbled = api.client.post(
+        "/v1/tasks", content=b"{}", headers={**api.as_("client"), "Content-Length": "12abc"}
+    )
+    assert garbled.status_code == 400 and "Content-Length" in garbled.json()["detail"]
 
 
 def test_results_are_validated(api: Api):
@@ -348,6 +358,12 @@ def test_metrics_in_prometheus_format(api: Api):
     assert "tuner_workers_seen 1.0" in text
     assert 'tuner_results_total{outcome="accepted"}' in text
     assert 'tuner_http_request_seconds_bucket{le="0.005",route="/v1/workers/{worker_id}/lease"}' in text
+    # Silent for 2 s, four heartbeats: gone, for the worker list and the metrics alike.
+    with api.db.transaction() as session:
+        session.get(Worker, worker).last_seen_at = utcnow() - timedelta(seconds=2)
+    (listed,) = api.client.get("/v1/workers", headers=api.as_("client")).json()
+    assert not listed["alive"]
+    assert "tuner_workers_seen 0.0" in api.client.get("/metrics", headers=api.as_("client")).text
 
 
 def test_the_dashboard_page_is_served_without_data(api: Api):
@@ -365,6 +381,21 @@ def test_candidates_keep_their_hardware(api: Api):
     with api.db.transaction() as session:
         assert {c.hardware_id for c in session.query(Candidate)} == {1}
     assert len(lease(api, worker)) == 2
+
+
+def test_a_worker_name_fits_the_records_worker_column(api: Api):
+    """Records name their worker "<name>#<id>" in a 200-character column: a 200-character name was
+    refused by PostgreSQL when the first result came (a 500)."""
+    too_long = api.client.post(
+        "/v1/workers", json={"name": "w" * 200, "hardware": HARDWARE}, headers=api.as_("worker")
+    )
+    assert too_long.status_code == 422 and too_long.json()["detail"][0]["loc"] == ["body", "name"]
+    longest = register(api, "w" * WORKER_NAME_LENGTH)
+    submit(api, trials=1)
+    api.loop.tick()
+    assert results(api, longest, lease(api, longest)) == ["accepted"]
+    (record,) = api.client.post("/v1/best", json={"workload": SPEC}, headers=api.as_("client")).json()
+    assert record["worker"] == f"{'w' * WORKER_NAME_LENGTH}#{longest}"
 
 
 def test_results_for_candidates_of_other_hardware_are_refused(api: Api):

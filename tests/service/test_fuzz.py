@@ -86,7 +86,7 @@ def http_only(app: FastAPI):
 
 
 # The schema as the app serves it (serving it opens no database).
-APP = create_app(Settings(database_url="sqlite://"), search_loop=False)
+APP = create_app(Settings(database_url="sqlite://"))
 schema = schemathesis.openapi.from_asgi("/openapi.json", http_only(APP))
 # Valid requests only: for PostgreSQL and for the refusals.
 well_formed = schemathesis.openapi.from_asgi(
@@ -131,7 +131,7 @@ def served_on_postgresql(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S
 def serve(kind: str, directory: Path) -> Iterator[Served]:
     with fresh_database(kind, directory) as url:
         settings = service_settings(url)
-        app = create_app(settings, search_loop=False)
+        app = create_app(settings)
         with TestClient(app) as client:
             db = app.state.db
             for role in ROLES_OF_TOKENS:  # ids 1..3, for the fuzzer to revoke

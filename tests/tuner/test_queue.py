@@ -2,6 +2,7 @@
 once), workers, task owners and API tokens."""
 
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 
@@ -9,15 +10,17 @@ import pytest
 from sqlalchemy import select
 
 from tests.tuner.test_database import add_pair
-from tuner.database import Database, TaskStatus, trace_hash
+from tuner.database import Database, TaskStatus, owners, trace_hash
 from tuner.database import queue as q
 from tuner.database.fleet import heartbeat, register_worker, stop_worker, workers
 from tuner.database.owners import cancel_task, claim_tasks, disown, finish_task
+from tuner.database.queue import lock_candidates
 from tuner.database.schema import ApiToken
 from tuner.database.tokens import authenticate, create_token, hash_token, revoke_token, tokens
 
 T0 = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
 LEASE = 30.0
+LOOP = "loop"  # the coordinator that runs the tasks' searches
 
 
 def later(seconds: float) -> datetime:
@@ -28,18 +31,21 @@ def trace(n: int) -> dict:
     return {"version": 1, "instructions": [{"kind": "split", "decision": [n, 4]}]}
 
 
+def own(db: Database, task: int) -> None:
+    """Make LOOP the task's owner, with a claim that lapsed before T0: the tests find it free to take."""
+    assert task in claim_tasks(db, owner=LOOP, now=T0 - timedelta(hours=1), claim_secs=1)
+
+
 @pytest.fixture
 def setup(tuning_db: Database):
     """A task on hw0 with 5 queued traces, a worker on hw0 and one on hw1."""
     wid, hid = add_pair(tuning_db)
     _, other_hid = add_pair(tuning_db, "w0", "hw1")
     task = tuning_db.add_task(workload_id=wid, hardware_id=hid, strategy="random", trials=8, seed=0)
-    assert (
-        q.enqueue(
-            tuning_db, task_id=task, workload_id=wid, hardware_id=hid, traces=[trace(n) for n in range(5)]
-        )
-        == 5
-    )
+    own(tuning_db, task)
+    traces = [trace(n) for n in range(5)]
+    queued = q.enqueue(tuning_db, task_id=task, owner=LOOP, workload_id=wid, hardware_id=hid, traces=traces)
+    assert queued == {trace_hash(t) for t in traces}
     w1 = register_worker(tuning_db, name="w1", hardware_id=hid, now=T0)
     w2 = register_worker(tuning_db, name="w2", hardware_id=hid, now=T0)
     other = register_worker(tuning_db, name="elsewhere", hardware_id=other_hid, now=T0)
@@ -59,13 +65,66 @@ def ok(candidate_id: int, secs: float = 1e-3) -> q.Submission:
 def test_enqueue_skips_traces_queued_for_the_pair_by_any_task(setup):
     db, task, wid, hid, _ = setup
     other_task = db.add_task(workload_id=wid, hardware_id=hid, strategy="random", trials=8, seed=1)
-    assert (
-        q.enqueue(db, task_id=other_task, workload_id=wid, hardware_id=hid, traces=[trace(4), trace(5)]) == 1
+    own(db, other_task)
+    queued = q.enqueue(
+        db, task_id=other_task, owner=LOOP, workload_id=wid, hardware_id=hid, traces=[trace(4), trace(5)]
     )
+    assert queued == {trace_hash(trace(5))}
     assert q.queued_trace_hashes(db, workload_id=wid, hardware_id=hid) == {
         trace_hash(trace(n)) for n in range(6)
     }
     assert q.counts(db, task_id=task) == q.QueueCounts(pending=5, leased=0, done=0)
+
+
+def test_only_the_owner_of_an_active_task_queues_for_it(setup):
+    db, task, wid, hid, _ = setup
+
+    def enqueue(owner: str, n: int) -> set[str]:
+        return q.enqueue(db, task_id=task, owner=owner, workload_id=wid, hardware_id=hid, traces=[trace(n)])
+
+    assert enqueue("stranger", 10) == set()
+    assert claim_tasks(db, owner="b", now=T0, claim_secs=10) == [task]  # LOOP's claim had lapsed
+    assert enqueue(LOOP, 11) == set()  # it proposed for so long that "b" took the task over
+    assert enqueue("b", 12) == {trace_hash(trace(12))}
+    assert cancel_task(db, task_id=task, message="enough")
+    assert enqueue("b", 13) == set()
+    assert q.counts(db, task_id=task) == q.QueueCounts(pending=0, leased=0, done=0)
+    assert q.queued_trace_hashes(db, workload_id=wid, hardware_id=hid) == {
+        trace_hash(trace(n)) for n in (0, 1, 2, 3, 4, 12)
+    }
+
+
+def test_nothing_is_queued_behind_a_cancel_in_progress(setup, database_url, monkeypatch):
+    """A search that proposed while a cancel was withdrawing the task's candidates queues nothing:
+    on PostgreSQL the cancel holds the task row from before it lists the candidates."""
+    db, task, wid, hid, _ = setup
+    listed = threading.Event()
+
+    def slow_lock(session, *where):
+        held = lock_candidates(session, *where)
+        listed.set()
+        time.sleep(0.5)  # the enqueue below runs here: after the list, before the task is cancelled
+        return held
+
+    def enqueue() -> set[str]:
+        listed.wait(10)
+        with Database.open(database_url) as own_db:
+            return q.enqueue(
+                own_db, task_id=task, owner=LOOP, workload_id=wid, hardware_id=hid, traces=[trace(9)]
+            )
+
+    monkeypatch.setattr(owners, "lock_candidates", slow_lock)
+    with ThreadPoolExecutor(1) as pool:
+        queued = pool.submit(enqueue)
+        assert cancel_task(db, task_id=task, message="enough")
+        assert queued.result() == set()
+    assert q.counts(db, task_id=task) == q.QueueCounts(pending=0, leased=0, done=0)
+
+
+def test_candidates_of_a_task_that_ended_are_never_leased(setup):
+    db, task, _, hid, (w1, _, _) = setup
+    db.update_task(task, status=TaskStatus.FAILED)  # ended without withdrawing its candidates
+    assert lease(db, w1, hid, 10) == []
 
 
 def test_leases_go_to_matching_hardware_oldest_first_once(setup):
@@ -161,7 +220,9 @@ def test_concurrent_leases_never_share_a_candidate(database_url: str):
     with Database.open(database_url) as db:
         wid, hid = add_pair(db)
         task = db.add_task(workload_id=wid, hardware_id=hid, strategy="random", trials=64, seed=0)
-        q.enqueue(db, task_id=task, workload_id=wid, hardware_id=hid, traces=[trace(n) for n in range(60)])
+        own(db, task)
+        traces = [trace(n) for n in range(60)]
+        q.enqueue(db, task_id=task, owner=LOOP, workload_id=wid, hardware_id=hid, traces=traces)
         ids = [register_worker(db, name=f"w{i}", hardware_id=hid, now=T0) for i in range(4)]
     start = threading.Barrier(4)
 

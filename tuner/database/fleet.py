@@ -4,13 +4,27 @@ their heartbeats arrive."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from sqlalchemy import Select, select
 
 from tuner.database.database import Database
 from tuner.database.queue import release, renew_leases
 from tuner.database.schema import Hardware, Worker
+
+
+class WorkerStopped(Exception):
+    """The worker said goodbye: it is not alive again until it registers anew, as a new worker."""
+
+
+# Heartbeats a worker may miss (a slow request, a busy machine) before it no longer counts as alive.
+MISSED_HEARTBEATS = 3
+
+
+def alive_since(now: datetime, heartbeat_secs: float) -> datetime:
+    """Workers seen since then, and not stopped, are alive: the one definition the API's worker list
+    and the metrics share."""
+    return now - timedelta(seconds=MISSED_HEARTBEATS * heartbeat_secs)
 
 
 @dataclass(frozen=True)
@@ -48,7 +62,8 @@ def get_worker(db: Database, worker_id: int) -> WorkerInfo:
 
 
 def heartbeat(db: Database, *, worker_id: int, lease_secs: float, now: datetime) -> int:
-    """The worker is alive: note the time and extend its leases. Returns how many leases it holds."""
+    """The worker is alive: note the time and extend its leases. Returns how many leases it holds;
+    raises WorkerStopped if it said goodbye (a heartbeat that arrives late must not revive it)."""
     _seen(db, worker_id, now, stopped=False)
     return renew_leases(db, worker_id=worker_id, lease_secs=lease_secs, now=now)
 
@@ -60,16 +75,20 @@ def stop_worker(db: Database, *, worker_id: int, now: datetime) -> int:
 
 
 def _seen(db: Database, worker_id: int, now: datetime, *, stopped: bool) -> None:
-    """Raises KeyError for an unknown worker."""
+    """Raises KeyError for an unknown worker, WorkerStopped for news of a stopped one but another
+    goodbye."""
     with db.transaction() as session:
         worker = session.get(Worker, worker_id)
         if worker is None:
             raise KeyError(worker_id)
+        if worker.stopped and not stopped:
+            raise WorkerStopped(worker_id)
         worker.last_seen_at, worker.stopped = now, stopped
 
 
 def workers(db: Database, *, seen_since: datetime | None = None) -> list[WorkerInfo]:
-    """Every worker (or those seen since a time and not stopped: the live ones), oldest first."""
+    """Every worker (or those seen since a time and not stopped: with `alive_since`, the live ones),
+    oldest first."""
     query = _workers_query().order_by(Worker.id)
     if seen_since is not None:
         query = query.where(Worker.last_seen_at >= seen_since, Worker.stopped.is_(False))

@@ -8,18 +8,15 @@ second re-checks the row after the first commits and finds it owned.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from datetime import datetime, timedelta
 
-from sqlalchemy import or_, update
+from sqlalchemy import or_, select, update
 from sqlalchemy.orm import Session
 
 from tuner.database.database import Database
 from tuner.database.queue import lock_candidates
-from tuner.database.records import CandidateStatus, TaskStatus
+from tuner.database.records import ACTIVE, CandidateStatus, TaskStatus
 from tuner.database.schema import Candidate, Task
-
-ACTIVE = (TaskStatus.PENDING.value, TaskStatus.RUNNING.value)
 
 
 def claim_tasks(db: Database, *, owner: str, now: datetime, claim_secs: float) -> list[int]:
@@ -54,11 +51,11 @@ def finish_task(db: Database, *, task_id: int, owner: str, status: TaskStatus, m
         return True
 
 
-def disown(db: Database, *, owner: str, task_ids: Sequence[int] | None = None) -> None:
-    """Give up claims (a coordinator shutting down): another coordinator may take them at once."""
-    where = [Task.owner == owner] + ([Task.id.in_(task_ids)] if task_ids is not None else [])
+def disown(db: Database, *, owner: str) -> None:
+    """Give up every claim of `owner` (a coordinator shutting down): another coordinator may take
+    them at once."""
     with db.transaction() as session:
-        session.execute(update(Task).where(*where).values(owner=None, owner_until=None))
+        session.execute(update(Task).where(Task.owner == owner).values(owner=None, owner_until=None))
 
 
 def cancel_task(db: Database, *, task_id: int, message: str) -> bool:
@@ -66,7 +63,8 @@ def cancel_task(db: Database, *, task_id: int, message: str) -> bool:
     False if it had already ended. Raises KeyError for an unknown task."""
     with db.transaction() as session:
         leftovers = _lock_unfinished(session, task_id)
-        task = session.get(Task, task_id, with_for_update=True)
+        # NO KEY UPDATE: a concurrent cancel or finish holds the row FOR KEY SHARE too, and waits.
+        task = session.get(Task, task_id, with_for_update={"key_share": True})
         if task is None:
             raise KeyError(task_id)
         if task.status not in ACTIVE:
@@ -78,8 +76,13 @@ def cancel_task(db: Database, *, task_id: int, message: str) -> bool:
 
 
 def _lock_unfinished(session: Session, task_id: int) -> list[int]:
-    """The task's queued candidates no worker has finished, locked before the task row: the order in
-    which every transaction of the queue locks them."""
+    """The task's queued candidates no worker has finished, locked before the task row is updated:
+    the order in which every transaction of the queue locks them.
+
+    The task row is held FOR KEY SHARE meanwhile: that waits for an `enqueue` in progress (which
+    holds it FOR UPDATE) and keeps the next one out, so no candidate is added behind the list; and it
+    does not conflict with the updates a result makes to the task's count, so it cannot deadlock."""
+    session.execute(select(Task.id).where(Task.id == task_id).with_for_update(read=True, key_share=True))
     unfinished = [CandidateStatus.PENDING.value, CandidateStatus.LEASED.value]
     return lock_candidates(session, Candidate.task_id == task_id, Candidate.status.in_(unfinished))
 

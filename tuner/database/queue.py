@@ -9,7 +9,10 @@ a program that kills whoever measures it cannot stall a task forever.
 A result is accepted once: the candidate row is locked while its record is written, so a retried or
 late submission (a worker that lost its lease but finished anyway) finds it done and stores nothing.
 Rows are always locked in id order, candidates before tasks, so concurrent transactions on PostgreSQL
-cannot deadlock; SKIP LOCKED lets several coordinators lease from one queue without waiting.
+cannot deadlock; SKIP LOCKED lets several coordinators lease from one queue without waiting. Two
+exceptions keep that true: `enqueue` locks its task first, but then only inserts rows nobody else
+holds; ending a task holds its row FOR KEY SHARE before it locks the candidates, a lock that the
+count updates of results never wait for.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from sqlalchemy.orm import Session
 
 from runner.results import Status
 from tuner.database.database import Database
-from tuner.database.records import CandidateStatus, NewRecord, trace_hash
+from tuner.database.records import ACTIVE, CandidateStatus, NewRecord, trace_hash
 from tuner.database.schema import Candidate, Task, TuningRecord, Worker
 
 
@@ -63,16 +66,25 @@ class Outcome(enum.StrEnum):
 
 @dataclass(frozen=True)
 class QueueCounts:
+    """A task's candidates by status (a CandidateStatus value each field is named after)."""
+
     pending: int
     leased: int
     done: int
 
 
-def enqueue(db: Database, *, task_id: int, workload_id: int, hardware_id: int, traces: Sequence[dict]) -> int:
-    """Queue traces for measurement; a trace already queued for the workload and hardware (by any task)
-    is skipped. Returns how many were queued."""
+def enqueue(
+    db: Database, *, task_id: int, owner: str, workload_id: int, hardware_id: int, traces: Sequence[dict]
+) -> set[str]:
+    """Queue traces for measurement, if the task is still active and `owner` still runs it: a search
+    proposes for seconds, and the task may be cancelled or taken over meanwhile. A trace already
+    queued for the workload and hardware (by any task) is skipped. Returns the hashes of the traces
+    queued.
+
+    The task row is locked first (FOR UPDATE, which also waits out a cancel or finish that holds it
+    FOR KEY SHARE while it withdraws the task's candidates): the check and the insert are one step."""
     if not traces:
-        return 0
+        return set()
     rows = [
         {
             "task_id": task_id,
@@ -87,8 +99,12 @@ def enqueue(db: Database, *, task_id: int, workload_id: int, hardware_id: int, t
     ]
     conflict = [Candidate.workload_id, Candidate.hardware_id, Candidate.trace_hash]
     with db.transaction() as session:
+        connection = session.connection()
+        runs = select(Task.id).where(Task.id == task_id, Task.owner == owner, Task.status.in_(ACTIVE))
+        if connection.scalar(runs.with_for_update()) is None:
+            return set()
         insert = db.insert(Candidate).values(rows).on_conflict_do_nothing(index_elements=conflict)
-        return len(session.connection().execute(insert.returning(Candidate.id)).all())
+        return set(connection.scalars(insert.returning(Candidate.trace_hash)))
 
 
 def lease(
@@ -130,10 +146,13 @@ def lease(
 
 def _take(hardware_id: int, available: Any, limit: int, worker_id: int, expires: datetime) -> Any:
     """UPDATE ... RETURNING that leases the first `limit` available candidates; rows another
-    transaction holds are skipped, never waited for."""
+    transaction holds are skipped, never waited for. Candidates of a task that ended are skipped
+    too: ending a task withdraws them, so this only guards against a bug (one primary-key probe per
+    row, memoized per task, with no lock on the task row: no slower to within the noise)."""
+    active = select(Task.id).where(Task.status.in_(ACTIVE))
     chosen = (
         select(Candidate.id)
-        .where(Candidate.hardware_id == hardware_id, available)
+        .where(Candidate.hardware_id == hardware_id, available, Candidate.task_id.in_(active))
         .order_by(Candidate.id)
         .limit(limit)
         .with_for_update(skip_locked=True)
@@ -277,7 +296,8 @@ def give_up_expired(db: Database, *, now: datetime, max_attempts: int) -> int:
     workers died or stopped answering while measuring them."""
     message = f"gave up after {max_attempts} leases expired: its workers died or hung while measuring it"
     with db.transaction() as session:
-        rows = session.execute(
+        connection = session.connection()
+        rows = connection.execute(
             select(*_CANDIDATE_COLUMNS)
             .where(
                 Candidate.status == CandidateStatus.LEASED.value,
@@ -290,7 +310,7 @@ def give_up_expired(db: Database, *, now: datetime, max_attempts: int) -> int:
         lost = [
             (r, Submission(candidate_id=r.id, status=Status.TIMEOUT.value, message=message)) for r in rows
         ]
-        _finish(db, session, lost, "")
+        _finish(db, connection, lost, "")
         return len(rows)
 
 
@@ -302,9 +322,7 @@ def counts(db: Database, *, task_id: int) -> QueueCounts:
             .group_by(Candidate.status)
         ).all()
     by_status = {status: n for status, n in rows}
-    return QueueCounts(
-        *(by_status.get(s.value, 0) for s in CandidateStatus if s != CandidateStatus.CANCELLED)
-    )
+    return QueueCounts(**{f.name: by_status.get(f.name, 0) for f in fields(QueueCounts)})
 
 
 def queued_trace_hashes(db: Database, *, workload_id: int, hardware_id: int) -> set[str]:

@@ -21,6 +21,10 @@ class TaskStatus(enum.StrEnum):
     CANCELLED = "cancelled"
 
 
+# A task in these states is wanted: its search runs and its candidates are measured.
+ACTIVE = (TaskStatus.PENDING.value, TaskStatus.RUNNING.value)
+
+
 class CandidateStatus(enum.StrEnum):
     PENDING = "pending"
     LEASED = "leased"

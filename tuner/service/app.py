@@ -1,13 +1,14 @@
-"""The coordinator: a FastAPI app over the tuning database, with the search loop of the tasks this
-process owns running beside it.
+"""The coordinator's REST API: a FastAPI app over the tuning database.
 
-`create_app(settings)` opens (and migrates) the database when the app starts and starts the search
-loop; on shutdown the loop releases its tasks, so another coordinator, or this one restarted, resumes
-them at once. Several coordinator processes may share one PostgreSQL database.
+`create_app(settings)` opens (and migrates) the database when the app starts. The search loop is not
+part of the app: `tuner serve` runs it in a process of its own beside the API's (see
+`search_loop.SearchLoopProcess`), however many API processes there are. Several coordinators may
+share one PostgreSQL database.
 """
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -22,28 +23,20 @@ from tuner.database import Database
 from tuner.service.deps import TokenCache
 from tuner.service.metrics import LATENCY, REQUESTS
 from tuner.service.routes import dashboard, records, system, tasks, tokens, workers
-from tuner.service.search_loop import SearchLoopProcess
 from tuner.settings import Settings
 
 
-def create_app(settings: Settings | None = None, *, search_loop: bool = True) -> FastAPI:
-    """The coordinator app; `search_loop=False` serves the API only (for a second API process, or
-    tests that drive the loop tick by tick)."""
+def create_app(settings: Settings | None = None) -> FastAPI:
+    """The API of one coordinator process, on the database of `settings`."""
     settings = settings or Settings()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        db = Database.open(settings.database_url)
-        app.state.db = db
-        loop = SearchLoopProcess(settings) if search_loop else None
-        if loop:
-            loop.start()
+        app.state.db = Database.open(settings.database_url)
         try:
             yield
         finally:
-            if loop:
-                loop.stop()
-            db.close()
+            app.state.db.close()
 
     app = FastAPI(
         title="tensor-tuner coordinator",
@@ -94,7 +87,7 @@ class CountRequests:
 def create_api() -> FastAPI:
     """The API alone, configured from the environment: the factory `tuner serve --workers N` gives
     uvicorn, whose worker processes each build their own app (the search loop runs beside them)."""
-    return create_app(Settings(), search_loop=False)
+    return create_app(Settings())
 
 
 async def _validation_error(request: Request, exc: Exception) -> Response:
@@ -106,7 +99,8 @@ async def _validation_error(request: Request, exc: Exception) -> Response:
 
 
 class BodyLimit:
-    """413 for a request body over `max_bytes`, whether it declares its length or streams it."""
+    """413 for a request body over `max_bytes`, whether it declares its length or streams it; 400 for
+    a declared length that is not a number."""
 
     def __init__(self, app: ASGIApp, max_bytes: int) -> None:
         self.app = app
@@ -117,8 +111,11 @@ class BodyLimit:
             await self.app(scope, receive, send)
             return
         declared = dict(scope["headers"]).get(b"content-length")
-        if declared is not None and (not declared.isdigit() or int(declared) > self.max_bytes):
-            await _too_large(send, self.max_bytes)
+        if declared is not None and not declared.isdigit():
+            await _refuse(send, 400, "Content-Length is not a number")
+            return
+        if declared is not None and int(declared) > self.max_bytes:
+            await _refuse(send, 413, f"request body over the limit of {self.max_bytes} bytes")
             return
         seen, too_large = 0, False
 
@@ -144,15 +141,15 @@ class BodyLimit:
             if not too_large:
                 raise
         if too_large:
-            await _too_large(send, self.max_bytes)
+            await _refuse(send, 413, f"request body over the limit of {self.max_bytes} bytes")
 
 
-async def _too_large(send: Send, limit: int) -> None:
-    body = f'{{"detail":"request body over the limit of {limit} bytes"}}'.encode()
+async def _refuse(send: Send, status: int, detail: str) -> None:
+    body = json.dumps({"detail": detail}).encode()
     await send(
         {
             "type": "http.response.start",
-            "status": 413,
+            "status": status,
             "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
         }
     )

@@ -16,6 +16,19 @@ class ApiError(Exception):
         self.status = status
         self.detail = detail
 
+    @property
+    def summary(self) -> str:
+        """The detail in one line: each culprit of a validation error with its field, or the text."""
+        if not isinstance(self.detail, list):
+            return str(self.detail)
+        return "; ".join(_culprit(d) if isinstance(d, dict) else str(d) for d in self.detail)
+
+
+def _culprit(error: dict[str, Any]) -> str:
+    field = ".".join(str(part) for part in error.get("loc", [])[1:])  # after "body", "query"...
+    message = str(error.get("msg", error))
+    return message if not field or message.startswith(field) else f"{field}: {message}"
+
 
 class Client:
     def __init__(self, url: str, token: str | None, timeout: float = 30.0) -> None:
@@ -59,9 +72,6 @@ class Client:
         self, workload: dict[str, Any], *, hardware: str | None = None, k: int = 1
     ) -> list[dict[str, Any]]:
         return self._json("POST", "/v1/best", {"workload": workload, "hardware": hardware, "k": k})
-
-    def record(self, record_id: int) -> dict[str, Any]:
-        return self._json("GET", f"/v1/records/{record_id}")
 
     def _json(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
         response = self.http.request(method, path, json=body)

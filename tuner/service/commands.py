@@ -16,16 +16,18 @@ import signal
 import sys
 import time
 from collections.abc import Callable
-from datetime import UTC, datetime
 from typing import Any
 
+import httpx
 from pydantic import ValidationError
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from runner.results import TimingConfig
 from runner.worker import Worker, WorkerConfig, parse_cpus
+from tuner.clock import utcnow
 from tuner.database import Database, Role
 from tuner.database.tokens import create_token, revoke_token, tokens
 from tuner.service.client import ApiError, Client
@@ -76,14 +78,33 @@ def add_remote_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--token", help="API token (or TENSOR_TUNER_TOKEN)")
 
 
+def add_hardware_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--hardware",
+        help="hardware key (default: this machine's; with a coordinator, the only kind registered)",
+    )
+
+
 def client(args: argparse.Namespace) -> Client:
     settings = settings_from(args)
     return Client(settings.coordinator_url, settings.token)
 
 
+def run_reporting_coordinator_errors(args: argparse.Namespace, console: Console) -> int:
+    """Run the command; a coordinator that refuses a request, or cannot be reached, is one line and
+    exit status 1, not a traceback."""
+    try:
+        return args.run(args, console)
+    except ApiError as e:
+        console.print(f"[red]the coordinator refused[/red]: {escape(e.summary)}")
+    except httpx.HTTPError as e:
+        console.print(f"[red]no answer from the coordinator[/red] ({type(e).__name__}): {escape(str(e))}")
+    return 1
+
+
 def remote_best(args: argparse.Namespace, spec: dict[str, Any], k: int) -> list[dict[str, Any]]:
     with client(args) as api:
-        records = api.best(spec, k=k)
+        records = api.best(spec, hardware=args.hardware, k=k)
     return [
         {
             "record": r["id"],
@@ -161,7 +182,7 @@ def _serve(args: argparse.Namespace, console: Console) -> int:
             os.environ.update(settings.environment())
             uvicorn.run("tuner.service.app:create_api", factory=True, workers=args.workers, **serve)
         else:
-            uvicorn.run(create_app(settings, search_loop=False), **serve)
+            uvicorn.run(create_app(settings), **serve)
     finally:
         if loop:
             loop.stop()
@@ -207,7 +228,7 @@ def _token(args: argparse.Namespace, console: Console) -> int:
                 console.print("give the id of the token to revoke (tuner token list)")
                 return 2
             try:
-                revoke_token(db, token_id=args.token_id, now=datetime.now(UTC))
+                revoke_token(db, token_id=args.token_id, now=utcnow())
             except KeyError:
                 console.print(f"no token {args.token_id}")
                 return 1
@@ -238,7 +259,7 @@ def _submit(embedded_tune: Handler) -> Handler:
                     hardware=args.hardware,
                 )
             except ApiError as e:
-                console.print(f"[red]refused[/red]: {e.detail}")
+                console.print(f"[red]refused[/red]: {escape(e.summary)}")
                 return 2
             if args.wait:
                 task = _follow(api, task, console, quiet=args.json)
@@ -261,7 +282,10 @@ def _follow(api: Client, task: dict[str, Any], console: Console, *, quiet: bool)
         progress = bar.add_task("task", total=task["trials"], best=0.0)
         while task["status"] not in FINISHED:
             time.sleep(1.0)
-            task = api.task(task["id"])
+            try:
+                task = api.task(task["id"])
+            except httpx.TransportError:  # the coordinator restarting, say: the task goes on
+                continue
             best = task["best"]["gflops"] if task["best"] else 0.0
             bar.update(progress, completed=task["trials_done"], best=best)
     return task
@@ -270,14 +294,14 @@ def _follow(api: Client, task: dict[str, Any], console: Console, *, quiet: bool)
 def _status(args: argparse.Namespace, console: Console) -> int:
     if is_remote(args):
         with client(args) as api:
-            try:
-                rows = [api.task(args.task_id)] if args.task_id else api.tasks()
-            except ApiError as e:
-                console.print(f"[red]{e}[/red]")
-                return 1
+            rows = [api.task(args.task_id)] if args.task_id else api.tasks()
     else:
         with Database.open(database_url(args)) as db:
-            infos = [db.get_task(args.task_id)] if args.task_id else db.tasks()
+            try:
+                infos = [db.get_task(args.task_id)] if args.task_id else db.tasks()
+            except KeyError:
+                console.print(f"no task {args.task_id}")
+                return 1
             rows = [
                 {
                     "id": t.id,
@@ -315,10 +339,6 @@ def _cancel(args: argparse.Namespace, console: Console) -> int:
         console.print("cancel needs a coordinator (--coordinator URL): embedded tasks end with their command")
         return 2
     with client(args) as api:
-        try:
-            task = api.cancel(args.task_id)
-        except ApiError as e:
-            console.print(f"[red]{e.detail}[/red]")
-            return 1
+        task = api.cancel(args.task_id)
     print(f"task {task['id']}: {task['status']}")
     return 0

@@ -2,7 +2,9 @@
 
 The dependencies are `async def` although they do no I/O worth awaiting: FastAPI runs a plain `def`
 dependency in its thread pool, one hand-off per dependency, and those hand-offs were most of the
-cost of a request (a token found in the cache needs no database at all).
+cost of a request (a token found in the cache needs no database at all). A token not in the cache
+is looked up in the thread pool: on the event loop, a database that waits (SQLite's busy timeout is
+30 s) would stop every request.
 
 Every route but /healthz (and the dashboard's static shell) names one of the role aliases below; a
 missing or unknown token gets 401, a token of the wrong role 403. Admin tokens may do everything.
@@ -16,6 +18,7 @@ from typing import Annotated
 
 from fastapi import Depends, HTTPException, Request, status
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from starlette.concurrency import run_in_threadpool
 
 from tuner.database import Database, Role
 from tuner.database.tokens import TokenInfo, authenticate
@@ -37,28 +40,28 @@ SettingsDep = Annotated[Settings, Depends(get_settings)]
 
 
 class TokenCache:
-    """Tokens recently found valid, so a busy worker's every call does not read the tokens table. A
+    """Tokens recently looked up, so a busy worker's every call does not read the tokens table. A
     token revoked through this process stops working at once; through another coordinator process
-    (or the CLI), within `ttl` seconds."""
+    (or the CLI), within `ttl` seconds. Unknown tokens are remembered for `unknown_ttl` seconds, so a
+    client retrying with a bad token does not reach the database on every request either."""
 
-    def __init__(self, ttl: float = 5.0, size: int = 4096) -> None:
-        self.ttl, self.size = ttl, size
-        self._seen: dict[str, tuple[TokenInfo, float]] = {}
+    def __init__(self, ttl: float = 5.0, unknown_ttl: float = 1.0, size: int = 4096) -> None:
+        self.ttl, self.unknown_ttl, self.size = ttl, unknown_ttl, size
+        self._seen: dict[str, tuple[TokenInfo | None, float]] = {}
 
-    def authenticate(self, db: Database, token: str) -> TokenInfo | None:
+    async def authenticate(self, db: Database, token: str) -> TokenInfo | None:
         hit = self._seen.get(token)
-        now = time.monotonic()
-        if hit is not None and hit[1] > now:
+        if hit is not None and hit[1] > time.monotonic():
             return hit[0]
-        holder = authenticate(db, token)
-        if holder is not None:
-            if len(self._seen) >= self.size:
-                self._seen.clear()
-            self._seen[token] = (holder, now + self.ttl)
+        holder = await run_in_threadpool(authenticate, db, token)
+        if len(self._seen) >= self.size:
+            self._seen.clear()
+        ttl = self.ttl if holder is not None else self.unknown_ttl
+        self._seen[token] = (holder, time.monotonic() + ttl)
         return holder
 
     def forget(self, token_id: int) -> None:
-        self._seen = {k: v for k, v in self._seen.items() if v[0].id != token_id}
+        self._seen = {k: v for k, v in self._seen.items() if v[0] is None or v[0].id != token_id}
 
 
 async def _token(
@@ -70,7 +73,7 @@ async def _token(
         raise HTTPException(
             status.HTTP_401_UNAUTHORIZED, "missing bearer token", headers={"WWW-Authenticate": "Bearer"}
         )
-    holder = request.app.state.tokens.authenticate(db, credentials.credentials)
+    holder = await request.app.state.tokens.authenticate(db, credentials.credentials)
     if holder is None:
         raise HTTPException(
             status.HTTP_401_UNAUTHORIZED, "unknown or revoked token", headers={"WWW-Authenticate": "Bearer"}

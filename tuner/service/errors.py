@@ -16,7 +16,8 @@ class ErrorPublic(BaseModel):
 
 
 _MEANING = {
-    status.HTTP_400_BAD_REQUEST: "The request body is not text (JSON must be UTF-8).",
+    status.HTTP_400_BAD_REQUEST: "The request body is not text (JSON must be UTF-8), or its declared "
+    "Content-Length is not a number.",
     status.HTTP_401_UNAUTHORIZED: "No bearer token, or an unknown or revoked one.",
     status.HTTP_403_FORBIDDEN: "The token's role may not do this (or the worker is another token's).",
     status.HTTP_404_NOT_FOUND: "No such object.",

@@ -5,7 +5,6 @@ so every coordinator reports the same numbers)."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from datetime import timedelta
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -19,9 +18,10 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 from sqlalchemy import func, select
 
+from tuner.clock import utcnow
 from tuner.database import Database
-from tuner.database.schema import Candidate, Task, Worker
-from tuner.service.search_loop import utcnow
+from tuner.database.fleet import alive_since, workers
+from tuner.database.schema import Candidate, Task
 
 REQUESTS = Counter("tuner_http_requests", "HTTP requests handled", ["method", "route", "status"])
 LATENCY = Histogram(
@@ -32,25 +32,23 @@ LATENCY = Histogram(
 )
 LEASED = Counter("tuner_candidates_leased", "Candidates leased to workers")
 RESULTS = Counter("tuner_results", "Results submitted by workers, by outcome", ["outcome"])
-ALIVE_WINDOW = timedelta(minutes=1)
 
 
 class _DatabaseCollector(Collector):
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Database, heartbeat_secs: float) -> None:
         self.db = db
+        self.heartbeat_secs = heartbeat_secs
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         with self.db.transaction() as session:
             tasks = session.execute(select(Task.status, func.count()).group_by(Task.status)).all()
             queue = session.execute(select(Candidate.status, func.count()).group_by(Candidate.status)).all()
-            seen = session.scalar(
-                select(func.count())
-                .select_from(Worker)
-                .where(Worker.stopped.is_(False), Worker.last_seen_at >= utcnow() - ALIVE_WINDOW)
-            )
         yield _by_status("tuner_tasks", "Tasks by status", tasks)
         yield _by_status("tuner_candidates", "Queued candidates by status", queue)
-        yield GaugeMetricFamily("tuner_workers_seen", "Workers seen in the last minute", value=seen or 0)
+        alive = workers(self.db, seen_since=alive_since(utcnow(), self.heartbeat_secs))
+        yield GaugeMetricFamily(
+            "tuner_workers_seen", "Workers alive (seen lately, not stopped)", value=len(alive)
+        )
 
 
 def _by_status(name: str, documentation: str, rows: list) -> GaugeMetricFamily:
@@ -60,8 +58,8 @@ def _by_status(name: str, documentation: str, rows: list) -> GaugeMetricFamily:
     return family
 
 
-def render(db: Database) -> tuple[bytes, str]:
+def render(db: Database, heartbeat_secs: float) -> tuple[bytes, str]:
     """The exposition text: this process's counters, then the database's gauges."""
     gauges = CollectorRegistry(auto_describe=False)
-    gauges.register(_DatabaseCollector(db))
+    gauges.register(_DatabaseCollector(db, heartbeat_secs))
     return generate_latest(REGISTRY) + generate_latest(gauges), CONTENT_TYPE_LATEST

@@ -111,7 +111,9 @@ class RecordPublic(BaseModel):
 class BestQuery(Strict):
     workload: dict[str, Any] | None = Field(None, description="The workload spec (or give workload_hash).")
     workload_hash: Hash | None = None
-    hardware: Name | None = Field(None, description="Hardware key; default: the only kind with records.")
+    hardware: Name | None = Field(
+        None, description="Hardware key; default: the only kind of hardware registered."
+    )
     k: int = Field(1, ge=1, le=100)
 
 
@@ -125,8 +127,12 @@ class HardwareIn(Strict):
     cores: int = Field(ge=1, le=100_000)
 
 
+# Records name their worker "<name>#<id>" in a 200-character column; an id has at most 10 digits.
+WORKER_NAME_LENGTH = 200 - len(f"#{MAX_ID}")
+
+
 class WorkerRegister(Strict):
-    name: Name
+    name: str = Field(min_length=1, max_length=WORKER_NAME_LENGTH, pattern=NO_NUL)
     hardware: HardwareIn
 
 

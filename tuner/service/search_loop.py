@@ -20,14 +20,14 @@ import socket
 import threading
 import uuid
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Protocol
 
-from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 
 from compiler.target import parse_features, vector_bits
 from compiler.workloads import workload_from_spec
 from runner import Status
+from tuner.clock import utcnow
 from tuner.database import Database, TaskInfo, TaskStatus
 from tuner.database import queue as q
 from tuner.database.owners import claim_tasks, disown, finish_task
@@ -38,6 +38,10 @@ from tuner.task_search import TaskSearch
 from tuner.tune import PARENTS
 
 log = logging.getLogger(__name__)
+# How long a stopping coordinator waits for its loop to release its tasks before it kills the loop.
+# Shorter than the grace periods in deploy/ (90 s), so the loop is never killed by systemd or docker
+# along with the API: killed, its claims would hold the tasks until they lapse.
+STOP_SECONDS = 40.0
 
 
 class Event(Protocol):
@@ -46,10 +50,6 @@ class Event(Protocol):
     def is_set(self) -> bool: ...
 
     def wait(self, timeout: float | None = None) -> bool: ...
-
-
-def utcnow() -> datetime:
-    return datetime.now(UTC)
 
 
 def owner_id() -> str:
@@ -105,9 +105,11 @@ class SearchLoop:
                 return
             try:
                 self._advance(self.db.get_task(task_id))
-            except SQLAlchemyError:
-                raise  # the database, not the task: the next tick tries again
-            except Exception as e:  # a bug or a space that cannot sample this workload: that task fails
+            except Exception as e:
+                if _database_away(e):
+                    raise  # not the task's fault: the next tick tries again
+                # A bug, a space that cannot sample this workload, a row the database refuses: that
+                # task fails, and the tasks after it still advance.
                 log.exception("task %d failed", task_id)
                 self._end(task_id, TaskStatus.FAILED, f"{type(e).__name__}: {e}")
 
@@ -130,14 +132,17 @@ class SearchLoop:
             if outstanding == 0:
                 self._end(task.id, TaskStatus.DONE, "the search space has no unmeasured program left")
             return
-        q.enqueue(
+        queued = q.enqueue(
             self.db,
             task_id=task.id,
+            owner=self.owner,
             workload_id=task.workload_id,
             hardware_id=task.hardware_id,
             traces=[p.trace for p in proposals],
         )
-        state.queued.update((p.key, p) for p in proposals)
+        # Only what was queued will come back as this task's records; another task may have queued
+        # the rest first, and a task cancelled or taken over meanwhile queues nothing.
+        state.queued.update((p.key, p) for p in proposals if p.key in queued)
 
     def _resume(self, task: TaskInfo) -> _TaskState:
         """The task's search, rebuilt from the database: it learns every record there is, and will
@@ -186,6 +191,14 @@ class SearchLoop:
         self.states.pop(task_id, None)
 
 
+def _database_away(error: Exception) -> bool:
+    """The database is unreachable, restarting or busy (a lost connection, a lock timeout, a
+    deadlock victim), as opposed to refusing what one task asked of it."""
+    return isinstance(error, OperationalError | InterfaceError) or (
+        isinstance(error, DBAPIError) and error.connection_invalidated
+    )
+
+
 class SearchLoopProcess:
     """The search loop in a child process of the coordinator: proposing candidates is CPU-bound Python
     (sampling, lowering, the cost model) and would otherwise hold the API's GIL for seconds at a time.
@@ -201,7 +214,7 @@ class SearchLoopProcess:
     def start(self) -> None:
         self._process.start()
 
-    def stop(self, timeout: float = 60.0) -> None:
+    def stop(self, timeout: float = STOP_SECONDS) -> None:
         self._stop.set()
         self._process.join(timeout)
         if self._process.is_alive():

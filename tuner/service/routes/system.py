@@ -7,7 +7,7 @@ from fastapi import APIRouter, HTTPException, Response, status
 from sqlalchemy import text
 from sqlalchemy.exc import SQLAlchemyError
 
-from tuner.service.deps import AnyToken, DatabaseDep
+from tuner.service.deps import AnyToken, DatabaseDep, SettingsDep
 from tuner.service.errors import documented
 from tuner.service.metrics import render
 from tuner.service.schemas import Health
@@ -33,6 +33,6 @@ def healthz(db: DatabaseDep) -> Health:
     response_class=Response,
     responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}}}} | documented(401),
 )
-def metrics(db: DatabaseDep, _: AnyToken) -> Response:
-    body, content_type = render(db)
+def metrics(db: DatabaseDep, settings: SettingsDep, _: AnyToken) -> Response:
+    body, content_type = render(db, settings.heartbeat_seconds)
     return Response(body, media_type=content_type)

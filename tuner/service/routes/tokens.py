@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from fastapi import APIRouter, HTTPException, Request, status
 
+from tuner.clock import utcnow
 from tuner.database.tokens import create_token, revoke_token, tokens
 from tuner.service.deps import AdminToken, DatabaseDep
 from tuner.service.errors import AUTH, BODY, documented
 from tuner.service.schemas import IdPath, TokenCreate, TokenCreated, TokenPublic
-from tuner.service.search_loop import utcnow
 
 router = APIRouter(prefix="/v1/tokens", tags=["tokens"], responses=documented(*AUTH))
 

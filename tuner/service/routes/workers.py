@@ -6,13 +6,21 @@ benchmark machine cannot submit results in another's name.
 
 from __future__ import annotations
 
-from datetime import timedelta
-
 from fastapi import APIRouter, HTTPException, Request, status
 
+from tuner.clock import utcnow
 from tuner.database import Role
 from tuner.database import queue as q
-from tuner.database.fleet import WorkerInfo, get_worker, heartbeat, register_worker, stop_worker, workers
+from tuner.database.fleet import (
+    WorkerInfo,
+    WorkerStopped,
+    alive_since,
+    get_worker,
+    heartbeat,
+    register_worker,
+    stop_worker,
+    workers,
+)
 from tuner.database.tokens import TokenInfo
 from tuner.service.deps import ClientToken, DatabaseDep, SettingsDep, WorkerToken
 from tuner.service.errors import AUTH, BODY, documented
@@ -30,7 +38,6 @@ from tuner.service.schemas import (
     WorkerRegister,
     WorkerRegistered,
 )
-from tuner.service.search_loop import utcnow
 
 router = APIRouter(prefix="/v1/workers", tags=["workers"], responses=documented(*AUTH))
 
@@ -50,7 +57,7 @@ def register(
 
 @router.get("")
 def list_workers(db: DatabaseDep, settings: SettingsDep, _: ClientToken) -> list[WorkerPublic]:
-    alive_since = utcnow() - timedelta(seconds=3 * settings.heartbeat_seconds)
+    alive = {w.id for w in workers(db, seen_since=alive_since(utcnow(), settings.heartbeat_seconds))}
     return [
         WorkerPublic(
             id=w.id,
@@ -58,19 +65,24 @@ def list_workers(db: DatabaseDep, settings: SettingsDep, _: ClientToken) -> list
             hardware_key=w.hardware_key,
             registered_at=w.registered_at,
             last_seen_at=w.last_seen_at,
-            alive=not w.stopped and w.last_seen_at >= alive_since,
+            alive=w.id in alive,
         )
         for w in workers(db)
     ]
 
 
-@router.post("/{worker_id}/heartbeat", responses=documented(404))
+@router.post("/{worker_id}/heartbeat", responses=documented(404, 409))
 def beat(
     request: Request, worker_id: IdPath, db: DatabaseDep, settings: SettingsDep, holder: WorkerToken
 ) -> Count:
-    """Alive: extends every lease the worker holds. Returns how many it holds."""
+    """Alive: extends every lease the worker holds. Returns how many it holds; 409 once the worker
+    has stopped (a daemon starting again registers as a new worker)."""
     own_worker(request, db, worker_id, holder)
-    return Count(count=heartbeat(db, worker_id=worker_id, lease_secs=settings.lease_seconds, now=utcnow()))
+    try:
+        held = heartbeat(db, worker_id=worker_id, lease_secs=settings.lease_seconds, now=utcnow())
+    except WorkerStopped:
+        raise HTTPException(status.HTTP_409_CONFLICT, f"worker {worker_id} has stopped") from None
+    return Count(count=held)
 
 
 @router.post("/{worker_id}/lease", responses=documented(404, *BODY))

@@ -1,0 +1,146 @@
+"""The worker daemon against a coordinator played in memory (httpx's MockTransport): what it
+re-measures, and how it delivers results the coordinator refuses or answers it cannot read."""
+
+import json
+import time
+from collections.abc import Callable
+
+import httpx
+import pytest
+
+from runner.null import NullRunner
+from runner.results import Candidate, RunResult, Status
+from runner.worker import MESSAGE_LIMIT, Worker, WorkerConfig
+
+SPEC = {"op": "matmul", "params": {"M": 8, "N": 8, "K": 8}}
+Answer = Callable[[str, dict], httpx.Response | None]
+
+
+def item(candidate_id: int, task_id: int, secs: float, best_secs: float | None = None) -> dict:
+    """A leased candidate whose (null-runner) time is `secs`."""
+    trace = {"secs": secs, "n": candidate_id}
+    return {"id": candidate_id, "task_id": task_id, "spec": SPEC, "trace": trace, "best_secs": best_secs}
+
+
+class Coordinator:
+    """The worker protocol in memory: each lease hands out the next batch, and the worker is told to
+    stop once they are gone. `answer` may replace any reply (None: the normal one)."""
+
+    def __init__(self, batches: list[list[dict]], answer: Answer = lambda path, body: None) -> None:
+        self.batches, self.answer = list(batches), answer
+        self.requests: list[tuple[str, dict]] = []
+        self.accepted: list[dict] = []
+        self.worker: Worker | None = None
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        path, body = request.url.path, json.loads(request.content or b"{}")
+        reply = self.answer(path, body) or self._reply(path, body)
+        self.requests.append((path, body))  # when answered: the order the coordinator acts in
+        return reply
+
+    def _reply(self, path: str, body: dict) -> httpx.Response:
+        if path == "/v1/workers":
+            return httpx.Response(201, json={"id": 1, "lease_seconds": 60.0, "heartbeat_seconds": 60.0})
+        if path.endswith("/lease"):
+            if not self.batches:
+                self.worker.stopping.set()
+            return httpx.Response(200, json={"candidates": self.batches.pop(0) if self.batches else []})
+        if path.endswith("/results"):
+            self.accepted += body["results"]
+            return httpx.Response(200, json={"outcomes": ["accepted"] * len(body["results"])})
+        return httpx.Response(200, json={"count": 0})
+
+    def paths(self, suffix: str) -> list[dict]:
+        return [body for path, body in self.requests if path.endswith(suffix)]
+
+
+def run(coordinator: Coordinator, runner: object | None = None) -> int:
+    config = WorkerConfig(
+        coordinator_url="http://coordinator", token="t", idle_poll_s=0.01, max_backoff_s=0.1
+    )
+    worker = Worker(config, runner or NullRunner(lambda c: c.trace["secs"]))
+    worker.client = httpx.Client(base_url="http://coordinator", transport=httpx.MockTransport(coordinator))
+    coordinator.worker = worker
+    return worker.run()
+
+
+def test_a_would_be_best_is_remeasured_against_its_own_tasks_best():
+    # Task 2's candidate beats task 2's best; task 1's new best, faster still, must not hide that.
+    coordinator = Coordinator(
+        [[item(1, task_id=1, secs=1e-3), item(2, task_id=2, secs=2e-3, best_secs=5e-3)]]
+    )
+    assert run(coordinator) == 0
+    assert [(r["candidate_id"], r["remeasured"]) for r in coordinator.accepted] == [(1, True), (2, True)]
+
+
+def test_a_batch_over_the_size_limit_is_sent_in_halves():
+    too_large = httpx.Response(413, json={"detail": "request body over the limit"})
+    coordinator = Coordinator(
+        [[item(n, 1, 1e-3) for n in range(1, 5)]],
+        lambda path, body: too_large if len(body.get("results", [])) > 2 else None,
+    )
+    assert run(coordinator) == 0
+    assert [len(b["results"]) for b in coordinator.paths("/results")] == [4, 2, 2]
+    assert sorted(r["candidate_id"] for r in coordinator.accepted) == [1, 2, 3, 4]
+
+
+def test_a_refused_result_is_sent_as_a_runtime_error_and_the_rest_as_they_are():
+    def refuse_2(path: str, body: dict) -> httpx.Response | None:
+        if any(r["candidate_id"] == 2 and r["status"] == "ok" for r in body.get("results", [])):
+            return httpx.Response(422, json={"detail": [{"loc": ["body", "results", 0], "msg": "no"}]})
+        return None
+
+    coordinator = Coordinator([[item(n, 1, 1e-3) for n in range(1, 4)]], refuse_2)
+    assert run(coordinator) == 0
+    by_id = {r["candidate_id"]: r for r in coordinator.accepted}
+    assert [by_id[n]["status"] for n in (1, 2, 3)] == ["ok", "runtime_error", "ok"]
+    assert (
+        by_id[2]["message"].startswith("the coordinator refused the result")
+        and len(by_id[2]["message"]) <= 500
+    )
+
+
+class Crashing:
+    """Every candidate crashes with a long message holding a NUL (a program's own output, say)."""
+
+    def iter_run(self, candidates: list[Candidate]):
+        for _ in candidates:
+            yield RunResult(Status.RUNTIME_ERROR, message="SIGSEGV\x00" + "x" * (2 * MESSAGE_LIMIT))
+
+    def close(self) -> None:
+        pass
+
+
+def test_messages_are_cleaned_before_they_are_sent():
+    coordinator = Coordinator([[item(1, 1, 1e-3)]])
+    assert run(coordinator, Crashing()) == 0
+    (result,) = coordinator.accepted
+    assert result["message"].startswith("SIGSEGVxxx") and len(result["message"]) == MESSAGE_LIMIT
+
+
+def test_an_answer_that_is_not_json_is_retried():
+    pages = iter([httpx.Response(200, text="<html>a proxy's page</html>")])
+    coordinator = Coordinator(
+        [[item(1, 1, 1e-3)]], lambda path, body: next(pages, None) if path.endswith("/lease") else None
+    )
+    assert run(coordinator) == 0
+    assert [r["candidate_id"] for r in coordinator.accepted] == [1]
+
+
+@pytest.mark.parametrize("status", [401, 404])
+def test_no_heartbeat_follows_the_goodbye_when_the_coordinator_refuses_us(status: int):
+    def refuse(path: str, body: dict) -> httpx.Response | None:
+        if path == "/v1/workers":
+            return httpx.Response(201, json={"id": 1, "lease_seconds": 60.0, "heartbeat_seconds": 0.01})
+        if path.endswith("/heartbeat"):
+            time.sleep(0.05)  # slow: one is always on its way when the worker stops
+        if path.endswith("/lease"):
+            time.sleep(0.05)
+            return httpx.Response(status, json={"detail": "no"})
+        return None
+
+    coordinator = Coordinator([], refuse)
+    assert run(coordinator) == 2
+    time.sleep(0.1)
+    assert coordinator.paths("/heartbeat") and coordinator.requests[-1][0] == "/v1/workers/1/stop"
+    assert coordinator.worker.stopping.is_set()
