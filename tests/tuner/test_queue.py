@@ -255,6 +255,17 @@ def test_one_owner_per_task_and_takeover_when_a_claim_lapses(setup):
     assert claim_tasks(db, owner="c", now=later(21), claim_secs=10) == [second]
 
 
+def test_a_claim_is_renewed_at_half_time_and_leaves_updated_at_alone(setup):
+    db, task, *_ = setup
+    assert claim_tasks(db, owner="a", now=T0, claim_secs=10) == [task]
+    claimed = db.get_task(task).updated_at
+    assert claim_tasks(db, owner="a", now=later(3), claim_secs=10) == [task]  # still owned, not rewritten
+    assert claim_tasks(db, owner="a", now=later(6), claim_secs=10) == [task]  # renewed to 16 s
+    assert db.get_task(task).updated_at == claimed
+    assert claim_tasks(db, owner="b", now=later(12), claim_secs=10) == []
+    assert claim_tasks(db, owner="b", now=later(17), claim_secs=10) == [task]
+
+
 def test_cancel_withdraws_unfinished_candidates(setup):
     db, task, wid, hid, (w1, _, _) = setup
     a, b = lease(db, w1, hid, 2)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from sqlalchemy import or_, select, update
+from sqlalchemy import and_, case, func, or_, select, update
 from sqlalchemy.orm import Session
 
 from tuner.database.database import Database
@@ -20,19 +20,33 @@ from tuner.database.schema import Candidate, Task
 
 
 def claim_tasks(db: Database, *, owner: str, now: datetime, claim_secs: float) -> list[int]:
-    """Own every active task that has no live owner, and renew the claims `owner` holds; returns the
-    ids of the tasks it owns now, which are running."""
-    claimable = or_(Task.owner.is_(None), Task.owner_until < now, Task.owner == owner)
+    """Own every active task that has no live owner, and renew the claims `owner` holds once half
+    their time has passed; returns the ids of the tasks it owns now, which are running.
+
+    The rows are locked in id order, the order in which results lock the tasks they count, so a claim
+    and a result cannot deadlock on PostgreSQL. Renewing at half time rather than every tick keeps a
+    task's row (and its updated_at, which says when the task last changed) still between results."""
+    until = now + timedelta(seconds=claim_secs)
+    stale = or_(
+        Task.owner.is_(None),
+        Task.owner_until < now,
+        and_(Task.owner == owner, Task.owner_until < now + timedelta(seconds=claim_secs / 2)),
+    )
+    active = Task.status.in_(ACTIVE)
     with db.transaction() as session:
-        ids = session.scalars(
-            update(Task)
-            .where(Task.status.in_(ACTIVE), claimable)
-            .values(
-                owner=owner, owner_until=now + timedelta(seconds=claim_secs), status=TaskStatus.RUNNING.value
+        ids = session.scalars(select(Task.id).where(active, stale).order_by(Task.id).with_for_update()).all()
+        if ids:
+            session.execute(
+                update(Task)
+                .where(Task.id.in_(ids), active, stale)
+                .values(
+                    owner=owner,
+                    owner_until=until,
+                    status=TaskStatus.RUNNING.value,
+                    updated_at=case((Task.owner == owner, Task.updated_at), else_=func.now()),
+                )
             )
-            .returning(Task.id)
-        ).all()
-    return sorted(ids)
+        return sorted(session.scalars(select(Task.id).where(active, Task.owner == owner)))
 
 
 def finish_task(db: Database, *, task_id: int, owner: str, status: TaskStatus, message: str = "") -> bool:
