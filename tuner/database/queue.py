@@ -221,9 +221,12 @@ def release(db: Database, *, worker_id: int, candidate_ids: Sequence[int] | None
 def submit(db: Database, *, worker_id: int, worker: str, submissions: Sequence[Submission]) -> list[Outcome]:
     """Store each result once, in one transaction: the records, the candidates done, the tasks' counts.
 
-    A result counts only from a worker of the candidate's hardware, for a candidate that was leased
-    and not given back: whoever holds a worker token cannot store timings for a machine it is not.
-    A result for a cancelled task's candidate is kept (it is a real measurement) but not counted."""
+    A result counts only from a worker registered with the candidate's hardware, for a candidate that
+    was leased and not given back (to that worker or, late, to another): a worker cannot store
+    timings for candidates of another kind of machine, nor for candidates nobody was measuring. It
+    can lie about its own hardware when it registers: worker tokens are the fleet's credentials,
+    given to trusted machines. A result for a cancelled task's candidate is kept (it is a real
+    measurement) but not counted."""
     by_id = {s.candidate_id: s for s in submissions}
     outcomes: dict[int, Outcome] = {}
     with db.transaction() as session:

@@ -1,7 +1,8 @@
 """The worker protocol: register, heartbeat, lease candidates, submit results, give leases back.
 
 A worker token acts only for the workers it registered (an admin token for any): one compromised
-benchmark machine cannot submit results in another's name.
+benchmark machine cannot submit results in another's name. It can still register as any kind of
+hardware and report timings for it: give worker tokens to trusted machines only.
 """
 
 from __future__ import annotations
