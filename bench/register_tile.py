@@ -28,7 +28,7 @@ from tuner.tune import tune
 
 HAND_N = 480  # divisible by every tile below
 TILES = ((8, 32), (4, 32), (3, 32), (4, 24), (6, 24), (8, 16), (6, 16), (5, 16), (4, 16))
-SEEDS = 3
+SEEDS = 5
 UNBOUNDED = 10**6  # vector registers: the register-tile bound never binds
 
 
@@ -62,13 +62,14 @@ def hand_tiles(targets: dict[str, Target]) -> None:
 
 
 def tuned(targets: dict[str, Target]) -> None:
-    numpy_rate = numpy_gflops(SPEC)
+    numpy_rate = 0.0  # the best of one measurement per seed, like the tuned kernels' best
     for name, target in targets.items():
         bounded = SpaceConfig.for_target(target)
         arms = {"bounded": bounded, "unbounded": replace(bounded, vector_registers=UNBOUNDED)}
         results: dict[str, list[float]] = {arm: [] for arm in arms}
         with LocalRunner(LocalRunnerConfig(), target=target) as runner:
             for seed in range(SEEDS):
+                numpy_rate = max(numpy_rate, numpy_gflops(SPEC))
                 for arm, config in arms.items():
                     with tempfile.TemporaryDirectory() as tmp:
                         r = tune(
