@@ -121,12 +121,6 @@ def test_nothing_is_queued_behind_a_cancel_in_progress(setup, database_url, monk
     assert q.counts(db, task_id=task) == q.QueueCounts(pending=0, leased=0, done=0)
 
 
-def test_candidates_of_a_task_that_ended_are_never_leased(setup):
-    db, task, _, hid, (w1, _, _) = setup
-    db.update_task(task, status=TaskStatus.FAILED)  # ended without withdrawing its candidates
-    assert lease(db, w1, hid, 10) == []
-
-
 def test_leases_go_to_matching_hardware_oldest_first_once(setup):
     db, task, _, hid, (w1, w2, other) = setup
     first = lease(db, w1, hid, 2)

@@ -146,13 +146,11 @@ def lease(
 
 def _take(hardware_id: int, available: Any, limit: int, worker_id: int, expires: datetime) -> Any:
     """UPDATE ... RETURNING that leases the first `limit` available candidates; rows another
-    transaction holds are skipped, never waited for. Candidates of a task that ended are skipped
-    too: ending a task withdraws them, so this only guards against a bug (one primary-key probe per
-    row, memoized per task, with no lock on the task row: no slower to within the noise)."""
-    active = select(Task.id).where(Task.status.in_(ACTIVE))
+    transaction holds are skipped, never waited for. No candidate of an ended task is available:
+    ending a task withdraws its candidates, and `enqueue` adds none to a task that ended."""
     chosen = (
         select(Candidate.id)
-        .where(Candidate.hardware_id == hardware_id, available, Candidate.task_id.in_(active))
+        .where(Candidate.hardware_id == hardware_id, available)
         .order_by(Candidate.id)
         .limit(limit)
         .with_for_update(skip_locked=True)
