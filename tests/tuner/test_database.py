@@ -260,6 +260,22 @@ def test_task_timings_are_the_task_records_medians_in_order(tuning_db: Database)
     assert tuning_db.task_timings(tid + 100) == []
 
 
+def test_best_of_tasks_is_the_fastest_ok_record_of_each_tasks_pair(tuning_db: Database):
+    wid, hid = add_pair(tuning_db)
+    other_wid, _ = add_pair(tuning_db, "w1")
+    tasks = [
+        tuning_db.add_task(workload_id=w, hardware_id=hid, strategy="random", trials=8, seed=0)
+        for w in (wid, wid, other_wid)
+    ]
+    slow = tuning_db.add_record(new(wid, hid, 1, secs=3e-3, task_id=tasks[0]))
+    tuning_db.add_record(new(wid, hid, 2, status="wrong_result", task_id=tasks[0]))
+    fast = tuning_db.add_record(new(wid, hid, 3, secs=1e-3))  # any task's record counts, or none's
+    assert slow is not None and fast is not None
+    best = tuning_db.best_of_tasks(tasks)
+    assert best == {tasks[0]: (fast, pytest.approx(1e-3)), tasks[1]: (fast, pytest.approx(1e-3))}
+    assert tuning_db.best_of_tasks([]) == {}
+
+
 def test_bad_records_are_refused_before_and_by_the_database(tuning_db: Database):
     with pytest.raises(ValueError):
         new(1, 1, 0, status="crashed")

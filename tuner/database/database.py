@@ -69,7 +69,7 @@ class Database:
         self.engine = engine
         self.insert = _INSERT[engine.dialect.name]  # with on_conflict_do_nothing on both backends
         self._session = sessionmaker(engine)
-        self._specs: dict[int, dict[str, Any]] = {}
+        self._workloads: dict[int, WorkloadInfo] = {}
         conflict = [TuningRecord.workload_id, TuningRecord.hardware_id, TuningRecord.trace_hash]
         self._record_insert = (
             self.insert(TuningRecord)
@@ -205,12 +205,15 @@ class Database:
             )
         return connection.execute(self._record_insert, rows)
 
+    def workload(self, workload_id: int) -> WorkloadInfo:
+        """A workload, cached: a workload row never changes once written. Raises KeyError if unknown."""
+        found = self._workloads.get(workload_id)
+        if found is None:
+            found = self._workloads[workload_id] = self.get_workload(workload_id)
+        return found
+
     def workload_spec(self, workload_id: int) -> dict[str, Any]:
-        """A workload's spec, cached: a workload row never changes once written."""
-        spec = self._specs.get(workload_id)
-        if spec is None:
-            spec = self._specs[workload_id] = self.get_workload(workload_id).spec
-        return spec
+        return self.workload(workload_id).spec
 
     def measured_trace_hashes(self, workload_id: int, hardware_id: int) -> set[str]:
         """Every stored trace of the pair, whatever its status: a failed trace fails again, so the search
@@ -244,6 +247,30 @@ class Database:
             .limit(k)
         )
         return self._records(query)
+
+    def best_of_tasks(self, task_ids: Sequence[int]) -> dict[int, tuple[int, float]]:
+        """For each task that has one, the fastest ok record of its workload on its hardware: (record
+        id, median seconds). One query for a whole task list, each pair's best found through the
+        partial index of ok records, as `top_k` finds it."""
+        best = (
+            select(TuningRecord.id)
+            .where(
+                TuningRecord.workload_id == Task.workload_id,
+                TuningRecord.hardware_id == Task.hardware_id,
+                TuningRecord.status == Status.OK.value,
+            )
+            .order_by(TuningRecord.median_secs, TuningRecord.id)
+            .limit(1)
+            .correlate(Task)
+            .scalar_subquery()
+        )
+        query = (
+            select(Task.id, TuningRecord.id, TuningRecord.median_secs)
+            .join(TuningRecord, TuningRecord.id == best)
+            .where(Task.id.in_(task_ids))
+        )
+        with self._session.begin() as session:
+            return {task: (record, secs) for task, record, secs in session.execute(query)}
 
     def records(self, *, workload_id: int, hardware_id: int) -> list[Record]:
         """Every record of the pair, any status, oldest first: what the cost model trains on."""

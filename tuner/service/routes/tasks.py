@@ -35,13 +35,15 @@ def submit_task(body: TaskCreate, db: DatabaseDep, settings: SettingsDep, _: Cli
 
 @router.get("")
 def list_tasks(db: DatabaseDep, _: ClientToken, status: TaskStatus | None = None) -> list[TaskPublic]:
-    return [task_public(db, t) for t in db.tasks(status)]
+    tasks = db.tasks(status)
+    best = db.best_of_tasks([t.id for t in tasks])
+    return [task_with_best(db, t, best.get(t.id)) for t in tasks]
 
 
 @router.get("/{task_id}", responses=documented(404))
 def get_task(task_id: IdPath, db: DatabaseDep, _: ClientToken) -> TaskDetail:
     task = find_task(db, task_id)
-    flops = db.get_workload(task.workload_id).flops
+    flops = db.workload(task.workload_id).flops
     counts = q.counts(db, task_id=task.id)
     return TaskDetail(
         **task_public(db, task).model_dump(),
@@ -93,8 +95,13 @@ def find_task(db: Database, task_id: int) -> TaskInfo:
 
 
 def task_public(db: Database, task: TaskInfo) -> TaskPublic:
-    workload = db.get_workload(task.workload_id)
-    best = db.best(workload.hash, task.hardware_key)
+    return task_with_best(db, task, db.best_of_tasks([task.id]).get(task.id))
+
+
+def task_with_best(db: Database, task: TaskInfo, best: tuple[int, float] | None) -> TaskPublic:
+    """A task as clients see it, with the fastest record of its workload on its hardware (record id,
+    median seconds), which the task list looks up for all its tasks at once."""
+    workload = db.workload(task.workload_id)
     return TaskPublic(
         id=task.id,
         workload_name=task.workload_name,
@@ -106,10 +113,8 @@ def task_public(db: Database, task: TaskInfo) -> TaskPublic:
         trials_done=task.trials_done,
         status=task.status,
         message=task.message,
-        best=Best(
-            record_id=best.id, gflops=gflops(workload.flops, best.median_secs), median_secs=best.median_secs
-        )
-        if best and best.median_secs
+        best=Best(record_id=best[0], gflops=gflops(workload.flops, best[1]), median_secs=best[1])
+        if best and best[1]
         else None,
         created_at=task.created_at,
         updated_at=task.updated_at,
