@@ -100,8 +100,8 @@ def can_vectorize(loop: For) -> bool:
 def emit_vector_loop(cg: CodeGen, loop: For) -> None:
     """Full chunks of a power-of-two number of lanes (up to MAX_LANES) in a loop, then the remainder as
     one vector per set bit of its size. Power-of-two vectors split evenly into machine registers; LLVM
-    widens an odd size such as 24 lanes with masked or shuffled lanes, measured 5-10x slower (a
-    4x24 matmul register tile: 17-37 GFLOPS, 4x16: 201-222, bench/RESULTS.md)."""
+    widens an odd size such as 24 lanes with masked or shuffled lanes, measured 5-15x slower (a
+    4x24 matmul register tile ran at 18-38 GFLOPS where 4x16 ran at 174-216, bench/RESULTS.md)."""
     lanes = 1 << (min(loop.extent, MAX_LANES).bit_length() - 1)
     chunks, rest = divmod(loop.extent, lanes)
     if chunks == 1:

@@ -176,8 +176,9 @@ def _multi_level_tile(sch: Schedule, name: str, cfg: SpaceConfig) -> set[str]:
 class _RegisterTile:
     """Bounds on the innermost spatial tiles, the register tile: the vectorized one (innermost) at
     four vectors, and the product of all of them at the accumulator registers' worth of lanes. A
-    tile that overflows the registers spills every accumulator on every reduction step (a 512^3
-    matmul with an 8x32 float tile: 100-120 GFLOPS on AVX2, where 6x16 makes 200, bench/RESULTS.md)."""
+    tile that overflows the registers spills every accumulator on every reduction step (a 480^3
+    matmul with an 8x32 float tile: 121-131 GFLOPS on AVX2, where 6x16 makes 188-219,
+    bench/RESULTS.md)."""
 
     def __init__(self, cfg: SpaceConfig) -> None:
         self.cfg = cfg

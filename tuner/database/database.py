@@ -212,9 +212,6 @@ class Database:
             found = self._workloads[workload_id] = self.get_workload(workload_id)
         return found
 
-    def workload_spec(self, workload_id: int) -> dict[str, Any]:
-        return self.workload(workload_id).spec
-
     def measured_trace_hashes(self, workload_id: int, hardware_id: int) -> set[str]:
         """Every stored trace of the pair, whatever its status: a failed trace fails again, so the search
         must not propose it either."""

@@ -138,7 +138,7 @@ def lease(
         best = {wid: _best_secs(connection, wid, hardware_id) for wid in {r.workload_id for r in rows}}
     return [
         LeasedCandidate(
-            r.id, r.task_id, db.workload_spec(r.workload_id), r.trace, best[r.workload_id], expires
+            r.id, r.task_id, db.workload(r.workload_id).spec, r.trace, best[r.workload_id], expires
         )
         for r in sorted(rows)
     ]
