@@ -10,43 +10,18 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
-from compiler.ir import INDEX_DTYPE, INT_DTYPES, TRUE, Binary, Const, Expr, Not, Select, Var, const
-from compiler.visit import map_children
+from compiler.dtypes import INDEX_DTYPE, INT_DTYPES
+from compiler.ir import FALSE, TRUE, Binary, Const, Expr, Select, Unary, Var, const, structural_equal
+from compiler.ops import Op
 
 Range = tuple[int, int]  # inclusive numeric bounds
 Ranges = Mapping[Var, Range]
 
 
-def _fold(op: str, a: Const, b: Const) -> Const | None:
-    x, y = a.value, b.value
-    integral = a.dtype in INT_DTYPES
-    try:
-        if op == "add":
-            return Const(x + y, a.dtype)
-        if op == "sub":
-            return Const(x - y, a.dtype)
-        if op == "mul":
-            return Const(x * y, a.dtype)
-        if op == "div":
-            return None if integral else Const(x / y, a.dtype)
-        if op == "floordiv" and integral and y != 0:
-            return Const(x // y, a.dtype)
-        if op == "floormod" and integral and y != 0:
-            return Const(x % y, a.dtype)
-        if op == "min":
-            return Const(min(x, y), a.dtype)
-        if op == "max":
-            return Const(max(x, y), a.dtype)
-        cmp = {"lt": x < y, "le": x <= y, "gt": x > y, "ge": x >= y, "eq": x == y, "ne": x != y}
-        if op in cmp:
-            return Const(bool(cmp[op]), "bool")
-        if op == "and":
-            return Const(bool(x and y), "bool")
-        if op == "or":
-            return Const(bool(x or y), "bool")
-    except (ZeroDivisionError, OverflowError):
-        return None
-    return None
+def _fold(e: Binary | Unary) -> Const | None:
+    """A node whose operands are all constants, as one constant (None where the op is undefined)."""
+    out = e.op.fold(*(k.value for k in e.children() if isinstance(k, Const)))
+    return None if out is None else const(out, e.dtype)  # type: ignore[arg-type]
 
 
 class Linear:
@@ -84,17 +59,17 @@ class Linear:
     def to_expr(self) -> Expr:
         out: Expr | None = None
         for atom, coef in self.terms.items():
-            term = atom if abs(coef) == 1 else Binary("mul", atom, const(abs(coef)))
+            term = atom if abs(coef) == 1 else Binary(Op.MUL, atom, const(abs(coef)))
             if out is None:
-                out = term if coef > 0 else Binary("sub", const(0), term)
+                out = term if coef > 0 else Binary(Op.SUB, const(0), term)
             else:
-                out = Binary("add" if coef > 0 else "sub", out, term)
+                out = Binary(Op.ADD if coef > 0 else Op.SUB, out, term)
         if out is None:
             return const(self.constant)
         if self.constant > 0:
-            return Binary("add", out, const(self.constant))
+            return Binary(Op.ADD, out, const(self.constant))
         if self.constant < 0:
-            return Binary("sub", out, const(-self.constant))
+            return Binary(Op.SUB, out, const(-self.constant))
         return out
 
 
@@ -102,9 +77,9 @@ def linear(expr: Expr) -> Linear:
     """Linear form of an (already simplified) integer expression; non-linear parts become atoms."""
     if isinstance(expr, Const):
         return Linear({}, int(expr.value))
-    if isinstance(expr, Binary) and expr.op in ("add", "sub"):
-        return linear(expr.a).add(linear(expr.b), 1 if expr.op == "add" else -1)
-    if isinstance(expr, Binary) and expr.op == "mul":
+    if isinstance(expr, Binary) and expr.op in (Op.ADD, Op.SUB):
+        return linear(expr.a).add(linear(expr.b), 1 if expr.op == Op.ADD else -1)
+    if isinstance(expr, Binary) and expr.op == Op.MUL:
         if isinstance(expr.b, Const):
             return linear(expr.a).scale(int(expr.b.value))
         if isinstance(expr.a, Const):
@@ -127,12 +102,14 @@ def _simplify(e: Expr, rng: Ranges) -> Expr:
     elif isinstance(e, (Var, Const)):
         return e
     else:
-        node = map_children(e, lambda c: _simplify(c, rng))
+        kids = e.children()
+        new = [_simplify(c, rng) for c in kids]
+        node = e if all(n is k for n, k in zip(new, kids)) else e.with_children(new)
     out = _simplify_node(node, rng)
     return node if out is None else out
 
 
-_SUM_OPS = ("add", "sub", "mul")
+_SUM_OPS = (Op.ADD, Op.SUB, Op.MUL)
 
 
 def _index_sum(e: Expr, rng: Ranges) -> Linear:
@@ -143,36 +120,32 @@ def _index_sum(e: Expr, rng: Ranges) -> Linear:
         return Linear({}, int(e.value))
     if isinstance(e, Binary) and e.op in _SUM_OPS and e.dtype == INDEX_DTYPE:
         a, b = _index_sum(e.a, rng), _index_sum(e.b, rng)
-        if e.op != "mul":
-            return a.add(b, 1 if e.op == "add" else -1)
+        if e.op != Op.MUL:
+            return a.add(b, 1 if e.op == Op.ADD else -1)
         if not b.terms:
             return a.scale(b.constant)
         if not a.terms:
             return b.scale(a.constant)
-        return Linear({Binary("mul", a.to_expr(), b.to_expr()): 1})
+        return Linear({Binary(Op.MUL, a.to_expr(), b.to_expr()): 1})
     return linear(_simplify(e, rng))
 
 
 def _simplify_node(e: Expr, rng: Ranges) -> Expr | None:
-    if isinstance(e, Not) and isinstance(e.a, Const):
-        return Const(not e.a.value, "bool")
     if isinstance(e, Select) and isinstance(e.cond, Const):
         return e.true_value if e.cond.value else e.false_value
+    if isinstance(e, (Binary, Unary)) and all(isinstance(k, Const) for k in e.children()):
+        return _fold(e)
     if not isinstance(e, Binary):
         return None
     a, b, op = e.a, e.b, e.op
-    if isinstance(a, Const) and isinstance(b, Const):
-        folded = _fold(op, a, b)
-        if folded is not None:
-            return folded
-    if op == "and":
-        if a == TRUE:
+    if op == Op.AND:
+        if structural_equal(a, TRUE):
             return b
-        if b == TRUE:
+        if structural_equal(b, TRUE):
             return a
-    if op == "or" and (a == TRUE or b == TRUE):
+    if op == Op.OR and (structural_equal(a, TRUE) or structural_equal(b, TRUE)):
         return TRUE
-    if e.dtype not in INT_DTYPES and op not in ("lt", "le", "gt", "ge", "eq", "ne"):
+    if e.dtype not in INT_DTYPES and not op.is_comparison:
         return _float_identities(e)
     if e.dtype in INT_DTYPES:
         return _simplify_int(e, rng)
@@ -183,73 +156,73 @@ def _simplify_node(e: Expr, rng: Ranges) -> Expr | None:
 
 def _float_identities(e: Binary) -> Expr | None:
     a, b = e.a, e.b
-    if e.op == "mul" and isinstance(b, Const) and b.value == 1:
+    if e.op == Op.MUL and isinstance(b, Const) and b.value == 1:
         return a
-    if e.op == "add" and isinstance(b, Const) and b.value == 0:
+    if e.op == Op.ADD and isinstance(b, Const) and b.value == 0:
         return a
     return None
 
 
 def _simplify_int(e: Binary, rng: Ranges) -> Expr | None:
     op, a, b = e.op, e.a, e.b
-    if op in ("add", "sub", "mul"):
+    if op in (Op.ADD, Op.SUB, Op.MUL):
         return linear(e).to_expr()
-    if op in ("floordiv", "floormod") and isinstance(b, Const) and b.value > 0:
+    if op in (Op.FLOORDIV, Op.FLOORMOD) and isinstance(b, Const) and b.value > 0:
         return _simplify_divmod(op, a, int(b.value), rng)
-    if op in ("min", "max"):
+    if op in (Op.MIN, Op.MAX):
         diff = bound(linear(a).add(linear(b), -1).to_expr(), rng)
         if diff is not None:
             if diff[1] <= 0:
-                return a if op == "min" else b
+                return a if op == Op.MIN else b
             if diff[0] >= 0:
-                return b if op == "min" else a
+                return b if op == Op.MIN else a
     return None
 
 
 def _simplify_divmod(op: str, a: Expr, c: int, rng: Ranges) -> Expr | None:
     if c == 1:
-        return a if op == "floordiv" else const(0)
-    if isinstance(a, Binary) and a.op == op == "floordiv" and isinstance(a.b, Const):
-        return simplify(Binary("floordiv", a.a, const(int(a.b.value) * c)), rng)
+        return a if op == Op.FLOORDIV else const(0)
+    if isinstance(a, Binary) and a.op == op == Op.FLOORDIV and isinstance(a.b, Const):
+        return simplify(Binary(Op.FLOORDIV, a.a, const(int(a.b.value) * c)), rng)
     if (
         isinstance(a, Binary)
-        and a.op == op == "floormod"
+        and a.op == op == Op.FLOORMOD
         and isinstance(a.b, Const)
         and int(a.b.value) % c == 0
     ):
-        return simplify(Binary("floormod", a.a, const(c)), rng)
+        return simplify(Binary(Op.FLOORMOD, a.a, const(c)), rng)
     lin = linear(a)
     quotient = Linear({k: v // c for k, v in lin.terms.items() if v % c == 0}, lin.constant // c)
     rest = Linear({k: v for k, v in lin.terms.items() if v % c != 0}, lin.constant % c)
     rest_expr = rest.to_expr()
     rest_bound = bound(rest_expr, rng)
     if rest_bound is not None and rest_bound[0] >= 0 and rest_bound[1] < c:
-        return quotient.to_expr() if op == "floordiv" else rest_expr
+        return quotient.to_expr() if op == Op.FLOORDIV else rest_expr
     if not quotient.terms and quotient.constant == 0:
         return None
     inner = Binary(op, rest_expr, const(c))
-    if op == "floormod":
+    if op == Op.FLOORMOD:
         return inner
-    return linear(Binary("add", quotient.to_expr(), inner)).to_expr()
+    return linear(Binary(Op.ADD, quotient.to_expr(), inner)).to_expr()
 
 
 def _decide_compare(e: Binary, rng: Ranges) -> Expr | None:
-    diff = bound(simplify(Binary("sub", e.a, e.b), rng), rng)
+    diff = bound(simplify(Binary(Op.SUB, e.a, e.b), rng), rng)
     if diff is None:
         return None
     lo, hi = diff
     decided = {
-        "lt": (hi < 0, lo >= 0),
-        "le": (hi <= 0, lo > 0),
-        "gt": (lo > 0, hi <= 0),
-        "ge": (lo >= 0, hi < 0),
-        "eq": (lo == hi == 0, lo > 0 or hi < 0),
-        "ne": (lo > 0 or hi < 0, lo == hi == 0),
+        Op.LT: (hi < 0, lo >= 0),
+        Op.LE: (hi <= 0, lo > 0),
+        Op.GT: (lo > 0, hi <= 0),
+        Op.GE: (lo >= 0, hi < 0),
+        Op.EQ: (lo == hi == 0, lo > 0 or hi < 0),
+        Op.NE: (lo > 0 or hi < 0, lo == hi == 0),
     }[e.op]
     if decided[0]:
         return TRUE
     if decided[1]:
-        return Const(False, "bool")
+        return FALSE
     return None
 
 
@@ -271,21 +244,21 @@ def bound(expr: Expr, ranges: Ranges) -> Range | None:
     return _bound_binary(expr.op, a, b)
 
 
-def _bound_binary(op: str, a: Range, b: Range) -> Range | None:
-    if op == "add":
+def _bound_binary(op: Op, a: Range, b: Range) -> Range | None:
+    if op == Op.ADD:
         return a[0] + b[0], a[1] + b[1]
-    if op == "sub":
+    if op == Op.SUB:
         return a[0] - b[1], a[1] - b[0]
-    if op == "mul":
+    if op == Op.MUL:
         p = [a[0] * b[0], a[0] * b[1], a[1] * b[0], a[1] * b[1]]
         return min(p), max(p)
-    if op == "min":
+    if op == Op.MIN:
         return min(a[0], b[0]), min(a[1], b[1])
-    if op == "max":
+    if op == Op.MAX:
         return max(a[0], b[0]), max(a[1], b[1])
-    if op in ("floordiv", "floormod") and b[0] == b[1] and b[0] > 0:
+    if op in (Op.FLOORDIV, Op.FLOORMOD) and b[0] == b[1] and b[0] > 0:
         c = b[0]
-        if op == "floordiv":
+        if op == Op.FLOORDIV:
             return a[0] // c, a[1] // c
         if a[0] // c == a[1] // c:
             return a[0] % c, a[1] % c
@@ -319,46 +292,43 @@ def _sym(e: Expr, inner: Ranges) -> tuple[Expr, Expr] | None:
     if a is None or b is None:
         return None
     op = e.op
-    if op == "add":
-        return Binary("add", a[0], b[0]), Binary("add", a[1], b[1])
-    if op == "sub":
-        return Binary("sub", a[0], b[1]), Binary("sub", a[1], b[0])
-    if op in ("min", "max"):
+    if op == Op.ADD:
+        return Binary(Op.ADD, a[0], b[0]), Binary(Op.ADD, a[1], b[1])
+    if op == Op.SUB:
+        return Binary(Op.SUB, a[0], b[1]), Binary(Op.SUB, a[1], b[0])
+    if op in (Op.MIN, Op.MAX):
         return Binary(op, a[0], b[0]), Binary(op, a[1], b[1])
-    if op == "mul":
+    if op == Op.MUL:
         return _sym_mul(a, b)
-    if op in ("floordiv", "floormod") and isinstance(e.b, Const) and int(e.b.value) > 0:
+    if op in (Op.FLOORDIV, Op.FLOORMOD) and isinstance(e.b, Const) and int(e.b.value) > 0:
         return _sym_divmod(op, a, int(e.b.value))
     return None
 
 
 def _sym_mul(a: tuple[Expr, Expr], b: tuple[Expr, Expr]) -> tuple[Expr, Expr] | None:
-    if isinstance(a[0], Const) and a[0] == a[1]:
+    if isinstance(a[0], Const) and structural_equal(a[0], a[1]):
         a, b = b, a
-    if not (isinstance(b[0], Const) and b[0] == b[1]):
-        return None if a[0] != a[1] or b[0] != b[1] else (Binary("mul", a[0], b[0]),) * 2
+    if not (isinstance(b[0], Const) and structural_equal(b[0], b[1])):
+        fixed = structural_equal(a[0], a[1]) and structural_equal(b[0], b[1])
+        return (Binary(Op.MUL, a[0], b[0]),) * 2 if fixed else None
     c = b[0]
-    lo, hi = Binary("mul", a[0], c), Binary("mul", a[1], c)
+    lo, hi = Binary(Op.MUL, a[0], c), Binary(Op.MUL, a[1], c)
     return (lo, hi) if c.value >= 0 else (hi, lo)
 
 
-def _sym_divmod(op: str, a: tuple[Expr, Expr], c: int) -> tuple[Expr, Expr]:
+def _sym_divmod(op: Op, a: tuple[Expr, Expr], c: int) -> tuple[Expr, Expr]:
     cc = const(c)
-    if op == "floordiv":
-        return Binary("floordiv", a[0], cc), Binary("floordiv", a[1], cc)
+    if op == Op.FLOORDIV:
+        return Binary(Op.FLOORDIV, a[0], cc), Binary(Op.FLOORDIV, a[1], cc)
     lo, hi = simplify(a[0]), simplify(a[1])
-    if lo == hi:
-        return Binary("floormod", lo, cc), Binary("floormod", hi, cc)
+    if structural_equal(lo, hi):
+        return Binary(Op.FLOORMOD, lo, cc), Binary(Op.FLOORMOD, hi, cc)
     span = linear(hi).add(linear(lo), -1)
     if not span.terms and span.constant < c:
-        same_period = simplify(Binary("eq", Binary("floordiv", lo, cc), Binary("floordiv", hi, cc)))
-        if same_period == TRUE:
-            return Binary("floormod", lo, cc), Binary("floormod", hi, cc)
+        same_period = simplify(Binary(Op.EQ, Binary(Op.FLOORDIV, lo, cc), Binary(Op.FLOORDIV, hi, cc)))
+        if structural_equal(same_period, TRUE):
+            return Binary(Op.FLOORMOD, lo, cc), Binary(Op.FLOORMOD, hi, cc)
     return const(0), const(c - 1)
-
-
-def is_const(expr: Expr, value: int | None = None) -> bool:
-    return isinstance(expr, Const) and (value is None or expr.value == value)
 
 
 def ceil_div(a: int, b: int) -> int:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from compiler.ir import Allocate, For, IfThenElse, PrimFunc, SeqStmt, Stmt
+from compiler.ir import For, PrimFunc, Stmt
 
 AUTO_UNROLL_MAX_STEP = "pragma_auto_unroll_max_step"
 
@@ -24,7 +24,8 @@ def auto_unroll(func: PrimFunc) -> PrimFunc:
 
 
 def _unroll(stmt: Stmt, limit: int) -> tuple[Stmt, float]:
-    """The statement with its loops marked, and how many statements one execution of it runs.
+    """The statement with its loops marked, and how many statements one execution of it runs (a
+    sequence or both branches of an `if` add up).
 
     A vectorized loop counts as one step (it becomes vector instructions, not iterations); a
     parallel loop as infinitely many, so no loop around a parallel region is ever unrolled."""
@@ -38,16 +39,8 @@ def _unroll(stmt: Stmt, limit: int) -> tuple[Stmt, float]:
         steps *= stmt.extent
         kind = "unrolled" if stmt.kind == "serial" and steps <= limit else stmt.kind
         return replace(stmt, body=body, kind=kind), steps
-    if isinstance(stmt, SeqStmt):
-        parts = [_unroll(s, limit) for s in stmt.stmts]
-        return SeqStmt(tuple(s for s, _ in parts)), sum(n for _, n in parts)
-    if isinstance(stmt, IfThenElse):
-        then_case, n_then = _unroll(stmt.then_case, limit)
-        if stmt.else_case is None:
-            return replace(stmt, then_case=then_case), n_then
-        else_case, n_else = _unroll(stmt.else_case, limit)
-        return replace(stmt, then_case=then_case, else_case=else_case), n_then + n_else
-    if isinstance(stmt, Allocate):
-        body, steps = _unroll(stmt.body, limit)
-        return replace(stmt, body=body), steps
-    return stmt, 1
+    kids = stmt.children()
+    if not kids:
+        return stmt, 1
+    parts = [_unroll(k, limit) for k in kids]
+    return stmt.with_children([s for s, _ in parts]), sum(n for _, n in parts)

@@ -15,30 +15,28 @@ from collections.abc import Callable
 import llvmlite.ir as ll
 
 from compiler.codegen_vector import can_vectorize, emit_vector_loop
+from compiler.dtypes import ITEMSIZE
 from compiler.ir import (
     Allocate,
     Binary,
     Buffer,
     BufferStore,
-    Call,
     Cast,
     Const,
     Expr,
     For,
     IfThenElse,
     Load,
-    Not,
     PrimFunc,
     Select,
     SeqStmt,
     Stmt,
+    Unary,
     Var,
 )
-from compiler.llvm_ops import FAST_MATH, I8P, I32, I64, LL_TYPES, align, binary_values, cast_value
+from compiler.llvm_ops import I8P, I32, I64, LL_TYPES, align, cast_value
 from compiler.target import Target
 from compiler.visit import loads
-
-_LIBM = {"tanh": {"float32": "tanhf", "float64": "tanh"}}
 
 
 class _LoopID(ll.values.MDValue):
@@ -288,7 +286,7 @@ def _if(cg: CodeGen, s: IfThenElse) -> None:
 
 def _store(cg: CodeGen, s: BufferStore) -> None:
     value = cg.expr(s.value)
-    cg.builder.store(value, cg.address(s.buffer, s.indices), align=align(s.buffer))
+    cg.builder.store(value, cg.address(s.buffer, s.indices), align=align(s.buffer.dtype))
 
 
 STACK_LIMIT_BYTES = 64 << 10
@@ -301,7 +299,7 @@ def _allocate(cg: CodeGen, s: Allocate) -> None:
     (SIGABRT) rather than letting the kernel write through a null pointer."""
     b = cg.builder
     elem = _elem_type(s.buffer)
-    nbytes = s.buffer.size * align(s.buffer)
+    nbytes = s.buffer.size * ITEMSIZE[s.buffer.dtype]
     if nbytes <= STACK_LIMIT_BYTES:
         with b.goto_block(cg.fn.entry_basic_block):
             b.position_at_start(cg.fn.entry_basic_block)
@@ -329,15 +327,12 @@ def _var(cg: CodeGen, e: Var) -> ll.Value:
 
 
 def _load(cg: CodeGen, e: Load) -> ll.Value:
-    return cg.builder.load(cg.address(e.buffer, e.indices), align=align(e.buffer))
+    return cg.builder.load(cg.address(e.buffer, e.indices), align=align(e.buffer.dtype))
 
 
-def _binary(cg: CodeGen, e: Binary) -> ll.Value:
-    return binary_values(cg, e.op, e.a.dtype, cg.expr(e.a), cg.expr(e.b))
-
-
-def _not(cg: CodeGen, e: Not) -> ll.Value:
-    return cg.builder.not_(cg.expr(e.a))
+def _op(cg: CodeGen, e: Binary | Unary) -> ll.Value:
+    """As the op declares (compiler.ops), on the operands' dtype."""
+    return e.op.spec.emit(cg, e.a.dtype, [cg.expr(k) for k in e.children()])
 
 
 def _select(cg: CodeGen, e: Select) -> ll.Value:
@@ -362,16 +357,6 @@ def _cast(cg: CodeGen, e: Cast) -> ll.Value:
     return cast_value(cg.builder, e.value.dtype, e.dtype, cg.expr(e.value))
 
 
-def _call(cg: CodeGen, e: Call) -> ll.Value:
-    ty = LL_TYPES[e.dtype]
-    if e.func in _LIBM:
-        name = _LIBM[e.func][e.dtype]
-    else:
-        name = f"llvm.{e.func}.{'f32' if e.dtype == 'float32' else 'f64'}"
-    fn = cg.declare(name, ty, [ty] * len(e.args))
-    return cg.builder.call(fn, [cg.expr(a) for a in e.args], fastmath=FAST_MATH)
-
-
 STMT_EMITTERS: dict[type, Callable] = {  # type: ignore[type-arg]
     For: _for,
     SeqStmt: _seq,
@@ -383,11 +368,10 @@ EXPR_EMITTERS: dict[type, Callable] = {  # type: ignore[type-arg]
     Const: _const,
     Var: _var,
     Load: _load,
-    Binary: _binary,
-    Not: _not,
+    Binary: _op,
+    Unary: _op,
     Select: _select,
     Cast: _cast,
-    Call: _call,
 }
 
 

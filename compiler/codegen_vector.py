@@ -20,11 +20,9 @@ import llvmlite.ir as ll
 
 from compiler.arith import linear, simplify
 from compiler.ir import (
-    FLOAT_DTYPES,
     Binary,
     Buffer,
     BufferStore,
-    Call,
     Cast,
     Expr,
     For,
@@ -33,33 +31,26 @@ from compiler.ir import (
     Select,
     SeqStmt,
     Stmt,
+    Unary,
     Var,
     const,
+    structural_equal,
 )
-from compiler.llvm_ops import (
-    FAST_MATH,
-    I32,
-    I64,
-    LL_TYPES,
-    align,
-    binary_values,
-    cast_value,
-    intrinsic_suffix,
-)
+from compiler.llvm_ops import I32, I64, LL_TYPES, align, cast_value
+from compiler.ops import Op
 from compiler.visit import free_vars, loads, walk_stmt
 
 if TYPE_CHECKING:
     from compiler.codegen import CodeGen
 
 MAX_LANES = 64
-_VECTOR_INTRINSICS = ("exp", "sqrt", "log", "fabs")
 
 
 def flat_index(buf: Buffer, indices: tuple[Expr, ...]) -> Expr:
     """Row-major element offset as one simplified expression."""
     flat: Expr = const(0)
     for dim, idx in zip(buf.shape, indices):
-        flat = Binary("add", Binary("mul", flat, const(dim)), idx)
+        flat = Binary(Op.ADD, Binary(Op.MUL, flat, const(dim)), idx)
     return simplify(flat)
 
 
@@ -68,7 +59,7 @@ def stride_in(expr: Expr, var: Var) -> int | None:
     lin = linear(expr)
     coef = lin.terms.get(var, 0)
     for atom in lin.terms:
-        if atom != var and var in free_vars(atom):
+        if not structural_equal(atom, var) and var in free_vars(atom):
             return None
     return coef
 
@@ -80,7 +71,7 @@ def can_vectorize(loop: For) -> bool:
     for s in walk_stmt(loop.body):
         if isinstance(s, BufferStore):
             flat = flat_index(s.buffer, s.indices)
-            if stride_in(flat, loop.var) != 1 or stores.get(s.buffer, flat) != flat:
+            if stride_in(flat, loop.var) != 1 or not structural_equal(stores.get(s.buffer, flat), flat):
                 return False
             stores[s.buffer] = flat
             exprs += [s.value, *s.indices]
@@ -92,7 +83,9 @@ def can_vectorize(loop: For) -> bool:
             return False
     for e in exprs:
         for ld in loads(e):
-            if ld.buffer in stores and flat_index(ld.buffer, ld.indices) != stores[ld.buffer]:
+            if ld.buffer in stores and not structural_equal(
+                flat_index(ld.buffer, ld.indices), stores[ld.buffer]
+            ):
                 return False
     return True
 
@@ -147,7 +140,7 @@ class _Lanes:
             assert isinstance(s, BufferStore)
             value = self.vector(s.value)
             self.cg.builder.store(
-                value, self._pointer(s.buffer, s.indices, value.type), align=align(s.buffer)
+                value, self._pointer(s.buffer, s.indices, value.type), align=align(s.buffer.dtype)
             )
 
     def scalar(self, e: Expr) -> ll.Value:
@@ -199,13 +192,14 @@ def _load(v: _Lanes, e: Load) -> ll.Value | None:
     if stride_in(flat_index(e.buffer, e.indices), v.loop.var) != 1:
         return None
     vec_ty = ll.VectorType(LL_TYPES[e.dtype], v.lanes)
-    return v.cg.builder.load(v._pointer(e.buffer, e.indices, vec_ty), align=align(e.buffer))
+    return v.cg.builder.load(v._pointer(e.buffer, e.indices, vec_ty), align=align(e.buffer.dtype))
 
 
-def _binary(v: _Lanes, e: Binary) -> ll.Value | None:
-    if e.op in ("floordiv", "floormod", "and", "or"):
+def _op(v: _Lanes, e: Binary | Unary) -> ll.Value | None:
+    """On vectors where the op declares it can be; otherwise lane by lane."""
+    if not e.op.spec.vectorizes:
         return None
-    return binary_values(v.cg, e.op, e.a.dtype, v.vector(e.a), v.vector(e.b))
+    return e.op.spec.emit(v.cg, e.a.dtype, [v.vector(k) for k in e.children()])
 
 
 def _select(v: _Lanes, e: Select) -> ll.Value | None:
@@ -220,12 +214,4 @@ def _cast(v: _Lanes, e: Cast) -> ll.Value | None:
     return cast_value(v.cg.builder, e.value.dtype, e.dtype, v.vector(e.value))
 
 
-def _call(v: _Lanes, e: Call) -> ll.Value | None:
-    if e.func not in _VECTOR_INTRINSICS or e.dtype not in FLOAT_DTYPES:
-        return None
-    vec_ty = ll.VectorType(LL_TYPES[e.dtype], v.lanes)
-    fn = v.cg.declare(f"llvm.{e.func}.{intrinsic_suffix(vec_ty)}", vec_ty, [vec_ty] * len(e.args))
-    return v.cg.builder.call(fn, [v.vector(a) for a in e.args], fastmath=FAST_MATH)
-
-
-_EMITTERS = {Var: _var, Load: _load, Binary: _binary, Select: _select, Cast: _cast, Call: _call}
+_EMITTERS = {Var: _var, Load: _load, Binary: _op, Unary: _op, Select: _select, Cast: _cast}

@@ -13,8 +13,9 @@ from dataclasses import replace
 
 from compiler.arith import bound, simplify, symbolic_range
 from compiler.ir import Allocate, Binary, Block, Buffer, Expr, For, Load, PrimFunc, const
-from compiler.schedule.tree import Path, get, loops_above, map_blocks, nodes, set_at
-from compiler.visit import block_loads, map_block_exprs, substitute
+from compiler.ops import Op
+from compiler.schedule.tree import Path, get, loops_above, nodes, set_at
+from compiler.visit import block_loads, map_block_exprs, map_blocks, substitute
 
 Region = list[tuple[Expr, Expr]]
 
@@ -86,7 +87,7 @@ def _shrink(
     outer = {lp.var: (0, lp.extent - 1) for _, lp in loops_above(func.body, scope + (0,))}
     shape = []
     for lo, hi in region:
-        ext = bound(simplify(Binary("add", Binary("sub", hi, lo), const(1)), outer), outer)
+        ext = bound(simplify(Binary(Op.ADD, Binary(Op.SUB, hi, lo), const(1)), outer), outer)
         if ext is None:
             return unchanged
         shape.append(max(1, ext[1]))
@@ -109,7 +110,7 @@ def _region(func: PrimFunc, scope: Path, uses: list[tuple[Path, Block]], buf: Bu
                 region = list(ranges)  # type: ignore[arg-type]
             else:
                 region = [
-                    (simplify(Binary("min", a[0], b[0])), simplify(Binary("max", a[1], b[1])))
+                    (simplify(Binary(Op.MIN, a[0], b[0])), simplify(Binary(Op.MAX, a[1], b[1])))
                     for a, b in zip(region, ranges)  # type: ignore[misc]
                 ]
     return region
@@ -119,7 +120,7 @@ def _rebase(block: Block, buf: Buffer, small: Buffer, offsets: list[Expr]) -> Bl
     """Point the block's accesses of `buf` at the compacted buffer (index minus region start)."""
 
     def shift(indices: tuple[Expr, ...]) -> tuple[Expr, ...]:
-        return tuple(simplify(Binary("sub", i, o)) for i, o in zip(indices, offsets))
+        return tuple(simplify(Binary(Op.SUB, i, o)) for i, o in zip(indices, offsets))
 
     def fn(e: Expr) -> Expr | None:
         return Load(small, shift(e.indices)) if isinstance(e, Load) and e.buffer == buf else None

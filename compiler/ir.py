@@ -1,136 +1,270 @@
 """The tensor-program IR: immutable expression and statement nodes.
 
-Every node is a frozen dataclass, so `==` is structural equality and nodes can be dictionary keys.
-Variables are identified by name: the code that creates variables (te, the schedule) keeps names
-unique inside a PrimFunc, which makes printing, hashing and trace replay deterministic.
+Expressions are built with Python operators, as in TVM: `i + 1`, `i < n`, and `i == 0` give IR
+nodes. `==` and `!=` give an `EqualOp`: an expression where one is expected (`te.select(i == 0, ...)`)
+and, where Python wants a bool (`if`, dict keys, `in`), whether the two sides are the same
+expression. Structural equality has a name, `structural_equal`; an expression has no truth value of
+its own (`if i < n:` raises). Every expression carries its structural hash, computed once when it is
+built, so expressions are cheap dictionary keys.
 
-Loops always start at 0. Leaf blocks hold one store (and an optional init store for reductions);
-the only block that contains others is the implicit root, the body of the PrimFunc.
+Statements are frozen dataclasses: `==` is structural equality. Variables are identified by name:
+the code that creates variables (te, the schedule) keeps names unique inside a PrimFunc, which makes
+printing, serializing and trace replay deterministic.
+
+Each node says what its children are (`children()`, `with_children()`): `compiler.visit` walks and
+rewrites every kind of node through them. Loops always start at 0. Leaf blocks hold one store (and an
+optional init store for reductions); the only block that contains others is the implicit root, the
+body of the PrimFunc.
 """
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any, ClassVar, TypeVar, dataclass_transform
 
-INDEX_DTYPE = "int64"
-FLOAT_DTYPES = ("float32", "float64")
-INT_DTYPES = ("int32", "int64")
-DTYPES = FLOAT_DTYPES + INT_DTYPES + ("bool",)
-
-ARITH_OPS = ("add", "sub", "mul", "div", "floordiv", "floormod", "min", "max")
-COMPARE_OPS = ("lt", "le", "gt", "ge", "eq", "ne")
-LOGIC_OPS = ("and", "or")
-MATH_FUNCS = ("exp", "sqrt", "log", "tanh", "fabs")
+from compiler.dtypes import DTYPES, FLOAT_DTYPES, INDEX_DTYPE, INT_DTYPES
+from compiler.ops import Op
 
 LOOP_KINDS = ("serial", "parallel", "vectorized", "unrolled")
 ITER_KINDS = ("S", "R", "O")  # spatial, reduce, ordered (the recurrence axis of a scan)
 
 
+class IRError(TypeError):
+    """A node that cannot exist: an op on operands of the wrong dtype, an unknown dtype."""
+
+
 class Expr:
     """Base of expressions; Python operators build IR so compute lambdas read like math."""
 
+    __slots__ = ("_hash",)
     dtype: str
+    _hash: int
+    # The dataclass fields that make two nodes of a class the same expression.
+    _key_fields: ClassVar[tuple[str, ...]] = ()
+
+    def children(self) -> tuple[Expr, ...]:
+        return ()
+
+    def with_children(self, kids: Sequence[Expr]) -> Expr:
+        """This node over `kids` in place of its children (the same node for a leaf)."""
+        return self
+
+    def _set_hash(self) -> None:
+        values = tuple(getattr(self, name) for name in self._key_fields)
+        object.__setattr__(self, "_hash", hash((type(self).__name__, values)))
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> EqualOp:  # type: ignore[override]
+        return EqualOp(self, other)
+
+    def __ne__(self, other: object) -> NotEqualOp:  # type: ignore[override]
+        return NotEqualOp(self, other)
+
+    def __bool__(self) -> bool:
+        raise TypeError(
+            f"an expression has no truth value ({type(self).__name__}); build conditions with "
+            "te.all / te.any / te.select, or compare expressions with structural_equal"
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Rebuilt through __init__ in the receiving process: hashes of strings differ between
+        # processes, so the cached hash must not travel.
+        init = tuple(getattr(self, f.name) for f in dataclasses.fields(self) if f.init)  # type: ignore[arg-type]
+        return type(self), init
 
     def __add__(self, other: ExprLike) -> Expr:
-        return binary("add", self, other)
+        return binary(Op.ADD, self, other)
 
     def __radd__(self, other: ExprLike) -> Expr:
-        return binary("add", other, self)
+        return binary(Op.ADD, other, self)
 
     def __sub__(self, other: ExprLike) -> Expr:
-        return binary("sub", self, other)
+        return binary(Op.SUB, self, other)
 
     def __rsub__(self, other: ExprLike) -> Expr:
-        return binary("sub", other, self)
+        return binary(Op.SUB, other, self)
 
     def __mul__(self, other: ExprLike) -> Expr:
-        return binary("mul", self, other)
+        return binary(Op.MUL, self, other)
 
     def __rmul__(self, other: ExprLike) -> Expr:
-        return binary("mul", other, self)
+        return binary(Op.MUL, other, self)
 
     def __truediv__(self, other: ExprLike) -> Expr:
-        return binary("div", self, other)
+        return binary(Op.DIV, self, other)
 
     def __rtruediv__(self, other: ExprLike) -> Expr:
-        return binary("div", other, self)
+        return binary(Op.DIV, other, self)
 
     def __floordiv__(self, other: ExprLike) -> Expr:
-        return binary("floordiv", self, other)
+        return binary(Op.FLOORDIV, self, other)
 
     def __mod__(self, other: ExprLike) -> Expr:
-        return binary("floormod", self, other)
+        return binary(Op.FLOORMOD, self, other)
 
     def __neg__(self) -> Expr:
-        return binary("sub", const(0, self.dtype), self)
+        return binary(Op.SUB, const(0, self.dtype), self)
 
     def __lt__(self, other: ExprLike) -> Expr:
-        return binary("lt", self, other)
+        return binary(Op.LT, self, other)
 
     def __le__(self, other: ExprLike) -> Expr:
-        return binary("le", self, other)
+        return binary(Op.LE, self, other)
 
     def __gt__(self, other: ExprLike) -> Expr:
-        return binary("gt", self, other)
+        return binary(Op.GT, self, other)
 
     def __ge__(self, other: ExprLike) -> Expr:
-        return binary("ge", self, other)
+        return binary(Op.GE, self, other)
 
 
-ExprLike = Expr | int | float | bool
+class EqualOp:
+    """`a == b` on expressions: the comparison `a == b` where an expression is expected, and whether
+    `a` and `b` are the same expression where Python wants a bool."""
+
+    __slots__ = ("a", "b")
+    op: ClassVar[Op] = Op.EQ
+
+    def __init__(self, a: Expr, b: object) -> None:
+        self.a, self.b = a, b
+
+    def __bool__(self) -> bool:
+        return structural_equal(self.a, self.b)
+
+    def as_expr(self) -> Expr:
+        return binary(self.op, self.a, self.b)  # type: ignore[arg-type]
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.a!r}, {self.b!r})"
 
 
-@dataclass(frozen=True)
+class NotEqualOp(EqualOp):
+    """`a != b` on expressions: the comparison, or whether the two are different expressions."""
+
+    __slots__ = ()
+    op = Op.NE
+
+    def __bool__(self) -> bool:
+        return not structural_equal(self.a, self.b)
+
+
+ExprLike = Expr | EqualOp | int | float | bool
+E = TypeVar("E", bound=Expr)
+
+
+@dataclass_transform(frozen_default=True, eq_default=False, field_specifiers=(field,))
+def expr_node(cls: type[E]) -> type[E]:
+    """Make an Expr subclass a frozen, slotted dataclass whose identity is its compared fields."""
+    out = dataclass(frozen=True, eq=False, slots=True)(cls)
+    out._key_fields = tuple(f.name for f in dataclasses.fields(out) if f.compare)
+    return out
+
+
+@expr_node
 class Var(Expr):
     name: str
     dtype: str = INDEX_DTYPE
 
+    def __post_init__(self) -> None:
+        _check_dtype(self.dtype)
+        self._set_hash()
 
-@dataclass(frozen=True)
+
+@expr_node
 class Const(Expr):
     value: int | float | bool
     dtype: str
 
+    def __post_init__(self) -> None:
+        _check_dtype(self.dtype)
+        self._set_hash()
 
-@dataclass(frozen=True)
+
+@expr_node
 class Binary(Expr):
-    op: str
+    """An op of two operands of one dtype (see `compiler.ops`)."""
+
+    op: Op
     a: Expr
     b: Expr
+    dtype: str = field(init=False, compare=False)
 
-    @property
-    def dtype(self) -> str:  # type: ignore[override]
-        return "bool" if self.op in COMPARE_OPS + LOGIC_OPS else self.a.dtype
+    def __post_init__(self) -> None:
+        _check_operands(self.op, (self.a, self.b))
+        object.__setattr__(self, "dtype", self.op.result_dtype(self.a.dtype))
+        self._set_hash()
+
+    def children(self) -> tuple[Expr, ...]:
+        return (self.a, self.b)
+
+    def with_children(self, kids: Sequence[Expr]) -> Expr:
+        return Binary(self.op, kids[0], kids[1])
 
 
-@dataclass(frozen=True)
-class Not(Expr):
+@expr_node
+class Unary(Expr):
+    """An op of one operand: a math function (exp, sqrt, ...) or logical not."""
+
+    op: Op
     a: Expr
-    dtype: str = "bool"
+    dtype: str = field(init=False, compare=False)
+
+    def __post_init__(self) -> None:
+        _check_operands(self.op, (self.a,))
+        object.__setattr__(self, "dtype", self.op.result_dtype(self.a.dtype))
+        self._set_hash()
+
+    def children(self) -> tuple[Expr, ...]:
+        return (self.a,)
+
+    def with_children(self, kids: Sequence[Expr]) -> Expr:
+        return Unary(self.op, kids[0])
 
 
-@dataclass(frozen=True)
+@expr_node
 class Select(Expr):
     cond: Expr
     true_value: Expr
     false_value: Expr
 
+    def __post_init__(self) -> None:
+        if self.cond.dtype != "bool":
+            raise IRError(f"select: the condition must be bool, got {self.cond.dtype}")
+        if self.true_value.dtype != self.false_value.dtype:
+            raise IRError(
+                f"select: branch dtypes differ ({self.true_value.dtype} vs {self.false_value.dtype})"
+            )
+        self._set_hash()
+
     @property
     def dtype(self) -> str:  # type: ignore[override]
         return self.true_value.dtype
 
+    def children(self) -> tuple[Expr, ...]:
+        return (self.cond, self.true_value, self.false_value)
 
-@dataclass(frozen=True)
+    def with_children(self, kids: Sequence[Expr]) -> Expr:
+        return Select(kids[0], kids[1], kids[2])
+
+
+@expr_node
 class Cast(Expr):
     dtype: str
     value: Expr
 
+    def __post_init__(self) -> None:
+        _check_dtype(self.dtype)
+        self._set_hash()
 
-@dataclass(frozen=True)
-class Call(Expr):
-    func: str
-    args: tuple[Expr, ...]
-    dtype: str
+    def children(self) -> tuple[Expr, ...]:
+        return (self.value,)
+
+    def with_children(self, kids: Sequence[Expr]) -> Expr:
+        return Cast(self.dtype, kids[0])
 
 
 @dataclass(frozen=True)
@@ -152,18 +286,66 @@ class Buffer:
         return n
 
 
-@dataclass(frozen=True)
+@expr_node
 class Load(Expr):
     buffer: Buffer
     indices: tuple[Expr, ...]
+
+    def __post_init__(self) -> None:
+        self._set_hash()
 
     @property
     def dtype(self) -> str:  # type: ignore[override]
         return self.buffer.dtype
 
+    def children(self) -> tuple[Expr, ...]:
+        return self.indices
+
+    def with_children(self, kids: Sequence[Expr]) -> Expr:
+        return Load(self.buffer, tuple(kids))
+
+
+def structural_equal(a: object, b: object) -> bool:
+    """Whether `a` and `b` are the same expression (or statement, function, or tuple of them)."""
+    if a is b:
+        return True
+    if isinstance(a, Expr):
+        if type(a) is not type(b) or a._hash != b._hash:  # type: ignore[attr-defined]
+            return False
+        return all(
+            structural_equal(getattr(a, name), getattr(b, name))
+            for name in a._key_fields  # the same class, so the same fields
+        )
+    if isinstance(a, tuple):
+        return isinstance(b, tuple) and len(a) == len(b) and all(structural_equal(x, y) for x, y in zip(a, b))
+    return bool(a == b)
+
+
+def _check_dtype(dtype: str) -> None:
+    if dtype not in DTYPES:
+        raise IRError(f"unknown dtype {dtype!r}; expected one of {DTYPES}")
+
+
+def _check_operands(op: Op, operands: tuple[Expr, ...]) -> None:
+    spec = op.spec if isinstance(op, Op) else None
+    if spec is None or spec.arity != len(operands):
+        raise IRError(f"{op!r} is not an op of {len(operands)} operand(s)")
+    dtype = operands[0].dtype
+    if dtype not in spec.operands:
+        raise IRError(f"{spec.name} takes {' or '.join(spec.operands)} operands, got {dtype}")
+    if len(operands) > 1 and operands[1].dtype != dtype:
+        raise IRError(f"{spec.name}: operand dtypes differ ({dtype} vs {operands[1].dtype}); use cast()")
+
 
 class Stmt:
     """Base of statements."""
+
+    def children(self) -> tuple[Stmt, ...]:
+        return ()
+
+    def with_children(self, kids: Sequence[Stmt]) -> Stmt:
+        """This statement over `kids` in place of its child statements."""
+        return self
 
 
 @dataclass(frozen=True)
@@ -207,10 +389,22 @@ class For(Stmt):
     kind: str = "serial"
     annotations: tuple[tuple[str, object], ...] = ()
 
+    def children(self) -> tuple[Stmt, ...]:
+        return (self.body,)
+
+    def with_children(self, kids: Sequence[Stmt]) -> Stmt:
+        return dataclasses.replace(self, body=kids[0])
+
 
 @dataclass(frozen=True)
 class SeqStmt(Stmt):
     stmts: tuple[Stmt, ...]
+
+    def children(self) -> tuple[Stmt, ...]:
+        return self.stmts
+
+    def with_children(self, kids: Sequence[Stmt]) -> Stmt:
+        return SeqStmt(tuple(kids))
 
 
 @dataclass(frozen=True)
@@ -219,6 +413,12 @@ class IfThenElse(Stmt):
     then_case: Stmt
     else_case: Stmt | None = None
 
+    def children(self) -> tuple[Stmt, ...]:
+        return (self.then_case,) if self.else_case is None else (self.then_case, self.else_case)
+
+    def with_children(self, kids: Sequence[Stmt]) -> Stmt:
+        return IfThenElse(self.cond, kids[0], kids[1] if len(kids) > 1 else None)
+
 
 @dataclass(frozen=True)
 class Allocate(Stmt):
@@ -226,6 +426,12 @@ class Allocate(Stmt):
 
     buffer: Buffer
     body: Stmt
+
+    def children(self) -> tuple[Stmt, ...]:
+        return (self.body,)
+
+    def with_children(self, kids: Sequence[Stmt]) -> Stmt:
+        return Allocate(self.buffer, kids[0])
 
 
 @dataclass(frozen=True)
@@ -244,7 +450,7 @@ class PrimFunc:
         return script(self)
 
     def structural_hash(self) -> str:
-        from compiler.hashing import structural_hash
+        from compiler.serialize import structural_hash
 
         return structural_hash(self)
 
@@ -270,21 +476,39 @@ def as_expr(value: ExprLike, dtype: str | None = None) -> Expr:
     """Turn a Python number into a Const of `dtype` (or a natural default); pass Exprs through."""
     if isinstance(value, Expr):
         return value
+    if isinstance(value, EqualOp):
+        return value.as_expr()
     if isinstance(value, (bool, int, float)):
         return const(value, dtype)
     raise TypeError(f"cannot use {type(value).__name__} {value!r} as an expression")
 
 
-def binary(op: str, a: ExprLike, b: ExprLike) -> Expr:
+def binary(op: Op, a: ExprLike, b: ExprLike) -> Expr:
     """Build a binary node; a Python number takes the dtype of the other side."""
+    a, b = _operand(a), _operand(b)
     if isinstance(a, Expr) and not isinstance(b, Expr):
         b = const(b, a.dtype if a.dtype != "bool" else None)
     elif isinstance(b, Expr) and not isinstance(a, Expr):
         a = const(a, b.dtype if b.dtype != "bool" else None)
-    a, b = as_expr(a), as_expr(b)
-    if op not in LOGIC_OPS and a.dtype != b.dtype:
-        raise TypeError(f"{op}: operand dtypes differ ({a.dtype} vs {b.dtype}); use cast()")
-    return Binary(op, a, b)
+    return Binary(op, as_expr(a), as_expr(b))
+
+
+def _operand(value: ExprLike) -> Expr | int | float | bool:
+    return value.as_expr() if isinstance(value, EqualOp) else value
+
+
+def unary(op: Op, a: ExprLike) -> Expr:
+    return Unary(op, as_expr(a))
+
+
+def apply(op: Op, *operands: ExprLike) -> Expr:
+    """`op` applied to `operands`, whatever its arity."""
+    if len(operands) == 1:
+        return unary(op, operands[0])
+    if len(operands) == 2:
+        return binary(op, operands[0], operands[1])
+    raise IRError(f"{op!r} takes {op.spec.arity} operand(s), got {len(operands)}")
 
 
 TRUE = Const(True, "bool")
+FALSE = Const(False, "bool")

@@ -16,6 +16,7 @@ from compiler.ir import (
     Allocate,
     Binary,
     Block,
+    Buffer,
     BufferStore,
     Const,
     Expr,
@@ -26,8 +27,10 @@ from compiler.ir import (
     Stmt,
     Var,
     const,
+    structural_equal,
 )
-from compiler.visit import children, free_vars, map_store, substitute
+from compiler.ops import Op
+from compiler.visit import free_vars, map_blocks, map_store, substitute
 
 
 class LoweringError(ValueError):
@@ -50,7 +53,7 @@ def flatten_blocks(func: PrimFunc) -> PrimFunc:
 
     The predicate becomes a guard; a reduction's init runs when every reduce variable is at 0.
     """
-    return replace(func, body=_map_stmt(func.body, _flatten_block))
+    return replace(func, body=map_blocks(func.body, _flatten_block))
 
 
 def _flatten_block(block: Block) -> Stmt:
@@ -60,27 +63,12 @@ def _flatten_block(block: Block) -> Stmt:
         first: Expr = TRUE
         for iv, b in zip(block.iter_vars, block.bindings):
             if iv.kind == "R":
-                first = Binary("and", first, Binary("eq", b, const(0)))
+                first = Binary(Op.AND, first, Binary(Op.EQ, b, const(0)))
         init = map_store(block.init, lambda e: sub.get(e) if isinstance(e, Var) else None)
         stmt = SeqStmt((IfThenElse(simplify(first), init), stmt))
     predicate = simplify(substitute(block.predicate, sub))
-    if predicate != TRUE:
+    if not structural_equal(predicate, TRUE):
         stmt = IfThenElse(predicate, stmt)
-    return stmt
-
-
-def _map_stmt(stmt: Stmt, on_block) -> Stmt:  # type: ignore[no-untyped-def]
-    if isinstance(stmt, Block):
-        return on_block(stmt)
-    if isinstance(stmt, For):
-        return replace(stmt, body=_map_stmt(stmt.body, on_block))
-    if isinstance(stmt, SeqStmt):
-        return SeqStmt(tuple(_map_stmt(s, on_block) for s in stmt.stmts))
-    if isinstance(stmt, IfThenElse):
-        else_case = _map_stmt(stmt.else_case, on_block) if stmt.else_case is not None else None
-        return IfThenElse(stmt.cond, _map_stmt(stmt.then_case, on_block), else_case)
-    if isinstance(stmt, Allocate):
-        return replace(stmt, body=_map_stmt(stmt.body, on_block))
     return stmt
 
 
@@ -98,25 +86,19 @@ def simplify_indices(func: PrimFunc) -> PrimFunc:
 
 
 def _simplify_stmt(stmt: Stmt, ranges: dict[Var, tuple[int, int]]) -> Stmt:
-    if isinstance(stmt, For):
-        inner = {**ranges, stmt.var: (0, stmt.extent - 1)}
-        return replace(stmt, body=_simplify_stmt(stmt.body, inner))
-    if isinstance(stmt, SeqStmt):
-        return SeqStmt(tuple(_simplify_stmt(s, ranges) for s in stmt.stmts))
-    if isinstance(stmt, IfThenElse):
-        cond = simplify(stmt.cond, ranges)
-        then_case = _simplify_stmt(stmt.then_case, ranges)
-        else_case = _simplify_stmt(stmt.else_case, ranges) if stmt.else_case is not None else None
-        if isinstance(cond, Const):
-            return then_case if cond.value else (else_case or SeqStmt(()))
-        return IfThenElse(cond, then_case, else_case)
-    if isinstance(stmt, Allocate):
-        return replace(stmt, body=_simplify_stmt(stmt.body, ranges))
     if isinstance(stmt, BufferStore):
         return BufferStore(
             stmt.buffer, simplify(stmt.value, ranges), tuple(simplify(i, ranges) for i in stmt.indices)
         )
-    return stmt
+    if isinstance(stmt, For):
+        ranges = {**ranges, stmt.var: (0, stmt.extent - 1)}
+    kids = [_simplify_stmt(k, ranges) for k in stmt.children()]
+    if isinstance(stmt, IfThenElse):
+        cond = simplify(stmt.cond, ranges)
+        if isinstance(cond, Const):  # a guard decided by the ranges: keep the branch it takes
+            return kids[0] if cond.value else (kids[1] if len(kids) > 1 else SeqStmt(()))
+        return IfThenElse(cond, *kids)
+    return stmt.with_children(kids) if kids else stmt
 
 
 def verify_lowered(func: PrimFunc) -> None:
@@ -125,7 +107,7 @@ def verify_lowered(func: PrimFunc) -> None:
     _verify(func.body, set(), known)
 
 
-def _verify(stmt: Stmt, scope: set[Var], buffers: set) -> None:  # type: ignore[type-arg]
+def _verify(stmt: Stmt, scope: set[Var], buffers: set[Buffer]) -> None:
     if isinstance(stmt, Block):
         raise LoweringError(f"block {stmt.name} survived lowering")
     if isinstance(stmt, For):
@@ -147,5 +129,5 @@ def _verify(stmt: Stmt, scope: set[Var], buffers: set) -> None:  # type: ignore[
         unbound = free_vars(e) - scope
         if unbound:
             raise LoweringError(f"unbound variable(s) {sorted(v.name for v in unbound)}")
-    for child in children(stmt):
+    for child in stmt.children():
         _verify(child, scope, buffers)

@@ -7,37 +7,20 @@ from compiler.ir import (
     Binary,
     Block,
     BufferStore,
-    Call,
     Cast,
     Const,
     Expr,
     For,
     IfThenElse,
     Load,
-    Not,
     PrimFunc,
     Select,
     SeqStmt,
     Stmt,
+    Unary,
     Var,
 )
 
-_INFIX = {
-    "add": ("+", 4),
-    "sub": ("-", 4),
-    "mul": ("*", 5),
-    "div": ("/", 5),
-    "floordiv": ("//", 5),
-    "floormod": ("%", 5),
-    "lt": ("<", 3),
-    "le": ("<=", 3),
-    "gt": (">", 3),
-    "ge": (">=", 3),
-    "eq": ("==", 3),
-    "ne": ("!=", 3),
-    "and": ("and", 2),
-    "or": ("or", 1),
-}
 _LOOP_FN = {"serial": "range", "parallel": "T.parallel", "vectorized": "T.vectorized", "unrolled": "T.unroll"}
 _AXIS = {"S": "spatial", "R": "reduce", "O": "scan"}
 
@@ -53,21 +36,26 @@ def expr_str(e: Expr, parent_prec: int = 0) -> str:
         return f'T.{e.dtype}("{text}")' if text in ("inf", "-inf", "nan") else f"T.{e.dtype}({text})"
     if isinstance(e, Load):
         return f"{e.buffer.name}[{', '.join(expr_str(i) for i in e.indices)}]"
-    if isinstance(e, Binary) and e.op in _INFIX:
-        sym, prec = _INFIX[e.op]
-        text = f"{expr_str(e.a, prec)} {sym} {expr_str(e.b, prec + 1)}"
-        return f"({text})" if prec < parent_prec else text
-    if isinstance(e, Binary):
-        return f"T.{e.op}({expr_str(e.a)}, {expr_str(e.b)})"
-    if isinstance(e, Not):
-        return f"not {expr_str(e.a, 6)}"
+    if isinstance(e, (Binary, Unary)):
+        return _op_str(e, parent_prec)
     if isinstance(e, Select):
         return f"T.Select({expr_str(e.cond)}, {expr_str(e.true_value)}, {expr_str(e.false_value)})"
     if isinstance(e, Cast):
         return f"T.Cast({e.dtype!r}, {expr_str(e.value)})"
-    if isinstance(e, Call):
-        return f"T.{e.func}({', '.join(expr_str(a) for a in e.args)})"
     raise TypeError(f"cannot print {type(e).__name__}")
+
+
+def _op_str(e: Binary | Unary, parent_prec: int) -> str:
+    """Infix or prefix with the op's symbol where it has one, else `T.name(operands)`."""
+    spec = e.op.spec
+    if spec.symbol is None:
+        return f"T.{spec.name}({', '.join(expr_str(k) for k in e.children())})"
+    prec = spec.precedence
+    if isinstance(e, Unary):
+        text = f"{spec.symbol} {expr_str(e.a, prec)}"
+    else:
+        text = f"{expr_str(e.a, prec)} {spec.symbol} {expr_str(e.b, prec + 1)}"
+    return f"({text})" if prec < parent_prec else text
 
 
 def _store_str(s: BufferStore) -> str:

@@ -13,16 +13,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from compiler.arith import simplify
+from compiler.dtypes import DTYPES, FLOAT_DTYPES, INDEX_DTYPE, INT_DTYPES
 from compiler.ir import (
-    DTYPES,
-    FLOAT_DTYPES,
-    INDEX_DTYPE,
-    INT_DTYPES,
     Binary,
     Block,
     Buffer,
     BufferStore,
-    Call,
     Cast,
     Expr,
     ExprLike,
@@ -32,11 +28,15 @@ from compiler.ir import (
     PrimFunc,
     Select,
     Stmt,
+    Unary,
     Var,
     as_expr,
     binary,
     const,
+    expr_node,
 )
+from compiler.names import unique_name
+from compiler.ops import Op
 from compiler.visit import loads, map_expr, seq, substitute
 
 
@@ -44,7 +44,7 @@ class TensorError(ValueError):
     """A compute definition that cannot be turned into a program."""
 
 
-@dataclass(frozen=True)
+@expr_node
 class ReduceAxis(Var):
     """A reduction variable over [start, start + extent); usable in index expressions like any Var."""
 
@@ -56,17 +56,27 @@ class ReduceAxis(Var):
         return self
 
 
-@dataclass(frozen=True)
+@expr_node
 class Reduce(Expr):
-    """A reduction (sum/max/min) of `source` over `axes`; only valid at the top of a compute body."""
+    """A reduction of `source` over `axes`, combining with ADD, MAX or MIN; only valid at the top of
+    a compute body."""
 
-    combiner: str
+    combiner: Op
     source: Expr
     axes: tuple[ReduceAxis, ...]
+
+    def __post_init__(self) -> None:
+        self._set_hash()
 
     @property
     def dtype(self) -> str:  # type: ignore[override]
         return self.source.dtype
+
+    def children(self) -> tuple[Expr, ...]:
+        return (self.source,)
+
+    def with_children(self, kids: Sequence[Expr]) -> Expr:
+        return Reduce(self.combiner, kids[0], self.axes)
 
 
 @dataclass(eq=False)
@@ -99,11 +109,14 @@ class Tensor:
         return TensorLoad(self.buffer, tuple(as_expr(i, INDEX_DTYPE) for i in indices), self)
 
 
-@dataclass(frozen=True)
+@expr_node
 class TensorLoad(Load):
     """A load that remembers its tensor, so create_prim_func can find producers; never in a PrimFunc."""
 
-    tensor: Tensor = field(compare=False, hash=False, repr=False)
+    tensor: Tensor = field(compare=False, repr=False)
+
+    def with_children(self, kids: Sequence[Expr]) -> Expr:
+        return TensorLoad(self.buffer, tuple(kids), self.tensor)
 
 
 @dataclass(eq=False)
@@ -163,79 +176,103 @@ def compute(
 
 def _axis_names(fcompute: Callable[..., ExprLike], rank: int) -> list[str]:
     params = inspect.signature(fcompute).parameters.values()
-    if any(p.kind is inspect.Parameter.VAR_POSITIONAL for p in params):
+    if builtins.any(p.kind is inspect.Parameter.VAR_POSITIONAL for p in params):
         return [f"i{d}" for d in range(rank)]
     return [p.name for p in params]
 
 
-def _reduce(combiner: str, expr: ExprLike, axis: ReduceAxis | Sequence[ReduceAxis]) -> Reduce:
+def _reduce(combiner: Op, expr: ExprLike, axis: ReduceAxis | Sequence[ReduceAxis]) -> Reduce:
     axes = (axis,) if isinstance(axis, ReduceAxis) else tuple(axis)
     return Reduce(combiner, as_expr(expr), axes)
 
 
 def sum(expr: ExprLike, axis: ReduceAxis | Sequence[ReduceAxis]) -> Reduce:
-    return _reduce("add", expr, axis)
+    return _reduce(Op.ADD, expr, axis)
 
 
 def max(a: ExprLike, b: ExprLike | ReduceAxis | None = None, axis: object = None) -> Expr:
     """Elementwise `max(a, b)`, or a reduction `max(expr, axis=k)`."""
-    return _min_max("max", a, b, axis)
+    return _min_max(Op.MAX, a, b, axis)
 
 
 def min(a: ExprLike, b: ExprLike | ReduceAxis | None = None, axis: object = None) -> Expr:
     """Elementwise `min(a, b)`, or a reduction `min(expr, axis=k)`."""
-    return _min_max("min", a, b, axis)
+    return _min_max(Op.MIN, a, b, axis)
 
 
-def _min_max(op: str, a: ExprLike, b: object, axis: object) -> Expr:
+def _min_max(op: Op, a: ExprLike, b: object, axis: object) -> Expr:
     if axis is None and (isinstance(b, ReduceAxis) or (isinstance(b, (list, tuple)) and b)):
         axis, b = b, None
     if axis is not None:
         return _reduce(op, a, axis)  # type: ignore[arg-type]
     if b is None:
-        raise TensorError(f"{op} needs a second operand or axis=")
+        raise TensorError(f"{op.spec.name} needs a second operand or axis=")
     return binary(op, a, b)  # type: ignore[arg-type]
 
 
-def _math(func: str, x: ExprLike) -> Expr:
+def _math(op: Op, x: ExprLike) -> Expr:
     x = as_expr(x)
     if x.dtype not in FLOAT_DTYPES:
-        raise TensorError(f"{func} needs a float operand, got {x.dtype}")
-    return Call(func, (x,), x.dtype)
+        raise TensorError(f"{op.spec.name} needs a float operand, got {x.dtype}")
+    return Unary(op, x)
 
 
 def exp(x: ExprLike) -> Expr:
-    return _math("exp", x)
+    return _math(Op.EXP, x)
 
 
 def sqrt(x: ExprLike) -> Expr:
-    return _math("sqrt", x)
+    return _math(Op.SQRT, x)
 
 
 def log(x: ExprLike) -> Expr:
-    return _math("log", x)
+    return _math(Op.LOG, x)
 
 
 def tanh(x: ExprLike) -> Expr:
-    return _math("tanh", x)
+    return _math(Op.TANH, x)
 
 
-def select(cond: Expr, true_value: ExprLike, false_value: ExprLike) -> Expr:
+def fabs(x: ExprLike) -> Expr:
+    return _math(Op.FABS, x)
+
+
+def select(cond: ExprLike, true_value: ExprLike, false_value: ExprLike) -> Expr:
+    """`true_value` where `cond` holds, else `false_value`: `select(i == 0, A[i], B[i])`."""
+    c = as_expr(cond)
+    if c.dtype != "bool":
+        raise TensorError(f"select: the condition must be a comparison (bool), got {c.dtype}")
     t = as_expr(true_value, false_value.dtype if isinstance(false_value, Expr) else None)
     f = as_expr(false_value, t.dtype)
     if t.dtype != f.dtype:
         raise TensorError(f"select: branch dtypes differ ({t.dtype} vs {f.dtype})")
-    return Select(cond, t, f)
+    return Select(c, t, f)
 
 
 def cast(dtype: str, x: ExprLike) -> Expr:
     return Cast(_check_dtype(dtype), as_expr(x))
 
 
-def all(*conds: Expr) -> Expr:
-    out = conds[0]
+def all(*conds: ExprLike) -> Expr:
+    """Every condition holds."""
+    return _fold_logic(Op.AND, conds)
+
+
+def any(*conds: ExprLike) -> Expr:
+    """Some condition holds."""
+    return _fold_logic(Op.OR, conds)
+
+
+def not_(cond: ExprLike) -> Expr:
+    return Unary(Op.NOT, as_expr(cond))
+
+
+def _fold_logic(op: Op, conds: Sequence[ExprLike]) -> Expr:
+    if not conds:
+        raise TensorError(f"{op.spec.name} needs at least one condition")
+    out = as_expr(conds[0])
     for c in conds[1:]:
-        out = Binary("and", out, c)
+        out = binary(op, out, c)
     return out
 
 
@@ -278,10 +315,7 @@ class _Builder:
         self.stmts: list[Stmt] = []
 
     def fresh(self, name: str) -> Var:
-        base, n = name, 1
-        while name in self.used_names:
-            name = f"{base}{n}"
-            n += 1
+        name = unique_name(name, self.used_names, sep="")
         self.used_names.add(name)
         return Var(name)
 
@@ -414,21 +448,17 @@ def _unique(names: list[str]) -> list[str]:
     """Block variable names, made distinct (a reduce axis may share a spatial axis's name)."""
     out: list[str] = []
     for n in names:
-        base, k = n, 1
-        while n in out:
-            n = f"{base}_{k}"
-            k += 1
-        out.append(n)
+        out.append(unique_name(n, out))
     return out
 
 
-def _identity(combiner: str, dtype: str) -> Expr:
-    if combiner == "add":
+def _identity(combiner: Op, dtype: str) -> Expr:
+    if combiner == Op.ADD:
         return const(0, dtype)
     big = float("inf") if dtype in FLOAT_DTYPES else (2**31 - 1 if dtype == "int32" else 2**63 - 1)
     if dtype in INT_DTYPES:
-        return const(-big - 1 if combiner == "max" else big, dtype)
-    return const(-big if combiner == "max" else big, dtype)
+        return const(-big - 1 if combiner == Op.MAX else big, dtype)
+    return const(-big if combiner == Op.MAX else big, dtype)
 
 
 def create_prim_func(args: Sequence[Tensor], name: str = "main") -> PrimFunc:

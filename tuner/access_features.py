@@ -14,12 +14,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from compiler.arith import bound
+from compiler.dtypes import ITEMSIZE
 from compiler.ir import Buffer, BufferStore, Expr, Load, Var
 from compiler.visit import free_vars, walk_expr
 
 CACHE_LINE_BYTES = 64
 FOOTPRINT_LEVELS = 4  # footprints under the innermost 1..4 loops
-ITEMSIZE = {"float32": 4, "float64": 8, "int32": 4, "int64": 8, "bool": 1}
 
 BUFFER_FEATURE_NAMES = [
     "is_read", "is_write", "is_readwrite", "bytes", "unique_bytes", "lines", "unique_lines",

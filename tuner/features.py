@@ -21,39 +21,31 @@ from functools import cache
 import numpy as np
 
 from compiler.auto_unroll import AUTO_UNROLL_MAX_STEP
+from compiler.dtypes import ITEMSIZE, is_float
 from compiler.ir import (
-    COMPARE_OPS,
-    FLOAT_DTYPES,
-    LOGIC_OPS,
     Allocate,
     Binary,
     Block,
     Buffer,
     BufferStore,
-    Call,
     Cast,
     Const,
     Expr,
     For,
     IfThenElse,
-    Not,
     PrimFunc,
     Select,
     SeqStmt,
     Stmt,
+    Unary,
     Var,
+    structural_equal,
 )
 from compiler.lower import lower
+from compiler.ops import Op
 from compiler.target import Target
-from compiler.visit import children, walk_expr, walk_stmt
-from tuner.access_features import (
-    BUFFER_FEATURE_NAMES,
-    FOOTPRINT_LEVELS,
-    ITEMSIZE,
-    AccessAnalysis,
-    Loop,
-    log_scale,
-)
+from compiler.visit import walk_expr, walk_stmt
+from tuner.access_features import BUFFER_FEATURE_NAMES, FOOTPRINT_LEVELS, AccessAnalysis, Loop, log_scale
 
 N_BUFFERS = 5  # buffers described per store, the most-touched first; TVM uses 5 as well
 _KIND_COLUMNS = ("vectorized", "unrolled", "parallel")
@@ -143,19 +135,19 @@ def _stores(
             yield from _stores(stmt.else_case, loops, allocs, step)
     else:
         assert isinstance(stmt, SeqStmt), f"unexpected statement {type(stmt).__name__} after lowering"
-        for child in children(stmt):
+        for child in stmt.children():
             yield from _stores(child, loops, allocs, step)
 
 
 def _pinned_to_zero(cond: Expr) -> set[Var]:
     """Variables a guard `v == 0 and w == 0 and ...` pins to zero."""
-    if isinstance(cond, Binary) and cond.op == "and":
+    if isinstance(cond, Binary) and cond.op == Op.AND:
         return _pinned_to_zero(cond.a) | _pinned_to_zero(cond.b)
     if (
         isinstance(cond, Binary)
-        and cond.op == "eq"
+        and cond.op == Op.EQ
         and isinstance(cond.a, Var)
-        and cond.b == Const(0, "int64")
+        and structural_equal(cond.b, Const(0, "int64"))
     ):
         return {cond.a}
     return set()
@@ -195,33 +187,22 @@ def _op_counts(store: BufferStore) -> dict[str, int]:
     counts = dict.fromkeys(_OP_NAMES, 0)
     exprs = [store.value, *store.indices]
     for expr in (node for e in exprs for node in walk_expr(e)):
-        if isinstance(expr, Binary):
-            counts[_binary_kind(expr)] += 1
+        if isinstance(expr, Binary | Unary):
+            counts[_op_kind(expr)] += 1
         elif isinstance(expr, Select):
             counts["select"] += 1
-        elif isinstance(expr, Call):
-            counts["float_math_call"] += 1
         elif isinstance(expr, Cast):
             counts["cast"] += 1
-        elif isinstance(expr, Not):
-            counts["bool_op"] += 1
     counts["float_mul"] -= counts["float_fma"]  # each fma's mul was counted on its own too
     return counts
 
 
-def _binary_kind(e: Binary) -> str:
-    if e.op in LOGIC_OPS:
-        return "bool_op"
-    is_float = e.a.dtype in FLOAT_DTYPES
-    if e.op in COMPARE_OPS:
-        return "float_cmp" if is_float else "int_cmp"
-    if e.op in ("min", "max"):
-        return "float_minmax" if is_float else "int_minmax"
-    if not is_float:
-        return {"add": "int_addsub", "sub": "int_addsub", "mul": "int_mul"}.get(e.op, "int_divmod")
-    if e.op == "add" and any(isinstance(x, Binary) and x.op == "mul" for x in (e.a, e.b)):
+def _op_kind(e: Binary | Unary) -> str:
+    """The op's own column (compiler.ops), except that a float add of a product is an FMA."""
+    is_add = isinstance(e, Binary) and e.op == Op.ADD and is_float(e.dtype)
+    if is_add and any(isinstance(x, Binary) and x.op == Op.MUL for x in e.children()):
         return "float_fma"
-    return {"add": "float_add", "sub": "float_sub", "mul": "float_mul"}.get(e.op, "float_div")
+    return e.op.feature(e.a.dtype)
 
 
 def _loop_features(loops: Sequence[Loop], executions: int, unroll_step: int, lanes: int) -> list[float]:

@@ -7,9 +7,10 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from compiler.ir import Block, Buffer, BufferStore, Expr, For, IterVar, Load, PrimFunc, SeqStmt, Stmt, Var
+from compiler.names import unique_name
 from compiler.schedule.errors import check
-from compiler.schedule.tree import blocks_under, find_block, map_blocks
-from compiler.visit import block_reads, children, map_block_exprs, seq
+from compiler.schedule.tree import blocks_under, find_block
+from compiler.visit import block_reads, map_block_exprs, map_blocks, seq
 
 Fresh = Callable[[str], Var]
 
@@ -26,27 +27,18 @@ def _copy_nest(name: str, src: Buffer, dst: Buffer, fresh: Fresh) -> Stmt:
 
 
 def _unique_block_name(func: PrimFunc, base: str) -> str:
-    names = {b.name for b in blocks_under(func.body)}
-    name, n = base, 0
-    while name in names:
-        n += 1
-        name = f"{base}_{n}"
-    return name
+    return unique_name(base, {b.name for b in blocks_under(func.body)})
 
 
 def _new_buffer(func: PrimFunc, base: Buffer, scope: str) -> Buffer:
-    names = {b.name for b in func.params + func.allocs}
-    name, n = f"{base.name}_{scope}", 0
-    while name in names:
-        n += 1
-        name = f"{base.name}_{scope}_{n}"
+    name = unique_name(f"{base.name}_{scope}", {b.name for b in func.params + func.allocs})
     return Buffer(name, base.shape, base.dtype)
 
 
 def _insert_top_level(func: PrimFunc, anchor_block: str, nest: Stmt, after: bool, buf: Buffer) -> Stmt:
     """Put `nest` before/after the top-level statement that holds `anchor_block`."""
     path, _ = find_block(func.body, anchor_block)
-    kids = list(children(func.body)) if isinstance(func.body, SeqStmt) else [func.body]
+    kids = list(func.body.children()) if isinstance(func.body, SeqStmt) else [func.body]
     pos = path[0] if isinstance(func.body, SeqStmt) else 0
     shared = [b for b in blocks_under(kids[pos]) if b.name != anchor_block]
     users = [b.name for b in shared if buf in block_reads(b) or b.body.buffer == buf]

@@ -7,7 +7,22 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from compiler.arith import bound, linear, simplify, symbolic_range
-from compiler.ir import TRUE, Binary, Block, Buffer, Expr, For, IterVar, PrimFunc, SeqStmt, Stmt, Var, const
+from compiler.ir import (
+    TRUE,
+    Binary,
+    Block,
+    Buffer,
+    Expr,
+    For,
+    IterVar,
+    PrimFunc,
+    SeqStmt,
+    Stmt,
+    Var,
+    const,
+    structural_equal,
+)
+from compiler.ops import Op
 from compiler.schedule.errors import ScheduleError, check
 from compiler.schedule.tree import (
     Path,
@@ -158,7 +173,8 @@ def _union(regions: list[Region]) -> Region:
     out = regions[0]
     for r in regions[1:]:
         out = [
-            (simplify(Binary("min", a[0], b[0])), simplify(Binary("max", a[1], b[1]))) for a, b in zip(out, r)
+            (simplify(Binary(Op.MIN, a[0], b[0])), simplify(Binary(Op.MAX, a[1], b[1])))
+            for a, b in zip(out, r)
         ]
     return out
 
@@ -262,7 +278,7 @@ def _consumer_domain(block: Block, buf: Buffer, region: Region, where: str) -> R
                 mapped.setdefault(idx, d)
     check(bool(mapped), f"{where}: block {block.name!r} must read {buf.name} at its own iteration variables")
     for ld in reads:
-        shifted = [v.name for v, d in mapped.items() if ld.indices[d] != v]
+        shifted = [v.name for v, d in mapped.items() if not structural_equal(ld.indices[d], v)]
         check(
             not shifted,
             f"{where}: block {block.name!r} reads {buf.name} at neighbouring elements along {shifted}, "
@@ -300,9 +316,9 @@ def _rebuild(
         else:
             v = fresh(f"ax{len(loops)}" if iv.kind == "S" else iv.var.name.removeprefix("v_"))
             loops.append((v, extent))
-            value = simplify(Binary("add", lo, v)) if iv.kind == "S" else v
+            value = simplify(Binary(Op.ADD, lo, v)) if iv.kind == "S" else v
         bindings.append(value)
-        guards = Binary("and", guards, _in_domain(value, iv, outer, dict(loops)))
+        guards = Binary(Op.AND, guards, _in_domain(value, iv, outer, dict(loops)))
     new_block = replace(block, bindings=tuple(bindings), predicate=simplify(guards))
     stmt: Stmt = new_block
     for v, e in reversed(loops):
@@ -314,7 +330,7 @@ def _extent(iv: IterVar, lo: Expr, hi: Expr, outer: dict[Var, tuple[int, int]], 
     """Iterations a new loop over [lo, hi] of `iv` needs: the region's largest extent, or the whole
     domain when the region can reach past it (clipping `lo + v` to the domain could miss its far end,
     so such a loop covers the whole domain from 0)."""
-    extent_expr = simplify(Binary("add", Binary("sub", hi, lo), const(1)), outer)
+    extent_expr = simplify(Binary(Op.ADD, Binary(Op.SUB, hi, lo), const(1)), outer)
     ext = bound(extent_expr, outer)
     check(ext is not None, f"{where}: the extent of {iv.var.name} is not bounded ({extent_expr})")
     return iv.extent if ext[1] >= iv.extent else ext[1]  # type: ignore[index]
@@ -327,7 +343,7 @@ def _iter_ranges(block: Block, region: Region, where: str) -> list[tuple[Expr, E
         if iv.kind != "S":
             out.append((const(0), const(iv.extent - 1)))
             continue
-        dims = [d for d, idx in enumerate(write) if idx == iv.var]
+        dims = [d for d, idx in enumerate(write) if structural_equal(idx, iv.var)]
         check(
             len(dims) == 1,
             f"{where}: block {block.name!r} must write its buffer at plain iteration variables "
@@ -340,9 +356,9 @@ def _iter_ranges(block: Block, region: Region, where: str) -> list[tuple[Expr, E
 def _in_domain(value: Expr, iv: IterVar, outer: dict[Var, tuple[int, int]], loops: dict[Var, int]) -> Expr:
     """The guard `0 <= value < extent`, dropped where bounds prove it."""
     ranges = {**outer, **{v: (0, e - 1) for v, e in loops.items()}}
-    lo_ok = simplify(Binary("ge", value, const(0)), ranges)
-    hi_ok = simplify(Binary("lt", value, const(iv.extent)), ranges)
-    return simplify(Binary("and", lo_ok, hi_ok))
+    lo_ok = simplify(Binary(Op.GE, value, const(0)), ranges)
+    hi_ok = simplify(Binary(Op.LT, value, const(iv.extent)), ranges)
+    return simplify(Binary(Op.AND, lo_ok, hi_ok))
 
 
 def _remove(body: Stmt, path: Path) -> Stmt:

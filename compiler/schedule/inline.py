@@ -5,19 +5,26 @@ from __future__ import annotations
 from dataclasses import replace
 
 from compiler.arith import simplify
-from compiler.ir import Block, Buffer, BufferStore, Expr, Load, PrimFunc, Var
+from compiler.ir import Block, Buffer, BufferStore, Expr, Load, PrimFunc, Var, structural_equal
 from compiler.schedule.errors import check
 from compiler.schedule.tree import (
     blocks_under,
     conflicts,
     find_block,
-    map_blocks,
     nest_root,
     readers,
     set_at,
     writers,
 )
-from compiler.visit import block_loads, block_reads, block_writes, map_block_exprs, map_expr, substitute
+from compiler.visit import (
+    block_loads,
+    block_reads,
+    block_writes,
+    map_block_exprs,
+    map_blocks,
+    map_expr,
+    substitute,
+)
 
 
 def _check_elementwise(block: Block, where: str) -> list[Var]:
@@ -130,7 +137,7 @@ def reverse_compute_inline(func: PrimFunc, name: str) -> PrimFunc:
     to_producer: dict[Var, Expr] = {cv: p_vars[d] for d, cv in enumerate(read.indices)}  # type: ignore[misc]
     mapped_read = Load(buf, tuple(p_vars))
     value = substitute(block.body.value, to_producer)
-    value = map_expr(value, lambda e: producer.body.value if e == mapped_read else None)
+    value = map_expr(value, lambda e: producer.body.value if structural_equal(e, mapped_read) else None)
     store = BufferStore(
         block.body.buffer,
         simplify(value),

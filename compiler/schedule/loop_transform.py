@@ -10,9 +10,10 @@ from dataclasses import replace
 
 from compiler.arith import simplify
 from compiler.ir import Binary, Block, Buffer, Expr, For, PrimFunc, Stmt, Var, const
+from compiler.ops import Op
 from compiler.schedule.errors import ScheduleError, check
-from compiler.schedule.tree import blocks_under, find_loop, map_blocks, set_at
-from compiler.visit import block_reads, free_vars, substitute
+from compiler.schedule.tree import blocks_under, find_loop, set_at
+from compiler.visit import block_reads, free_vars, map_blocks, substitute
 
 Fresh = Callable[[str], Var]
 
@@ -23,7 +24,7 @@ def _rebind(stmt: Stmt, mapping: dict[Var, Expr], guard: Expr | None = None) -> 
     def fn(b: Block) -> Block:
         pred = substitute(b.predicate, mapping)
         if guard is not None:
-            pred = Binary("and", pred, guard)
+            pred = Binary(Op.AND, pred, guard)
         return replace(
             b, bindings=tuple(simplify(substitute(x, mapping)) for x in b.bindings), predicate=simplify(pred)
         )
@@ -64,9 +65,9 @@ def split(
     new_vars = [fresh(f"{loop_name}_{k}") for k in range(len(factors))]
     fused: Expr = const(0)
     for v, f in zip(new_vars, factors):
-        fused = Binary("add", Binary("mul", fused, const(f)), v)
+        fused = Binary(Op.ADD, Binary(Op.MUL, fused, const(f)), v)
     fused = simplify(fused)
-    guard = Binary("lt", fused, const(loop.extent)) if known > loop.extent else None
+    guard = Binary(Op.LT, fused, const(loop.extent)) if known > loop.extent else None
     body = _rebind(loop.body, {loop.var: fused}, guard)
     for v, f in reversed(list(zip(new_vars, factors))):
         body = For(v, f, body)  # type: ignore[arg-type]
@@ -111,9 +112,9 @@ def fuse(func: PrimFunc, names: list[str], fresh: Fresh) -> tuple[PrimFunc, str]
     mapping: dict[Var, Expr] = {}
     inner_size = 1
     for lp in reversed(chain):
-        idx: Expr = Binary("floordiv", fused, const(inner_size)) if inner_size > 1 else fused
+        idx: Expr = Binary(Op.FLOORDIV, fused, const(inner_size)) if inner_size > 1 else fused
         if lp is not chain[0]:
-            idx = Binary("floormod", idx, const(lp.extent))
+            idx = Binary(Op.FLOORMOD, idx, const(lp.extent))
         mapping[lp.var] = simplify(idx, {fused: (0, extent - 1)})
         inner_size *= lp.extent
     body = _rebind(chain[-1].body, mapping)

@@ -7,18 +7,19 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from compiler.arith import simplify
-from compiler.ir import TRUE, Binary, Block, Expr, For, PrimFunc, Stmt, Var
+from compiler.ir import TRUE, Binary, Block, Expr, For, PrimFunc, Stmt, Var, structural_equal
+from compiler.ops import Op
 from compiler.schedule.errors import check
-from compiler.schedule.tree import find_block, find_loop, insert_sibling, is_ancestor, loops_above, map_blocks
-from compiler.visit import free_vars, substitute
+from compiler.schedule.tree import find_block, find_loop, insert_sibling, is_ancestor, loops_above
+from compiler.visit import free_vars, map_blocks, substitute
 
 Fresh = Callable[[str], Var]
 
 
 def _conjuncts(e: Expr) -> list[Expr]:
-    if isinstance(e, Binary) and e.op == "and":
+    if isinstance(e, Binary) and e.op == Op.AND:
         return _conjuncts(e.a) + _conjuncts(e.b)
-    return [] if e == TRUE else [e]
+    return [] if structural_equal(e, TRUE) else [e]
 
 
 def decompose_reduction(
@@ -49,7 +50,7 @@ def decompose_reduction(
     pred: Expr = TRUE
     for c in _conjuncts(block.predicate):
         if free_vars(c) <= keep:  # guards of reduction loops do not concern the init
-            pred = Binary("and", pred, substitute(c, copies))
+            pred = Binary(Op.AND, pred, substitute(c, copies))
     init_name = f"{block_name}_init"
     init = Block(
         init_name,

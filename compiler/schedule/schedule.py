@@ -23,10 +23,9 @@ from compiler.schedule.tree import (
     find_loop,
     loop_iter_kinds,
     loops_above,
-    map_blocks,
     nodes,
 )
-from compiler.visit import block_reads
+from compiler.visit import block_reads, map_blocks
 
 ROOT = "root"
 

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import replace
 
 from compiler.ir import Allocate, Block, Buffer, For, SeqStmt, Stmt, Var
 from compiler.schedule.errors import ScheduleError
-from compiler.visit import block_reads, block_writes, children, free_vars, seq
+from compiler.visit import block_reads, block_writes, free_vars, seq
 
 Path = tuple[int, ...]
 
@@ -20,14 +20,14 @@ def nodes(stmt: Stmt, path: Path = ()) -> Iterator[tuple[Path, Stmt]]:
     while stack:
         p, s = stack.pop()
         yield p, s
-        kids = children(s)
+        kids = s.children()
         for i in range(len(kids) - 1, -1, -1):
             stack.append((p + (i,), kids[i]))
 
 
 def get(stmt: Stmt, path: Path) -> Stmt:
     for i in path:
-        stmt = children(stmt)[i]
+        stmt = stmt.children()[i]
     return stmt
 
 
@@ -36,7 +36,7 @@ def set_at(stmt: Stmt, path: Path, new: Stmt | None) -> Stmt | None:
     if not path:
         return new
     i, rest = path[0], path[1:]
-    kids = list(children(stmt))
+    kids = list(stmt.children())
     child = set_at(kids[i], rest, new)
     if isinstance(stmt, For | Allocate):
         return None if child is None else replace(stmt, body=child)
@@ -133,16 +133,6 @@ def nest_root(body: Stmt, path: Path) -> Path:
     return top
 
 
-def map_blocks(stmt: Stmt, fn: Callable[[Block], Block]) -> Stmt:
-    if isinstance(stmt, Block):
-        return fn(stmt)
-    if isinstance(stmt, For | Allocate):
-        return replace(stmt, body=map_blocks(stmt.body, fn))
-    if isinstance(stmt, SeqStmt):
-        return SeqStmt(tuple(map_blocks(s, fn) for s in stmt.stmts))
-    return stmt
-
-
 def conflicts(a: Block, b: Block) -> bool:
     """Whether swapping the execution order of two blocks could change results."""
     wa, wb = set(block_writes(a)), set(block_writes(b))
@@ -175,23 +165,3 @@ def readers(body: Stmt, buf: Buffer) -> list[Block]:
 
 def writers(body: Stmt, buf: Buffer) -> list[Block]:
     return [b for b in blocks_under(body) if buf in block_writes(b)]
-
-
-def fresh_name(body: Stmt, base: str, taken: set[str] | None = None) -> str:
-    """A loop-variable name not used anywhere in the function."""
-    used = {s.var.name for _, s in nodes(body) if isinstance(s, For)} | (taken or set())
-    name, n = base, 0
-    while name in used:
-        n += 1
-        name = f"{base}_{n}"
-    return name
-
-
-def fresh_vars(body: Stmt, bases: list[str]) -> list[Var]:
-    taken: set[str] = set()
-    out = []
-    for b in bases:
-        name = fresh_name(body, b, taken)
-        taken.add(name)
-        out.append(Var(name))
-    return out

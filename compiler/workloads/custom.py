@@ -12,7 +12,8 @@ from typing import Any
 import numpy as np
 
 from compiler import te
-from compiler.ir import Buffer, Expr, const
+from compiler.ir import Buffer, Expr, apply, const
+from compiler.ops import Op
 from compiler.workloads.expr_check import FUNCTIONS, Compute, Program, check, evaluate, op_count
 from compiler.workloads.expr_syntax import parse, program_text
 from compiler.workloads.workload import Workload, WorkloadError, check_bytes, check_shape, show
@@ -21,15 +22,6 @@ from compiler.workloads.workload import Workload, WorkloadError, check_bytes, ch
 # so a statement stays within about 64 MB however large its iteration domain.
 TEMP_BYTES = 16 << 20
 
-_TE_CALLS = {"exp": te.exp, "sqrt": te.sqrt, "log": te.log, "tanh": te.tanh, "max": te.max, "min": te.min}
-_NP_CALLS = {
-    "exp": np.exp,
-    "sqrt": np.sqrt,
-    "log": np.log,
-    "tanh": np.tanh,
-    "max": np.maximum,
-    "min": np.minimum,
-}
 _NP_REDUCE = {"sum": np.sum, "max": np.max, "min": np.min}
 _TE_REDUCE = {"sum": te.sum, "max": te.max, "min": te.min}
 
@@ -89,8 +81,8 @@ class _TeBackend:
     def load(self, tensor: str, indices: list[Any]) -> Expr:
         return self.tensors[tensor][tuple(indices)]
 
-    def call(self, func: str, args: list[Any]) -> Expr:
-        return _TE_CALLS[func](*args)
+    def apply(self, op: Op, args: list[Any]) -> Expr:
+        return apply(op, *args)
 
 
 def _te_compute(c: Compute, tensors: dict[str, te.Tensor], dtype: str) -> te.Tensor:
@@ -119,8 +111,8 @@ class _NumpyBackend:
     def load(self, tensor: str, indices: list[Any]) -> Any:
         return self.arrays[tensor][tuple(indices)]
 
-    def call(self, func: str, args: list[Any]) -> Any:
-        return _NP_CALLS[func](*args)
+    def apply(self, op: Op, args: list[Any]) -> Any:
+        return op.spec.numpy(*args)
 
 
 @dataclass(frozen=True)

@@ -8,10 +8,10 @@ whole index of a tensor of known shape; index expressions must be affine in the 
 
 from __future__ import annotations
 
-import operator
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from compiler.ops import BY_SYNTAX, Op
 from compiler.workloads.expr_syntax import (
     Access,
     BinOp,
@@ -27,10 +27,9 @@ from compiler.workloads.expr_syntax import (
 from compiler.workloads.workload import MAX_RANK, WorkloadError
 
 REDUCERS = ("sum", "max", "min")
-UNARY_FUNCS = ("exp", "sqrt", "log", "tanh")
-BINARY_FUNCS = ("max", "min")
-FUNCTIONS = frozenset(REDUCERS + UNARY_FUNCS + BINARY_FUNCS)
-ARITH = {"+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv}
+# The ops the language calls as functions, by name (exp(x), max(a, b)): see compiler.ops.
+CALLABLE_OPS = {name: op for name, op in BY_SYNTAX.items() if name.isidentifier()}
+FUNCTIONS = frozenset(REDUCERS) | CALLABLE_OPS.keys()
 
 
 @dataclass(frozen=True)
@@ -178,9 +177,10 @@ class _Statement:
             )
         if node.func == "sum":
             raise error("sum needs one expression, then reduction variables, as in sum(A[i, k], k)", node.pos)
-        arity = 1 if node.func in UNARY_FUNCS else 2 if node.func in BINARY_FUNCS else 0
-        if not arity:
+        op = CALLABLE_OPS.get(node.func)
+        if op is None:
             raise error(f"unknown function {node.func!r}", node.pos)
+        arity = op.spec.arity
         if len(node.args) != arity:
             raise error(f"{node.func} takes {arity} argument(s), got {len(node.args)}", node.pos)
 
@@ -259,7 +259,7 @@ class Backend(Protocol):
     def number(self, value: int | float) -> Any: ...
     def var(self, name: str) -> Any: ...
     def load(self, tensor: str, indices: list[Any]) -> Any: ...
-    def call(self, func: str, args: list[Any]) -> Any: ...
+    def apply(self, op: Op, args: list[Any]) -> Any: ...
 
 
 def evaluate(node: Node, backend: Backend, index: bool = False) -> Any:
@@ -271,10 +271,14 @@ def evaluate(node: Node, backend: Backend, index: bool = False) -> Any:
     if isinstance(node, Access):
         return backend.load(node.tensor, [evaluate(i, backend, True) for i in node.indices])
     if isinstance(node, Call):
-        return backend.call(node.func, [evaluate(a, backend) for a in node.args])
+        return backend.apply(CALLABLE_OPS[node.func], [evaluate(a, backend) for a in node.args])
     if isinstance(node, Neg):
         return -evaluate(node.a, backend, index)
-    return ARITH[node.op](evaluate(node.a, backend, index), evaluate(node.b, backend, index))
+    a, b = evaluate(node.a, backend, index), evaluate(node.b, backend, index)
+    op = BY_SYNTAX[node.op]
+    if index and isinstance(a, int) and isinstance(b, int):
+        return op.fold(a, b)  # constant index arithmetic stays a Python int
+    return backend.apply(op, [a, b])
 
 
 def op_count(node: Node) -> int:

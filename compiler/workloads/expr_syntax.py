@@ -21,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+from compiler.ops import BY_SYNTAX
 from compiler.workloads.workload import MAX_EXPR_CHARS, MAX_STATEMENTS, WorkloadError
 
 MAX_DEPTH = 64  # syntax-tree depth; every later pass (and te, codegen) recurses over the tree
@@ -254,7 +255,7 @@ def parse(text: str) -> list[Statement]:
     return _Parser(text).program()
 
 
-_PRECEDENCE = {"+": 1, "-": 1, "*": 2, "/": 2}
+NEG_PRECEDENCE = 1 + max(op.spec.precedence for op in BY_SYNTAX.values())  # -x binds tightest
 
 
 def node_text(node: Node, context: int = 0) -> str:
@@ -268,9 +269,9 @@ def node_text(node: Node, context: int = 0) -> str:
     if isinstance(node, Call):
         return f"{node.func}({', '.join(node_text(a) for a in node.args)})"
     if isinstance(node, Neg):
-        text, prec = "-" + node_text(node.a, 3), 3
+        text, prec = "-" + node_text(node.a, NEG_PRECEDENCE), NEG_PRECEDENCE
     else:
-        prec = _PRECEDENCE[node.op]
+        prec = BY_SYNTAX[node.op].spec.precedence
         text = f"{node_text(node.a, prec)} {node.op} {node_text(node.b, prec + 1)}"
     return f"({text})" if prec < context else text
 

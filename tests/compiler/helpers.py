@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from compiler import LoopRV, PrimFunc, Schedule, ScheduleError, build, te
-from compiler.ir import TRUE
+from compiler.ir import TRUE, structural_equal
 from compiler.schedule.tree import find_block, find_loop
 
 Arrays = tuple[np.ndarray, ...]
@@ -69,7 +69,7 @@ def loops_of(sch: Schedule, block: str) -> list[LoopRV]:
 
 def is_guarded(sch: Schedule, block: str) -> bool:
     """Whether the block carries a predicate (a split that over-covers, or a compute_at overhang)."""
-    return find_block(sch.func.body, block)[1].predicate != TRUE
+    return not structural_equal(find_block(sch.func.body, block)[1].predicate, TRUE)
 
 
 # --- workloads ----------------------------------------------------------------------------------

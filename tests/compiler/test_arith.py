@@ -7,9 +7,10 @@ from hypothesis import strategies as st
 
 from compiler.arith import simplify
 from compiler.ir import Binary, Const, Expr, Var, const
+from compiler.ops import Op
 
 VARS = {Var("i"): (0, 7), Var("j"): (0, 31), Var("k"): (0, 2)}
-OPS = ("add", "sub", "mul", "floordiv", "floormod", "min", "max")
+OPS = (Op.ADD, Op.SUB, Op.MUL, Op.FLOORDIV, Op.FLOORMOD, Op.MIN, Op.MAX)
 
 
 def evaluate(e: Expr, env: dict[Var, int]) -> int:
@@ -20,13 +21,13 @@ def evaluate(e: Expr, env: dict[Var, int]) -> int:
     assert isinstance(e, Binary)
     a, b = evaluate(e.a, env), evaluate(e.b, env)
     return {
-        "add": lambda: a + b,
-        "sub": lambda: a - b,
-        "mul": lambda: a * b,
-        "floordiv": lambda: a // b,
-        "floormod": lambda: a % b,
-        "min": lambda: min(a, b),
-        "max": lambda: max(a, b),
+        Op.ADD: lambda: a + b,
+        Op.SUB: lambda: a - b,
+        Op.MUL: lambda: a * b,
+        Op.FLOORDIV: lambda: a // b,
+        Op.FLOORMOD: lambda: a % b,
+        Op.MIN: lambda: min(a, b),
+        Op.MAX: lambda: max(a, b),
     }[e.op]()
 
 
@@ -35,8 +36,10 @@ def expressions(depth: int = 4) -> st.SearchStrategy[Expr]:
 
     def extend(children: st.SearchStrategy[Expr]) -> st.SearchStrategy[Expr]:
         # Divisors are positive constants, as in the index expressions schedules make.
-        div = st.tuples(st.sampled_from(["floordiv", "floormod"]), children, st.integers(1, 12).map(const))
-        other = st.tuples(st.sampled_from([op for op in OPS if "floor" not in op]), children, children)
+        div = st.tuples(st.sampled_from([Op.FLOORDIV, Op.FLOORMOD]), children, st.integers(1, 12).map(const))
+        other = st.tuples(
+            st.sampled_from([op for op in OPS if op not in (Op.FLOORDIV, Op.FLOORMOD)]), children, children
+        )
         return st.one_of(div, other).map(lambda t: Binary(t[0], t[1], t[2]))
 
     return st.recursive(leaves, extend, max_leaves=2**depth)
@@ -61,13 +64,13 @@ def test_sums_are_canonical_however_they_are_nested():
     assert (
         simplify(left)
         == simplify(right)
-        == Binary("add", Binary("add", Binary("mul", i, const(64)), j), const(1))
+        == Binary(Op.ADD, Binary(Op.ADD, Binary(Op.MUL, i, const(64)), j), const(1))
     )
-    assert simplify((i + k) * (j + 1)) == Binary("mul", Binary("add", i, k), Binary("add", j, const(1)))
+    assert simplify((i + k) * (j + 1)) == Binary(Op.MUL, Binary(Op.ADD, i, k), Binary(Op.ADD, j, const(1)))
     assert simplify(((i * 4 + k) // 4) * 4 + j - (i * 4 + k) // 4 * 4, VARS) == j  # k // 4 == 0 in range
 
 
 def test_int32_constants_keep_their_type():
     two, three = Const(2, "int32"), Const(3, "int32")
-    assert simplify(Binary("add", two, three)) == Const(5, "int32")
-    assert simplify(Binary("mul", Binary("add", two, three), two)) == Const(10, "int32")
+    assert simplify(Binary(Op.ADD, two, three)) == Const(5, "int32")
+    assert simplify(Binary(Op.MUL, Binary(Op.ADD, two, three), two)) == Const(10, "int32")

@@ -6,6 +6,7 @@ import pytest
 from compiler import Schedule, Target, build, te
 from compiler.ir import Binary, BufferStore, Const, For, PrimFunc, Var
 from compiler.lower import LoweringError, lower, verify_lowered
+from compiler.ops import Op
 
 
 def axpy(n=1000, dtype="float32"):
@@ -67,7 +68,7 @@ def test_host_target_has_features_and_stable_key():
 
 def test_verifier_catches_unbound_variables():
     buf = te.placeholder((4,), name="A").buffer
-    body = For(Var("i"), 4, BufferStore(buf, Const(0.0, "float32"), (Binary("add", Var("i"), Var("j")),)))
+    body = For(Var("i"), 4, BufferStore(buf, Const(0.0, "float32"), (Binary(Op.ADD, Var("i"), Var("j")),)))
     with pytest.raises(LoweringError, match="unbound"):
         verify_lowered(PrimFunc("f", (buf,), body))
 

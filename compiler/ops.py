@@ -1,0 +1,238 @@
+"""The op vocabulary: every operation an expression node applies, each declared once with everything
+the compiler needs of it.
+
+An `Op` says which operand dtypes it takes and what dtype it gives, how it prints, how it folds on
+constants, how it lowers to LLVM (on scalars, and on vectors when `vectorizes`), what numpy computes
+for it (the reference of custom workloads), which cost-model feature counts it, and its name in the
+custom-workload expression language (if it has one there). Nodes (`ir.Binary`, `ir.Unary`) check
+their op and operand dtypes when they are built.
+
+Adding an op is one entry here and one row in tests/compiler/test_ops.py, which checks every op
+end to end: printed, folded, compiled scalar and vector, counted by the features, parsed.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+import operator
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import llvmlite.ir as ll
+import numpy as np
+
+from compiler.dtypes import FLOAT_DTYPES, INT_DTYPES, is_float
+from compiler.llvm_ops import FAST_MATH, Emitter, call_intrinsic
+
+NUMERIC = FLOAT_DTYPES + INT_DTYPES
+BOOL = ("bool",)
+
+Emit = Callable[[Emitter, str, list[ll.Value]], ll.Value]
+
+
+@dataclass(frozen=True, eq=False)
+class OpSpec:
+    """Everything about one op. `emit` gets the operands' dtype and LLVM values (scalars, or vectors
+    of equal lanes when the op `vectorizes`); `fold` gets Python numbers and may raise
+    ArithmeticError or ValueError where the op is undefined (then it is not folded). `feature` maps
+    the operands' dtype class ("float", "int", "bool") to the features' instruction-mix column."""
+
+    name: str
+    arity: int
+    operands: tuple[str, ...]
+    result: str  # "same" (the operands' dtype) or "bool"
+    fold: Callable[..., object]
+    numpy: Callable[..., object]
+    emit: Emit
+    vectorizes: bool
+    feature: dict[str, str] = field(repr=False)
+    symbol: str | None = None  # infix (binary) or prefix (unary) symbol; None prints as T.name(...)
+    precedence: int = 0  # of the symbol, higher binds tighter
+    syntax: str | None = None  # the name or symbol in the expression language, if it is there
+
+
+def _float_or_int(float_op: str, int_op: str) -> Emit:
+    def emit(cg: Emitter, dtype: str, args: list[ll.Value]) -> ll.Value:
+        if is_float(dtype):
+            return getattr(cg.builder, float_op)(*args, flags=FAST_MATH)
+        return getattr(cg.builder, int_op)(*args)
+
+    return emit
+
+
+def _fdiv(cg: Emitter, dtype: str, args: list[ll.Value]) -> ll.Value:
+    return cg.builder.fdiv(*args, flags=FAST_MATH)
+
+
+def _floor_divmod(want_remainder: bool) -> Emit:
+    """Python semantics (round toward -inf); LLVM's sdiv/srem round toward zero."""
+
+    def emit(cg: Emitter, dtype: str, args: list[ll.Value]) -> ll.Value:
+        b, (x, y) = cg.builder, args
+        q, r = b.sdiv(x, y), b.srem(x, y)
+        zero = x.type(0)
+        adjust = b.and_(
+            b.icmp_signed("!=", r, zero),
+            b.icmp_signed("!=", b.icmp_signed("<", r, zero), b.icmp_signed("<", y, zero)),
+        )
+        if want_remainder:
+            return b.select(adjust, b.add(r, y), r)
+        return b.select(adjust, b.sub(q, x.type(1)), q)
+
+    return emit
+
+
+def _min_max(intrinsic: str, predicate: str) -> Emit:
+    """Floats through minnum/maxnum (which vectorize to vminps/vmaxps), ints through a select."""
+
+    def emit(cg: Emitter, dtype: str, args: list[ll.Value]) -> ll.Value:
+        if is_float(dtype):
+            return call_intrinsic(cg, intrinsic, args)
+        x, y = args
+        return cg.builder.select(cg.builder.icmp_signed(predicate, x, y), x, y)
+
+    return emit
+
+
+def _compare(predicate: str) -> Emit:
+    def emit(cg: Emitter, dtype: str, args: list[ll.Value]) -> ll.Value:
+        if is_float(dtype):
+            return cg.builder.fcmp_ordered(predicate, *args)
+        return cg.builder.icmp_signed(predicate, *args)
+
+    return emit
+
+
+def _intrinsic(name: str) -> Emit:
+    def emit(cg: Emitter, dtype: str, args: list[ll.Value]) -> ll.Value:
+        return call_intrinsic(cg, name, args)
+
+    return emit
+
+
+def _libm(float32_name: str, float64_name: str) -> Emit:
+    """A C library function, for what LLVM has no intrinsic for (scalars only)."""
+
+    def emit(cg: Emitter, dtype: str, args: list[ll.Value]) -> ll.Value:
+        ty = args[0].type
+        fn = cg.declare(float32_name if dtype == "float32" else float64_name, ty, [ty] * len(args))
+        return cg.builder.call(fn, args, fastmath=FAST_MATH)
+
+    return emit
+
+
+def _arith(name: str, symbol: str, precedence: int, emit: Emit, feature: dict[str, str]) -> OpSpec:
+    """An infix arithmetic op the expression language writes with the same symbol."""
+    fold, numpy = _ARITH_SEMANTICS[name]
+    operands = FLOAT_DTYPES if name == "div" else NUMERIC
+    return OpSpec(name, 2, operands, "same", fold, numpy, emit, True, feature, symbol, precedence, symbol)
+
+
+_ARITH_SEMANTICS: dict[str, tuple[Callable[..., object], Callable[..., object]]] = {
+    "add": (operator.add, np.add),
+    "sub": (operator.sub, np.subtract),
+    "mul": (operator.mul, np.multiply),
+    "div": (operator.truediv, np.divide),
+}
+
+
+def _floor(name: str, symbol: str, fold: Callable[..., object], numpy: Callable[..., object]) -> OpSpec:
+    """Integer division and modulo, rounding toward -inf as Python does (index arithmetic)."""
+    emit = _floor_divmod(want_remainder=name == "floormod")
+    return OpSpec(name, 2, INT_DTYPES, "same", fold, numpy, emit, False, {"int": "int_divmod"}, symbol, 5)
+
+
+def _minmax(name: str, fold: Callable[..., object], numpy: Callable[..., object], predicate: str) -> OpSpec:
+    feature = {"float": "float_minmax", "int": "int_minmax"}
+    emit = _min_max(f"{name}num", predicate)
+    return OpSpec(name, 2, NUMERIC, "same", fold, numpy, emit, True, feature, syntax=name)
+
+
+def _cmp(name: str, symbol: str, fold: Callable[..., object], numpy: Callable[..., object]) -> OpSpec:
+    feature = {"float": "float_cmp", "int": "int_cmp"}
+    return OpSpec(name, 2, NUMERIC, "bool", fold, numpy, _compare(symbol), True, feature, symbol, 3)
+
+
+def _logic(name: str, arity: int, precedence: int, numpy: Callable[..., object]) -> OpSpec:
+    """and, or, not on bools. Scalars only: the vector code generator does not widen i1 values, so
+    a logic op runs lane by lane."""
+    fold = {"and": lambda a, b: bool(a and b), "or": lambda a, b: bool(a or b), "not": operator.not_}[name]
+
+    def emit(cg: Emitter, dtype: str, args: list[ll.Value]) -> ll.Value:
+        b = cg.builder
+        return b.and_(*args) if name == "and" else b.or_(*args) if name == "or" else b.not_(*args)
+
+    return OpSpec(name, arity, BOOL, "bool", fold, numpy, emit, False, {"bool": "bool_op"}, name, precedence)
+
+
+def _math(
+    name: str, fold: Callable[[float], float], numpy: Callable[..., object], libm: Emit | None = None
+) -> OpSpec:
+    """A float function: an LLVM intrinsic, which takes vectors too, or else a C library function,
+    which takes one value (then the vector code generator calls it lane by lane)."""
+    emit = libm or _intrinsic(name)
+    feature = {"float": "float_math_call"}
+    return OpSpec(name, 1, FLOAT_DTYPES, "same", fold, numpy, emit, libm is None, feature, syntax=name)
+
+
+class Op(enum.Enum):
+    """The ops, each an `OpSpec` (its `spec`)."""
+
+    ADD = _arith("add", "+", 4, _float_or_int("fadd", "add"), {"float": "float_add", "int": "int_addsub"})
+    SUB = _arith("sub", "-", 4, _float_or_int("fsub", "sub"), {"float": "float_sub", "int": "int_addsub"})
+    MUL = _arith("mul", "*", 5, _float_or_int("fmul", "mul"), {"float": "float_mul", "int": "int_mul"})
+    DIV = _arith("div", "/", 5, _fdiv, {"float": "float_div"})
+    FLOORDIV = _floor("floordiv", "//", operator.floordiv, np.floor_divide)
+    FLOORMOD = _floor("floormod", "%", operator.mod, np.mod)
+    MIN = _minmax("min", min, np.minimum, "<")
+    MAX = _minmax("max", max, np.maximum, ">")
+    LT = _cmp("lt", "<", operator.lt, np.less)
+    LE = _cmp("le", "<=", operator.le, np.less_equal)
+    GT = _cmp("gt", ">", operator.gt, np.greater)
+    GE = _cmp("ge", ">=", operator.ge, np.greater_equal)
+    EQ = _cmp("eq", "==", operator.eq, np.equal)
+    NE = _cmp("ne", "!=", operator.ne, np.not_equal)
+    AND = _logic("and", 2, 2, np.logical_and)
+    OR = _logic("or", 2, 1, np.logical_or)
+    NOT = _logic("not", 1, 6, np.logical_not)
+    EXP = _math("exp", math.exp, np.exp)
+    SQRT = _math("sqrt", math.sqrt, np.sqrt)
+    LOG = _math("log", math.log, np.log)
+    TANH = _math("tanh", math.tanh, np.tanh, _libm("tanhf", "tanh"))
+    FABS = _math("fabs", math.fabs, np.fabs)
+
+    @property
+    def spec(self) -> OpSpec:
+        return self.value  # type: ignore[no-any-return]
+
+    def __repr__(self) -> str:
+        return f"Op.{self.name}"
+
+    def __reduce_ex__(self, protocol: object) -> tuple[object, ...]:
+        return getattr, (Op, self.name)  # by name: the spec holds functions, which do not pickle
+
+    @property
+    def is_comparison(self) -> bool:
+        """An order or equality test of numbers (a bool result from non-bool operands)."""
+        return self.spec.result == "bool" and self.spec.operands != BOOL
+
+    def result_dtype(self, operand_dtype: str) -> str:
+        return "bool" if self.spec.result == "bool" else operand_dtype
+
+    def feature(self, operand_dtype: str) -> str:
+        """The features' instruction-mix column that counts this op on operands of `operand_dtype`."""
+        kind = "float" if is_float(operand_dtype) else "bool" if operand_dtype == "bool" else "int"
+        return self.spec.feature[kind]
+
+    def fold(self, *values: object) -> object | None:
+        """The op on Python numbers, or None where it is undefined (a division by zero, log(-1))."""
+        try:
+            return self.spec.fold(*values)
+        except (ArithmeticError, ValueError):
+            return None
+
+
+BY_NAME: dict[str, Op] = {op.spec.name: op for op in Op}
+# The expression language's functions and operators, by the name or symbol it writes them with.
+BY_SYNTAX: dict[str, Op] = {op.spec.syntax: op for op in Op if op.spec.syntax is not None}
