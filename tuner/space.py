@@ -204,7 +204,7 @@ class _RegisterTile:
 def _elementwise_consumer(func: PrimFunc, name: str) -> str | None:
     """The single elementwise block that reads this block's output, if it writes a function output."""
     buf: Buffer = _block(func, name).body.buffer
-    consumers = readers(func.body, buf)
+    consumers = [c for c in readers(func.body, buf) if c.name != name]  # a reduction reads its own output
     if len(consumers) != 1 or consumers[0].is_reduction:
         return None
     c = consumers[0]
