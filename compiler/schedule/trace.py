@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from compiler.schedule.errors import TraceError
-from compiler.schedule.instruction import Instruction, InstructionKind, lookup
+from compiler.schedule.instruction import Instruction, InstructionKind, is_ref, lookup
 from compiler.schedule.rv import RV
 
 if TYPE_CHECKING:
@@ -50,6 +50,25 @@ class Trace:
         changed = replace(inst, decision=decision)
         _checked(index, changed)
         return Trace(self.instructions[:index] + (changed,) + self.instructions[index + 1 :])
+
+    def simplified(self) -> Trace:
+        """The trace without the pure instructions (queries, sampling) whose outputs nothing uses.
+
+        Replaying it gives the same program and, for the sampling instructions it keeps, the same
+        decisions. Its random variables are renamed in definition order, as its replay names them, so
+        it is the trace its own replay records. Uses follow definitions, so walking backwards sees
+        every use of an instruction before the instruction: one pass drops whole chains, such as a
+        get_child_blocks nothing uses and then the get_block only it used."""
+        used: set[str] = set()
+        kept: list[tuple[InstructionKind, Instruction]] = []
+        for index in reversed(range(len(self.instructions))):
+            inst = self.instructions[index]
+            kind = _checked(index, inst)
+            if kind.pure and used.isdisjoint(inst.outputs):
+                continue
+            used |= inst.uses()
+            kept.append((kind, inst))
+        return Trace(_renamed(kept[::-1]))
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-compatible dict (json.dumps it to store it)."""
@@ -116,6 +135,30 @@ def _checked(index: int, inst: Instruction, where: str = "instruction") -> Instr
     except TraceError as e:
         raise TraceError(f"{where} {index} ({inst.kind}): {e}") from None
     return kind
+
+
+def _renamed(insts: list[tuple[InstructionKind, Instruction]]) -> tuple[Instruction, ...]:
+    """Outputs renamed by definition order and type, as a Schedule names them, and every use with
+    them: the simplified trace is the one its own replay records."""
+    names: dict[str, str] = {}
+    out: list[Instruction] = []
+    defined = 0
+    for kind, inst in insts:
+        prefix = kind.outputs.rv.PREFIX if kind.outputs.rv else ""
+        outputs = tuple(f"{prefix}{defined + k}" for k in range(len(inst.outputs)))
+        defined += len(outputs)
+        args = {key: _rename(value, names) for key, value in inst.args.items()}
+        names.update(zip(inst.outputs, outputs))
+        out.append(replace(inst, args=args, outputs=outputs))
+    return tuple(out)
+
+
+def _rename(value: Any, names: dict[str, str]) -> Any:
+    if is_ref(value):
+        return {"rv": names.get(value["rv"], value["rv"])}
+    if isinstance(value, list):
+        return [_rename(v, names) for v in value]
+    return value
 
 
 def _instruction(index: int, raw: Any) -> Instruction:
