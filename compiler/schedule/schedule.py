@@ -15,7 +15,7 @@ from dataclasses import replace
 from itertools import islice
 from typing import Any
 
-from compiler.ir import Block, For, PrimFunc, Var
+from compiler.ir import Block, For, PrimFunc, Stmt, Var
 from compiler.schedule import cache, compute_location, inline, kinds, loop_transform, reduction, sampling
 from compiler.schedule.errors import ScheduleError, check
 from compiler.schedule.instruction import InstructionKind, is_int
@@ -100,6 +100,7 @@ class Schedule:
 
     def get_child_blocks(self, parent: BlockRV | LoopRV) -> list[BlockRV]:
         """Blocks under a loop, or every block of the function for the root block."""
+        scope: Stmt
         if isinstance(parent, LoopRV):
             scope = find_loop(self.func.body, self._loop_name(parent))[1]
         else:
@@ -112,7 +113,7 @@ class Schedule:
         return outs
 
     # --- loop transformations -------------------------------------------------------------------
-    def split(self, loop: LoopRV, factors: list[int | None]) -> list[LoopRV]:
+    def split(self, loop: LoopRV, factors: Sequence[int | None]) -> list[LoopRV]:
         plain = [int(f) if isinstance(f, IntRV) else f for f in factors]  # the trace keeps the IntRVs
         self.func, names = loop_transform.split(self.func, self._loop_name(loop), plain, self._fresh)
         outs = [self._loop(n) for n in names]
