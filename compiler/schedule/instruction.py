@@ -251,14 +251,14 @@ _KINDS: dict[str, InstructionKind] = {}
 
 
 def register(kind: InstructionKind) -> InstructionKind:
-    """Add a kind to the registry; a name registered twice is a programming error."""
+    """Add a kind to the registry. The errors are programming errors, raised at import."""
     names = [a.name for a in kind.args]
-    if (
-        kind.name in _KINDS
-        or len(set(names)) != len(names)
-        or (kind.outputs.many and kind.outputs.rv is None)
-    ):
-        raise ValueError(f"instruction kind {kind.name!r}: registered twice, or malformed")
+    if kind.name in _KINDS:
+        raise ValueError(f"instruction kind {kind.name!r} is registered twice")
+    if len(set(names)) != len(names):
+        raise ValueError(f"instruction kind {kind.name!r} declares an argument twice: {names}")
+    if kind.outputs.many and kind.outputs.rv is None:
+        raise ValueError(f"instruction kind {kind.name!r} returns a list of nothing")
     _KINDS[kind.name] = kind
     return kind
 

@@ -29,7 +29,7 @@ class Trace:
     instructions: tuple[Instruction, ...] = ()
 
     def __str__(self) -> str:
-        return "\n".join(inst.as_python() for inst in self.instructions)
+        return "\n".join(_checked(i, inst).as_python(inst) for i, inst in enumerate(self.instructions))
 
     def append(self, inst: Instruction) -> Trace:
         return Trace(self.instructions + (inst,))

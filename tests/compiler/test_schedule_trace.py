@@ -302,7 +302,7 @@ def test_trace_built_in_code_is_checked_like_json_before_replay():
     trace = Trace((Instruction("get_block", {"name": "C", "scope": "x"}, ("b0",)),))
     with pytest.raises(TraceError, match=r"instruction 0 \(get_block\): unknown arg 'scope'"):
         trace.apply(matmul().func)
-    with pytest.raises(TraceError, match="unknown arg 'scope'"):
+    with pytest.raises(TraceError, match=r"instruction 0 \(get_block\): unknown arg 'scope'"):
         str(trace)
 
 
