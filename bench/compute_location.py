@@ -11,6 +11,7 @@ from compiler import Schedule, Trace
 from compiler.auto_unroll import AUTO_UNROLL_MAX_STEP
 from compiler.ir import PrimFunc
 from compiler.schedule.compute_location import can_compute_at
+from compiler.schedule.kinds import SAMPLE_CATEGORICAL, SAMPLE_COMPUTE_LOCATION
 from compiler.schedule.tree import find_loop
 from compiler.workloads import workload_from_spec
 from runner import Candidate, LocalRunner
@@ -25,8 +26,8 @@ SPEC = {
 def placements(func: PrimFunc, trace: Trace) -> tuple[list[str], list[dict]]:
     """For the tiling in `trace`: each legal loop for the padding ("kept" if a candidate, "cut" if
     not) and the trace of the program with the padding there (same unroll budget)."""
-    index = next(i for i, inst in enumerate(trace.instructions) if inst.kind == "sample_compute_location")
-    unroll = next(i.decision for i in trace.instructions if i.kind == "sample_categorical")
+    index = next(i for i, inst in enumerate(trace.instructions) if inst.kind == SAMPLE_COMPUTE_LOCATION.name)
+    unroll = next(i.decision for i in trace.instructions if i.kind == SAMPLE_CATEGORICAL.name)
     base = Trace(trace.instructions[:index]).apply(func)
     pad = base.get_block("pad_temp")
     kept = set(base.compute_location_candidates(pad))

@@ -14,6 +14,8 @@ from typing import Any
 
 from compiler import Trace
 from compiler.arith import divisors
+from compiler.schedule.instruction import InstructionKind, lookup
+from compiler.schedule.kinds import SAMPLE_CATEGORICAL, SAMPLE_COMPUTE_LOCATION, SAMPLE_PERFECT_TILE
 
 Decisions = dict[int, Any]
 Mutator = Callable[[Trace, random.Random], Decisions | None]
@@ -22,7 +24,7 @@ Mutator = Callable[[Trace, random.Random], Decisions | None]
 def mutate_tile_size(trace: Trace, rng: random.Random) -> Decisions | None:
     """Move a divisor from one tile factor to another of the same loop; the innermost factor keeps
     within the instruction's max_innermost_factor."""
-    tiles = [i for i in _indices(trace, "sample_perfect_tile") if any(f > 1 for f in trace.decisions[i])]
+    tiles = [i for i in _indices(trace, SAMPLE_PERFECT_TILE) if any(f > 1 for f in trace.decisions[i])]
     if not tiles:
         return None
     index = rng.choice(tiles)
@@ -43,7 +45,7 @@ def mutate_tile_size(trace: Trace, rng: random.Random) -> Decisions | None:
 def mutate_categorical(trace: Trace, rng: random.Random) -> Decisions | None:
     """Draw another candidate (with non-zero probability) of a categorical, e.g. the unroll budget."""
     choices = []
-    for i in _indices(trace, "sample_categorical"):
+    for i in _indices(trace, SAMPLE_CATEGORICAL):
         probs = trace.instructions[i].args["probs"]
         others = [k for k, p in enumerate(probs) if p > 0 and k != trace.decisions[i]]
         if others:
@@ -56,7 +58,7 @@ def mutate_categorical(trace: Trace, rng: random.Random) -> Decisions | None:
 
 def mutate_compute_location(trace: Trace, rng: random.Random) -> Decisions | None:
     """Move a block to a neighbouring loop level (or the root); replay clamps to what is valid."""
-    locations = _indices(trace, "sample_compute_location")
+    locations = _indices(trace, SAMPLE_COMPUTE_LOCATION)
     if not locations:
         return None
     index = rng.choice(locations)
@@ -84,5 +86,5 @@ def mutate(trace: Trace, rng: random.Random) -> Decisions | None:
     return None
 
 
-def _indices(trace: Trace, kind: str) -> list[int]:
-    return [i for i in trace.decisions if trace.instructions[i].kind == kind]
+def _indices(trace: Trace, kind: InstructionKind) -> list[int]:
+    return [i for i in trace.decisions if lookup(trace.instructions[i].kind) is kind]

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import ParamSpec
 
 from compiler import BlockRV, LoopRV, Schedule, ScheduleError
 from compiler.auto_unroll import AUTO_UNROLL_MAX_STEP
@@ -34,6 +35,7 @@ from compiler.target import Target, parse_features, vector_bits, vector_register
 from compiler.visit import block_loads, free_vars, walk_expr
 
 ScheduleFn = Callable[[Schedule], None]
+P = ParamSpec("P")
 
 UNROLL_STEPS = (0, 16, 64, 512)
 
@@ -92,10 +94,11 @@ def _block(func: PrimFunc, name: str) -> Block:
     return find_block(func.body, name)[1]
 
 
-def _attempt(sch: Schedule, primitive: str, *args: object) -> bool:
-    """Apply a primitive if it is legal here; a refusing primitive leaves the schedule unchanged."""
+def _attempt(primitive: Callable[P, object], *args: P.args, **kwargs: P.kwargs) -> bool:
+    """Apply a primitive (a bound Schedule method) if it is legal here; a refusing primitive leaves the
+    schedule unchanged."""
     try:
-        getattr(sch, primitive)(*args)
+        primitive(*args, **kwargs)
     except ScheduleError:
         return False
     return True
@@ -106,7 +109,7 @@ def _auto_inline(sch: Schedule, name: str) -> None:
     has_select = any(isinstance(e, Select) for e in walk_expr(block.body.value))
     if block.is_reduction or has_select or block.body.buffer in sch.func.params:
         return
-    _attempt(sch, "compute_inline", sch.get_block(name))
+    _attempt(sch.compute_inline, sch.get_block(name))
 
 
 def _is_tiling_target(func: PrimFunc, name: str) -> bool:
@@ -165,7 +168,7 @@ def _multi_level_tile(sch: Schedule, name: str, cfg: SpaceConfig) -> set[str]:
             levels[kind][depth].insert(0, part)
     s, r = levels["S"], levels["R"]
     sch.reorder(*s[0], *s[1], *r[0], *s[2], *r[1], *s[3])
-    if follower is not None and _attempt(sch, "reverse_compute_at", follower, s[level - 1][-1]):
+    if follower is not None and _attempt(sch.reverse_compute_at, follower, s[level - 1][-1]):
         placed.add(follower.name)
     placed.add(sch.decompose_reduction(block, r[0][0]).name)
     sch.vectorize(s[3][-1])
@@ -201,7 +204,7 @@ class _RegisterTile:
 def _elementwise_consumer(func: PrimFunc, name: str) -> str | None:
     """The single elementwise block that reads this block's output, if it writes a function output."""
     buf: Buffer = _block(func, name).body.buffer
-    consumers = readers(func.body, buf)
+    consumers = [c for c in readers(func.body, buf) if c.name != name]  # a reduction reads its own output
     if len(consumers) != 1 or consumers[0].is_reduction:
         return None
     c = consumers[0]
@@ -219,7 +222,7 @@ def _place_or_parallelize(sch: Schedule, name: str, cfg: SpaceConfig) -> None:
     if block.body.buffer not in sch.func.params and readers(sch.func.body, block.body.buffer):
         rv = sch.get_block(name)
         loop = sch.sample_compute_location(rv)
-        if loop.name != "root" and _attempt(sch, "compute_at", rv, loop):
+        if loop.name != "root" and _attempt(sch.compute_at, rv, loop):
             return
     _parallelize_vectorize(sch, name, cfg)
 
@@ -232,7 +235,7 @@ def _parallelize_vectorize(sch: Schedule, name: str, cfg: SpaceConfig) -> None:
     if loops and kinds[-1] == "S":
         tiles = sch.sample_perfect_tile(loops[-1], n=2, max_innermost_factor=cfg.max_innermost_factor)
         outer, inner = sch.split(loops[-1], tiles)
-        _attempt(sch, "vectorize", inner)
+        _attempt(sch.vectorize, inner)
         loops = [*loops[:-1], outer]
     leading = []
     for loop, kind in zip(loops, kinds):
@@ -240,4 +243,4 @@ def _parallelize_vectorize(sch: Schedule, name: str, cfg: SpaceConfig) -> None:
             break
         leading.append(loop)
     if leading:
-        _attempt(sch, "parallel", sch.fuse(*leading) if len(leading) > 1 else leading[0])
+        _attempt(sch.parallel, sch.fuse(*leading) if len(leading) > 1 else leading[0])

@@ -1,7 +1,19 @@
 """Schedules: primitives that transform a PrimFunc, recorded in replayable traces."""
 
-from compiler.schedule.errors import ScheduleError
-from compiler.schedule.schedule import BlockRV, IntRV, LoopRV, Schedule
-from compiler.schedule.trace import Instruction, Trace, TraceError
+from compiler.schedule.errors import ScheduleError, TraceError
+from compiler.schedule.instruction import Instruction, InstructionKind
+from compiler.schedule.rv import BlockRV, IntRV, LoopRV
+from compiler.schedule.schedule import Schedule
+from compiler.schedule.trace import Trace
 
-__all__ = ["BlockRV", "Instruction", "IntRV", "LoopRV", "Schedule", "ScheduleError", "Trace", "TraceError"]
+__all__ = [
+    "BlockRV",
+    "Instruction",
+    "InstructionKind",
+    "IntRV",
+    "LoopRV",
+    "Schedule",
+    "ScheduleError",
+    "Trace",
+    "TraceError",
+]

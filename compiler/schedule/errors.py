@@ -1,4 +1,4 @@
-"""The one error type of the schedule package."""
+"""The error types of the schedule package: one for primitives, one for traces."""
 
 
 class ScheduleError(ValueError):
@@ -6,6 +6,10 @@ class ScheduleError(ValueError):
 
     Search code treats it as control flow: a candidate whose schedule raises it is dropped.
     """
+
+
+class TraceError(ValueError):
+    """A trace (usually its JSON) is malformed."""
 
 
 def check(cond: bool, message: str) -> None:

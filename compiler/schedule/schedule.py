@@ -2,21 +2,25 @@
 
 Handles (random variables) are immutable: a BlockRV names a block, a LoopRV names a loop variable.
 Loop names are never reused within a schedule, so a handle to a loop that a primitive removed fails
-clearly instead of silently pointing at another loop.
+clearly instead of silently pointing at another loop. Each primitive checks its handles, calls its
+transform and records the call through its registered kind (kinds.py), which is also how a trace
+replays it.
 """
 
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from collections.abc import Iterator, Sequence
+from dataclasses import replace
 from itertools import islice
 from typing import Any
 
-from compiler.ir import Block, For, PrimFunc, Var
-from compiler.schedule import cache, compute_location, inline, loop_transform, reduction, sampling
+from compiler.ir import Block, For, PrimFunc, Stmt, Var
+from compiler.schedule import cache, compute_location, inline, kinds, loop_transform, reduction, sampling
 from compiler.schedule.errors import ScheduleError, check
-from compiler.schedule.trace import Instruction, Trace
+from compiler.schedule.instruction import InstructionKind, is_int
+from compiler.schedule.rv import RV, BlockRV, IntRV, LoopRV
+from compiler.schedule.trace import Trace
 from compiler.schedule.tree import (
     blocks_under,
     find_block,
@@ -28,46 +32,6 @@ from compiler.schedule.tree import (
 from compiler.visit import block_reads, map_blocks
 
 ROOT = "root"
-
-
-@dataclass(frozen=True, eq=False)
-class BlockRV:
-    rv: str
-    name: str
-
-    def __repr__(self) -> str:
-        return f"BlockRV({self.rv}: {self.name!r})"
-
-
-@dataclass(frozen=True, eq=False)
-class LoopRV:
-    rv: str
-    name: str
-
-    def __repr__(self) -> str:
-        return f"LoopRV({self.rv}: {self.name!r})"
-
-
-class IntRV(int):
-    """A sampled integer: usable as a plain int, and recorded in the trace by name."""
-
-    rv: str
-
-    def __new__(cls, value: int, rv: str) -> IntRV:
-        obj = super().__new__(cls, value)
-        obj.rv = rv
-        return obj
-
-    def __reduce__(self) -> tuple[type[IntRV], tuple[int, str]]:
-        return IntRV, (int(self), self.rv)
-
-
-def _encode(value: Any) -> Any:
-    if isinstance(value, (BlockRV, LoopRV, IntRV)):
-        return {"rv": value.rv}
-    if isinstance(value, (list, tuple)):
-        return [_encode(v) for v in value]
-    return value
 
 
 class Schedule:
@@ -95,17 +59,16 @@ class Schedule:
         self._used.add(name)
         return Var(name)
 
-    def _record(self, kind: str, args: dict[str, Any], outputs: list[Any], decision: Any = None) -> None:
-        inst = Instruction(
-            kind, {k: _encode(v) for k, v in args.items()}, tuple(o.rv for o in outputs), decision
-        )
-        self.trace = self.trace.append(inst)
+    def _record(
+        self, kind: InstructionKind, args: dict[str, Any], outputs: Sequence[RV] = (), decision: Any = None
+    ) -> None:
+        self.trace = self.trace.append(kind.instruction(args, outputs, decision))
 
     def _block(self, name: str) -> BlockRV:
-        return BlockRV(self._rv("b"), name)
+        return BlockRV(self._rv(BlockRV.PREFIX), name)
 
     def _loop(self, name: str) -> LoopRV:
-        return LoopRV(self._rv("l"), name)
+        return LoopRV(self._rv(LoopRV.PREFIX), name)
 
     def _loop_name(self, loop: LoopRV) -> str:
         if not isinstance(loop, LoopRV):
@@ -125,17 +88,18 @@ class Schedule:
         if name != ROOT:
             find_block(self.func.body, name)
         out = self._block(name)
-        self._record("get_block", {"name": name}, [out])
+        self._record(kinds.GET_BLOCK, {"name": name}, [out])
         return out
 
     def get_loops(self, block: BlockRV) -> list[LoopRV]:
         path, _ = find_block(self.func.body, self._block_name(block))
         outs = [self._loop(lp.var.name) for _, lp in loops_above(self.func.body, path)]
-        self._record("get_loops", {"block": block}, outs)
+        self._record(kinds.GET_LOOPS, {"block": block}, outs)
         return outs
 
     def get_child_blocks(self, parent: BlockRV | LoopRV) -> list[BlockRV]:
         """Blocks under a loop, or every block of the function for the root block."""
+        scope: Stmt
         if isinstance(parent, LoopRV):
             scope = find_loop(self.func.body, self._loop_name(parent))[1]
         else:
@@ -144,42 +108,43 @@ class Schedule:
             )
             scope = self.func.body
         outs = [self._block(b.name) for b in blocks_under(scope)]
-        self._record("get_child_blocks", {"parent": parent}, outs)
+        self._record(kinds.GET_CHILD_BLOCKS, {"parent": parent}, outs)
         return outs
 
     # --- loop transformations -------------------------------------------------------------------
-    def split(self, loop: LoopRV, factors: list[int | None]) -> list[LoopRV]:
+    def split(self, loop: LoopRV, factors: Sequence[int | None]) -> list[LoopRV]:
         plain = [int(f) if isinstance(f, IntRV) else f for f in factors]  # the trace keeps the IntRVs
         self.func, names = loop_transform.split(self.func, self._loop_name(loop), plain, self._fresh)
         outs = [self._loop(n) for n in names]
-        self._record("split", {"loop": loop, "factors": list(factors)}, outs)
+        self._record(kinds.SPLIT, {"loop": loop, "factors": list(factors)}, outs)
         return outs
 
     def fuse(self, *loops: LoopRV) -> LoopRV:
         self.func, name = loop_transform.fuse(self.func, [self._loop_name(lp) for lp in loops], self._fresh)
         out = self._loop(name)
-        self._record("fuse", {"loops": list(loops)}, [out])
+        self._record(kinds.FUSE, {"loops": list(loops)}, [out])
         return out
 
     def reorder(self, *loops: LoopRV) -> None:
         self.func = loop_transform.reorder(self.func, [self._loop_name(lp) for lp in loops])
-        self._record("reorder", {"loops": list(loops)}, [])
+        self._record(kinds.REORDER, {"loops": list(loops)})
 
-    def _set_kind(self, kind: str, loop: LoopRV, record_as: str) -> None:
+    def _set_kind(self, kind: str, loop: LoopRV, record_as: InstructionKind) -> None:
         self.func = loop_transform.set_kind(self.func, self._loop_name(loop), kind)
-        self._record(record_as, {"loop": loop}, [])
+        self._record(record_as, {"loop": loop})
 
     def parallel(self, loop: LoopRV) -> None:
-        self._set_kind("parallel", loop, "parallel")
+        self._set_kind("parallel", loop, kinds.PARALLEL)
 
     def vectorize(self, loop: LoopRV) -> None:
-        self._set_kind("vectorized", loop, "vectorize")
+        self._set_kind("vectorized", loop, kinds.VECTORIZE)
 
     def unroll(self, loop: LoopRV) -> None:
-        self._set_kind("unrolled", loop, "unroll")
+        self._set_kind("unrolled", loop, kinds.UNROLL)
 
     def annotate(self, target: BlockRV | LoopRV, key: str, value: Any) -> None:
         """Attach a key/value to a loop, a block, or the root block (e.g. search hints)."""
+        check(isinstance(key, str), f"annotate of {target.name!r}: key must be a string, got {key!r}")
         check(
             isinstance(value, (int, float, str, bool)),
             f"annotate {key!r} of {target.name!r}: value must be a JSON scalar, got {value!r}",
@@ -192,7 +157,7 @@ class Schedule:
             self.func = replace(self.func, attrs=attrs)
         else:
             self._annotate_block(target.name, key, stored)
-        self._record("annotate", {"target": target, "key": key, "value": value}, [])
+        self._record(kinds.ANNOTATE, {"target": target, "key": key, "value": value})
 
     def _annotate_block(self, name: str, key: str, value: Any) -> None:
         def fn(b: Block) -> Block:
@@ -210,22 +175,22 @@ class Schedule:
             self.func = compute_location.compute_at(
                 self.func, self._block_name(block), self._loop_name(loop), self._fresh
             )
-        self._record("compute_at", {"block": block, "loop": loop}, [])
+        self._record(kinds.COMPUTE_AT, {"block": block, "loop": loop})
 
     def reverse_compute_at(self, block: BlockRV, loop: LoopRV) -> None:
         if loop.name != ROOT:
             self.func = compute_location.reverse_compute_at(
                 self.func, self._block_name(block), self._loop_name(loop), self._fresh
             )
-        self._record("reverse_compute_at", {"block": block, "loop": loop}, [])
+        self._record(kinds.REVERSE_COMPUTE_AT, {"block": block, "loop": loop})
 
     def compute_inline(self, block: BlockRV) -> None:
         self.func = inline.compute_inline(self.func, self._block_name(block))
-        self._record("compute_inline", {"block": block}, [])
+        self._record(kinds.COMPUTE_INLINE, {"block": block})
 
     def reverse_compute_inline(self, block: BlockRV) -> None:
         self.func = inline.reverse_compute_inline(self.func, self._block_name(block))
-        self._record("reverse_compute_inline", {"block": block}, [])
+        self._record(kinds.REVERSE_COMPUTE_INLINE, {"block": block})
 
     # --- buffers and reductions -----------------------------------------------------------------
     def cache_read(self, block: BlockRV, read_buffer_index: int, scope: str = "global") -> BlockRV:
@@ -234,7 +199,7 @@ class Schedule:
         )
         out = self._block(name)
         self._record(
-            "cache_read", {"block": block, "read_buffer_index": read_buffer_index, "scope": scope}, [out]
+            kinds.CACHE_READ, {"block": block, "read_buffer_index": read_buffer_index, "scope": scope}, [out]
         )
         return out
 
@@ -244,7 +209,9 @@ class Schedule:
         )
         out = self._block(name)
         self._record(
-            "cache_write", {"block": block, "write_buffer_index": write_buffer_index, "scope": scope}, [out]
+            kinds.CACHE_WRITE,
+            {"block": block, "write_buffer_index": write_buffer_index, "scope": scope},
+            [out],
         )
         return out
 
@@ -253,7 +220,7 @@ class Schedule:
             self.func, self._block_name(block), self._loop_name(loop), self._fresh
         )
         out = self._block(name)
-        self._record("decompose_reduction", {"block": block, "loop": loop}, [out])
+        self._record(kinds.DECOMPOSE_REDUCTION, {"block": block, "loop": loop}, [out])
         return out
 
     # --- stochastic primitives ------------------------------------------------------------------
@@ -276,9 +243,9 @@ class Schedule:
                 f"{where}: decision {decision!r} is not {n} positive ints",
             )
             tiles = sampling.repair_perfect_tile(lp.extent, n, max_innermost_factor, list(decision))
-        outs = [IntRV(t, self._rv("v")) for t in tiles]
+        outs = [IntRV(t, self._rv(IntRV.PREFIX)) for t in tiles]
         self._record(
-            "sample_perfect_tile",
+            kinds.SAMPLE_PERFECT_TILE,
             {"loop": loop, "n": n, "max_innermost_factor": max_innermost_factor},
             outs,
             tiles,
@@ -291,17 +258,18 @@ class Schedule:
         """One of `candidates` drawn with `probs`; the decision is the chosen index. A stale index
         (out of range, or of probability 0) is repaired to the nearest one that could be drawn."""
         check(len(candidates) == len(probs) > 0, "sample_categorical: candidates and probs differ in length")
+        check(all(is_int(c) for c in candidates), f"sample_categorical: candidates {candidates} are not ints")
         check(
             all(p >= 0 for p in probs) and sum(probs) > 0, "sample_categorical: probs must be >= 0, not all 0"
         )
         if decision is None:
             decision = sampling.sample_categorical(list(probs), self.rng)
         else:
-            check(_is_int(decision), f"sample_categorical: decision {decision!r} is not an index")
+            check(is_int(decision), f"sample_categorical: decision {decision!r} is not an index")
             decision = sampling.repair_categorical(decision, list(probs))
-        out = IntRV(candidates[decision], self._rv("v"))
+        out = IntRV(candidates[decision], self._rv(IntRV.PREFIX))
         self._record(
-            "sample_categorical", {"candidates": list(candidates), "probs": list(probs)}, [out], decision
+            kinds.SAMPLE_CATEGORICAL, {"candidates": list(candidates), "probs": list(probs)}, [out], decision
         )
         return out
 
@@ -316,14 +284,14 @@ class Schedule:
             options = self.compute_location_candidates(block)
             decision = self.rng.randrange(-1, len(options))
         check(
-            _is_int(decision),
+            is_int(decision),
             f"sample_compute_location of block {block.name!r}: decision {decision!r} is not an index",
         )
         options = list(islice(self._compute_locations(block), max(0, decision + 1)))
         decision = max(-1, min(decision, len(options) - 1))
         name = ROOT if decision < 0 else options[decision]
         out = self._loop(name)
-        self._record("sample_compute_location", {"block": block}, [out], decision)
+        self._record(kinds.SAMPLE_COMPUTE_LOCATION, {"block": block}, [out], decision)
         return out
 
     def compute_location_candidates(self, block: BlockRV) -> list[str]:
@@ -366,7 +334,3 @@ class Schedule:
         other.rng = random.Random()
         other.rng.setstate(self.rng.getstate())
         return other
-
-
-def _is_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)

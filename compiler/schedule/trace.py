@@ -3,7 +3,8 @@
 A trace is plain data. It prints as runnable Python, serializes to versioned JSON, and replays onto
 a fresh schedule of the same function, optionally with some decisions replaced (that is how the
 search mutates candidates). Random variables are named by definition order: b0 for blocks, l1 for
-loops, v2 for sampled integers, so the same trace always names things the same way.
+loops, v2 for sampled integers, so the same trace always names things the same way. Everything a
+trace knows about a primitive comes from its registered kind (instruction.py).
 """
 
 from __future__ import annotations
@@ -12,65 +13,15 @@ import json
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from compiler.schedule.errors import TraceError
+from compiler.schedule.instruction import Instruction, InstructionKind, is_ref, lookup
+from compiler.schedule.rv import RV
+
 if TYPE_CHECKING:
     from compiler.ir import PrimFunc
     from compiler.schedule.schedule import Schedule
 
 SCHEMA_VERSION = 1
-SAMPLING_KINDS = ("sample_perfect_tile", "sample_categorical", "sample_compute_location")
-INSTRUCTION_KINDS = SAMPLING_KINDS + (
-    "get_block",
-    "get_loops",
-    "get_child_blocks",
-    "split",
-    "fuse",
-    "reorder",
-    "parallel",
-    "vectorize",
-    "unroll",
-    "compute_at",
-    "reverse_compute_at",
-    "compute_inline",
-    "reverse_compute_inline",
-    "cache_read",
-    "cache_write",
-    "decompose_reduction",
-    "annotate",
-)
-# Kinds whose call returns a list, even of one element (which prints as `(l1,) = ...`).
-LIST_KINDS = ("get_loops", "get_child_blocks", "split", "sample_perfect_tile")
-
-
-class TraceError(ValueError):
-    """A trace (usually its JSON) is malformed."""
-
-
-@dataclass(frozen=True)
-class Instruction:
-    """One primitive call. `args` are JSON values, with random variables encoded as {"rv": "l3"}."""
-
-    kind: str
-    args: dict[str, Any]
-    outputs: tuple[str, ...]
-    decision: Any = None
-
-    def as_python(self) -> str:
-        args = [_py(x) for x in self.args.get("loops", [])]  # fuse/reorder take loops as *args
-        args += [f"{k}={_py(v)}" for k, v in self.args.items() if k != "loops"]
-        if self.kind in SAMPLING_KINDS:
-            args.append(f"decision={self.decision!r}")
-        call = f"sch.{self.kind}({', '.join(args)})"
-        if len(self.outputs) == 1 and self.kind in LIST_KINDS:
-            return f"({self.outputs[0]},) = {call}"
-        return f"{', '.join(self.outputs)} = {call}" if self.outputs else call
-
-
-def _py(value: Any) -> str:
-    if isinstance(value, dict) and set(value) == {"rv"}:
-        return str(value["rv"])
-    if isinstance(value, list):
-        return "[" + ", ".join(_py(v) for v in value) + "]"
-    return repr(value)
 
 
 @dataclass(frozen=True)
@@ -78,7 +29,7 @@ class Trace:
     instructions: tuple[Instruction, ...] = ()
 
     def __str__(self) -> str:
-        return "\n".join(inst.as_python() for inst in self.instructions)
+        return "\n".join(_checked(i, inst).as_python(inst) for i, inst in enumerate(self.instructions))
 
     def append(self, inst: Instruction) -> Trace:
         return Trace(self.instructions + (inst,))
@@ -86,14 +37,38 @@ class Trace:
     @property
     def decisions(self) -> dict[int, Any]:
         """Instruction index -> decision, for every sampling instruction."""
-        return {i: inst.decision for i, inst in enumerate(self.instructions) if inst.kind in SAMPLING_KINDS}
+        return {
+            i: inst.decision
+            for i, inst in enumerate(self.instructions)
+            if _kind(i, inst).decision is not None
+        }
 
     def with_decision(self, index: int, decision: Any) -> Trace:
-        insts = list(self.instructions)
-        if insts[index].kind not in SAMPLING_KINDS:
-            raise TraceError(f"instruction {index} ({insts[index].kind}) has no decision")
-        insts[index] = replace(insts[index], decision=decision)
-        return Trace(tuple(insts))
+        inst = self.instructions[index]
+        if _kind(index, inst).decision is None:
+            raise TraceError(f"instruction {index} ({inst.kind}) has no decision")
+        changed = replace(inst, decision=decision)
+        _checked(index, changed)
+        return Trace(self.instructions[:index] + (changed,) + self.instructions[index + 1 :])
+
+    def simplified(self) -> Trace:
+        """The trace without the pure instructions (queries, sampling) whose outputs nothing uses.
+
+        Replaying it gives the same program and, for the sampling instructions it keeps, the same
+        decisions. Its random variables are renamed in definition order, as its replay names them, so
+        it is the trace its own replay records. Uses follow definitions, so walking backwards sees
+        every use of an instruction before the instruction: one pass drops whole chains, such as a
+        get_child_blocks nothing uses and then the get_block only it used."""
+        used: set[str] = set()
+        kept: list[tuple[InstructionKind, Instruction]] = []
+        for index in reversed(range(len(self.instructions))):
+            inst = self.instructions[index]
+            kind = _checked(index, inst)
+            if kind.pure and used.isdisjoint(inst.outputs):
+                continue
+            used |= inst.uses()
+            kept.append((kind, inst))
+        return Trace(_renamed(kept[::-1]))
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-compatible dict (json.dumps it to store it)."""
@@ -124,23 +99,19 @@ class Trace:
         index); a sampling instruction whose decision is None samples anew from `seed`."""
         from compiler.schedule.schedule import Schedule
 
-        bad = set(decisions or {}) - set(self.decisions)
+        decisions = decisions or {}
+        bad = set(decisions) - set(self.decisions)
         if bad:
             raise TraceError(f"decisions given for instruction(s) {sorted(bad)}, which sample nothing")
         sch = Schedule(func, seed=seed)
-        env: dict[str, Any] = {}
+        env: dict[str, RV] = {}
         for index, inst in enumerate(self.instructions):
-            if inst.kind not in INSTRUCTION_KINDS:  # a Trace built in code skipped from_json's checks
-                raise TraceError(f"instruction {index}: unknown kind {inst.kind!r}")
-            kwargs = {k: _decode(v, env) for k, v in inst.args.items()}
-            if inst.kind in SAMPLING_KINDS:
-                kwargs["decision"] = (decisions or {}).get(index, inst.decision)
-            positional = kwargs.pop("loops", [])
+            kind = _checked(index, inst)  # a Trace built in code skipped from_json's checks
             try:
-                result = getattr(sch, inst.kind)(*positional, **kwargs)
-            except TypeError as e:
+                args = kind.decode(inst, env)
+            except TraceError as e:
                 raise TraceError(f"instruction {index} ({inst.kind}): {e}") from None
-            outs = result if isinstance(result, list) else ([] if result is None else [result])
+            outs = kind.outputs.of(kind.apply(sch, args, decisions.get(index, inst.decision)))
             if len(outs) != len(inst.outputs):
                 raise TraceError(
                     f"instruction {index} ({inst.kind}) gave {len(outs)} outputs, "
@@ -150,13 +121,43 @@ class Trace:
         return sch
 
 
-def _decode(value: Any, env: dict[str, Any]) -> Any:
-    if isinstance(value, dict) and set(value) == {"rv"}:
-        if value["rv"] not in env:
-            raise TraceError(f"random variable {value['rv']} is used before it is defined")
-        return env[value["rv"]]
+def _kind(index: int, inst: Instruction, where: str = "instruction") -> InstructionKind:
+    try:
+        return lookup(inst.kind)
+    except TraceError as e:
+        raise TraceError(f"{where} {index}: {e}") from None
+
+
+def _checked(index: int, inst: Instruction, where: str = "instruction") -> InstructionKind:
+    kind = _kind(index, inst, where)
+    try:
+        kind.check(inst)
+    except TraceError as e:
+        raise TraceError(f"{where} {index} ({inst.kind}): {e}") from None
+    return kind
+
+
+def _renamed(insts: list[tuple[InstructionKind, Instruction]]) -> tuple[Instruction, ...]:
+    """Outputs renamed by definition order and type, as a Schedule names them, and every use with
+    them: the simplified trace is the one its own replay records."""
+    names: dict[str, str] = {}
+    out: list[Instruction] = []
+    defined = 0
+    for kind, inst in insts:
+        prefix = kind.outputs.rv.PREFIX if kind.outputs.rv else ""
+        outputs = tuple(f"{prefix}{defined + k}" for k in range(len(inst.outputs)))
+        defined += len(outputs)
+        args = {key: _rename(value, names) for key, value in inst.args.items()}
+        names.update(zip(inst.outputs, outputs))
+        out.append(replace(inst, args=args, outputs=outputs))
+    return tuple(out)
+
+
+def _rename(value: Any, names: dict[str, str]) -> Any:
+    if is_ref(value):
+        return {"rv": names.get(value["rv"], value["rv"])}
     if isinstance(value, list):
-        return [_decode(v, env) for v in value]
+        return [_rename(v, names) for v in value]
     return value
 
 
@@ -164,12 +165,10 @@ def _instruction(index: int, raw: Any) -> Instruction:
     where = f"trace JSON: instruction {index}"
     if not isinstance(raw, dict) or set(raw) != {"kind", "args", "outputs", "decision"}:
         raise TraceError(f"{where} must have exactly kind, args, outputs, decision")
-    if raw["kind"] not in INSTRUCTION_KINDS:
-        raise TraceError(f"{where}: unknown kind {raw['kind']!r}")
     if not isinstance(raw["args"], dict) or not all(isinstance(k, str) for k in raw["args"]):
         raise TraceError(f"{where}: args must be an object")
     if not isinstance(raw["outputs"], list) or not all(isinstance(o, str) for o in raw["outputs"]):
         raise TraceError(f"{where}: outputs must be a list of names")
-    if raw["decision"] is not None and raw["kind"] not in SAMPLING_KINDS:
-        raise TraceError(f"{where}: {raw['kind']} samples nothing, yet has decision {raw['decision']!r}")
-    return Instruction(raw["kind"], raw["args"], tuple(raw["outputs"]), raw["decision"])
+    inst = Instruction(raw["kind"], raw["args"], tuple(raw["outputs"]), raw["decision"])
+    _checked(index, inst, "trace JSON: instruction")
+    return inst
