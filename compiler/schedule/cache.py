@@ -9,8 +9,8 @@ from dataclasses import replace
 from compiler.ir import Block, Buffer, BufferStore, Expr, For, IterVar, Load, PrimFunc, SeqStmt, Stmt, Var
 from compiler.names import unique_name
 from compiler.schedule.errors import check
-from compiler.schedule.tree import blocks_under, find_block
-from compiler.visit import block_reads, map_block_exprs, map_blocks, seq
+from compiler.schedule.tree import find_block
+from compiler.visit import block_reads, blocks, map_block_exprs, map_blocks, seq
 
 Fresh = Callable[[str], Var]
 
@@ -27,7 +27,7 @@ def _copy_nest(name: str, src: Buffer, dst: Buffer, fresh: Fresh) -> Stmt:
 
 
 def _unique_block_name(func: PrimFunc, base: str) -> str:
-    return unique_name(base, {b.name for b in blocks_under(func.body)})
+    return unique_name(base, {b.name for b in blocks(func.body)})
 
 
 def _new_buffer(func: PrimFunc, base: Buffer, scope: str) -> Buffer:
@@ -40,7 +40,7 @@ def _insert_top_level(func: PrimFunc, anchor_block: str, nest: Stmt, after: bool
     path, _ = find_block(func.body, anchor_block)
     kids = list(func.body.children()) if isinstance(func.body, SeqStmt) else [func.body]
     pos = path[0] if isinstance(func.body, SeqStmt) else 0
-    shared = [b for b in blocks_under(kids[pos]) if b.name != anchor_block]
+    shared = [b for b in blocks(kids[pos]) if b.name != anchor_block]
     users = [b.name for b in shared if buf in block_reads(b) or b.body.buffer == buf]
     check(
         not users,
@@ -95,7 +95,7 @@ def cache_write(
     _, block = find_block(func.body, block_name)
     check(write_index == 0, f"cache_write({block_name!r}): the block writes one buffer; index {write_index}")
     src = block.body.buffer
-    others = [b.name for b in blocks_under(func.body) if b.name != block_name and b.body.buffer == src]
+    others = [b.name for b in blocks(func.body) if b.name != block_name and b.body.buffer == src]
     check(not others, f"cache_write({block_name!r}): {src.name} is also written by {others}")
     dst = _new_buffer(func, src, scope)
     name = _unique_block_name(func, dst.name)

@@ -26,7 +26,6 @@ from compiler.ops import Op
 from compiler.schedule.errors import ScheduleError, check
 from compiler.schedule.tree import (
     Path,
-    blocks_under,
     check_order,
     check_order_of,
     find_block,
@@ -39,7 +38,7 @@ from compiler.schedule.tree import (
     readers,
     set_at,
 )
-from compiler.visit import block_loads, free_vars, substitute
+from compiler.visit import block_loads, blocks, free_vars, substitute
 
 Fresh = Callable[[str], Var]
 Region = list[tuple[Expr, Expr]]  # per dimension: inclusive [lo, hi] as expressions of outer loops
@@ -90,7 +89,7 @@ def _plan_compute_at(func: PrimFunc, block_name: str, loop_name: str) -> _Comput
     # A reduction reads its own output; that read is not a consumer to place the block before.
     consumers = [c for c in readers(func.body, buf) if c.name != block_name]
     check(bool(consumers), f"{where}: block has no consumer")
-    under = {b.name for b in blocks_under(loop)}
+    under = {b.name for b in blocks(loop)}
     outside = [c.name for c in consumers if c.name not in under]
     check(not outside, f"{where}: consumer block(s) {outside} are not under the loop")
     region = _read_region(func.body, loop_path, buf, consumers)
@@ -101,8 +100,8 @@ def _plan_compute_at(func: PrimFunc, block_name: str, loop_name: str) -> _Comput
     # The block is not under the loop, so removing it leaves the loop's children as they are.
     index = _first_child_with(loop, {c.name for c in consumers})
     kids = loop.body.stmts if isinstance(loop.body, SeqStmt) else (loop.body,)
-    first_after = blocks_under(kids[index])[0].name
-    old = blocks_under(func.body)
+    first_after = blocks(kids[index])[0].name
+    old = blocks(func.body)
     new = [b for b in old if b.name != block_name]
     at = next(k for k, b in enumerate(new) if b.name == first_after)
     check_order_of(old, [*new[:at], block, *new[at:]], block_name)
@@ -116,7 +115,7 @@ def reverse_compute_at(func: PrimFunc, block_name: str, loop_name: str, fresh: F
     where = f"reverse_compute_at({block_name!r}, {loop_name!r})"
     check(not is_ancestor(loop_path, path), f"{where}: the block is already under that loop")
     _check_movable(block, where)
-    under = blocks_under(loop)
+    under = blocks(loop)
     produced = [
         buf
         for buf in dict.fromkeys(ld.buffer for ld in block_loads(block))
@@ -370,7 +369,7 @@ def _remove(body: Stmt, path: Path) -> Stmt:
 
 def _child_names(loop: For) -> list[set[str]]:
     kids = loop.body.stmts if isinstance(loop.body, SeqStmt) else (loop.body,)
-    return [{b.name for b in blocks_under(k)} for k in kids]
+    return [{b.name for b in blocks(k)} for k in kids]
 
 
 def _first_child_with(loop: For, names: set[str]) -> int:

@@ -8,7 +8,6 @@ from compiler.arith import simplify
 from compiler.ir import Block, Buffer, BufferStore, Expr, Load, PrimFunc, Var, structural_equal
 from compiler.schedule.errors import check
 from compiler.schedule.tree import (
-    blocks_under,
     conflicts,
     find_block,
     nest_root,
@@ -20,6 +19,7 @@ from compiler.visit import (
     block_loads,
     block_reads,
     block_writes,
+    blocks,
     map_block_exprs,
     map_blocks,
     map_expr,
@@ -56,7 +56,7 @@ def _check_inputs_unchanged(func: PrimFunc, block: Block, consumers: list[Block]
     """Inlining evaluates the block's expression where each consumer runs, so no block in between
     may write what the block reads. Blocks in between that only read its output (other consumers)
     are fine: they are rewritten too."""
-    ordered = blocks_under(func.body)
+    ordered = blocks(func.body)
     names = [b.name for b in ordered]
     inputs = set(block_reads(block))
     for c in consumers:
@@ -143,9 +143,9 @@ def reverse_compute_inline(func: PrimFunc, name: str) -> PrimFunc:
         simplify(value),
         tuple(simplify(substitute(i, to_producer)) for i in block.body.indices),
     )
-    order = [b.name for b in blocks_under(func.body)]
+    order = [b.name for b in blocks(func.body)]
     between = order[order.index(producer.name) + 1 : order.index(name)]
-    for other in blocks_under(func.body):
+    for other in blocks(func.body):
         check(
             other.name not in between or not conflicts(block, other),
             f"{where}: block {other.name!r} conflicts with {name!r} between producer and consumer",

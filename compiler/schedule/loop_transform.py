@@ -12,8 +12,8 @@ from compiler.arith import simplify
 from compiler.ir import Binary, Block, Buffer, Expr, For, PrimFunc, Stmt, Var, const
 from compiler.ops import Op
 from compiler.schedule.errors import ScheduleError, check
-from compiler.schedule.tree import blocks_under, find_loop, set_at
-from compiler.visit import block_reads, free_vars, map_blocks, substitute
+from compiler.schedule.tree import find_loop, set_at
+from compiler.visit import block_reads, blocks, free_vars, map_blocks, substitute
 
 Fresh = Callable[[str], Var]
 
@@ -140,7 +140,7 @@ def _check_scan_reorder(old: list[For], new: list[For]) -> None:
     """A scan's recurrence loop may only move across loops it has no dependence with."""
     if old == new:
         return
-    for block in blocks_under(old[-1].body):
+    for block in blocks(old[-1].body):
         ordered = [b for iv, b in zip(block.iter_vars, block.bindings) if iv.kind == "O"]
         if not ordered:
             continue
@@ -156,7 +156,7 @@ def set_kind(func: PrimFunc, name: str, kind: str) -> PrimFunc:
     """Mark a loop parallel, vectorized or unrolled, refusing what would race or reorder a reduction."""
     path, loop = find_loop(func.body, name)
     if kind in ("parallel", "vectorized") and loop.extent > 1:
-        under = blocks_under(loop.body)
+        under = blocks(loop.body)
         private = _private_buffers(func, under) if kind == "parallel" else set()
         for block in under:
             _check_data_parallel(block, loop, kind, private)
@@ -170,10 +170,7 @@ def _private_buffers(func: PrimFunc, under: list[Block]) -> set[Buffer]:
     each iteration, and each thread, has its own."""
     names = {b.name for b in under}
     used_outside = {
-        buf
-        for b in blocks_under(func.body)
-        if b.name not in names
-        for buf in [*block_reads(b), b.body.buffer]
+        buf for b in blocks(func.body) if b.name not in names for buf in [*block_reads(b), b.body.buffer]
     }
     return {
         b.body.buffer for b in under if b.body.buffer in func.allocs and b.body.buffer not in used_outside

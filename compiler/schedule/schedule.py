@@ -16,20 +16,20 @@ from itertools import islice
 from typing import Any
 
 from compiler.ir import Block, For, PrimFunc, Stmt, Var
+from compiler.names import unique_name
 from compiler.schedule import cache, compute_location, inline, kinds, loop_transform, reduction, sampling
 from compiler.schedule.errors import ScheduleError, check
 from compiler.schedule.instruction import InstructionKind, is_int
 from compiler.schedule.rv import RV, BlockRV, IntRV, LoopRV
 from compiler.schedule.trace import Trace
 from compiler.schedule.tree import (
-    blocks_under,
     find_block,
     find_loop,
     loop_iter_kinds,
     loops_above,
     nodes,
 )
-from compiler.visit import block_reads, map_blocks
+from compiler.visit import block_reads, blocks, map_blocks
 
 ROOT = "root"
 
@@ -52,10 +52,7 @@ class Schedule:
         return name
 
     def _fresh(self, base: str) -> Var:
-        name, n = base, 0
-        while name in self._used:
-            n += 1
-            name = f"{base}_{n}"
+        name = unique_name(base, self._used)
         self._used.add(name)
         return Var(name)
 
@@ -107,7 +104,7 @@ class Schedule:
                 self._block_name(parent) == ROOT, f"block {parent.name!r} is a leaf: it has no child blocks"
             )
             scope = self.func.body
-        outs = [self._block(b.name) for b in blocks_under(scope)]
+        outs = [self._block(b.name) for b in blocks(scope)]
         self._record(kinds.GET_CHILD_BLOCKS, {"parent": parent}, outs)
         return outs
 
@@ -304,9 +301,7 @@ class Schedule:
     def _compute_locations(self, block: BlockRV) -> Iterator[str]:
         name = self._block_name(block)
         _, b = find_block(self.func.body, name)
-        consumers = [
-            c for c in blocks_under(self.func.body) if b.body.buffer in block_reads(c) and c.name != name
-        ]
+        consumers = [c for c in blocks(self.func.body) if b.body.buffer in block_reads(c) and c.name != name]
         if not consumers or b.body.buffer in self.func.params:
             return
         path, _ = find_block(self.func.body, consumers[0].name)

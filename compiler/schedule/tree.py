@@ -7,7 +7,7 @@ from dataclasses import replace
 
 from compiler.ir import Allocate, Block, Buffer, For, SeqStmt, Stmt, Var
 from compiler.schedule.errors import ScheduleError
-from compiler.visit import block_reads, block_writes, free_vars, seq
+from compiler.visit import block_reads, block_writes, blocks, free_vars, seq
 
 Path = tuple[int, ...]
 
@@ -101,16 +101,12 @@ def loops_above(body: Stmt, path: Path) -> list[tuple[Path, For]]:
     return out
 
 
-def blocks_under(stmt: Stmt) -> list[Block]:
-    return [s for _, s in nodes(stmt) if isinstance(s, Block)]
-
-
 def loop_iter_kinds(body: Stmt) -> dict[Var, str]:
     """What each loop iterates over, from the bindings of the blocks under it: "S" if its variable
     feeds only spatial iteration variables, "R" if only reduction ones, "-" if both or a scan's
     ordered axis. Loops that feed no binding are absent (they count as spatial)."""
     seen: dict[Var, set[str]] = {}
-    for b in blocks_under(body):
+    for b in blocks(body):
         for iv, binding in zip(b.iter_vars, b.bindings):
             for v in free_vars(binding):
                 seen.setdefault(v, set()).add(iv.kind)
@@ -141,7 +137,7 @@ def conflicts(a: Block, b: Block) -> bool:
 
 def check_order(old: Stmt, new: Stmt, moved: str) -> None:
     """A primitive that moves one block must not swap it with a block it depends on."""
-    check_order_of(blocks_under(old), blocks_under(new), moved)
+    check_order_of(blocks(old), blocks(new), moved)
 
 
 def check_order_of(old: list[Block], new: list[Block], moved: str) -> None:
@@ -160,8 +156,8 @@ def check_order_of(old: list[Block], new: list[Block], moved: str) -> None:
 
 
 def readers(body: Stmt, buf: Buffer) -> list[Block]:
-    return [b for b in blocks_under(body) if buf in block_reads(b)]
+    return [b for b in blocks(body) if buf in block_reads(b)]
 
 
 def writers(body: Stmt, buf: Buffer) -> list[Block]:
-    return [b for b in blocks_under(body) if buf in block_writes(b)]
+    return [b for b in blocks(body) if buf in block_writes(b)]

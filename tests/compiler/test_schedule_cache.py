@@ -12,12 +12,12 @@ from helpers import (
 )
 
 from compiler import Schedule
-from compiler.schedule.tree import blocks_under, find_block
-from compiler.visit import block_reads
+from compiler.schedule.tree import find_block
+from compiler.visit import block_reads, blocks
 
 
 def block_names(sch) -> list[str]:
-    return [b.name for b in blocks_under(sch.func.body)]
+    return [b.name for b in blocks(sch.func.body)]
 
 
 def reads_of(sch, block: str) -> list[str]:

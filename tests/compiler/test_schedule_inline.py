@@ -17,11 +17,11 @@ from helpers import (
 )
 
 from compiler import Schedule, te
-from compiler.schedule.tree import blocks_under
+from compiler.visit import blocks
 
 
 def block_names(sch) -> list[str]:
-    return [b.name for b in blocks_under(sch.func.body)]
+    return [b.name for b in blocks(sch.func.body)]
 
 
 def buffer_names(sch) -> set[str]:
