@@ -20,7 +20,7 @@ from tests.postgres import temporary_database
 from tests.service.processes import Coordinator
 from tuner.database import Database, NewRecord
 from tuner.database.tokens import create_token
-from tuner.settings import Settings
+from tuner.service.settings import Settings
 
 WORKLOADS = 100
 RECORDS_PER_WORKLOAD = 1000

@@ -15,7 +15,7 @@ from compiler.schedule.kinds import SAMPLE_CATEGORICAL, SAMPLE_COMPUTE_LOCATION
 from compiler.schedule.tree import find_loop
 from compiler.workloads import workload_from_spec
 from runner import Candidate, LocalRunner
-from tuner.space import UNROLL_STEPS, rule_space
+from tuner.search.space import UNROLL_STEPS, rule_space
 
 SPEC = {
     "op": "conv2d_nchw",

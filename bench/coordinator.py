@@ -39,7 +39,7 @@ from tuner.database import queue as q
 from tuner.database.owners import claim_tasks
 from tuner.database.tokens import create_token
 from tuner.service.client import Client
-from tuner.settings import Settings
+from tuner.service.settings import Settings
 
 WORKERS = 8
 QUEUED = 4000

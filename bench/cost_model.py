@@ -19,9 +19,9 @@ import numpy as np
 from compiler.workloads import workload_from_spec
 from runner.hardware import host_hardware
 from tuner import cost_model
-from tuner.cost_model import CostModel, Group, evaluate_ranking, random_ranking
 from tuner.database import Database
-from tuner.training_data import evaluate_model, groups_from_records, hardware_records
+from tuner.search.cost_model import CostModel, Group, evaluate_ranking, random_ranking
+from tuner.search.training_data import evaluate_model, groups_from_records, hardware_records
 from tuner.tune import tune
 
 CONV = {"N": 1, "H": 56, "W": 56, "K": 64, "R": 3, "S": 3, "padding": 1}

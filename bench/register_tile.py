@@ -23,7 +23,7 @@ from compiler import Target, build
 from compiler.workloads import workload_from_spec
 from runner import LocalRunner, LocalRunnerConfig
 from runner.evaluate import evaluate
-from tuner.space import SpaceConfig, rule_space
+from tuner.search.space import SpaceConfig, rule_space
 from tuner.tune import tune
 
 HAND_N = 480  # divisible by every tile below

@@ -16,8 +16,8 @@ from compiler import Schedule
 from compiler.lower import lower
 from compiler.workloads import workload_from_spec
 from runner import NullRunner
-from tuner.features import extract_features
-from tuner.space import rule_space
+from tuner.search.features import extract_features
+from tuner.search.space import rule_space
 from tuner.tune import tune
 
 SPECS = {

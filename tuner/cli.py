@@ -27,6 +27,7 @@ from compiler.workloads import Workload, WorkloadError, workload_from_spec
 from runner.hardware import host_hardware
 from tuner.baseline import numpy_seconds
 from tuner.database import Database
+from tuner.search.training_data import evaluate_model, groups_from_records, hardware_records
 from tuner.service.commands import (
     add_hardware_option,
     add_remote_options,
@@ -36,7 +37,6 @@ from tuner.service.commands import (
     remote_best,
     run_reporting_coordinator_errors,
 )
-from tuner.training_data import evaluate_model, groups_from_records, hardware_records
 from tuner.tune import DEFAULT_DATABASE, STRATEGIES, TuneResult, gflops, tune
 
 

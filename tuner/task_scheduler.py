@@ -18,7 +18,7 @@ from typing import Any
 from compiler.workloads import Workload
 from runner import LocalRunner, LocalRunnerConfig
 from tuner.database import Database
-from tuner.space import rule_space
+from tuner.search.space import rule_space
 from tuner.tune import DEFAULT_DATABASE, TuneResult, Tuning, as_workload, open_database
 
 SCHEDULERS = ("gradient", "round-robin")

@@ -21,9 +21,9 @@ from compiler.workloads import Workload, workload_from_spec
 from runner import Candidate, LocalRunner, LocalRunnerConfig, RunResult, merge_remeasurement
 from runner.hardware import Hardware, host_hardware
 from tuner.database import Database, NewRecord, Record
-from tuner.search import Proposal
-from tuner.space import ScheduleFn, rule_space
-from tuner.task_search import STRATEGIES, TaskSearch
+from tuner.search.driver import STRATEGIES, TaskSearch
+from tuner.search.space import ScheduleFn, rule_space
+from tuner.search.strategy import Proposal
 
 DEFAULT_DATABASE = "sqlite:///tensor-tuner.db"
 # The best measured traces that seed each generation of the evolutionary search.

@@ -13,7 +13,7 @@ from compiler.ir import IRError, Unary, Var, apply, binary, const
 from compiler.ops import BY_NAME, BY_SYNTAX, Op
 from compiler.serialize import from_json, to_json
 from compiler.workloads import workload_from_spec
-from tuner.features import FEATURE_NAMES, extract_features
+from tuner.search.features import FEATURE_NAMES, extract_features
 
 N = 80  # a multiple of the vector tile below: a guarded tail would keep the loop scalar
 # Operand domains where an op is not defined everywhere.

@@ -10,7 +10,7 @@ from helpers import matmul
 from compiler import Schedule, Trace
 from compiler.schedule.instruction import Instruction, is_ref, lookup
 from compiler.workloads import workload_from_spec
-from tuner.space import rule_space
+from tuner.search.space import rule_space
 
 SPECS = {
     "matmul": {"op": "matmul", "params": {"M": 97, "N": 60, "K": 31}},

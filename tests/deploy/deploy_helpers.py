@@ -20,7 +20,7 @@ from typing import Any
 import httpx
 import yaml
 
-from tuner.settings import Settings
+from tuner.service.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"

@@ -28,7 +28,7 @@ from deploy_helpers import (
 
 from tuner.database import Database
 from tuner.database.tokens import create_token
-from tuner.service.search_loop import STOP_SECONDS
+from tuner.service.task_loop import STOP_SECONDS
 
 TUNER_SERVICES = ("coordinator", "worker-0", "worker-1")
 WORKERS = ("worker-0", "worker-1")

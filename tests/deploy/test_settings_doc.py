@@ -1,5 +1,5 @@
 """deploy/SETTINGS.md is the one documented list of settings: it must say exactly what
-tuner.settings.Settings parses, and every documented variable must parse."""
+tuner.service.settings.Settings parses, and every documented variable must parse."""
 
 import os
 import subprocess
@@ -8,14 +8,16 @@ from pathlib import Path
 
 import pytest
 
-from tuner.settings import READ_BY, REGENERATE, Settings, settings_markdown
+from tuner.service.settings import READ_BY, REGENERATE, Settings, settings_markdown
 
 DOC = Path(__file__).resolve().parents[2] / "deploy" / "SETTINGS.md"
 
 
 def test_every_setting_says_who_reads_it_and_what_it_does():
     fields = set(Settings.model_fields)
-    assert not fields - set(READ_BY), f"add {sorted(fields - set(READ_BY))} to READ_BY in tuner/settings.py"
+    assert not fields - set(READ_BY), (
+        f"add {sorted(fields - set(READ_BY))} to READ_BY in tuner/service/settings.py"
+    )
     assert not set(READ_BY) - fields, f"READ_BY names settings that no longer exist: {set(READ_BY) - fields}"
     undocumented = [name for name, field in Settings.model_fields.items() if not field.description]
     assert not undocumented, f"give these fields a description=: {undocumented}"
@@ -23,14 +25,14 @@ def test_every_setting_says_who_reads_it_and_what_it_does():
 
 def test_settings_md_is_generated_from_the_class():
     assert DOC.read_text() == settings_markdown(), (
-        f"deploy/SETTINGS.md differs from tuner.settings.Settings; regenerate it: {REGENERATE}"
+        f"deploy/SETTINGS.md differs from tuner.service.settings.Settings; regenerate it: {REGENERATE}"
     )
 
 
 def test_the_regenerate_command_prints_the_document():
     """The command the failure above names really writes what the test expects."""
     result = subprocess.run(
-        [sys.executable, "-m", "tuner.settings"],
+        [sys.executable, "-m", "tuner.service.settings"],
         cwd=DOC.parents[1],
         capture_output=True,
         text=True,

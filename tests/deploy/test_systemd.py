@@ -27,8 +27,8 @@ from deploy_helpers import (
 
 from tuner.database import Database
 from tuner.database.tokens import create_token
-from tuner.service.search_loop import STOP_SECONDS
-from tuner.settings import Settings
+from tuner.service.settings import Settings
+from tuner.service.task_loop import STOP_SECONDS
 
 COORDINATOR = SYSTEMD / "tensor-tuner-coordinator.service"
 WORKER = SYSTEMD / "tensor-tuner-worker@.service"

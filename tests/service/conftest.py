@@ -11,8 +11,8 @@ from fastapi.testclient import TestClient
 from tuner.database import Database
 from tuner.database.tokens import create_token
 from tuner.service.app import create_app
-from tuner.service.search_loop import SearchLoop
-from tuner.settings import Settings
+from tuner.service.settings import Settings
+from tuner.service.task_loop import TaskLoop
 
 
 def service_settings(database_url: str) -> Settings:
@@ -38,7 +38,7 @@ def settings(database_url: str) -> Settings:
 class Api:
     client: TestClient
     db: Database
-    loop: SearchLoop
+    loop: TaskLoop
     tokens: dict[str, str]  # role -> token
 
     def as_(self, role: str | None) -> dict[str, str]:
@@ -55,7 +55,7 @@ def api(settings: Settings) -> Iterator[Api]:
             role: create_token(db, role=role, name=f"test {role}")[1]
             for role in ("admin", "client", "worker")
         }
-        yield Api(client, db, SearchLoop(db, settings, owner="test-loop"), tokens)
+        yield Api(client, db, TaskLoop(db, settings, owner="test-loop"), tokens)
 
 
 @pytest.hookimpl(wrapper=True)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import httpx
 
-from tuner.settings import Settings
+from tuner.service.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
 PR_SET_PDEATHSIG = 1  # linux/prctl.h

@@ -7,8 +7,8 @@ import pytest
 
 from runner.hardware import host_hardware
 from tests.service.conftest import Api
-from tuner.clock import utcnow
 from tuner.database.schema import Candidate, Worker
+from tuner.service.clock import utcnow
 from tuner.service.schemas import WORKER_NAME_LENGTH
 
 SPEC = {"op": "matmul", "params": {"M": 32, "N": 32, "K": 16}}

@@ -23,7 +23,7 @@ from tuner.database import Database
 from tuner.database.schema import Candidate, TuningRecord
 from tuner.database.tokens import create_token
 from tuner.service.client import Client
-from tuner.settings import Settings
+from tuner.service.settings import Settings
 
 SPEC = {"op": "matmul", "params": {"M": 48, "N": 64, "K": 32}}
 FAST = ("--repeat", "2", "--min-repeat-ms", "1")

@@ -35,8 +35,8 @@ from tests.conftest import fresh_database
 from tests.service.conftest import service_settings
 from tuner.database.tokens import create_token
 from tuner.service.app import create_app
-from tuner.service.search_loop import SearchLoop
-from tuner.settings import Settings
+from tuner.service.settings import Settings
+from tuner.service.task_loop import TaskLoop
 
 HW = host_hardware()
 HARDWARE = {"key": HW.key, "cpu": HW.cpu, "features": HW.features, "cores": HW.cores}
@@ -140,11 +140,11 @@ def serve(kind: str, directory: Path) -> Iterator[Served]:
             served = Served(
                 http_only(app), {r: t[1] for r, t in tokens.items()}, {t[0] for t in tokens.values()}
             )
-            seed(client, SearchLoop(db, settings, owner="fuzz-seed"), served)
+            seed(client, TaskLoop(db, settings, owner="fuzz-seed"), served)
             yield served
 
 
-def seed(client: TestClient, loop: SearchLoop, served: Served) -> None:
+def seed(client: TestClient, loop: TaskLoop, served: Served) -> None:
     """Three workers, three tasks with candidates queued, four of them leased and three measured."""
 
     def post(path: str, body: dict, role: str, expect: int = 200) -> dict:

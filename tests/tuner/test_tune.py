@@ -8,7 +8,7 @@ from compiler import Schedule
 from compiler.workloads import workload_from_spec
 from runner import Candidate, NullRunner, RunResult, Status
 from tuner.database import Database
-from tuner.training_data import evaluate_model, groups_from_records, hardware_records
+from tuner.search.training_data import evaluate_model, groups_from_records, hardware_records
 from tuner.tune import compile_best, tune
 
 SPEC = {"op": "matmul", "params": {"M": 48, "N": 64, "K": 32}}

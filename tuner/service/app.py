@@ -2,7 +2,7 @@
 
 `create_app(settings)` opens (and migrates) the database when the app starts. The search loop is not
 part of the app: `tuner serve` runs it in a process of its own beside the API's (see
-`search_loop.SearchLoopProcess`), however many API processes there are. Several coordinators may
+`task_loop.TaskLoopProcess`), however many API processes there are. Several coordinators may
 share one PostgreSQL database.
 """
 
@@ -23,7 +23,7 @@ from tuner.database import Database
 from tuner.service.deps import TokenCache
 from tuner.service.metrics import LATENCY, REQUESTS
 from tuner.service.routes import dashboard, records, system, tasks, tokens, workers
-from tuner.settings import Settings
+from tuner.service.settings import Settings
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:

@@ -1,7 +1,7 @@
 """The service's commands of `tuner`: serve, worker, token, submit, status, cancel, and the remote side
 of best and show.
 
-Every command reads `tuner.settings.Settings` (environment variables `TENSOR_TUNER_*`), and its flags
+Every command reads `tuner.service.settings.Settings` (environment variables `TENSOR_TUNER_*`), and its flags
 override single settings. Without a coordinator (no `--coordinator` flag, no
 TENSOR_TUNER_COORDINATOR_URL), submit, status, best and show work embedded on the database file:
 `submit` then tunes right here, as `tune` does.
@@ -27,11 +27,11 @@ from rich.table import Table
 
 from runner.results import TimingConfig
 from runner.worker import Worker, WorkerConfig, parse_cpus
-from tuner.clock import utcnow
 from tuner.database import Database, Role
 from tuner.database.tokens import create_token, revoke_token, tokens
 from tuner.service.client import ApiError, Client
-from tuner.settings import Settings
+from tuner.service.clock import utcnow
+from tuner.service.settings import Settings
 
 Handler = Callable[[argparse.Namespace, Console], int]
 CommandFactory = Callable[..., argparse.ArgumentParser]
@@ -167,13 +167,13 @@ def _serve(args: argparse.Namespace, console: Console) -> int:
     import uvicorn
 
     from tuner.service.app import create_app
-    from tuner.service.search_loop import SearchLoopProcess
+    from tuner.service.task_loop import TaskLoopProcess
 
     # uvicorn re-raises the SIGTERM it shut down on, which would kill the process after a clean stop;
     # exit 0 instead, so systemd and docker report success and keep death by signal for real trouble.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     settings = settings_from(args)
-    loop = None if args.no_search_loop else SearchLoopProcess(settings)
+    loop = None if args.no_search_loop else TaskLoopProcess(settings)
     if loop:
         loop.start()
     serve = {"host": settings.host, "port": settings.port, "log_level": args.log_level}

@@ -22,7 +22,7 @@ from starlette.concurrency import run_in_threadpool
 
 from tuner.database import Database, Role
 from tuner.database.tokens import TokenInfo, authenticate
-from tuner.settings import Settings
+from tuner.service.settings import Settings
 
 _bearer = HTTPBearer(auto_error=False, description="A token from `tuner token create`.")
 

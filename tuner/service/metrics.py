@@ -18,10 +18,10 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 from sqlalchemy import func, select
 
-from tuner.clock import utcnow
 from tuner.database import Database
 from tuner.database.fleet import alive_since, workers
 from tuner.database.schema import Candidate, Task
+from tuner.service.clock import utcnow
 
 REQUESTS = Counter("tuner_http_requests", "HTTP requests handled", ["method", "route", "status"])
 LATENCY = Histogram(

@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from runner import Status
 from tuner.database import Role, TaskStatus
-from tuner.task_search import STRATEGIES
+from tuner.search.driver import STRATEGIES
 
 # PostgreSQL stores no NUL character in text, nor in a JSONB string: such a string is a 422 here.
 NO_NUL = r"^[^\x00]*$"

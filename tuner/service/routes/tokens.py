@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from fastapi import APIRouter, HTTPException, Request, status
 
-from tuner.clock import utcnow
 from tuner.database.tokens import create_token, revoke_token, tokens
+from tuner.service.clock import utcnow
 from tuner.service.deps import AdminToken, DatabaseDep
 from tuner.service.errors import AUTH, BODY, documented
 from tuner.service.schemas import IdPath, TokenCreate, TokenCreated, TokenPublic

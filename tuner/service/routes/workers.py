@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from fastapi import APIRouter, HTTPException, Request, status
 
-from tuner.clock import utcnow
 from tuner.database import Role
 from tuner.database import queue as q
 from tuner.database.fleet import (
@@ -23,6 +22,7 @@ from tuner.database.fleet import (
     workers,
 )
 from tuner.database.tokens import TokenInfo
+from tuner.service.clock import utcnow
 from tuner.service.deps import ClientToken, DatabaseDep, SettingsDep, WorkerToken
 from tuner.service.errors import AUTH, BODY, documented
 from tuner.service.metrics import LEASED, RESULTS

@@ -11,9 +11,9 @@ import numpy as np
 from compiler import Trace
 from compiler.workloads import workload_from_spec
 from runner import Status
-from tuner.cost_model import CostModel, Group, evaluate_ranking, random_ranking
 from tuner.database import Database, Record
-from tuner.features import extract_features
+from tuner.search.cost_model import CostModel, Group, evaluate_ranking, random_ranking
+from tuner.search.features import extract_features
 
 
 def groups_from_records(

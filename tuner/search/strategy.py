@@ -21,8 +21,8 @@ import numpy as np
 
 from compiler import PrimFunc, Schedule, Trace
 from tuner.database import trace_hash
-from tuner.mutators import Decisions, mutate
-from tuner.space import ScheduleFn
+from tuner.search.mutators import Decisions, mutate
+from tuner.search.space import ScheduleFn
 
 
 @dataclass(frozen=True)

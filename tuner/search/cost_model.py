@@ -1,7 +1,7 @@
 """XGBoost cost model: scores candidates by predicted normalized throughput, so the search measures
 the promising ones first.
 
-A candidate is a matrix of per-store feature rows (`tuner.features`), as many rows as its program has
+A candidate is a matrix of per-store feature rows (`tuner.search.features`), as many rows as its program has
 stores. The model sees one fixed-length vector per candidate, [sum, max, mean] of its rows, and is
 trained with plain squared error. TVM's XGBModel instead sums the trees' outputs over the rows
 ("pack-sum", a custom objective on grouped rows). Both were measured on random matmul schedules of

@@ -1,4 +1,4 @@
-"""How one store touches memory: the per-buffer columns of `tuner.features`.
+"""How one store touches memory: the per-buffer columns of `tuner.search.features`.
 
 For each buffer a store reads or writes: the volume, the cache lines, the stride of the innermost
 loop, reuse (the innermost loop that does not move the access, as TVM's LoopMultipleRead; or a read

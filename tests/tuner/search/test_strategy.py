@@ -5,8 +5,8 @@ import numpy as np
 
 from compiler import Schedule, Trace
 from compiler.workloads import workload_from_spec
-from tuner.search import EvolutionarySearch, RandomSearch, Sampler
-from tuner.space import rule_space
+from tuner.search.space import rule_space
+from tuner.search.strategy import EvolutionarySearch, RandomSearch, Sampler
 
 MATMUL = {"op": "matmul", "params": {"M": 64, "N": 64, "K": 32}}
 

@@ -12,7 +12,7 @@ from compiler.ir import For
 from compiler.schedule.tree import find_block, loops_above
 from compiler.visit import walk_stmt
 from compiler.workloads import workload_from_spec
-from tuner.space import UNROLL_STEPS, SpaceConfig, rule_space
+from tuner.search.space import UNROLL_STEPS, SpaceConfig, rule_space
 
 SPECS = {
     "matmul": {"op": "matmul", "params": {"M": 97, "N": 60, "K": 31}},

@@ -13,8 +13,8 @@ import pytest
 
 from compiler import Schedule
 from compiler.workloads import workload_from_spec
-from tuner.cost_model import CostModel, evaluate_ranking, normalized_throughput, random_ranking
-from tuner.features import N_FEATURES, extract_features
+from tuner.search.cost_model import CostModel, evaluate_ranking, normalized_throughput, random_ranking
+from tuner.search.features import N_FEATURES, extract_features
 
 AVX512 = 512  # vector bits
 

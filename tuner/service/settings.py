@@ -1,8 +1,8 @@
 """Every setting of the service, in one place: the coordinator (`tuner serve`), the worker daemon
 (`tuner worker`) and the client commands read this one object. Each field can be set by an environment
 variable `TENSOR_TUNER_<NAME>` (e.g. `TENSOR_TUNER_DATABASE_URL`) or by the command line flag of the
-same name; flags win. `deploy/SETTINGS.md` lists them all: `python -m tuner.settings` renders it from this
-class (a test keeps the two in step).
+same name; flags win. `deploy/SETTINGS.md` lists them all: `python -m tuner.service.settings` renders
+it from this class (a test keeps the two in step).
 """
 
 from __future__ import annotations
@@ -122,7 +122,7 @@ READ_BY: dict[str, str] = {
     "worker_min_repeat_ms": "worker",
     "worker_max_backoff_seconds": "worker",
 }
-REGENERATE = "python -m tuner.settings > deploy/SETTINGS.md"
+REGENERATE = "python -m tuner.service.settings > deploy/SETTINGS.md"
 
 
 def settings_markdown() -> str:
@@ -145,10 +145,10 @@ def settings_markdown() -> str:
         [
             "# Settings",
             "",
-            f"<!-- Generated from tuner.settings.Settings by `{REGENERATE}`; do not edit. -->",
+            f"<!-- Generated from tuner.service.settings.Settings by `{REGENERATE}`; do not edit. -->",
             "",
             "Every tensor-tuner process (`tuner serve`, `tuner worker` and the client commands) reads its",
-            "configuration from one object, `tuner.settings.Settings`, filled from these environment",
+            "configuration from one object, `tuner.service.settings.Settings`, filled from these environment",
             "variables. A command's flag, where it has one (`tuner <command> --help`), wins over the",
             "variable. Variables with the prefix but an unknown name are ignored, so check the spelling",
             "here. In systemd units they come from `EnvironmentFile=`, in `compose.yaml` from",

@@ -27,14 +27,14 @@ from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from compiler.target import parse_features, vector_bits
 from compiler.workloads import workload_from_spec
 from runner import Status
-from tuner.clock import utcnow
 from tuner.database import Database, TaskInfo, TaskStatus
 from tuner.database import queue as q
 from tuner.database.owners import claim_tasks, disown, finish_task
-from tuner.search import Proposal
-from tuner.settings import Settings
-from tuner.space import SpaceConfig, rule_space
-from tuner.task_search import TaskSearch
+from tuner.search.driver import TaskSearch
+from tuner.search.space import SpaceConfig, rule_space
+from tuner.search.strategy import Proposal
+from tuner.service.clock import utcnow
+from tuner.service.settings import Settings
 from tuner.tune import PARENTS
 
 log = logging.getLogger(__name__)
@@ -68,7 +68,7 @@ class _TaskState:
     queued: dict[str, Proposal] = field(default_factory=dict)
 
 
-class SearchLoop:
+class TaskLoop:
     """Owns tasks and drives their searches, tick by tick; `run` ticks until told to stop."""
 
     def __init__(self, db: Database, settings: Settings, owner: str | None = None) -> None:
@@ -199,7 +199,7 @@ def _database_away(error: Exception) -> bool:
     )
 
 
-class SearchLoopProcess:
+class TaskLoopProcess:
     """The search loop in a child process of the coordinator: proposing candidates is CPU-bound Python
     (sampling, lowering, the cost model) and would otherwise hold the API's GIL for seconds at a time.
     The child watches its parent and ends, releasing its tasks, if the parent dies without stopping it."""
@@ -226,4 +226,4 @@ def _loop_process(settings: Settings, stop: Event, parent: int) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when to stop (Ctrl-C reaches both)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     with Database.open(settings.database_url) as db:
-        SearchLoop(db, settings).run(stop, parent)
+        TaskLoop(db, settings).run(stop, parent)

@@ -11,7 +11,7 @@ from compiler.ir import BufferStore
 from compiler.lower import lower
 from compiler.visit import walk_stmt
 from compiler.workloads import workload_from_spec
-from tuner.features import FEATURE_NAMES, N_BUFFERS, N_FEATURES, extract_features
+from tuner.search.features import FEATURE_NAMES, N_BUFFERS, N_FEATURES, extract_features
 
 AVX512 = 512  # vector bits
 AVX2 = 256

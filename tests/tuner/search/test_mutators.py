@@ -6,8 +6,8 @@ import random
 
 from compiler import Schedule
 from compiler.workloads import workload_from_spec
-from tuner.mutators import mutate, mutate_categorical, mutate_compute_location, mutate_tile_size
-from tuner.space import rule_space
+from tuner.search.mutators import mutate, mutate_categorical, mutate_compute_location, mutate_tile_size
+from tuner.search.space import rule_space
 
 CONV = {"op": "conv2d_nchw", "params": {"N": 1, "C": 4, "H": 8, "W": 8, "K": 8, "R": 3, "S": 3, "padding": 1}}
 

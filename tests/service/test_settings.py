@@ -3,7 +3,7 @@
 import pytest
 from pydantic import ValidationError
 
-from tuner.settings import Settings
+from tuner.service.settings import Settings
 
 
 def test_a_lease_must_outlast_several_heartbeats():

@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from sqlalchemy import select
 
-from tests.tuner.test_database import add_pair
+from tests.tuner.database.test_database import add_pair
 from tuner.database import Database, TaskStatus, owners, trace_hash
 from tuner.database import queue as q
 from tuner.database.fleet import heartbeat, register_worker, stop_worker, workers

@@ -1,7 +1,7 @@
 """Per-store features of a lowered tensor program: the fixed-length rows the cost model learns from.
 
 Like TVM's PerStoreFeature, each BufferStore of the lowered program becomes one row describing what
-it computes, the loops around it and how it walks memory (`tuner.access_features`). Counts are scaled
+it computes, the loops around it and how it walks memory (`tuner.search.access_features`). Counts are scaled
 by log2(1 + x) so that a tree can split on orders of magnitude; flags, one-hots and names ending in
 `_ratio` are raw.
 
@@ -45,7 +45,13 @@ from compiler.lower import lower
 from compiler.ops import Op
 from compiler.target import Target
 from compiler.visit import walk_expr, walk_stmt
-from tuner.access_features import BUFFER_FEATURE_NAMES, FOOTPRINT_LEVELS, AccessAnalysis, Loop, log_scale
+from tuner.search.access_features import (
+    BUFFER_FEATURE_NAMES,
+    FOOTPRINT_LEVELS,
+    AccessAnalysis,
+    Loop,
+    log_scale,
+)
 
 N_BUFFERS = 5  # buffers described per store, the most-touched first; TVM uses 5 as well
 _KIND_COLUMNS = ("vectorized", "unrolled", "parallel")
@@ -75,7 +81,7 @@ _PARALLEL_NAMES = ["outer_parallel_extent", "parallel_cores_ratio", "parallel_ba
 FEATURE_NAMES: list[str] = [
     *_OP_NAMES,
     *_LOOP_NAMES,
-    # how each of the N_BUFFERS most-touched buffers is accessed: see tuner.access_features
+    # how each of the N_BUFFERS most-touched buffers is accessed: see tuner.search.access_features
     *(f"buf{b}_{name}" for b in range(N_BUFFERS) for name in BUFFER_FEATURE_NAMES),
     *_ALLOC_NAMES,
     *_INTENSITY_NAMES,

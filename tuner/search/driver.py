@@ -16,12 +16,12 @@ import numpy as np
 
 from compiler import Trace
 from compiler.workloads import Workload
-from tuner.cost_model import CostModel
 from tuner.database import Database
-from tuner.features import extract_features
-from tuner.search import EvolutionarySearch, Proposal, RandomSearch, Sampler
-from tuner.space import ScheduleFn
-from tuner.training_data import groups_from_records
+from tuner.search.cost_model import CostModel
+from tuner.search.features import extract_features
+from tuner.search.space import ScheduleFn
+from tuner.search.strategy import EvolutionarySearch, Proposal, RandomSearch, Sampler
+from tuner.search.training_data import groups_from_records
 
 STRATEGIES = ("evolutionary", "random")
 # The model guides the search once it has seen two batches: short runs (64 trials) benefit too.
