@@ -15,10 +15,12 @@ from pathlib import Path
 import httpx
 import numpy as np
 
+from compiler.target import Target
 from compiler.workloads import workload_from_spec
+from runner.hardware import Hardware
 from tests.postgres import temporary_database
 from tests.service.processes import Coordinator
-from tuner.database import Database, NewRecord
+from tuner.database import Database, NewRecord, trace_hash
 from tuner.database.tokens import create_token
 from tuner.service.settings import Settings
 
@@ -29,13 +31,17 @@ HARDWARE = ("bench-znver-2c", "bench-other-8c")
 STATUSES = ("ok",) * 17 + ("build_error", "timeout", "wrong_result")
 
 
+def machine(mcpu: str) -> Hardware:
+    return Hardware(Target("x86_64-unknown-linux-gnu", mcpu, "", 2), "bench")
+
+
 def _spec(i: int) -> dict:
     return {"op": "matmul", "params": {"M": 16 + i, "N": 64, "K": 32}}
 
 
 def _fill(db: Database, rng: random.Random) -> list[str]:
     """The records, inserted a workload at a time; returns the workloads' hashes."""
-    hardware = [db.add_hardware(key=k, cpu="bench", features="", cores=2) for k in HARDWARE]
+    hardware = [db.add_hardware(machine(k)) for k in HARDWARE]
     hashes = []
     for i in range(WORKLOADS):
         wl = workload_from_spec(_spec(i))
@@ -49,7 +55,14 @@ def _fill(db: Database, rng: random.Random) -> list[str]:
                 secs = [rng.lognormvariate(-7, 0.5) for _ in range(5)] if status == "ok" else []
                 trace = {"version": 1, "instructions": [{"kind": "bench", "n": r}]}
                 records.append(
-                    NewRecord(workload_id=wid, hardware_id=hid, trace=trace, status=status, run_secs=secs)
+                    NewRecord(
+                        workload_id=wid,
+                        hardware_id=hid,
+                        trace=trace,
+                        program_hash=trace_hash(trace),  # these traces make no program
+                        status=status,
+                        run_secs=secs,
+                    )
                 )
             with db.transaction() as session:
                 db.insert_records(session.connection(), records)

@@ -7,15 +7,15 @@ from __future__ import annotations
 
 import statistics
 
-from compiler import Schedule, Trace
+from compiler import Schedule, Target, Trace
 from compiler.auto_unroll import AUTO_UNROLL_MAX_STEP
 from compiler.ir import PrimFunc
 from compiler.schedule.compute_location import can_compute_at
 from compiler.schedule.kinds import SAMPLE_CATEGORICAL, SAMPLE_COMPUTE_LOCATION
 from compiler.schedule.tree import find_loop
 from compiler.workloads import workload_from_spec
-from runner import Candidate, LocalRunner
-from tuner.search.space import UNROLL_STEPS, rule_space
+from runner import Candidate, LocalRunner, LocalRunnerConfig
+from tuner.search.space import UNROLL_STEPS, SpaceConfig, rule_space
 
 SPEC = {
     "op": "conv2d_nchw",
@@ -48,9 +48,10 @@ def placements(func: PrimFunc, trace: Trace) -> tuple[list[str], list[dict]]:
 
 def main(programs: int = 8) -> None:
     func = workload_from_spec(SPEC).func
-    space = rule_space()
+    target = Target.host()
+    space = rule_space(SpaceConfig.for_target(target))
     ratios, best_kept = [], 0
-    with LocalRunner() as runner:
+    with LocalRunner(LocalRunnerConfig(), target) as runner:
         seed, done = 0, 0
         while done < programs:
             sch = Schedule(func, seed=seed)

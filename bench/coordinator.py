@@ -34,7 +34,7 @@ from runner.hardware import host_hardware
 from runner.worker import Worker, WorkerConfig
 from tests.postgres import temporary_database
 from tests.service.processes import Coordinator
-from tuner.database import Database
+from tuner.database import Database, trace_hash
 from tuner.database import queue as q
 from tuner.database.owners import claim_tasks
 from tuner.database.tokens import create_token
@@ -113,13 +113,14 @@ def _fill_queue(settings: Settings) -> None:
     unique = [{**traces[i % len(traces)], "bench": i} for i in range(QUEUED)]
     with Database.open(settings.database_url) as db:
         wid = db.add_workload(hash=wl.func.structural_hash(), name=wl.name, spec=wl.spec, flops=wl.flops)
-        hid = db.add_hardware(key=hw.key, cpu=hw.cpu, features=hw.features, cores=hw.cores)
+        hid = db.add_hardware(hw)
         task = db.add_task(workload_id=wid, hardware_id=hid, strategy="random", trials=QUEUED, seed=0)
         # Queued as its search loop would: only the owner of a running task may (the API runs no loop).
         claim_tasks(db, owner="bench", now=datetime.now(UTC), claim_secs=3600)
         for start in range(0, QUEUED, 500):
             batch = unique[start : start + 500]
-            q.enqueue(db, task_id=task, owner="bench", workload_id=wid, hardware_id=hid, traces=batch)
+            programs = [q.Proposed(t, trace_hash(t)) for t in batch]  # each a program of its own
+            q.enqueue(db, task_id=task, owner="bench", workload_id=wid, hardware_id=hid, programs=programs)
 
 
 def _tokens(settings: Settings) -> tuple[str, str]:

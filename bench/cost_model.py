@@ -18,8 +18,8 @@ import numpy as np
 
 from compiler.workloads import workload_from_spec
 from runner.hardware import host_hardware
-from tuner import cost_model
 from tuner.database import Database
+from tuner.search import cost_model
 from tuner.search.cost_model import CostModel, Group, evaluate_ranking, random_ranking
 from tuner.search.training_data import evaluate_model, groups_from_records, hardware_records
 from tuner.tune import tune
@@ -39,7 +39,8 @@ CROSS_SET, CROSS_SEEDS = 60, 5
 
 def collect(database: str) -> dict[str, Group]:
     """Measure random candidates of each workload until it has its count, then load them all."""
-    hardware = host_hardware().key
+    host = host_hardware()
+    hardware = host.key
     keys = {
         name: workload_from_spec(spec).func.structural_hash()
         for name, (spec, _) in {**TRAIN, **OTHER}.items()
@@ -51,7 +52,7 @@ def collect(database: str) -> dict[str, Group]:
             tune(spec, trials=count - have, database=database, strategy="random", seed=have)
     with Database.open(database) as db:
         records = hardware_records(db, hardware)
-    groups = {g[0]: g for g in groups_from_records(records)}
+    groups = {g[0]: g for g in groups_from_records(records, host.target)}
     spread = {
         name: np.median(
             [

@@ -23,6 +23,7 @@ from compiler import Target, build
 from compiler.workloads import workload_from_spec
 from runner import LocalRunner, LocalRunnerConfig
 from runner.evaluate import evaluate
+from runner.hardware import Hardware, cpu_model
 from tuner.search.space import SpaceConfig, rule_space
 from tuner.tune import tune
 
@@ -34,7 +35,7 @@ UNBOUNDED = 10**6  # vector registers: the register-tile bound never binds
 
 def avx2_target(host: Target) -> Target:
     features = ",".join(f"-{f[1:]}" if f[1:].startswith("avx512") else f for f in host.features.split(","))
-    return Target(host.triple, "znver3", features)
+    return Target(host.triple, "znver3", features, host.cores)
 
 
 def hand_tiles(targets: dict[str, Target]) -> None:
@@ -67,7 +68,7 @@ def tuned(targets: dict[str, Target]) -> None:
         bounded = SpaceConfig.for_target(target)
         arms = {"bounded": bounded, "unbounded": replace(bounded, vector_registers=UNBOUNDED)}
         results: dict[str, list[float]] = {arm: [] for arm in arms}
-        with LocalRunner(LocalRunnerConfig(), target=target) as runner:
+        with LocalRunner(LocalRunnerConfig(), target) as runner:
             for seed in range(SEEDS):
                 numpy_rate = max(numpy_rate, numpy_gflops(SPEC))
                 for arm, config in arms.items():
@@ -79,6 +80,7 @@ def tuned(targets: dict[str, Target]) -> None:
                             seed=seed,
                             space=rule_space(config),
                             runner=runner,
+                            hardware=Hardware(target, cpu_model()),
                         )
                     results[arm].append(r.best_gflops)
         line = "; ".join(

@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 from bench.common import random_matmul_traces
+from compiler import Target
 from runner import Candidate, LocalRunner, LocalRunnerConfig, Status
 
 
@@ -30,7 +31,7 @@ def tree_rss_mib(pid: int | None = None) -> float:
 def throughput(batch: int = 64) -> None:
     spec = {"op": "matmul", "params": {"M": 512, "N": 512, "K": 512}}
     candidates = [Candidate(spec, t) for t in random_matmul_traces(spec, batch, seed=2)]
-    with LocalRunner(LocalRunnerConfig()) as runner:
+    with LocalRunner(LocalRunnerConfig(), Target.host()) as runner:
         runner.run(candidates[:2])  # start the processes outside the measurement
         start = time.perf_counter()
         results = runner.run(candidates)
@@ -47,7 +48,7 @@ def memory(total: int = 1000, batch: int = 50) -> None:
     spec = {"op": "matmul", "params": {"M": 64, "N": 64, "K": 64}}
     traces = random_matmul_traces(spec, batch, seed=3)
     samples = []
-    with LocalRunner(LocalRunnerConfig()) as runner:
+    with LocalRunner(LocalRunnerConfig(), Target.host()) as runner:
         for done in range(0, total, batch):
             results = runner.run([Candidate(spec, t) for t in traces])
             assert all(r.status is Status.OK for r in results), {r.status for r in results}

@@ -12,12 +12,12 @@ import tempfile
 import time
 from pathlib import Path
 
-from compiler import Schedule
+from compiler import Schedule, Target
 from compiler.lower import lower
 from compiler.workloads import workload_from_spec
 from runner import NullRunner
 from tuner.search.features import extract_features
-from tuner.search.space import rule_space
+from tuner.search.space import SpaceConfig, rule_space
 from tuner.tune import tune
 
 SPECS = {
@@ -32,7 +32,8 @@ SPECS = {
 def sample_costs(spec: dict, seeds: int, repeats: int = 3) -> dict[str, float]:
     """Median over seeds of the fastest of `repeats` runs, in ms, of each phase for one program."""
     func = workload_from_spec(spec).func
-    space = rule_space()
+    target = Target.host()
+    space = rule_space(SpaceConfig.for_target(target))
     locations: list[float] = []
     listing = Schedule.compute_location_candidates
 
@@ -56,7 +57,7 @@ def sample_costs(spec: dict, seeds: int, repeats: int = 3) -> dict[str, float]:
                 t1 = time.perf_counter()
                 lowered = lower(sch.func)
                 t2 = time.perf_counter()
-                extract_features(lowered)
+                extract_features(lowered, target)
                 t3 = time.perf_counter()
                 run = {"sample": t1 - t0, "locations": sum(locations), "lower": t2 - t1, "features": t3 - t2}
                 best = {k: min(best[k], run[k]) for k in phases}

@@ -44,11 +44,10 @@ class CompiledKernel:
     assembly: str = field(repr=False)
 
 
-def compile_kernel(func: PrimFunc, target: Target | None = None, *, listings: bool = False) -> CompiledKernel:
-    """Lower and compile `func` to object code for `target` (the host by default).
+def compile_kernel(func: PrimFunc, target: Target, *, listings: bool = False) -> CompiledKernel:
+    """Lower and compile `func` to object code for `target`.
 
     With `listings`, the optimized IR and the assembly are kept too (they cost a few ms)."""
-    target = target or Target.host()
     init_llvm()
     llvm_ir = emit_llvm(lower(func), target)
     tm = target.target_machine()
@@ -141,5 +140,6 @@ def load(compiled: CompiledKernel) -> Kernel:
 
 
 def build(func: PrimFunc, target: Target | None = None, *, listings: bool = True) -> Kernel:
-    """Compile `func` for `target` (the host by default) and load it into this process."""
-    return load(compile_kernel(func, target, listings=listings))
+    """Compile `func` for `target` and load it into this process. The library's edge: without a
+    target, for this machine."""
+    return load(compile_kernel(func, target or Target.host(), listings=listings))

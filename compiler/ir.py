@@ -51,12 +51,18 @@ class Expr:
         """This node over `kids` in place of its children (the same node for a leaf)."""
         return self
 
-    def _set_hash(self) -> None:
-        values = tuple(getattr(self, name) for name in self._key_fields)
-        object.__setattr__(self, "_hash", hash((type(self).__name__, values)))
+    def _fields_hash(self) -> int:
+        return hash((type(self), tuple(getattr(self, name) for name in self._key_fields)))
 
     def __hash__(self) -> int:
-        return self._hash
+        """Structural, computed on first use and kept: many nodes are built (arith, te) and never
+        hashed, and the ones that are become dictionary keys again and again."""
+        try:
+            return self._hash
+        except AttributeError:
+            h = self._fields_hash()
+            _set(self, "_hash", h)
+            return h
 
     def __eq__(self, other: object) -> EqualOp:  # type: ignore[override]
         return EqualOp(self, other)
@@ -170,8 +176,8 @@ class Var(Expr):
     dtype: str = INDEX_DTYPE
 
     def __post_init__(self) -> None:
-        _check_dtype(self.dtype)
-        self._set_hash()
+        if self.dtype not in _DTYPES:
+            _check_dtype(self.dtype)
 
 
 @expr_node
@@ -180,8 +186,8 @@ class Const(Expr):
     dtype: str
 
     def __post_init__(self) -> None:
-        _check_dtype(self.dtype)
-        self._set_hash()
+        if self.dtype not in _DTYPES:
+            _check_dtype(self.dtype)
 
 
 @expr_node
@@ -194,9 +200,15 @@ class Binary(Expr):
     dtype: str = field(init=False, compare=False)
 
     def __post_init__(self) -> None:
-        _check_operands(self.op, (self.a, self.b))
-        object.__setattr__(self, "dtype", self.op.result_dtype(self.a.dtype))
-        self._set_hash()
+        op, a, b = self.op, self.a, self.b
+        dtype = a.dtype
+        try:
+            valid = op.arity == 2 and dtype in op.operands and b.dtype == dtype
+        except AttributeError:  # not an Op
+            valid = False
+        if not valid:
+            _check_operands(op, (a, b))
+        _set(self, "dtype", "bool" if op.bool_result else dtype)
 
     def children(self) -> tuple[Expr, ...]:
         return (self.a, self.b)
@@ -214,9 +226,10 @@ class Unary(Expr):
     dtype: str = field(init=False, compare=False)
 
     def __post_init__(self) -> None:
-        _check_operands(self.op, (self.a,))
-        object.__setattr__(self, "dtype", self.op.result_dtype(self.a.dtype))
-        self._set_hash()
+        op, a = self.op, self.a
+        if not isinstance(op, Op) or op.arity != 1 or a.dtype not in op.operands:
+            _check_operands(op, (a,))
+        _set(self, "dtype", "bool" if op.bool_result else a.dtype)
 
     def children(self) -> tuple[Expr, ...]:
         return (self.a,)
@@ -238,7 +251,6 @@ class Select(Expr):
             raise IRError(
                 f"select: branch dtypes differ ({self.true_value.dtype} vs {self.false_value.dtype})"
             )
-        self._set_hash()
 
     @property
     def dtype(self) -> str:  # type: ignore[override]
@@ -258,7 +270,6 @@ class Cast(Expr):
 
     def __post_init__(self) -> None:
         _check_dtype(self.dtype)
-        self._set_hash()
 
     def children(self) -> tuple[Expr, ...]:
         return (self.value,)
@@ -291,9 +302,6 @@ class Load(Expr):
     buffer: Buffer
     indices: tuple[Expr, ...]
 
-    def __post_init__(self) -> None:
-        self._set_hash()
-
     @property
     def dtype(self) -> str:  # type: ignore[override]
         return self.buffer.dtype
@@ -310,7 +318,7 @@ def structural_equal(a: object, b: object) -> bool:
     if a is b:
         return True
     if isinstance(a, Expr):
-        if type(a) is not type(b) or a._hash != b._hash:  # type: ignore[attr-defined]
+        if type(a) is not type(b) or hash(a) != hash(b):
             return False
         return all(
             structural_equal(getattr(a, name), getattr(b, name))
@@ -321,12 +329,17 @@ def structural_equal(a: object, b: object) -> bool:
     return bool(a == b)
 
 
+_set = object.__setattr__
+_DTYPES = frozenset(DTYPES)
+
+
 def _check_dtype(dtype: str) -> None:
     if dtype not in DTYPES:
         raise IRError(f"unknown dtype {dtype!r}; expected one of {DTYPES}")
 
 
 def _check_operands(op: Op, operands: tuple[Expr, ...]) -> None:
+    """Raise the IRError that says why `op` cannot take `operands`."""
     spec = op.spec if isinstance(op, Op) else None
     if spec is None or spec.arity != len(operands):
         raise IRError(f"{op!r} is not an op of {len(operands)} operand(s)")
@@ -485,16 +498,18 @@ def as_expr(value: ExprLike, dtype: str | None = None) -> Expr:
 
 def binary(op: Op, a: ExprLike, b: ExprLike) -> Expr:
     """Build a binary node; a Python number takes the dtype of the other side."""
-    a, b = _operand(a), _operand(b)
-    if isinstance(a, Expr) and not isinstance(b, Expr):
-        b = const(b, a.dtype if a.dtype != "bool" else None)
-    elif isinstance(b, Expr) and not isinstance(a, Expr):
+    if isinstance(a, EqualOp):
+        a = a.as_expr()
+    if isinstance(b, EqualOp):
+        b = b.as_expr()
+    if isinstance(a, Expr):
+        if not isinstance(b, Expr):
+            b = const(b, a.dtype if a.dtype != "bool" else None)
+    elif isinstance(b, Expr):
         a = const(a, b.dtype if b.dtype != "bool" else None)
-    return Binary(op, as_expr(a), as_expr(b))
-
-
-def _operand(value: ExprLike) -> Expr | int | float | bool:
-    return value.as_expr() if isinstance(value, EqualOp) else value
+    else:
+        a, b = as_expr(a), as_expr(b)
+    return Binary(op, a, b)  # type: ignore[arg-type]
 
 
 def unary(op: Op, a: ExprLike) -> Expr:

@@ -202,9 +202,15 @@ class Op(enum.Enum):
     TANH = _math("tanh", math.tanh, np.tanh, _libm("tanhf", "tanh"))
     FABS = _math("fabs", math.fabs, np.fabs)
 
-    @property
-    def spec(self) -> OpSpec:
-        return self.value  # type: ignore[no-any-return]
+    def __init__(self, spec: OpSpec) -> None:
+        # Plain attributes, read every time a node is built: an enum's `value` is a descriptor.
+        self.spec = spec
+        self.arity = spec.arity
+        self.operands = frozenset(spec.operands)
+        self.bool_result = spec.result == "bool"
+
+    # By identity, in C: enum hashes by name in Python, and every node built hashes its op.
+    __hash__ = object.__hash__
 
     def __repr__(self) -> str:
         return f"Op.{self.name}"
@@ -215,10 +221,10 @@ class Op(enum.Enum):
     @property
     def is_comparison(self) -> bool:
         """An order or equality test of numbers (a bool result from non-bool operands)."""
-        return self.spec.result == "bool" and self.spec.operands != BOOL
+        return self.bool_result and self.spec.operands != BOOL
 
     def result_dtype(self, operand_dtype: str) -> str:
-        return "bool" if self.spec.result == "bool" else operand_dtype
+        return "bool" if self.bool_result else operand_dtype
 
     def feature(self, operand_dtype: str) -> str:
         """The features' instruction-mix column that counts this op on operands of `operand_dtype`."""

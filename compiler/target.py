@@ -1,15 +1,25 @@
-"""The CPU a kernel is compiled for: LLVM triple, CPU name and feature string.
+"""The machine a program is specialized for: what LLVM compiles for (triple, CPU, features) and how
+many cores its parallel loops get, with what follows from them (vector width and registers).
 
-Workers report their Target so a candidate is built for the machine that times it.
+One `Target` is passed to every place that specializes a program: the search space sizes register
+tiles from it, the cost model's features describe it, the build compiles for it. Only the edges (the
+CLI, `tune()`, a worker measuring on its own machine, `compiler.build` for library users) take the
+host's; a coordinator uses the target its workers registered.
+
+`mcpu` is LLVM's name of the CPU ("znver4", "skylake-avx512"); the marketing model string
+("AMD EPYC 9454") is the hardware's `cpu_model` (runner.hardware), which no code specializes on.
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
 from dataclasses import dataclass
 from functools import cache
 
 import llvmlite.binding as llvm
+
+from compiler.dtypes import ITEMSIZE
 
 
 @cache
@@ -22,15 +32,20 @@ def init_llvm() -> None:
 @dataclass(frozen=True)
 class Target:
     triple: str
-    cpu: str
-    features: str
+    mcpu: str  # LLVM's CPU name
+    features: str  # LLVM's feature string: "+avx2,-avx512f,..."
+    cores: int  # threads a parallel loop runs on
 
     @classmethod
-    def host(cls) -> Target:
-        """This machine's CPU with every feature it has (e.g. AVX-512), as LLVM sees it."""
+    def host(cls, cores: int | None = None) -> Target:
+        """This machine's CPU with every feature it has (e.g. AVX-512), as LLVM sees it, and the
+        cores this process may run on (its CPU affinity)."""
         init_llvm()
         return cls(
-            llvm.get_process_triple(), llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten()
+            llvm.get_process_triple(),
+            llvm.get_host_cpu_name(),
+            llvm.get_host_cpu_features().flatten(),
+            cores or len(os.sched_getaffinity(0)),
         )
 
     @property
@@ -39,41 +54,39 @@ class Target:
 
     @property
     def vector_bits(self) -> int:
-        return vector_bits(self.feature_set)
+        """Width of the widest vector registers worth using."""
+        found = self.feature_set
+        if "avx512f" in found:
+            return 512
+        if "avx2" in found or "avx" in found:
+            return 256
+        return 128
 
     @property
     def vector_registers(self) -> int:
-        return vector_registers(self.feature_set)
+        """How many vector registers the code generator may fill: AVX-512 doubles x86's 16, and
+        AArch64 (NEON) has 32."""
+        return 32 if {"avx512f", "neon"} & self.feature_set else 16
+
+    def vector_lanes(self, dtype: str = "float32") -> int:
+        """Elements of `dtype` in one vector register."""
+        return self.vector_bits // (8 * ITEMSIZE[dtype])
 
     @property
     def key(self) -> str:
-        """A short stable identity: kernels tuned for one key are valid for the same key."""
-        digest = hashlib.sha256(f"{self.triple}|{self.cpu}|{self.features}".encode()).hexdigest()
-        return f"{self.cpu}-{digest[:12]}"
+        """A short stable identity of the kind of machine: records measured on one key are
+        comparable, and kernels tuned for it are valid on every machine of the key."""
+        digest = hashlib.sha256(f"{self.triple}|{self.mcpu}|{self.features}".encode()).hexdigest()
+        return f"{self.mcpu}-{digest[:12]}-{self.cores}c"
 
     def target_machine(self) -> llvm.TargetMachine:
         """A fresh TargetMachine (each JIT engine needs its own)."""
         init_llvm()
         return llvm.Target.from_triple(self.triple).create_target_machine(
-            cpu=self.cpu, features=self.features, opt=3, jit=True
+            cpu=self.mcpu, features=self.features, opt=3, jit=True
         )
 
 
 def parse_features(features: str) -> frozenset[str]:
     """The features an LLVM feature string ("+avx2,-avx512f,...") turns on."""
     return frozenset(f[1:] for f in features.split(",") if f.startswith("+"))
-
-
-def vector_bits(features: frozenset[str]) -> int:
-    """Width of the widest vector registers worth using."""
-    if "avx512f" in features:
-        return 512
-    if "avx2" in features or "avx" in features:
-        return 256
-    return 128
-
-
-def vector_registers(features: frozenset[str]) -> int:
-    """How many vector registers the code generator may fill: AVX-512 doubles x86's 16, and
-    AArch64 (NEON) has 32."""
-    return 32 if "avx512f" in features or "neon" in features else 16

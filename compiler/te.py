@@ -65,9 +65,6 @@ class Reduce(Expr):
     source: Expr
     axes: tuple[ReduceAxis, ...]
 
-    def __post_init__(self) -> None:
-        self._set_hash()
-
     @property
     def dtype(self) -> str:  # type: ignore[override]
         return self.source.dtype

@@ -1,18 +1,22 @@
 """Building and timing candidates: precise timing, verification against numpy, process isolation."""
 
+from runner.confirm import Measured, measure_confirming
 from runner.evaluate import evaluate
 from runner.local import LocalRunner, LocalRunnerConfig
 from runner.null import NullRunner
-from runner.results import Candidate, RunResult, Status, TimingConfig, merge_remeasurement
+from runner.results import BuildResult, Candidate, Runner, RunResult, Status, TimingConfig
 
 __all__ = [
+    "BuildResult",
     "Candidate",
     "LocalRunner",
     "LocalRunnerConfig",
+    "Measured",
     "NullRunner",
     "RunResult",
+    "Runner",
     "Status",
     "TimingConfig",
     "evaluate",
-    "merge_remeasurement",
+    "measure_confirming",
 ]

@@ -1,8 +1,8 @@
-"""The hardware a measurement belongs to: records are only comparable on the same kind of machine."""
+"""The hardware a measurement belongs to: records are only comparable on the same kind of machine,
+which the target's key names."""
 
 from __future__ import annotations
 
-import os
 import platform
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,20 +12,24 @@ from compiler import Target
 
 @dataclass(frozen=True)
 class Hardware:
-    key: str
-    cpu: str
-    features: str
-    cores: int
+    """A kind of machine: the target programs are specialized for, and the CPU's model name, which
+    says to a person what the machine is."""
+
+    target: Target
+    cpu_model: str
+
+    @property
+    def key(self) -> str:
+        return self.target.key
 
 
-def host_hardware(target: Target | None = None) -> Hardware:
-    """This machine: the LLVM target (CPU name and every feature) and the cores this process may use."""
-    target = target or Target.host()
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    return Hardware(f"{target.key}-{cores}c", _cpu_model(), target.features, cores)
+def host_hardware() -> Hardware:
+    """This machine, with the cores this process may use (pin it first to measure on fewer)."""
+    return Hardware(Target.host(), cpu_model())
 
 
-def _cpu_model() -> str:
+def cpu_model() -> str:
+    """The CPU's model name, as /proc/cpuinfo gives it."""
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("model name"):

@@ -13,7 +13,7 @@ import multiprocessing as mp
 import signal
 import time
 import traceback
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from multiprocessing.pool import AsyncResult, Pool
@@ -21,7 +21,7 @@ from typing import Any
 
 from compiler.build import CompiledKernel
 from compiler.target import Target
-from runner.results import Candidate, RunResult, Status, TimingConfig
+from runner.results import BuildResult, Candidate, RunResult, Status, TimingConfig
 
 _CTX = mp.get_context("spawn")
 
@@ -42,7 +42,7 @@ def _ignore_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
-def build_candidate(candidate: Candidate, target: Target) -> tuple[Status, CompiledKernel | None, str, float]:
+def build_candidate(candidate: Candidate, target: Target) -> BuildResult:
     """Replay the trace on the workload and compile it (runs in a build worker)."""
     from compiler.build import compile_kernel
     from compiler.schedule import Trace
@@ -54,18 +54,23 @@ def build_candidate(candidate: Candidate, target: Target) -> tuple[Status, Compi
         func = Trace.from_json(candidate.trace).apply(workload.func).func
         compiled = compile_kernel(func, target)
     except Exception as e:  # every failure of a candidate is a result, never a crash
-        return Status.BUILD_ERROR, None, f"{type(e).__name__}: {e}", time.perf_counter() - start
-    return Status.OK, compiled, "", time.perf_counter() - start
+        return BuildResult(Status.BUILD_ERROR, None, f"{type(e).__name__}: {e}", time.perf_counter() - start)
+    return BuildResult(Status.OK, compiled, "", time.perf_counter() - start)
 
 
 class LocalRunner:
-    """Runs candidates on this machine. Use as a context manager, or call close()."""
+    """Runs candidates on this machine, built for `target` (this machine's, or one it can run: a
+    benchmark compiles for AVX2 on an AVX-512 host). Use as a context manager, or call close()."""
 
-    def __init__(self, config: LocalRunnerConfig | None = None, target: Target | None = None) -> None:
-        self.config = config or LocalRunnerConfig()
-        self.target = target or Target.host()
+    def __init__(self, config: LocalRunnerConfig, target: Target) -> None:
+        self.config = config
+        self.target = target
         self._pool: Pool | None = None
         self._measurer = _Measurer(self.config)
+
+    @property
+    def timing(self) -> TimingConfig:
+        return self.config.timing
 
     def __enter__(self) -> LocalRunner:
         return self
@@ -80,18 +85,17 @@ class LocalRunner:
             self._pool = None
         self._measurer.stop()
 
-    def run(self, candidates: list[Candidate]) -> list[RunResult]:
+    def run(self, candidates: Sequence[Candidate]) -> list[RunResult]:
         return list(self.iter_run(candidates))
 
-    def iter_run(self, candidates: list[Candidate]) -> Iterator[RunResult]:
+    def iter_run(self, candidates: Sequence[Candidate]) -> Iterator[RunResult]:
         """Build every candidate (in parallel), then measure them one at a time, yielding each result
         as it comes: a caller that stops early (a worker shutting down) leaves the rest unmeasured."""
-        built = self.build(candidates)
-        for candidate, (status, compiled, message, build_secs) in zip(candidates, built):
-            if status is not Status.OK:
-                yield RunResult(status, [], message, build_secs)
+        for candidate, built in zip(candidates, self.build(candidates)):
+            if built.compiled is None:
+                yield RunResult(built.status, [], built.message, built.build_secs)
                 continue
-            yield self._measurer.measure(candidate, compiled, build_secs)
+            yield self._measurer.measure(candidate, built.compiled, built.build_secs)
 
     def _get_pool(self) -> Pool:
         if self._pool is None:
@@ -102,27 +106,27 @@ class LocalRunner:
             )
         return self._pool
 
-    def build(self, candidates: list[Candidate]) -> list[tuple[Status, CompiledKernel | None, str, float]]:
+    def build(self, candidates: Sequence[Candidate]) -> list[BuildResult]:
         """Build all candidates in parallel; a build that exceeds its time is reported as a timeout
         and the pool is replaced (a stuck worker cannot be interrupted otherwise)."""
-        out: dict[int, Any] = {}
+        out: dict[int, BuildResult] = {}
         pending = list(range(len(candidates)))
         while pending:
             pool = self._get_pool()
-            jobs: dict[int, AsyncResult] = {
+            jobs: dict[int, AsyncResult[BuildResult]] = {
                 i: pool.apply_async(build_candidate, (candidates[i], self.target)) for i in pending
             }
             pending = self._collect(jobs, out)
         return [out[i] for i in range(len(candidates))]
 
-    def _collect(self, jobs: dict[int, AsyncResult], out: dict[int, Any]) -> list[int]:
+    def _collect(self, jobs: dict[int, AsyncResult[BuildResult]], out: dict[int, BuildResult]) -> list[int]:
         """Wait for jobs in order; on a timeout, record it and return the jobs still to redo."""
         timeout = self.config.build_timeout_s
         for i, job in jobs.items():
             try:
                 out[i] = job.get(timeout=timeout)
             except mp.TimeoutError:
-                out[i] = (Status.TIMEOUT, None, f"build timed out after {timeout:.0f} s", timeout)
+                out[i] = BuildResult(Status.TIMEOUT, None, f"build timed out after {timeout:.0f} s", timeout)
                 for k, other in jobs.items():
                     if k not in out and other.ready():
                         out[k] = other.get()

@@ -4,9 +4,9 @@ the layers above (search, database, service) fast and exactly."""
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 
-from runner.results import Candidate, RunResult, Status
+from runner.results import Candidate, RunResult, Status, TimingConfig
 
 
 def hashed_seconds(candidate: Candidate) -> float:
@@ -22,10 +22,12 @@ class NullRunner:
         self.seconds = seconds
         self.repeat = repeat
 
-    def run(self, candidates: list[Candidate]) -> list[RunResult]:
+    timing: TimingConfig | None = None  # it times nothing
+
+    def run(self, candidates: Sequence[Candidate]) -> list[RunResult]:
         return list(self.iter_run(candidates))
 
-    def iter_run(self, candidates: list[Candidate]) -> Iterator[RunResult]:
+    def iter_run(self, candidates: Sequence[Candidate]) -> Iterator[RunResult]:
         for c in candidates:
             yield RunResult(Status.OK, [self.seconds(c)] * self.repeat)
 

@@ -7,8 +7,12 @@ from __future__ import annotations
 
 import enum
 import json
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from compiler.build import CompiledKernel
 
 
 class Status(enum.StrEnum):
@@ -62,9 +66,27 @@ class RunResult:
         return secs[len(secs) // 2] if secs else float("inf")
 
 
-def merge_remeasurement(first: RunResult, again: RunResult) -> RunResult:
-    """A would-be best, measured a second time: the result keeps every repeat of both runs, so a lucky
-    first run cannot carry the median alone; if the second run failed, that failure is the result."""
-    if not again.ok:
-        return RunResult(again.status, [], again.message, first.build_secs)
-    return RunResult(Status.OK, first.run_secs + again.run_secs, first.message, first.build_secs)
+@dataclass(frozen=True)
+class BuildResult:
+    """A candidate built (`compiled` set, status ok) or not (the status and message say why)."""
+
+    status: Status
+    compiled: CompiledKernel | None = None
+    message: str = ""
+    build_secs: float = 0.0
+
+
+class Runner(Protocol):
+    """What measures candidates: the local runner on this machine, or the null runner in tests. Every
+    candidate comes back as a RunResult, in order; `iter_run` yields each as it is measured, so a
+    caller that stops early leaves the rest unmeasured. `timing` is how it times (None: it does not),
+    which each record keeps."""
+
+    @property
+    def timing(self) -> TimingConfig | None: ...
+
+    def run(self, candidates: Sequence[Candidate]) -> list[RunResult]: ...
+
+    def iter_run(self, candidates: Sequence[Candidate]) -> Iterator[RunResult]: ...
+
+    def close(self) -> None: ...

@@ -22,17 +22,19 @@ import signal
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Hashable, Iterator
 from dataclasses import asdict, dataclass, field
 from math import inf
 from typing import Any, Literal
 
 import httpx
 
+from compiler.target import Target
+from runner.confirm import measure_confirming
 from runner.hardware import host_hardware
 from runner.local import LocalRunner, LocalRunnerConfig
 from runner.null import NullRunner
-from runner.results import Candidate, RunResult, Status, TimingConfig, merge_remeasurement
+from runner.results import Candidate, Runner, RunResult, Status, TimingConfig
 
 log = logging.getLogger("tuner.worker")
 # The longest result message the coordinator accepts (tuner.service.schemas.LongText).
@@ -80,12 +82,12 @@ def parse_cpus(text: str) -> frozenset[int]:
 class Worker:
     """One worker process. `run()` blocks until stopped and returns the exit code."""
 
-    def __init__(self, config: WorkerConfig, runner: Any = None) -> None:
+    def __init__(self, config: WorkerConfig, runner: Runner | None = None) -> None:
         self.config = config
         if config.cpus:
             os.sched_setaffinity(0, config.cpus)  # before the runner spawns: its children inherit it
         self.hardware = host_hardware()
-        self.runner = runner or _make_runner(config)
+        self.runner = runner or _make_runner(config, self.hardware.target)
         self.stopping = threading.Event()
         self.client = httpx.Client(
             base_url=config.coordinator_url.rstrip("/"),
@@ -126,11 +128,9 @@ class Worker:
             self.client.close()
 
     def _register(self) -> None:
-        hw = self.hardware
-        body = {
-            "name": self.config.name,
-            "hardware": {"key": hw.key, "cpu": hw.cpu, "features": hw.features, "cores": hw.cores},
-        }
+        hw, t = self.hardware, self.hardware.target
+        target = {"triple": t.triple, "mcpu": t.mcpu, "features": t.features, "cores": t.cores}
+        body = {"name": self.config.name, "hardware": {"cpu_model": hw.cpu_model, **target}}
         reply = self._call("POST", "/v1/workers", body)
         if reply is None:
             raise Fatal("stopped before the coordinator could be reached")
@@ -151,23 +151,17 @@ class Worker:
             self._call("POST", f"/v1/workers/{self.worker_id}/release", {"candidate_ids": rest})
 
     def _measure(self, leased: list[dict[str, Any]]) -> Iterator[tuple[dict[str, Any], RunResult, bool]]:
-        """Each candidate's result; one that beats its task's best known time is measured again. The
-        best is kept per task: a batch may mix tasks, and another workload's time says nothing."""
+        """Each candidate's result; one that beats its task's best known time is measured again
+        (runner.confirm). The best is kept per task: a batch may mix tasks, and another workload's
+        time says nothing."""
         candidates = [Candidate(item["spec"], item["trace"]) for item in leased]
-        best: dict[int, float] = {}
+        tasks = [item["task_id"] for item in leased]
+        best: dict[Hashable, float] = {}
         for item in leased:
-            known = item["best_secs"]
-            best[item["task_id"]] = min(best.get(item["task_id"], inf), inf if known is None else known)
-        for item, candidate, result in zip(leased, candidates, self.runner.iter_run(candidates)):
-            task = item["task_id"]
-            remeasured = result.ok and result.median_secs < best[task]
-            if remeasured:
-                again = self.runner.run([candidate])[0]
-                merged = merge_remeasurement(result, again)
-                if merged.ok and max(result.median_secs, again.median_secs) < best[task]:
-                    best[task] = merged.median_secs
-                result = merged
-            yield item, result, remeasured
+            if item["best_secs"] is not None:
+                best[item["task_id"]] = min(best.get(item["task_id"], inf), item["best_secs"])
+        for item, measured in zip(leased, measure_confirming(self.runner, candidates, tasks, best)):
+            yield item, measured.result, measured.remeasured
             if self.stopping.is_set():
                 return
 
@@ -248,10 +242,10 @@ class Worker:
             raise httpx.DecodingError(f"{method} {path}: a {code} answer that is not JSON") from e
 
 
-def _make_runner(config: WorkerConfig) -> Any:
+def _make_runner(config: WorkerConfig, target: Target) -> Runner:
     if config.runner == "null":
         return NullRunner()
-    return LocalRunner(LocalRunnerConfig(timing=config.timing))
+    return LocalRunner(LocalRunnerConfig(timing=config.timing), target)
 
 
 def _result(candidate_id: int, result: RunResult, remeasured: bool, timing: TimingConfig) -> dict[str, Any]:

@@ -151,7 +151,9 @@ def _tune(args: argparse.Namespace, console: Console) -> int:
     if args.json:
         print(json.dumps(summary, indent=2))
     else:
-        table = Table(title=f"{wl.name} on {result.hardware.cpu} ({result.hardware.cores} cores)")
+        table = Table(
+            title=f"{wl.name} on {result.hardware.cpu_model} ({result.hardware.target.cores} cores)"
+        )
         table.add_column("")
         table.add_column("", justify="right")
         for key, value in _table_rows(summary):
@@ -262,7 +264,8 @@ def _show(args: argparse.Namespace, console: Console) -> int:
 def _evaluate_model(args: argparse.Namespace, console: Console) -> int:
     db = Database.open(database_url(args))
     try:
-        groups = groups_from_records(hardware_records(db, host_hardware().key))
+        host = host_hardware()
+        groups = groups_from_records(hardware_records(db, host.key), host.target)
         names = {  # the name alone does not tell two shapes of one operator apart
             w.hash: f"{w.name} " + " ".join(f"{k}={v}" for k, v in w.spec.get("params", {}).items())
             for w in db.workloads()

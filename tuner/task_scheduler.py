@@ -16,9 +16,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from compiler.workloads import Workload
-from runner import LocalRunner, LocalRunnerConfig
+from runner import LocalRunner, LocalRunnerConfig, Runner
+from runner.hardware import Hardware, host_hardware
 from tuner.database import Database
-from tuner.search.space import rule_space
+from tuner.search.space import SpaceConfig, rule_space
 from tuner.tune import DEFAULT_DATABASE, TuneResult, Tuning, as_workload, open_database
 
 SCHEDULERS = ("gradient", "round-robin")
@@ -60,21 +61,24 @@ def tune_tasks(
     scheduler: str = "gradient",
     strategy: str = "evolutionary",
     seed: int = 0,
-    runner: Any = None,
+    runner: Runner | None = None,
     batch_size: int = 16,
     progress: Callable[[int, int], None] | None = None,
+    hardware: Hardware | None = None,
 ) -> TasksResult:
-    """Spend `trials` measurements over `tasks`, a batch at a time, to minimize the model's latency."""
+    """Spend `trials` measurements over `tasks`, a batch at a time, to minimize the model's latency
+    on `hardware` (this machine by default)."""
     if scheduler not in SCHEDULERS:
         raise ValueError(f"scheduler must be one of {SCHEDULERS}, got {scheduler!r}")
+    hardware = hardware or host_hardware()
     db = open_database(database)
     own_runner = runner is None
-    runner = runner or LocalRunner(LocalRunnerConfig(seed=seed))
+    runner = runner or LocalRunner(LocalRunnerConfig(seed=seed), hardware.target)
     start = time.perf_counter()
     try:
-        space = rule_space()
+        space = rule_space(SpaceConfig.for_target(hardware.target))
         tunings = [
-            Tuning(as_workload(t.workload), db, runner, strategy, seed + i, space, batch_size)
+            Tuning(as_workload(t.workload), db, runner, hardware, strategy, seed + i, space, batch_size)
             for i, t in enumerate(tasks)
         ]
         histories = [_History() for _ in tasks]

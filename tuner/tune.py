@@ -1,11 +1,9 @@
 """`tune`: search a workload's schedules on this machine, measure them, keep every record.
 
-One loop: the strategy proposes a batch of unmeasured traces, the runner builds and times them, the
-records go to the database, the cost model learns from them. Running the same call again continues
-from the database (its traces are never measured twice, its records train the model).
-
-Noise: a candidate that beats the best so far is measured a second time, and becomes the best only if
-both measurements beat it; its record keeps every repeat of both.
+One loop: the search driver (tuner.search.driver) proposes a batch of unmeasured programs, the runner
+builds and times them (a would-be best twice: runner.confirm), the records go to the database, and
+the driver learns from them. Running the same call again continues from the database (its programs
+are never measured twice, its records train the model).
 """
 
 from __future__ import annotations
@@ -18,16 +16,14 @@ from typing import Any
 from compiler import Trace, build
 from compiler.build import Kernel
 from compiler.workloads import Workload, workload_from_spec
-from runner import Candidate, LocalRunner, LocalRunnerConfig, RunResult, merge_remeasurement
+from runner import Candidate, LocalRunner, LocalRunnerConfig, Runner, RunResult, measure_confirming
 from runner.hardware import Hardware, host_hardware
 from tuner.database import Database, NewRecord, Record
-from tuner.search.driver import STRATEGIES, TaskSearch
-from tuner.search.space import ScheduleFn, rule_space
+from tuner.search.driver import STRATEGIES, SearchDriver, TaskIds
+from tuner.search.space import ScheduleFn, SpaceConfig, rule_space
 from tuner.search.strategy import Proposal
 
 DEFAULT_DATABASE = "sqlite:///tensor-tuner.db"
-# The best measured traces that seed each generation of the evolutionary search.
-PARENTS = 16
 SHORT_RUN, SHORT_BATCH, LONG_BATCH = 64, 16, 32
 
 
@@ -75,23 +71,27 @@ def tune(
     strategy: str = "evolutionary",
     seed: int = 0,
     space: ScheduleFn | None = None,
-    runner: Any = None,
+    runner: Runner | None = None,
     batch_size: int | None = None,
     progress: Callable[[Progress], None] | None = None,
+    hardware: Hardware | None = None,
 ) -> TuneResult:
     """Measure up to `trials` new candidates of `workload` and return the best record known.
 
-    `batch_size` None is adaptive: 16 for the first 64 trials, so a short run gets several
-    model-guided batches, then 32, so the search's own cost (a population evolved per batch) stays a
-    small share of long runs."""
+    The programs are for `hardware` (this machine by default), measured by `runner` (a local runner
+    building for that hardware by default). `batch_size` None is adaptive: 16 for the first 64
+    trials, so a short run gets several model-guided batches, then 32, so the search's own cost (a
+    population evolved per batch) stays a small share of long runs."""
     if strategy not in STRATEGIES:
         raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
     wl = as_workload(workload)
+    hardware = hardware or host_hardware()
     db = open_database(database)
     own_runner = runner is None
-    runner = runner or LocalRunner(LocalRunnerConfig(seed=seed))
+    runner = runner or LocalRunner(LocalRunnerConfig(seed=seed), hardware.target)
+    space = space or rule_space(SpaceConfig.for_target(hardware.target))
     try:
-        return Tuning(wl, db, runner, strategy, seed, space or rule_space(), batch_size).run(trials, progress)
+        return Tuning(wl, db, runner, hardware, strategy, seed, space, batch_size).run(trials, progress)
     finally:
         if own_runner:
             runner.close()
@@ -100,44 +100,50 @@ def tune(
 
 
 class Tuning:
-    """The tuning of one workload: tune() runs it to the end, the task scheduler a batch at a time."""
+    """The tuning of one workload: tune() runs it to the end, the task scheduler a batch at a time.
+    The search driver proposes and learns; this measures (re-measuring a would-be best) and stores."""
 
     def __init__(
         self,
         wl: Workload,
         db: Database,
-        runner: Any,
+        runner: Runner,
+        hardware: Hardware,
         strategy: str,
         seed: int,
         space: ScheduleFn,
         batch: int | None,
     ) -> None:
-        self.wl, self.db, self.runner, self.batch = wl, db, runner, batch
+        self.wl, self.db, self.runner, self.hardware, self.batch = wl, db, runner, hardware, batch
         self.start = time.perf_counter()
-        self.hardware = host_hardware()
         self.key = wl.func.structural_hash()
-        self.workload_id = db.add_workload(hash=self.key, name=wl.name, spec=wl.spec, flops=wl.flops)
-        hw = self.hardware
-        self.hardware_id = db.add_hardware(key=hw.key, cpu=hw.cpu, features=hw.features, cores=hw.cores)
-        self.task_id = db.add_task(
-            workload_id=self.workload_id, hardware_id=self.hardware_id, strategy=strategy, trials=0, seed=seed
+        workload_id = db.add_workload(hash=self.key, name=wl.name, spec=wl.spec, flops=wl.flops)
+        hardware_id = db.add_hardware(hardware)
+        task_id = db.add_task(
+            workload_id=workload_id, hardware_id=hardware_id, strategy=strategy, trials=0, seed=seed
         )
-        self.search = TaskSearch(
+        self.ids = TaskIds(workload_id, hardware_id, task_id)
+        self.driver = SearchDriver(
             wl,
             db,
-            workload_id=self.workload_id,
-            hardware_id=self.hardware_id,
+            self.ids,
+            hardware.target,
+            hardware_key=hardware.key,
             strategy=strategy,
             seed=seed,
             space=space,
         )
-        best = db.best(self.key, hw.key)
-        self.best_secs = best.median_secs if best else float("inf")
+        best = db.best(self.key, hardware.key)
+        self.best: dict[int, float] = {task_id: best.median_secs} if best and best.median_secs else {}
         self.curve: list[float] = []
         self.trials = 0
 
+    @property
+    def best_secs(self) -> float:
+        return self.best.get(self.ids.task_id, float("inf"))
+
     def run(self, trials: int, progress: Callable[[Progress], None] | None) -> TuneResult:
-        self.db.update_task(self.task_id, status="running", trials_done=0)
+        self.db.update_task(self.ids.task_id, status="running", trials_done=0)
         while self.trials < trials:
             results = self.step(min(self._batch_size(), trials - self.trials))
             if not results:
@@ -154,76 +160,68 @@ class Tuning:
 
     def step(self, n: int) -> list[RunResult]:
         """Propose, measure and learn from one batch of up to n candidates."""
-        top = [r.trace for r in self.db.top_k(self.key, self.hardware.key, PARENTS)]
-        proposals = self.search.propose(n, best=top)
+        proposals = self.driver.propose(n)
         if not proposals:
             return []
         results = self._measure(proposals)
-        self.search.learn(proposals, [r.median_secs if r.ok else None for r in results])
+        self.driver.learn()
         self.trials += len(results)
-        self.db.update_task(self.task_id, trials_done=self.trials)
+        self.db.update_task(self.ids.task_id, trials_done=self.trials)
         return results
 
     def finish(self) -> TuneResult:
-        self.db.update_task(self.task_id, status="done", trials_done=self.trials)
+        self.db.update_task(self.ids.task_id, status="done", trials_done=self.trials)
         best = self.db.best(self.key, self.hardware.key)
         wall = time.perf_counter() - self.start
         return TuneResult(
-            self.wl, self.hardware, best, self.trials, self.curve, wall, self.search.search_secs
+            self.wl, self.hardware, best, self.trials, self.curve, wall, self.driver.search_secs
         )
 
     def _measure(self, proposals: list[Proposal]) -> list[RunResult]:
         candidates = [Candidate(self.wl.spec, p.trace) for p in proposals]
-        results = self.runner.run(candidates)
+        tasks = [self.ids.task_id] * len(candidates)
         out = []
-        for proposal, candidate, result in zip(proposals, candidates, results):
-            remeasured = result.ok and result.median_secs < self.best_secs
-            if remeasured:
-                result = self._confirm(candidate, result)
+        for proposal, measured in zip(
+            proposals, measure_confirming(self.runner, candidates, tasks, self.best)
+        ):
+            result = measured.result
             self.db.add_record(
                 NewRecord(
-                    workload_id=self.workload_id,
-                    hardware_id=self.hardware_id,
-                    task_id=self.task_id,
+                    workload_id=self.ids.workload_id,
+                    hardware_id=self.ids.hardware_id,
+                    task_id=self.ids.task_id,
                     trace=proposal.trace,
+                    program_hash=proposal.key,
                     status=result.status.value,
                     run_secs=result.run_secs,
                     build_secs=result.build_secs,
                     message=result.message,
-                    timing=timing_settings(self.runner),
+                    timing=asdict(self.runner.timing) if self.runner.timing else {},
                     worker="local",
-                    remeasured=remeasured,
+                    remeasured=measured.remeasured,
                 )
             )
             out.append(result)
-            self.curve.append(gflops(self.wl, self.best_secs if self.best_secs < float("inf") else None))
+            secs = self.best_secs
+            self.curve.append(gflops(self.wl, secs if secs < float("inf") else None))
         return out
-
-    def _confirm(self, candidate: Candidate, first: RunResult) -> RunResult:
-        """Measure a would-be best again; it is the best only if both measurements beat the old one."""
-        again = self.runner.run([candidate])[0]
-        both = merge_remeasurement(first, again)
-        if both.ok and max(first.median_secs, again.median_secs) < self.best_secs:
-            self.best_secs = both.median_secs
-        return both
-
-
-def timing_settings(runner: Any) -> dict[str, Any]:
-    timing = getattr(getattr(runner, "config", None), "timing", None)
-    return asdict(timing) if timing is not None else {}
 
 
 def compile_best(
-    workload: Workload | dict[str, Any], *, database: Database | str = DEFAULT_DATABASE
+    workload: Workload | dict[str, Any],
+    *,
+    database: Database | str = DEFAULT_DATABASE,
+    hardware: Hardware | None = None,
 ) -> Kernel:
-    """The fastest known schedule of `workload` on this hardware, built into a callable kernel."""
+    """The fastest known schedule of `workload` on `hardware` (this machine by default), built for it."""
     wl = as_workload(workload)
+    hardware = hardware or host_hardware()
     db = open_database(database)
     try:
-        best = db.best(wl.func.structural_hash(), host_hardware().key)
+        best = db.best(wl.func.structural_hash(), hardware.key)
     finally:
         if not isinstance(database, Database):
             db.close()
     if best is None:
         raise LookupError(f"no measured schedule of {wl.name} on this hardware; tune it first")
-    return build(Trace.from_json(best.trace).apply(wl.func).func, listings=False)
+    return build(Trace.from_json(best.trace).apply(wl.func).func, hardware.target, listings=False)

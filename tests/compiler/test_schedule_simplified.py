@@ -10,7 +10,8 @@ from helpers import matmul
 from compiler import Schedule, Trace
 from compiler.schedule.instruction import Instruction, is_ref, lookup
 from compiler.workloads import workload_from_spec
-from tuner.search.space import rule_space
+from tests.machines import AVX512
+from tuner.search.space import SpaceConfig, rule_space
 
 SPECS = {
     "matmul": {"op": "matmul", "params": {"M": 97, "N": 60, "K": 31}},
@@ -50,7 +51,7 @@ def root_queries(trace: Trace) -> list[str]:
 def test_the_default_space_loses_its_unused_root_queries_and_replays_identically(name, seed):
     workload = workload_from_spec(SPECS[name])
     sch = Schedule(workload.func, seed=seed)
-    rule_space()(sch)
+    rule_space(SpaceConfig.for_target(AVX512))(sch)
     trace = sch.trace
     simple = trace.simplified()
 
@@ -72,7 +73,7 @@ def test_every_pure_instruction_left_has_a_used_output():
     workload = workload_from_spec(SPECS["conv2d"])
     for seed in range(8):
         sch = Schedule(workload.func, seed=seed)
-        rule_space()(sch)
+        rule_space(SpaceConfig.for_target(AVX512))(sch)
         simple = sch.trace.simplified()
         used = set().union(*(inst.uses() for inst in simple.instructions))
         for inst in simple.instructions:

@@ -6,6 +6,7 @@ import pytest
 from compiler import Schedule
 from compiler.build import compile_kernel
 from compiler.ir import Allocate, BufferStore, Const, For, Load, PrimFunc, SeqStmt, Var, const
+from compiler.target import Target
 from compiler.workloads import workload_from_spec
 from runner import Candidate, LocalRunner, LocalRunnerConfig, Status, TimingConfig
 
@@ -28,7 +29,7 @@ def runner():
     config = LocalRunnerConfig(
         timing=TimingConfig(repeat=3, min_repeat_ms=1), run_timeout_s=20, build_timeout_s=60
     )
-    with LocalRunner(config) as r:
+    with LocalRunner(config, Target.host()) as r:
         yield r
 
 
@@ -62,7 +63,7 @@ def test_bad_spec_is_a_build_error(runner):
 
 
 def _measure(runner, func):
-    return runner._measurer.measure(Candidate(SPEC, {}), compile_kernel(func), 0.0)
+    return runner._measurer.measure(Candidate(SPEC, {}), compile_kernel(func, Target.host()), 0.0)
 
 
 def test_wrong_numbers_are_caught(runner):

@@ -3,16 +3,35 @@ API's behaviour, and real coordinator and worker processes on loopback for the e
 tests. Every fixture runs on SQLite and on PostgreSQL (`database_url`)."""
 
 from collections.abc import Generator, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pytest
 from fastapi.testclient import TestClient
 
+from runner.hardware import Hardware, host_hardware
 from tuner.database import Database
 from tuner.database.tokens import create_token
 from tuner.service.app import create_app
 from tuner.service.settings import Settings
 from tuner.service.task_loop import TaskLoop
+
+
+def hardware_body(hardware: Hardware) -> dict:
+    """What a worker of `hardware` registers (its key is derived from its target)."""
+    t = hardware.target
+    return {
+        "cpu_model": hardware.cpu_model,
+        "triple": t.triple,
+        "mcpu": t.mcpu,
+        "features": t.features,
+        "cores": t.cores,
+    }
+
+
+HW = host_hardware()
+HARDWARE = hardware_body(HW)
+# Another kind of machine, for tests of what goes to which hardware.
+OTHER = Hardware(replace(HW.target, mcpu="other", cores=8), "Other CPU")
 
 
 def service_settings(database_url: str) -> Settings:

@@ -5,15 +5,12 @@ from datetime import timedelta
 
 import pytest
 
-from runner.hardware import host_hardware
-from tests.service.conftest import Api
+from tests.service.conftest import HARDWARE, HW, OTHER, Api, hardware_body
 from tuner.database.schema import Candidate, Worker
 from tuner.service.clock import utcnow
 from tuner.service.schemas import WORKER_NAME_LENGTH
 
 SPEC = {"op": "matmul", "params": {"M": 32, "N": 32, "K": 16}}
-HW = host_hardware()
-HARDWARE = {"key": HW.key, "cpu": HW.cpu, "features": HW.features, "cores": HW.cores}
 
 
 def register(api: Api, name: str = "w1", hardware: dict = HARDWARE) -> int:
@@ -139,11 +136,11 @@ def test_tasks_target_registered_hardware(api: Api):
     reply = api.client.post("/v1/tasks", json={"workload": SPEC}, headers=api.as_("client"))
     assert reply.status_code == 422 and "start a worker first" in reply.text
     register(api, "w1")
-    register(api, "w2", {**HARDWARE, "key": "other-8c", "cpu": "Other CPU"})
+    register(api, "w2", hardware_body(OTHER))
     ambiguous = api.client.post("/v1/tasks", json={"workload": SPEC}, headers=api.as_("client"))
     assert ambiguous.status_code == 422 and ambiguous.json()["detail"][0]["loc"] == ["body", "hardware"]
-    assert submit(api, hardware="other-8c")["hardware_key"] == "other-8c"
-    assert submit(api, cpu="Other CPU")["hardware_key"] == "other-8c"
+    assert submit(api, hardware=OTHER.key)["hardware_key"] == OTHER.key
+    assert submit(api, cpu_model="Other CPU")["hardware_key"] == OTHER.key
     # A worker of the other hardware never gets this hardware's candidates.
     api.loop.tick()
     assert lease(api, 1) == []
@@ -400,7 +397,7 @@ def test_a_worker_name_fits_the_records_worker_column(api: Api):
 
 def test_results_for_candidates_of_other_hardware_are_refused(api: Api):
     mine = register(api, "w1")
-    elsewhere = register(api, "w2", {**HARDWARE, "key": "other-8c"})
+    elsewhere = register(api, "w2", hardware_body(OTHER))
     submit(api, trials=2, hardware=HW.key)
     api.loop.tick()
     leased = lease(api, mine)

@@ -6,9 +6,9 @@ import json
 import httpx
 import pytest
 
-from tests.service.conftest import Api
+from tests.service.conftest import OTHER, Api, hardware_body
 from tests.service.processes import free_port
-from tests.service.test_api import HARDWARE, HW, SPEC, lease, register, results, submit
+from tests.service.test_api import HW, SPEC, lease, register, results, submit
 from tuner.cli import main
 from tuner.service import commands
 from tuner.service.client import Client
@@ -33,13 +33,13 @@ def remote(api: Api, monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
 def test_remote_best_and_show_take_a_hardware_key(api: Api, remote: list[str], capsys):
     worker = register(api, "w1")
-    register(api, "w2", {**HARDWARE, "key": "other-8c"})
+    register(api, "w2", hardware_body(OTHER))
     submit(api, trials=2, hardware=HW.key)
     api.loop.tick()
     results(api, worker, lease(api, worker))
     assert main(["best", *WORKLOAD, *remote, "--json"]) == 1  # two kinds of hardware: which one?
     refusal = capsys.readouterr().err
-    assert "hardware" in refusal and "other-8c" in refusal and "Traceback" not in refusal
+    assert "hardware" in refusal and OTHER.key in refusal and "Traceback" not in refusal
     assert main(["best", *WORKLOAD, *remote, "--hardware", HW.key, "--json"]) == 0
     assert len(json.loads(capsys.readouterr().out)) == 1
     assert main(["show", *WORKLOAD, *remote, "--hardware", HW.key]) == 0

@@ -22,8 +22,7 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support.ui import WebDriverWait
 
-from runner.hardware import host_hardware
-from tests.service.conftest import service_settings
+from tests.service.conftest import HARDWARE, HW, service_settings
 from tests.service.processes import Coordinator, wait_until
 from tuner.database import Database
 from tuner.database.tokens import create_token
@@ -31,7 +30,6 @@ from tuner.database.tokens import create_token
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
 SPEC = {"op": "matmul", "params": {"M": 64, "N": 64, "K": 32}}
-HW = host_hardware()
 # The page polls every 2 s; a loaded machine may take a few polls.
 PAGE_TIMEOUT = 30
 
@@ -160,7 +158,7 @@ def open_with_token(driver: WebDriver, url: str, token: str) -> None:
 
 
 def test_the_dashboard_lists_tasks_and_draws_a_live_curve(service: LiveService, browser: WebDriver):
-    hardware = {"key": HW.key, "cpu": HW.cpu, "features": HW.features, "cores": HW.cores}
+    hardware = HARDWARE
     registered = service.call("POST", "/v1/workers", "worker", json={"name": "bench-1", "hardware": hardware})
     worker = registered["id"]
     task = service.call(

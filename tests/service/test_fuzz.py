@@ -30,16 +30,13 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from runner.hardware import host_hardware
 from tests.conftest import fresh_database
-from tests.service.conftest import service_settings
+from tests.service.conftest import HARDWARE, service_settings
 from tuner.database.tokens import create_token
 from tuner.service.app import create_app
 from tuner.service.settings import Settings
 from tuner.service.task_loop import TaskLoop
 
-HW = host_hardware()
-HARDWARE = {"key": HW.key, "cpu": HW.cpu, "features": HW.features, "cores": HW.cores}
 CHECKS = [
     not_a_server_error,
     status_code_conformance,

@@ -1,4 +1,4 @@
-"""The search loop, ticked by hand beside the in-process API: what it queues when a task ends in the
+"""The task loop, ticked by hand beside the in-process API: what it queues when a task ends in the
 middle of a tick, how one task's failure stays that task's, and that it proposes programs for the
 machine a task runs on, which need not be the coordinator's own."""
 
@@ -7,7 +7,10 @@ import math
 import pytest
 from sqlalchemy.exc import IntegrityError, OperationalError
 
-from tests.service.conftest import Api
+from compiler.schedule import loop_transform
+from compiler.target import Target
+from runner.hardware import Hardware
+from tests.service.conftest import Api, hardware_body
 from tests.service.test_api import lease, register, results, submit
 from tuner.database import TaskStatus
 from tuner.database.owners import cancel_task
@@ -18,19 +21,19 @@ def test_a_task_cancelled_while_its_search_proposes_gets_no_candidates(api: Api)
     task = submit(api, trials=20)["id"]
     api.loop.tick()
     results(api, worker, lease(api, worker))  # the queue is empty: the next tick proposes again
-    search = api.loop.states[task].search
-    propose = search.propose
+    driver = api.loop.drivers[task]
+    propose = driver.propose
 
     def cancelled_meanwhile(*args, **kwargs):
         proposals = propose(*args, **kwargs)
         cancel_task(api.db, task_id=task, message="no longer wanted")
         return proposals
 
-    search.propose = cancelled_meanwhile
+    driver.propose = cancelled_meanwhile
     api.loop.tick()
     assert api.db.get_task(task).status == TaskStatus.CANCELLED
     assert lease(api, worker) == []
-    assert api.loop.states[task].queued == {}  # nothing waits for records that will never come
+    assert driver.in_flight == {}  # nothing waits for records that will never come
 
 
 def test_a_task_the_database_refuses_fails_alone_and_a_lost_database_waits(api: Api, monkeypatch):
@@ -57,20 +60,15 @@ def test_a_task_the_database_refuses_fails_alone_and_a_lost_database_waits(api: 
     assert api.db.get_task(fine).status == TaskStatus.RUNNING
 
 
-AVX2_WORKER = {
-    "key": "znver3-avx2-64c",
-    "cpu": "Test EPYC",
-    "features": "+avx,+avx2,+fma,-avx512f",
-    "cores": 64,
-}
+AVX2 = Hardware(Target("x86_64-unknown-linux-gnu", "znver3", "+avx,+avx2,+fma,-avx512f", 64), "Test EPYC")
 
 
 def test_a_task_for_an_avx2_machine_is_searched_for_its_registers_and_cores(api: Api):
-    worker = register(api, hardware=AVX2_WORKER)
-    task = submit(api, trials=8, hardware=AVX2_WORKER["key"])
+    worker = register(api, hardware=hardware_body(AVX2))
+    task = submit(api, trials=8, hardware=AVX2.key)
     api.loop.tick()
-    search = api.loop.states[task["id"]].search
-    assert (search.vector_bits, search.cores) == (256, 64)
+    target = api.loop.drivers[task["id"]].target
+    assert (target.vector_bits, target.cores) == (256, 64)
     leased = lease(api, worker)
     assert len(leased) == 8  # the queue depth of the test settings
     for candidate in leased:
@@ -81,3 +79,20 @@ def test_a_task_for_an_avx2_machine_is_searched_for_its_registers_and_cores(api:
         ]
         vector, rows = tiles[0][-1], tiles[1][-1]  # j (vectorized), then i
         assert vector <= 32 and math.ceil(vector / 8) * rows <= 12
+
+
+def test_a_bug_in_a_primitive_fails_the_task_with_its_traceback_and_is_counted(api: Api, monkeypatch):
+    """Not "the search space has no unmeasured program left": a bug is not an exhausted space."""
+
+    def broken_split(*args, **kwargs):
+        raise RuntimeError("a bug in split")
+
+    monkeypatch.setattr(loop_transform, "split", broken_split)
+    register(api)
+    task = submit(api, trials=4)["id"]
+    api.loop.tick()
+    failed = api.client.get(f"/v1/tasks/{task}", headers=api.as_("client")).json()
+    assert failed["status"] == "failed" and failed["message"] == "RuntimeError: a bug in split"
+    assert "broken_split" in failed["traceback"] and "in split" in failed["traceback"]
+    metrics = api.client.get("/metrics", headers=api.as_("client")).text
+    assert "tuner_search_errors 1.0" in metrics

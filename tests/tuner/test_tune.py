@@ -1,10 +1,13 @@
 """tune() end to end on SQLite and PostgreSQL: records kept, resumed runs never re-measure, failures
 recorded but never best, compile_best builds the winner; with the null runner (exact, fast)."""
 
+from collections.abc import Iterator, Sequence
+
 import numpy as np
 import pytest
 
-from compiler import Schedule
+from compiler import Schedule, ScheduleError, Trace
+from compiler.schedule import loop_transform
 from compiler.workloads import workload_from_spec
 from runner import Candidate, NullRunner, RunResult, Status
 from tuner.database import Database
@@ -31,16 +34,19 @@ def test_tune_keeps_every_record_and_reports_the_best(db, strategy):
     assert result.trials == 12 and len(result.curve) == 12
     assert result.curve == sorted(result.curve)  # best so far never gets worse
     records = records_of(db)
-    assert len(records) == 12 and len({r.trace_hash for r in records}) == 12
+    assert len(records) == 12 and len({r.program_hash for r in records}) == 12
     assert result.best.median_secs == min(r.median_secs for r in records)
     assert result.best_gflops == pytest.approx(workload_from_spec(SPEC).flops / result.best.median_secs / 1e9)
 
 
-def test_running_again_continues_without_measuring_a_trace_twice(db):
+def test_running_again_continues_without_measuring_a_program_twice(db):
     tune(SPEC, trials=8, database=db, runner=NullRunner(), strategy="random", batch_size=4)
     tune(SPEC, trials=8, database=db, runner=NullRunner(), strategy="random", batch_size=4)
     records = records_of(db)
-    assert len(records) == 16 and len({r.trace_hash for r in records}) == 16
+    assert len(records) == 16 and len({r.program_hash for r in records}) == 16
+    func = workload_from_spec(SPEC).func
+    for r in records:  # the identity is the program's, and the stored trace makes that program
+        assert Trace.from_json(r.trace).apply(func).func.structural_hash() == r.program_hash
 
 
 class FlakyRunner(NullRunner):
@@ -50,15 +56,13 @@ class FlakyRunner(NullRunner):
         super().__init__()
         self.count = 0
 
-    def run(self, candidates: list[Candidate]) -> list[RunResult]:
-        out = []
+    def iter_run(self, candidates: Sequence[Candidate]) -> Iterator[RunResult]:
         for c in candidates:
             self.count += 1
             if self.count % 3 == 0:
-                out.append(RunResult(Status.WRONG_RESULT, [1e-9], "C mismatched at (0, 0)"))
+                yield RunResult(Status.WRONG_RESULT, [1e-9], "C mismatched at (0, 0)")
             else:
-                out.extend(super().run([c]))
-        return out
+                yield from super().iter_run([c])
 
 
 def test_wrong_results_are_recorded_but_never_best(db):
@@ -91,7 +95,7 @@ def innermost_tile_seconds(candidate: Candidate) -> float:
 
 def test_records_train_a_model_that_ranks_held_out_candidates(db):
     result = tune(SPEC, trials=40, database=db, runner=NullRunner(innermost_tile_seconds), strategy="random")
-    groups = groups_from_records(hardware_records(db, result.hardware.key))
+    groups = groups_from_records(hardware_records(db, result.hardware.key), result.hardware.target)
     assert [len(f) for _, f, _ in groups] == [40]
     scores = evaluate_model(groups, holdout=0.25, splits=4)
     assert scores["candidates"] == 10 and scores["splits"] == 4
@@ -113,16 +117,14 @@ class LuckyOnceRunner(NullRunner):
         self.lucky: str | None = None
         self.lucky_runs = 0
 
-    def run(self, candidates: list[Candidate]) -> list[RunResult]:
-        out = []
+    def iter_run(self, candidates: Sequence[Candidate]) -> Iterator[RunResult]:
         for c in candidates:
             self.lucky = self.lucky or c.key
             if c.key == self.lucky:
                 self.lucky_runs += 1
-                out.append(RunResult(Status.OK, [1e-4 if self.lucky_runs == 1 else 5e-3] * 3))
+                yield RunResult(Status.OK, [1e-4 if self.lucky_runs == 1 else 5e-3] * 3)
             else:
-                out.extend(super().run([c]))
-        return out
+                yield from super().iter_run([c])
 
 
 def test_a_winner_that_does_not_hold_on_remeasurement_is_not_the_best(db):
@@ -149,3 +151,26 @@ def test_a_user_defined_space_is_searched_until_exhausted(db):
     assert result.trials == 5
     traces = [r.trace for r in records_of(db)]
     assert all(any(i["kind"] == "decompose_reduction" for i in t["instructions"]) for t in traces)
+
+
+def test_a_bug_in_a_primitive_raises_out_of_tune(db, monkeypatch):
+    """A bug is not a refused draw: swallowed, it would look like an exhausted space."""
+
+    def broken_split(*args, **kwargs):
+        raise RuntimeError("a bug in split")
+
+    monkeypatch.setattr(loop_transform, "split", broken_split)
+    with pytest.raises(RuntimeError, match="a bug in split"):
+        tune(SPEC, trials=4, database=db, runner=NullRunner(), strategy="random")
+
+
+def test_draws_a_space_refuses_are_skipped(db):
+    """A user space may refuse some draws (ScheduleError): those are no candidates, the rest are."""
+
+    def picky(sch: Schedule) -> None:
+        stochastic_schedule_mm(sch)
+        if sch.rng.random() < 0.5:
+            raise ScheduleError("not this one")
+
+    result = tune(SPEC, trials=50, database=db, runner=NullRunner(), space=picky, strategy="random")
+    assert result.trials == 5  # every program of the space (5 tiles of j), refusals or not

@@ -19,6 +19,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.pool import StaticPool
 
+from runner import hardware as machine
 from runner.results import Status
 from tuner.database.records import (
     HardwareInfo,
@@ -70,7 +71,7 @@ class Database:
         self.insert = _INSERT[engine.dialect.name]  # with on_conflict_do_nothing on both backends
         self._session = sessionmaker(engine)
         self._workloads: dict[int, WorkloadInfo] = {}
-        conflict = [TuningRecord.workload_id, TuningRecord.hardware_id, TuningRecord.trace_hash]
+        conflict = [TuningRecord.workload_id, TuningRecord.hardware_id, TuningRecord.program_hash]
         self._record_insert = (
             self.insert(TuningRecord)
             .on_conflict_do_nothing(index_elements=conflict)
@@ -110,12 +111,14 @@ class Database:
             session.execute(insert.on_conflict_do_nothing(index_elements=[Workload.hash]))
             return session.scalars(select(Workload.id).where(Workload.hash == hash)).one()
 
-    def add_hardware(self, *, key: str, cpu: str, features: str, cores: int) -> int:
+    def add_hardware(self, hardware: machine.Hardware) -> int:
         """Get or create by key: records are only comparable between machines of the same key."""
+        t = hardware.target
+        values = {"key": t.key, "cpu_model": hardware.cpu_model, "triple": t.triple, "mcpu": t.mcpu}
         with self._session.begin() as session:
-            insert = self.insert(Hardware).values(key=key, cpu=cpu, features=features, cores=cores)
+            insert = self.insert(Hardware).values(**values, features=t.features, cores=t.cores)
             session.execute(insert.on_conflict_do_nothing(index_elements=[Hardware.key]))
-            return session.scalars(select(Hardware.id).where(Hardware.key == key)).one()
+            return session.scalars(select(Hardware.id).where(Hardware.key == t.key)).one()
 
     def add_task(self, *, workload_id: int, hardware_id: int, strategy: str, trials: int, seed: int) -> int:
         """A new pending task: a budget of `trials` measurements of one workload on one hardware."""
@@ -212,10 +215,10 @@ class Database:
             found = self._workloads[workload_id] = self.get_workload(workload_id)
         return found
 
-    def measured_trace_hashes(self, workload_id: int, hardware_id: int) -> set[str]:
-        """Every stored trace of the pair, whatever its status: a failed trace fails again, so the search
-        must not propose it either."""
-        query = select(TuningRecord.trace_hash).where(
+    def measured_program_hashes(self, workload_id: int, hardware_id: int) -> set[str]:
+        """Every stored program of the pair, whatever its status: a failed program fails again, so the
+        search must not propose it either."""
+        query = select(TuningRecord.program_hash).where(
             TuningRecord.workload_id == workload_id, TuningRecord.hardware_id == hardware_id
         )
         with self._session.begin() as session:
@@ -372,11 +375,32 @@ def _begin_sqlite(connection: Connection) -> None:
 
 def _migrate(engine: Engine) -> None:
     """Upgrade to head in one transaction that concurrent openers queue on (BEGIN IMMEDIATE on SQLite, an
-    advisory lock on PostgreSQL): a fleet starting at once migrates once, and the others find head."""
-    with engine.begin() as connection:
-        if connection.dialect.name == "postgresql":
-            connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _MIGRATION_LOCK})
-        command.upgrade(alembic_config(connection), "head")
+    advisory lock on PostgreSQL): a fleet starting at once migrates once, and the others find head.
+
+    SQLite alters a table by copying it and dropping the original, which rows of other tables refer
+    to: its foreign keys are off while it migrates (a pragma that only takes effect outside a
+    transaction), and checked in full before the migration commits."""
+    with engine.connect() as connection:
+        sqlite = connection.dialect.name == "sqlite"
+        if sqlite:
+            _sqlite_pragma(connection, "foreign_keys = OFF")
+        try:
+            with connection.begin():
+                if connection.dialect.name == "postgresql":
+                    connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _MIGRATION_LOCK})
+                command.upgrade(alembic_config(connection), "head")
+                if sqlite:
+                    broken = connection.exec_driver_sql("PRAGMA foreign_key_check").all()
+                    if broken:
+                        raise RuntimeError(f"the migration broke foreign keys: {broken[:5]}")
+        finally:
+            if sqlite:
+                _sqlite_pragma(connection, "foreign_keys = ON")
+
+
+def _sqlite_pragma(connection: Connection, pragma: str) -> None:
+    """A pragma on the driver's connection, outside any transaction (SQLAlchemy would begin one)."""
+    connection.connection.dbapi_connection.execute(f"PRAGMA {pragma}")  # type: ignore[union-attr]
 
 
 def _plain(cls: type[T], row: Base, **joined: Any) -> T:

@@ -49,15 +49,24 @@ def claim_tasks(db: Database, *, owner: str, now: datetime, claim_secs: float) -
         return sorted(session.scalars(select(Task.id).where(active, Task.owner == owner)))
 
 
-def finish_task(db: Database, *, task_id: int, owner: str, status: TaskStatus, message: str = "") -> bool:
+def finish_task(
+    db: Database,
+    *,
+    task_id: int,
+    owner: str,
+    status: TaskStatus,
+    message: str = "",
+    traceback: str | None = None,
+) -> bool:
     """End a task its owner was running, withdrawing any candidate still queued; False if `owner` no
-    longer owns it (it was cancelled, or taken over after the owner stalled)."""
+    longer owns it (it was cancelled, or taken over after the owner stalled). `traceback` is that of
+    an error in its search, which failed it."""
     with db.transaction() as session:
         leftovers = _lock_unfinished(session, task_id)
         result = session.execute(
             update(Task)
             .where(Task.id == task_id, Task.owner == owner, Task.status.in_(ACTIVE))
-            .values(status=status.value, message=message, owner=None, owner_until=None)
+            .values(status=status.value, message=message, traceback=traceback, owner=None, owner_until=None)
         )
         if result.rowcount != 1:
             return False

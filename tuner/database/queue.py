@@ -73,38 +73,53 @@ class QueueCounts:
     done: int
 
 
+@dataclass(frozen=True)
+class Proposed:
+    """A program to queue: its trace, and the program's structural hash (its identity)."""
+
+    trace: dict[str, Any]
+    program_hash: str
+
+
 def enqueue(
-    db: Database, *, task_id: int, owner: str, workload_id: int, hardware_id: int, traces: Sequence[dict]
+    db: Database,
+    *,
+    task_id: int,
+    owner: str,
+    workload_id: int,
+    hardware_id: int,
+    programs: Sequence[Proposed],
 ) -> set[str]:
-    """Queue traces for measurement, if the task is still active and `owner` still runs it: a search
-    proposes for seconds, and the task may be cancelled or taken over meanwhile. A trace already
-    queued for the workload and hardware (by any task) is skipped. Returns the hashes of the traces
+    """Queue programs for measurement, if the task is still active and `owner` still runs it: a search
+    proposes for seconds, and the task may be cancelled or taken over meanwhile. A program already
+    queued for the workload and hardware (by any task) is skipped. Returns the program hashes
     queued.
 
     The task row is locked first (FOR UPDATE, which also waits out a cancel or finish that holds it
     FOR KEY SHARE while it withdraws the task's candidates): the check and the insert are one step."""
-    if not traces:
+    if not programs:
         return set()
     rows = [
         {
             "task_id": task_id,
             "workload_id": workload_id,
             "hardware_id": hardware_id,
-            "trace": t,
-            "trace_hash": trace_hash(t),
+            "trace": p.trace,
+            "trace_hash": trace_hash(p.trace),
+            "program_hash": p.program_hash,
             "status": CandidateStatus.PENDING.value,
             "attempts": 0,
         }
-        for t in traces
+        for p in programs
     ]
-    conflict = [Candidate.workload_id, Candidate.hardware_id, Candidate.trace_hash]
+    conflict = [Candidate.workload_id, Candidate.hardware_id, Candidate.program_hash]
     with db.transaction() as session:
         connection = session.connection()
         runs = select(Task.id).where(Task.id == task_id, Task.owner == owner, Task.status.in_(ACTIVE))
         if connection.scalar(runs.with_for_update()) is None:
             return set()
         insert = db.insert(Candidate).values(rows).on_conflict_do_nothing(index_elements=conflict)
-        return set(connection.scalars(insert.returning(Candidate.trace_hash)))
+        return set(connection.scalars(insert.returning(Candidate.program_hash)))
 
 
 def lease(
@@ -255,6 +270,7 @@ _CANDIDATE_COLUMNS = (
     Candidate.workload_id,
     Candidate.hardware_id,
     Candidate.trace,
+    Candidate.program_hash,
     Candidate.status,
     Candidate.worker_id,
 )
@@ -274,6 +290,7 @@ def _finish(
             task_id=c.task_id,
             candidate_id=c.id,
             trace=c.trace,
+            program_hash=c.program_hash,
             worker=worker,
             **{f.name: getattr(result, f.name) for f in fields(result) if f.name != "candidate_id"},
         )
@@ -326,9 +343,9 @@ def counts(db: Database, *, task_id: int) -> QueueCounts:
     return QueueCounts(**{f.name: by_status.get(f.name, 0) for f in fields(QueueCounts)})
 
 
-def queued_trace_hashes(db: Database, *, workload_id: int, hardware_id: int) -> set[str]:
-    """Every trace queued for the pair, in any state: a search must not propose them again."""
-    query = select(Candidate.trace_hash).where(
+def queued_program_hashes(db: Database, *, workload_id: int, hardware_id: int) -> set[str]:
+    """Every program queued for the pair, in any state: a search must not propose them again."""
+    query = select(Candidate.program_hash).where(
         Candidate.workload_id == workload_id, Candidate.hardware_id == hardware_id
     )
     with db.transaction() as session:

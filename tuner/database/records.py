@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from compiler.target import Target
 from runner.results import Status
 
 
@@ -60,6 +61,7 @@ class NewRecord:
     workload_id: int
     hardware_id: int
     trace: dict[str, Any]
+    program_hash: str  # the scheduled program's structural hash: its identity
     status: str  # a runner.Status value
     run_secs: list[float] = field(default_factory=list)
     build_secs: float = 0.0
@@ -89,6 +91,7 @@ class Record:
     task_id: int | None
     trace: dict[str, Any]
     trace_hash: str
+    program_hash: str
     status: str
     run_secs: list[float]
     median_secs: float | None  # None unless status is ok
@@ -115,10 +118,17 @@ class WorkloadInfo:
 class HardwareInfo:
     id: int
     key: str
-    cpu: str
+    cpu_model: str
+    triple: str
+    mcpu: str
     features: str
     cores: int
     created_at: datetime
+
+    @property
+    def target(self) -> Target:
+        """What its programs are specialized for (the search space, the cost model's features)."""
+        return Target(self.triple, self.mcpu, self.features, self.cores)
 
 
 @dataclass(frozen=True)
@@ -134,5 +144,6 @@ class TaskInfo:
     status: TaskStatus
     trials_done: int
     message: str
+    traceback: str | None
     created_at: datetime
     updated_at: datetime

@@ -68,7 +68,8 @@ class Workload(Base):
     __tablename__ = "workloads"
 
     id: Mapped[int] = mapped_column(primary_key=True)
-    hash: Mapped[str] = mapped_column(String(64), unique=True)  # structural hash of the unscheduled PrimFunc
+    # The structural hash of the unscheduled PrimFunc (compiler.serialize, format version 1).
+    hash: Mapped[str] = mapped_column(String(64), unique=True)
     name: Mapped[str] = mapped_column(String(200))
     spec: Mapped[dict[str, Any]]
     flops: Mapped[float]
@@ -76,11 +77,17 @@ class Workload(Base):
 
 
 class Hardware(Base):
+    """A kind of machine: the target its programs are specialized for (compiler.target), which its
+    key is derived from, and its CPU's model name. Rows written before triple and mcpu were kept
+    have an empty triple (their mcpu comes from their key)."""
+
     __tablename__ = "hardware"
 
     id: Mapped[int] = mapped_column(primary_key=True)
     key: Mapped[str] = mapped_column(String(200), unique=True)
-    cpu: Mapped[str] = mapped_column(String(200))
+    cpu_model: Mapped[str] = mapped_column(String(200))
+    triple: Mapped[str] = mapped_column(String(200))
+    mcpu: Mapped[str] = mapped_column(String(200))
     features: Mapped[str] = mapped_column(Text)
     cores: Mapped[int]
     created_at: Mapped[datetime] = mapped_column(server_default=func.now())
@@ -99,6 +106,8 @@ class Task(Base):
     status: Mapped[str] = mapped_column(String(16), index=True)  # a restarted coordinator finds its tasks
     trials_done: Mapped[int]
     message: Mapped[str] = mapped_column(Text, server_default="")  # why it failed or was cancelled
+    # The traceback of an error in the task's search (a bug, not a refused draw), which failed it.
+    traceback: Mapped[str | None] = mapped_column(Text)
     # The coordinator process that runs this task's search loop, and until when its claim holds unless
     # renewed: one owner at a time, and a dead owner's tasks are taken over when the claim lapses.
     owner: Mapped[str | None] = mapped_column(String(200))
@@ -127,8 +136,8 @@ class Candidate(Base):
 
     __tablename__ = "candidates"
     __table_args__ = (
-        # A trace is measured once per workload and hardware, whichever task proposed it.
-        UniqueConstraint("workload_id", "hardware_id", "trace_hash"),
+        # A program is measured once per workload and hardware, whichever task proposed it.
+        UniqueConstraint("workload_id", "hardware_id", "program_hash"),
         # The lease query: a hardware's available candidates, oldest first.
         Index("ix_candidates_queue", "hardware_id", "status", "id"),
         CheckConstraint(_one_of("status", CandidateStatus), name="status"),
@@ -140,6 +149,8 @@ class Candidate(Base):
     hardware_id: Mapped[int] = mapped_column(ForeignKey("hardware.id"))
     trace: Mapped[dict[str, Any]]
     trace_hash: Mapped[str] = mapped_column(String(64))
+    # The scheduled program's structural hash (for rows queued before it was kept: the trace hash).
+    program_hash: Mapped[str] = mapped_column(String(64))
     status: Mapped[str] = mapped_column(String(16))
     worker_id: Mapped[int | None] = mapped_column(ForeignKey("workers.id"))
     lease_expires_at: Mapped[datetime | None]
@@ -164,8 +175,8 @@ class ApiToken(Base):
 class TuningRecord(Base):
     __tablename__ = "tuning_records"
     __table_args__ = (
-        # A trace is measured once per workload and hardware; concurrent inserts resolve on this.
-        UniqueConstraint("workload_id", "hardware_id", "trace_hash"),
+        # A program is measured once per workload and hardware; concurrent inserts resolve on this.
+        UniqueConstraint("workload_id", "hardware_id", "program_hash"),
         # best / top-k: equality on both ids, then ordered by median; also every record of one hardware.
         Index("ix_tuning_records_ranking", "hardware_id", "workload_id", "median_secs"),
         # best / top-k read only ok records, in this order: a partial index of exactly those.
@@ -192,6 +203,9 @@ class TuningRecord(Base):
     task_id: Mapped[int | None] = mapped_column(ForeignKey("tasks.id", ondelete="SET NULL"), index=True)
     trace: Mapped[dict[str, Any]]
     trace_hash: Mapped[str] = mapped_column(String(64))
+    # The scheduled program's structural hash: two traces that make one program are one record.
+    # Records written before it was kept carry their trace hash here (their program was never hashed).
+    program_hash: Mapped[str] = mapped_column(String(64))
     status: Mapped[str] = mapped_column(String(16))
     run_secs: Mapped[list[float]]  # every repeat, so a later reader can judge the noise
     median_secs: Mapped[float | None]

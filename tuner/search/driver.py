@@ -1,22 +1,26 @@
-"""The search side of one tuning task: a strategy and its cost model, warm-started from the database.
+"""The search driver of one tuning task: propose -> (someone measures) -> learn, with the cost model,
+warm-started from the database, in one place for the embedded tuner, the task scheduler and the
+coordinator.
 
-It proposes traces to measure and learns from measured ones; who measures them is not its concern.
-The embedded `tune` measures them with a runner in the same process; the coordinator queues them for
-worker daemons and feeds their results back as they arrive. Either way, built again from the database
-(after a restart), it resumes: the model retrains on every stored record, and the search never
-proposes a trace the database holds.
+Who measures is not its concern. The embedded tuner measures a batch with a runner and stores the
+records; the coordinator queues the batch for worker daemons, whose results arrive as records later.
+Either way the driver learns from the task's records that arrived since it last looked, so the two
+paths learn alike. Built again from the database (after a restart), it resumes: the model retrains on
+every stored record, and the search never proposes a program the database holds or has queued.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
-from compiler import Trace
+from compiler import ScheduleError, Target, Trace, TraceError
 from compiler.workloads import Workload
-from tuner.database import Database
+from runner import Status
+from tuner.database import Database, Record
 from tuner.search.cost_model import CostModel
 from tuner.search.features import extract_features
 from tuner.search.space import ScheduleFn
@@ -28,89 +32,124 @@ STRATEGIES = ("evolutionary", "random")
 MIN_TRAIN_SAMPLES = 32
 FEATURE_CACHE_SIZE = 8192
 WARM_START_RECORDS = 512
+# The best measured traces that seed each generation of the evolutionary search.
+PARENTS = 16
 
 
-class TaskSearch:
-    """Proposes unmeasured traces of one workload on one hardware, and learns from their timings.
+@dataclass(frozen=True)
+class TaskIds:
+    """Where a task's records live: its workload, hardware and task rows."""
 
-    `exclude` names trace hashes not to propose besides those the database has measured (the
-    coordinator passes what is queued but not yet measured). `vector_bits` and `cores` describe the
-    machine the programs run on, for the cost model's features (default: this one; the coordinator's
-    tasks run on workers). `search_secs` adds up the time spent proposing and learning: the search's
-    own overhead."""
+    workload_id: int
+    hardware_id: int
+    task_id: int
+
+
+class SearchDriver:
+    """Proposes unmeasured programs of one workload for one machine, and learns from their records.
+
+    `exclude` names program hashes not to propose besides those the database has measured (the
+    coordinator passes what is queued but not yet measured). `search_secs` adds up the time spent
+    proposing and learning: the search's own overhead."""
 
     def __init__(
         self,
         wl: Workload,
         db: Database,
+        ids: TaskIds,
+        target: Target,
         *,
-        workload_id: int,
-        hardware_id: int,
+        hardware_key: str,
         strategy: str,
         seed: int,
         space: ScheduleFn,
         exclude: Iterable[str] = (),
-        vector_bits: int | None = None,
-        cores: int | None = None,
     ) -> None:
         if strategy not in STRATEGIES:
             raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
+        self.wl, self.db, self.ids, self.target = wl, db, ids, target
         self.key = wl.func.structural_hash()
-        measured = db.measured_trace_hashes(workload_id, hardware_id) | set(exclude)
+        self.hardware_key = hardware_key
+        measured = db.measured_program_hashes(ids.workload_id, ids.hardware_id) | set(exclude)
         self.sampler = Sampler(wl.func, space)
-        self.vector_bits, self.cores = vector_bits, cores
+        self.feature_cache: dict[str, np.ndarray] = {}
+        self.search_secs = 0.0
+        # Proposals handed out and not yet learned from, by program hash: their programs are built.
+        self.in_flight: dict[str, Proposal] = {}
+        seen = db.task_records(ids.task_id)
+        self.last_record_id = seen[-1].id if seen else 0
         # Random search consults no model: it neither trains one nor extracts features.
         self.model: CostModel | None = None
         if strategy == "random":
             self.search: RandomSearch = RandomSearch(self.sampler, measured, seed)
         else:
             model = self.model = CostModel(seed=seed, min_train_samples=MIN_TRAIN_SAMPLES)
-            self._train_on_database(db, workload_id, hardware_id)
+            self._train_on_database()
             self.search = EvolutionarySearch(
                 self.sampler, measured, self._score, seed=seed, trained=lambda: model.is_trained
             )
-        self.feature_cache: dict[str, np.ndarray] = {}
-        self.search_secs = 0.0
 
-    def propose(self, n: int, best: Sequence[dict] = ()) -> list[Proposal]:
-        """Up to n traces never proposed before; `best` are the best measured traces (JSON), the
-        parents of the evolutionary search. Fewer (or none) when the space is exhausted."""
+    def propose(self, n: int) -> list[Proposal]:
+        """Up to n programs never proposed before, bred from the best measured ones. Fewer (or none)
+        when the space is exhausted."""
         start = time.perf_counter()
-        proposals = self.search.propose(n, best=[Trace.from_json(t) for t in best])
+        parents = [Trace.from_json(r.trace) for r in self.db.top_k(self.key, self.hardware_key, PARENTS)]
+        proposals = self.search.propose(n, best=parents)
         self.search.notify(proposals)
+        self.in_flight.update((p.key, p) for p in proposals)
         self.search_secs += time.perf_counter() - start
         return proposals
 
-    def learn(self, proposals: Sequence[Proposal], secs: Sequence[float | None]) -> None:
-        """Measured results: median seconds, or None for a failure."""
-        if self.model is None:
-            return
-        start = time.perf_counter()
-        self.model.update([(self.key, self._features(proposals), list(secs))])
-        self.search_secs += time.perf_counter() - start
+    def forget(self, proposals: Iterable[Proposal]) -> None:
+        """Proposals that will not be measured for this task (another task queued them first)."""
+        for p in proposals:
+            self.in_flight.pop(p.key, None)
 
-    def replay(self, trace: dict) -> Proposal | None:
-        """The proposal of a stored trace (one this object did not propose, e.g. before a restart)."""
-        return self.sampler.replay(Trace.from_json(trace))
+    def learn(self) -> list[Record]:
+        """Learn from the task's records that arrived since the last call; returns them."""
+        records = self.db.task_records(self.ids.task_id, after_id=self.last_record_id)
+        if not records:
+            return records
+        self.last_record_id = records[-1].id
+        start = time.perf_counter()
+        proposals, secs = [], []
+        for r in records:
+            proposal = self.in_flight.pop(r.program_hash, None) or self._replay(r.trace)
+            if proposal is not None:
+                proposals.append(proposal)
+                secs.append(r.median_secs if r.status == Status.OK.value else None)
+        if proposals and self.model is not None:
+            self.model.update([(self.key, self._features(proposals), secs)])
+        self.search_secs += time.perf_counter() - start
+        return records
+
+    def _replay(self, trace: dict) -> Proposal | None:
+        """A stored trace's proposal (one this driver did not propose, e.g. before a restart)."""
+        try:
+            return self.sampler.replay(Trace.from_json(trace))
+        except (ScheduleError, TraceError):
+            return None
 
     def _score(self, proposals: list[Proposal]) -> np.ndarray:
         assert self.model is not None  # only the evolutionary search scores
         return self.model.predict(self._features(proposals))
 
     def _features(self, proposals: Sequence[Proposal]) -> list[np.ndarray]:
-        """Features by trace: evolution scores the same program in several generations, and
+        """Features by program: evolution scores the same program in several generations, and
         extraction (lowering included) is most of the search's own time."""
         if len(self.feature_cache) > FEATURE_CACHE_SIZE:
             self.feature_cache.clear()
         for p in proposals:
             if p.key not in self.feature_cache:
-                self.feature_cache[p.key] = extract_features(p.func, self.vector_bits, num_cores=self.cores)
+                self.feature_cache[p.key] = extract_features(p.func, self.target)
         return [self.feature_cache[p.key] for p in proposals]
 
-    def _train_on_database(self, db: Database, workload_id: int, hardware_id: int) -> None:
+    def _train_on_database(self) -> None:
         """Warm start: this workload's earlier records, and other workloads' on the same hardware."""
-        own = db.records(workload_id=workload_id, hardware_id=hardware_id)
-        others = db.records_of_other_workloads(hardware_id, workload_id, WARM_START_RECORDS)
-        groups = groups_from_records(own + others, self.vector_bits, self.cores)
+        own = self.db.records(workload_id=self.ids.workload_id, hardware_id=self.ids.hardware_id)
+        others = self.db.records_of_other_workloads(
+            self.ids.hardware_id, self.ids.workload_id, WARM_START_RECORDS
+        )
+        groups = groups_from_records(own + others, self.target)
         if groups and self.model is not None:
             self.model.update(groups)

@@ -13,10 +13,8 @@ iterates.
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
-from functools import cache
 
 import numpy as np
 
@@ -90,25 +88,14 @@ FEATURE_NAMES: list[str] = [
 N_FEATURES = len(FEATURE_NAMES)
 
 
-def extract_features(
-    func: PrimFunc, vector_bits: int | None = None, *, num_cores: int | None = None
-) -> np.ndarray:
-    """One float32 row of N_FEATURES per BufferStore of `func` (lowered first if it still has blocks).
-
-    `vector_bits` and `num_cores` describe the machine the program runs on: the width of its vector
-    registers and the threads parallel loops get (default: this machine, this process's CPUs)."""
+def extract_features(func: PrimFunc, target: Target) -> np.ndarray:
+    """One float32 row of N_FEATURES per BufferStore of `func` (lowered first if it still has blocks),
+    for the machine `target` describes: the width of its vectors and the threads parallel loops get."""
     if any(isinstance(s, Block) for s in walk_stmt(func.body)):
         func = lower(func)
-    vector_bits = vector_bits or _host_target().vector_bits
-    cores = num_cores or len(os.sched_getaffinity(0))
     step = int(dict(func.attrs).get(AUTO_UNROLL_MAX_STEP, 0))  # type: ignore[call-overload]
-    rows = [_store_row(ctx, vector_bits, cores) for ctx in _stores(func.body, (), (), step)]
+    rows = [_store_row(ctx, target.vector_bits, target.cores) for ctx in _stores(func.body, (), (), step)]
     return np.asarray(rows, dtype=np.float32).reshape(len(rows), N_FEATURES)
-
-
-@cache
-def _host_target() -> Target:
-    return Target.host()
 
 
 @dataclass(frozen=True)

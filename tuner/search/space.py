@@ -29,9 +29,9 @@ from typing import ParamSpec
 
 from compiler import BlockRV, LoopRV, Schedule, ScheduleError
 from compiler.auto_unroll import AUTO_UNROLL_MAX_STEP
-from compiler.ir import Block, Buffer, PrimFunc, Select
+from compiler.ir import Block, Buffer, PrimFunc, Select, structural_equal
 from compiler.schedule.tree import find_block, loops_above, readers
-from compiler.target import Target, parse_features, vector_bits, vector_registers
+from compiler.target import Target
 from compiler.visit import block_loads, free_vars, walk_expr
 
 ScheduleFn = Callable[[Schedule], None]
@@ -52,13 +52,7 @@ class SpaceConfig:
 
     @classmethod
     def for_target(cls, target: Target) -> SpaceConfig:
-        return cls.for_features(target.features)
-
-    @classmethod
-    def for_features(cls, features: str) -> SpaceConfig:
-        """For a machine known by its LLVM feature string, as workers report it."""
-        found = parse_features(features)
-        return cls(vector_lanes=vector_bits(found) // 32, vector_registers=vector_registers(found))
+        return cls(vector_lanes=target.vector_lanes("float32"), vector_registers=target.vector_registers)
 
     @property
     def accumulator_registers(self) -> int:
@@ -66,9 +60,9 @@ class SpaceConfig:
         return self.vector_registers * 3 // 4
 
 
-def rule_space(config: SpaceConfig | None = None) -> ScheduleFn:
-    """The default space generator for CPU: the rules above, as one ScheduleFn."""
-    cfg = config or SpaceConfig.for_target(Target.host())
+def rule_space(cfg: SpaceConfig) -> ScheduleFn:
+    """The default space generator for CPU: the rules above, as one ScheduleFn, for the machine
+    `cfg` describes (`SpaceConfig.for_target`)."""
 
     def apply(sch: Schedule) -> None:
         for name in reversed(_block_names(sch)):
@@ -211,7 +205,7 @@ def _elementwise_consumer(func: PrimFunc, name: str) -> str | None:
     if c.body.buffer not in func.params:
         return None
     spatial = tuple(iv.var for iv in c.iter_vars)
-    same = all(ld.indices == spatial for ld in block_loads(c) if ld.buffer == buf)
+    same = all(structural_equal(ld.indices, spatial) for ld in block_loads(c) if ld.buffer == buf)
     return c.name if same else None
 
 

@@ -1,8 +1,8 @@
 """Search strategies: which traces to measure next.
 
 Both strategies draw programs from a space (a ScheduleFn run on a fresh, seeded Schedule) and never
-propose a trace that was measured before, in this run or any earlier one (the caller passes every
-trace hash the database holds for this workload and hardware).
+propose a program that was measured before, in this run or any earlier one (the caller passes every
+program hash the database holds for this workload and hardware).
 
 `EvolutionarySearch` follows MetaSchedule's phases: the best measured traces and fresh samples form
 a population; a few generations of mutation select children by the cost model's predicted score;
@@ -19,15 +19,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from compiler import PrimFunc, Schedule, Trace
-from tuner.database import trace_hash
+from compiler import PrimFunc, Schedule, ScheduleError, Trace, TraceError
 from tuner.search.mutators import Decisions, mutate
 from tuner.search.space import ScheduleFn
 
 
 @dataclass(frozen=True)
 class Proposal:
-    """A program the search may measure: its trace (JSON), the program itself, and the trace hash."""
+    """A program the search may measure: its trace (simplified JSON), the program itself, and the
+    program's structural hash, its identity: two traces that make the same program are one proposal."""
 
     trace: dict
     func: PrimFunc
@@ -36,7 +36,10 @@ class Proposal:
 
 class Sampler:
     """Makes proposals from a space: fresh samples, and replays of traces with changed decisions.
-    A sample or replay that a primitive refuses is dropped (returns None), never raised."""
+
+    A draw that a primitive refuses (ScheduleError), or a trace that does not fit the workload
+    (TraceError), is dropped: it returns None. Anything else is a bug, in a primitive or in a user's
+    space, and propagates: swallowed, it would look like a space with nothing left to propose."""
 
     def __init__(self, func: PrimFunc, space: ScheduleFn) -> None:
         self.func = func
@@ -46,21 +49,21 @@ class Sampler:
         sch = Schedule(self.func, seed=seed)
         try:
             self.space(sch)
-        except Exception:  # a user space may fail on some draws; that draw is simply not a candidate
+        except ScheduleError:
             return None
         return _proposal(sch)
 
     def replay(self, trace: Trace, decisions: Decisions | None = None) -> Proposal | None:
         try:
             sch = trace.apply(self.func, decisions=decisions)
-        except Exception:
+        except (ScheduleError, TraceError):
             return None
         return _proposal(sch)
 
 
 def _proposal(sch: Schedule) -> Proposal:
-    data = sch.trace.to_json()
-    return Proposal(data, sch.func, trace_hash(data))
+    """Stored traces are simplified: lookups nothing uses are dropped."""
+    return Proposal(sch.trace.simplified().to_json(), sch.func, sch.func.structural_hash())
 
 
 class RandomSearch:

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from compiler import Trace
+from compiler import ScheduleError, Target, Trace, TraceError
 from compiler.workloads import workload_from_spec
 from runner import Status
 from tuner.database import Database, Record
@@ -16,11 +16,10 @@ from tuner.search.cost_model import CostModel, Group, evaluate_ranking, random_r
 from tuner.search.features import extract_features
 
 
-def groups_from_records(
-    records: list[Record], vector_bits: int | None = None, cores: int | None = None
-) -> list[Group]:
-    """(workload hash, feature matrices, median seconds or None for a failure) per workload;
-    `vector_bits` and `cores` describe the machine that measured them (default: this one)."""
+def groups_from_records(records: list[Record], target: Target) -> list[Group]:
+    """(workload hash, feature matrices, median seconds or None for a failure) per workload, for
+    the machine that measured them. A record whose trace no longer replays (written by an older
+    version of the space) is skipped; any other error is a bug and propagates."""
     by_workload: dict[str, list[Record]] = {}
     for r in records:
         by_workload.setdefault(r.workload_hash, []).append(r)
@@ -31,9 +30,9 @@ def groups_from_records(
         for r in recs:
             try:
                 scheduled = Trace.from_json(r.trace).apply(func).func
-            except Exception:
-                continue  # a record from an older version of the space may no longer replay
-            feats.append(extract_features(scheduled, vector_bits, num_cores=cores))
+            except (ScheduleError, TraceError):
+                continue
+            feats.append(extract_features(scheduled, target))
             secs.append(r.median_secs if r.status == Status.OK.value else None)
         if feats:
             groups.append((key, feats, secs))

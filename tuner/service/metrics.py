@@ -43,7 +43,13 @@ class _DatabaseCollector(Collector):
         with self.db.transaction() as session:
             tasks = session.execute(select(Task.status, func.count()).group_by(Task.status)).all()
             queue = session.execute(select(Candidate.status, func.count()).group_by(Candidate.status)).all()
+            errors = session.scalar(select(func.count()).where(Task.traceback.is_not(None)))
         yield _by_status("tuner_tasks", "Tasks by status", tasks)
+        yield GaugeMetricFamily(
+            "tuner_search_errors",
+            "Tasks failed by an error in their search (a bug: the task's traceback says where)",
+            value=errors,
+        )
         yield _by_status("tuner_candidates", "Queued candidates by status", queue)
         alive = workers(self.db, seen_since=alive_since(utcnow(), self.heartbeat_secs))
         yield GaugeMetricFamily(

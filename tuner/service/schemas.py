@@ -9,7 +9,9 @@ from typing import Annotated, Any, Literal
 from fastapi import Path
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from compiler.target import Target
 from runner import Status
+from runner.hardware import Hardware
 from tuner.database import Role, TaskStatus
 from tuner.search.driver import STRATEGIES
 
@@ -17,6 +19,8 @@ from tuner.search.driver import STRATEGIES
 NO_NUL = r"^[^\x00]*$"
 Name = Annotated[str, Field(min_length=1, max_length=200, pattern=NO_NUL)]
 Hash = Annotated[str, Field(min_length=1, max_length=64, pattern=NO_NUL)]
+# LLVM's names (a CPU, a triple): short, and a hardware key made of them must fit its 200 characters.
+LlvmName = Annotated[str, Field(min_length=1, max_length=64, pattern=NO_NUL)]
 LongText = Annotated[str, Field(max_length=20_000, pattern=NO_NUL)]
 # Row ids are INTEGER columns, 32-bit on PostgreSQL: a larger id is a 422 naming it, not an overflow in
 # the database driver (a 500).
@@ -47,7 +51,9 @@ class TaskCreate(Strict):
     hardware: Name | None = Field(
         None, description="Hardware key to tune for; default: the only kind of hardware registered."
     )
-    cpu: Name | None = Field(None, description="Or: a CPU model name, matched against registered hardware.")
+    cpu_model: Name | None = Field(
+        None, description="Or: a CPU model name (as in /proc/cpuinfo), matched against registered hardware."
+    )
     trials: int = Field(64, ge=1, description="Candidates to measure.")
     strategy: Strategy = "evolutionary"
     seed: int = Field(0, ge=0, lt=2**63)
@@ -84,6 +90,9 @@ class QueuePublic(BaseModel):
 class TaskDetail(TaskPublic):
     curve: list[float] = Field(description="Best GFLOPS so far after each of this task's measurements.")
     queue: QueuePublic
+    traceback: str | None = Field(
+        description="Where the task's search failed, if an error (a bug) failed it."
+    )
 
 
 # Records.
@@ -121,10 +130,16 @@ class BestQuery(Strict):
 
 
 class HardwareIn(Strict):
-    key: Name
-    cpu: Name
-    features: LongText
-    cores: int = Field(ge=1, le=100_000)
+    """A worker's machine: the target it builds for (its key is derived from it) and its CPU model."""
+
+    cpu_model: Name = Field(description="The CPU's model name, as /proc/cpuinfo gives it.")
+    triple: LlvmName = Field(description="LLVM's target triple.")
+    mcpu: LlvmName = Field(description="LLVM's name of the CPU, e.g. znver4.")
+    features: LongText = Field(description="LLVM's feature string, e.g. +avx2,+fma,-avx512f.")
+    cores: int = Field(ge=1, le=100_000, description="Cores a parallel loop runs on.")
+
+    def hardware(self) -> Hardware:
+        return Hardware(Target(self.triple, self.mcpu, self.features, self.cores), self.cpu_model)
 
 
 # Records name their worker "<name>#<id>" in a 200-character column; an id has at most 10 digits.

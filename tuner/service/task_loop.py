@@ -1,9 +1,10 @@
-"""The coordinator's search loop: it runs the search of every task this process owns.
+"""The coordinator's task loop: it runs the search of every task this process owns.
 
 Each tick it claims the active tasks without a live owner (renewing its own claims), gives up
-candidates whose workers keep dying, and for each owned task: learns from the records that arrived
-since the last tick, ends the task when its budget is spent or its space exhausted, and otherwise keeps
-`queue_depth` candidates queued ahead of the workers.
+candidates whose workers keep dying, and for each owned task: its search driver (tuner.search.driver,
+the same the embedded tuner uses) learns from the records that arrived since the last tick; the task
+ends when its budget is spent or its space exhausted, and otherwise `queue_depth` candidates are kept
+queued ahead of the workers. An error in a search fails its task with the traceback.
 
 Nothing lives only in memory: the candidates are rows, results are records, and the search object is
 rebuilt from the database by whichever process owns the task next (after a restart, or a takeover when
@@ -18,24 +19,20 @@ import os
 import signal
 import socket
 import threading
+import traceback
 import uuid
-from dataclasses import dataclass, field
 from typing import Protocol
 
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 
-from compiler.target import parse_features, vector_bits
 from compiler.workloads import workload_from_spec
-from runner import Status
 from tuner.database import Database, TaskInfo, TaskStatus
 from tuner.database import queue as q
 from tuner.database.owners import claim_tasks, disown, finish_task
-from tuner.search.driver import TaskSearch
+from tuner.search.driver import SearchDriver, TaskIds
 from tuner.search.space import SpaceConfig, rule_space
-from tuner.search.strategy import Proposal
 from tuner.service.clock import utcnow
 from tuner.service.settings import Settings
-from tuner.tune import PARENTS
 
 log = logging.getLogger(__name__)
 # How long a stopping coordinator waits for its loop to release its tasks before it kills the loop.
@@ -58,16 +55,6 @@ def owner_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
 
-@dataclass
-class _TaskState:
-    search: TaskSearch
-    workload_hash: str
-    hardware_key: str
-    last_record_id: int = 0
-    # Proposals queued but not yet learned from, by trace hash: their programs are already built.
-    queued: dict[str, Proposal] = field(default_factory=dict)
-
-
 class TaskLoop:
     """Owns tasks and drives their searches, tick by tick; `run` ticks until told to stop."""
 
@@ -75,7 +62,7 @@ class TaskLoop:
         self.db = db
         self.settings = settings
         self.owner = owner or owner_id()
-        self.states: dict[int, _TaskState] = {}
+        self.drivers: dict[int, SearchDriver] = {}
         self._stop: Event = threading.Event()
 
     def run(self, stop: Event, parent: int | None = None) -> None:
@@ -87,19 +74,19 @@ class TaskLoop:
                 try:
                     self.tick()
                 except Exception:  # the database may be away for a moment; the loop must outlive it
-                    log.exception("search loop tick failed; retrying")
+                    log.exception("task loop tick failed; retrying")
                 stop.wait(self.settings.tick_seconds)
         finally:
             disown(self.db, owner=self.owner)
-            self.states.clear()
+            self.drivers.clear()
 
     def tick(self) -> None:
         now = utcnow()
         s = self.settings
         q.give_up_expired(self.db, now=now, max_attempts=s.max_attempts)
         owned = claim_tasks(self.db, owner=self.owner, now=now, claim_secs=s.claim_seconds)
-        for task_id in set(self.states) - set(owned):
-            del self.states[task_id]  # cancelled, finished, or taken over by another coordinator
+        for task_id in set(self.drivers) - set(owned):
+            del self.drivers[task_id]  # cancelled, finished, or taken over by another coordinator
         for task_id in owned:
             if self._stop.is_set():
                 return
@@ -108,14 +95,14 @@ class TaskLoop:
             except Exception as e:
                 if _database_away(e):
                     raise  # not the task's fault: the next tick tries again
-                # A bug, a space that cannot sample this workload, a row the database refuses: that
-                # task fails, and the tasks after it still advance.
+                # A bug in a primitive or the search, a row the database refuses: that task fails
+                # with its traceback (counted in /metrics), and the tasks after it still advance.
                 log.exception("task %d failed", task_id)
-                self._end(task_id, TaskStatus.FAILED, f"{type(e).__name__}: {e}")
+                self._end(task_id, TaskStatus.FAILED, f"{type(e).__name__}: {e}", traceback.format_exc())
 
     def _advance(self, task: TaskInfo) -> None:
-        state = self.states.get(task.id) or self._resume(task)
-        self._learn(task, state)
+        driver = self.drivers.get(task.id) or self._resume(task)
+        driver.learn()
         # One consistent read of the queue: the task row's count may lag results that arrive meanwhile.
         counts = q.counts(self.db, task_id=task.id)
         if counts.done >= task.trials:
@@ -126,8 +113,7 @@ class TaskLoop:
         depth = self.settings.queue_depth
         if room <= 0 or outstanding > depth // 2:
             return
-        best = [r.trace for r in self.db.top_k(state.workload_hash, state.hardware_key, PARENTS)]
-        proposals = state.search.propose(min(depth - outstanding, room), best=best)
+        proposals = driver.propose(min(depth - outstanding, room))
         if not proposals:
             if outstanding == 0:
                 self._end(task.id, TaskStatus.DONE, "the search space has no unmeasured program left")
@@ -138,57 +124,40 @@ class TaskLoop:
             owner=self.owner,
             workload_id=task.workload_id,
             hardware_id=task.hardware_id,
-            traces=[p.trace for p in proposals],
+            programs=[q.Proposed(p.trace, p.key) for p in proposals],
         )
-        # Only what was queued will come back as this task's records; another task may have queued
-        # the rest first, and a task cancelled or taken over meanwhile queues nothing.
-        state.queued.update((p.key, p) for p in proposals if p.key in queued)
+        # Only what was queued comes back as this task's records; another task may have queued the
+        # rest first, and a task cancelled or taken over meanwhile queues nothing.
+        driver.forget(p for p in proposals if p.key not in queued)
 
-    def _resume(self, task: TaskInfo) -> _TaskState:
+    def _resume(self, task: TaskInfo) -> SearchDriver:
         """The task's search, rebuilt from the database: it learns every record there is, and will
-        not propose what is queued already."""
+        not propose what is queued already. The programs run on the workers' machines, not on this
+        one: the space and the cost model's features are for the target they registered."""
         workload = self.db.get_workload(task.workload_id)
-        wl = workload_from_spec(workload.spec)
-        queued = q.queued_trace_hashes(self.db, workload_id=task.workload_id, hardware_id=task.hardware_id)
-        # The programs run on the workers' machines, not on this one: the space fits their registers,
-        # the cost model's features describe their vectors and cores.
-        hardware = next(h for h in self.db.hardware_list() if h.id == task.hardware_id)
-        search = TaskSearch(
-            wl,
+        queued = q.queued_program_hashes(self.db, workload_id=task.workload_id, hardware_id=task.hardware_id)
+        target = next(h for h in self.db.hardware_list() if h.id == task.hardware_id).target
+        driver = SearchDriver(
+            workload_from_spec(workload.spec),
             self.db,
-            workload_id=task.workload_id,
-            hardware_id=task.hardware_id,
+            TaskIds(task.workload_id, task.hardware_id, task.id),
+            target,
+            hardware_key=task.hardware_key,
             strategy=task.strategy,
             # Resumed after a restart, the search draws a new stream (what it drew before is queued):
             # replaying the old one would sample nothing but programs it must skip.
             seed=task.seed + len(queued),
-            space=rule_space(SpaceConfig.for_features(hardware.features)),
+            space=rule_space(SpaceConfig.for_target(target)),
             exclude=queued,
-            vector_bits=vector_bits(parse_features(hardware.features)),
-            cores=hardware.cores,
         )
-        seen = self.db.task_records(task.id)
-        state = _TaskState(search, workload.hash, task.hardware_key, seen[-1].id if seen else 0)
-        self.states[task.id] = state
-        return state
+        self.drivers[task.id] = driver
+        return driver
 
-    def _learn(self, task: TaskInfo, state: _TaskState) -> None:
-        records = self.db.task_records(task.id, after_id=state.last_record_id)
-        if not records:
-            return
-        state.last_record_id = records[-1].id
-        proposals, secs = [], []
-        for r in records:
-            proposal = state.queued.pop(r.trace_hash, None) or state.search.replay(r.trace)
-            if proposal is not None:
-                proposals.append(proposal)
-                secs.append(r.median_secs if r.status == Status.OK.value else None)
-        if proposals:
-            state.search.learn(proposals, secs)
-
-    def _end(self, task_id: int, status: TaskStatus, message: str) -> None:
-        finish_task(self.db, task_id=task_id, owner=self.owner, status=status, message=message)
-        self.states.pop(task_id, None)
+    def _end(self, task_id: int, status: TaskStatus, message: str, trace: str | None = None) -> None:
+        finish_task(
+            self.db, task_id=task_id, owner=self.owner, status=status, message=message, traceback=trace
+        )
+        self.drivers.pop(task_id, None)
 
 
 def _database_away(error: Exception) -> bool:

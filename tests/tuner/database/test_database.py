@@ -13,6 +13,8 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import insert, inspect
 from sqlalchemy.exc import IntegrityError
 
+from compiler.target import Target
+from runner.hardware import Hardware
 from tuner.database import Database, NewRecord, TaskStatus, alembic_config, trace_hash
 from tuner.database.schema import Base, TuningRecord
 
@@ -24,14 +26,28 @@ def add_pair(db: Database, workload: str = "w0", hardware: str = "hw0") -> tuple
     wid = db.add_workload(
         hash=workload.ljust(64, "0"), name=workload, spec=WORKLOAD, flops=2.0 * 64 * 48 * 40
     )
-    hid = db.add_hardware(key=hardware, cpu="Test CPU", features="+avx2,+fma", cores=2)
+    hid = db.add_hardware(machine(hardware))
     return wid, hid
+
+
+def machine(mcpu: str, cpu_model: str = "Test CPU", cores: int = 2) -> Hardware:
+    """A kind of machine whose key starts with `mcpu`."""
+    return Hardware(Target("x86_64-unknown-linux-gnu", mcpu, "+avx2,+fma", cores), cpu_model)
+
+
+def hw_key(mcpu: str) -> str:
+    return machine(mcpu).key
+
+
+def record(wid: int, hid: int, trace: dict, **kw) -> NewRecord:
+    """A record whose program is known by its trace (these traces make no program)."""
+    return NewRecord(workload_id=wid, hardware_id=hid, trace=trace, program_hash=trace_hash(trace), **kw)
 
 
 def new(wid: int, hid: int, n: int, status: str = "ok", secs: float = 1e-3, **kw) -> NewRecord:
     trace = {"insts": [{"kind": "split", "decision": [n, 4]}]}
     run_secs = [secs, secs * 1.1, secs * 0.9] if status == "ok" else []
-    return NewRecord(workload_id=wid, hardware_id=hid, trace=trace, status=status, run_secs=run_secs, **kw)
+    return record(wid, hid, trace, status=status, run_secs=run_secs, **kw)
 
 
 def test_open_migrates_to_head_and_reopens(database_url: str):
@@ -39,7 +55,7 @@ def test_open_migrates_to_head_and_reopens(database_url: str):
         with Database.open(database_url) as db, db.engine.connect() as connection:
             config = alembic_config(connection)
             head = ScriptDirectory.from_config(config).get_current_head()
-            assert MigrationContext.configure(connection).get_current_revision() == head == "0002"
+            assert MigrationContext.configure(connection).get_current_revision() == head == "0003"
             tables = set(inspect(connection).get_table_names())
             service = {"candidates", "workers", "api_tokens"}
             assert {"workloads", "hardware", "tasks", "tuning_records", *service} <= tables
@@ -68,22 +84,22 @@ def test_memory_database():
     with Database.open("sqlite://") as db:
         wid, hid = add_pair(db)
         assert db.add_record(new(wid, hid, 1)) is not None
-        assert db.best("w0".ljust(64, "0"), "hw0") is not None
+        assert db.best("w0".ljust(64, "0"), hw_key("hw0")) is not None
 
 
 def test_get_or_create_is_idempotent(tuning_db: Database):
     wid, hid = add_pair(tuning_db)
     # The hash is the identity: a second name for the same program does not make a second workload.
     assert tuning_db.add_workload(hash="w0".ljust(64, "0"), name="renamed", spec={}, flops=1.0) == wid
-    assert tuning_db.add_hardware(key="hw0", cpu="other", features="", cores=64) == hid
+    assert tuning_db.add_hardware(machine("hw0", cpu_model="other")) == hid
     wid2, hid2 = add_pair(tuning_db, "w1", "hw1")
     assert wid2 != wid and hid2 != hid
     (first, second) = tuning_db.workloads()
     assert (first.id, first.name, first.spec, first.flops) == (wid, "w0", WORKLOAD, 2.0 * 64 * 48 * 40)
     assert second.name == "w1" and first.created_at.tzinfo is not None
-    assert [(h.key, h.cpu, h.features, h.cores) for h in tuning_db.hardware_list()] == [
-        ("hw0", "Test CPU", "+avx2,+fma", 2),
-        ("hw1", "Test CPU", "+avx2,+fma", 2),
+    assert [(h.key, h.cpu_model, h.target) for h in tuning_db.hardware_list()] == [
+        (hw_key("hw0"), "Test CPU", machine("hw0").target),
+        (hw_key("hw1"), "Test CPU", machine("hw1").target),
     ]
 
 
@@ -97,8 +113,8 @@ def test_a_trace_is_stored_once_per_workload_and_hardware(tuning_db: Database):
     assert tuning_db.add_record(new(wid, hid2, 1)) is not None
     assert tuning_db.add_record(new(wid2, hid, 1)) is not None
     assert tuning_db.add_record(new(wid, hid, 2, status="build_error")) is not None
-    assert tuning_db.measured_trace_hashes(wid, hid) == {trace_hash(new(0, 0, n).trace) for n in (1, 2)}
-    assert tuning_db.measured_trace_hashes(wid2, hid2) == set()
+    assert tuning_db.measured_program_hashes(wid, hid) == {trace_hash(new(0, 0, n).trace) for n in (1, 2)}
+    assert tuning_db.measured_program_hashes(wid2, hid2) == set()
     assert [r.status for r in tuning_db.records(workload_id=wid, hardware_id=hid)] == ["ok", "build_error"]
 
 
@@ -125,21 +141,21 @@ def test_best_and_top_k_rank_ok_records_by_median(tuning_db: Database):
     wid, hid = add_pair(tuning_db)
     _, other_hid = add_pair(tuning_db, "w0", "hw1")
     key = "w0".ljust(64, "0")
-    assert tuning_db.best(key, "hw0") is None and tuning_db.top_k(key, "hw0", 3) == []
+    assert tuning_db.best(key, hw_key("hw0")) is None and tuning_db.top_k(key, hw_key("hw0"), 3) == []
     tuning_db.add_record(new(wid, hid, 1, secs=3e-3))
     tuning_db.add_record(new(wid, hid, 2, secs=1e-3))
     tuning_db.add_record(new(wid, hid, 3, secs=2e-3))
     tuning_db.add_record(new(wid, other_hid, 4, secs=1e-6))  # fast, but on another machine
     # Failures never rank, however fast they looked before failing.
     for n, status in enumerate(["build_error", "runtime_error", "timeout", "wrong_result"], start=5):
-        fast = NewRecord(workload_id=wid, hardware_id=hid, trace={"n": n}, status=status, run_secs=[1e-9])
+        fast = record(wid, hid, {"n": n}, status=status, run_secs=[1e-9])
         assert tuning_db.add_record(fast) is not None
-    best = tuning_db.best(key, "hw0")
+    best = tuning_db.best(key, hw_key("hw0"))
     assert best is not None and best.trace == new(0, 0, 2).trace
-    assert best.median_secs == 1e-3 and best.hardware_key == "hw0" and best.workload_hash == key
-    assert [r.median_secs for r in tuning_db.top_k(key, "hw0", 2)] == [1e-3, 2e-3]
-    assert [r.median_secs for r in tuning_db.top_k(key, "hw0", 10)] == [1e-3, 2e-3, 3e-3]
-    assert tuning_db.best(key, "unknown") is None and tuning_db.best("unknown", "hw0") is None
+    assert best.median_secs == 1e-3 and best.hardware_key == hw_key("hw0") and best.workload_hash == key
+    assert [r.median_secs for r in tuning_db.top_k(key, hw_key("hw0"), 2)] == [1e-3, 2e-3]
+    assert [r.median_secs for r in tuning_db.top_k(key, hw_key("hw0"), 10)] == [1e-3, 2e-3, 3e-3]
+    assert tuning_db.best(key, "unknown") is None and tuning_db.best("unknown", hw_key("hw0")) is None
     failed = [r for r in tuning_db.records(workload_id=wid, hardware_id=hid) if r.status != "ok"]
     assert len(failed) == 4 and all(r.median_secs is None for r in failed)
 
@@ -148,9 +164,7 @@ def test_median_is_an_observed_repeat(tuning_db: Database):
     """The upper median, as the runner computes it: the number the search compared is the one stored."""
     wid, hid = add_pair(tuning_db)
     for n, secs in enumerate([[3.0, 1.0, 2.0], [4.0, 1.0, 3.0, 2.0], [5.0]]):
-        tuning_db.add_record(
-            NewRecord(workload_id=wid, hardware_id=hid, trace={"n": n}, status="ok", run_secs=secs)
-        )
+        tuning_db.add_record(record(wid, hid, {"n": n}, status="ok", run_secs=secs))
     records = tuning_db.records(workload_id=wid, hardware_id=hid)
     assert [r.median_secs for r in records] == [2.0, 3.0, 5.0]
 
@@ -191,10 +205,10 @@ def test_json_round_trips(tuning_db: Database):
     run_secs = [1.2345678901234567e-05, 3.3e-07, 0.1 + 0.2]
     timing = {"number": 7, "repeat": 3, "min_repeat_ms": 5.0, "flush_cache": True}
     rid = tuning_db.add_record(
-        NewRecord(
-            workload_id=wid,
-            hardware_id=hid,
-            trace=trace,
+        record(
+            wid,
+            hid,
+            trace,
             status="ok",
             run_secs=run_secs,
             build_secs=0.25,
@@ -204,13 +218,13 @@ def test_json_round_trips(tuning_db: Database):
             remeasured=True,
         )
     )
-    (record,) = tuning_db.records(workload_id=wid, hardware_id=hid)
-    assert record.id == rid and record.trace == trace and record.run_secs == run_secs
-    assert record.trace_hash == trace_hash(trace) and record.timing == timing
-    assert (record.build_secs, record.message, record.worker) == (0.25, "confirmed", "bench-7")
-    assert record.remeasured is True
-    assert record.median_secs == run_secs[0] and record.task_id is None
-    assert record.created_at.tzinfo == UTC
+    (stored,) = tuning_db.records(workload_id=wid, hardware_id=hid)
+    assert stored.id == rid and stored.trace == trace and stored.run_secs == run_secs
+    assert stored.trace_hash == trace_hash(trace) and stored.timing == timing
+    assert (stored.build_secs, stored.message, stored.worker) == (0.25, "confirmed", "bench-7")
+    assert stored.remeasured is True
+    assert stored.median_secs == run_secs[0] and stored.task_id is None
+    assert stored.created_at.tzinfo == UTC
 
 
 def test_trace_hash_is_canonical():
@@ -224,7 +238,7 @@ def test_task_progress(tuning_db: Database):
     tid = tuning_db.add_task(workload_id=wid, hardware_id=hid, strategy="evolutionary", trials=64, seed=2**40)
     task = tuning_db.get_task(tid)
     assert (task.status, task.trials_done, task.trials, task.seed) == (TaskStatus.PENDING, 0, 64, 2**40)
-    assert (task.workload_name, task.hardware_key, task.strategy) == ("w0", "hw0", "evolutionary")
+    assert (task.workload_name, task.hardware_key, task.strategy) == ("w0", hw_key("hw0"), "evolutionary")
     tuning_db.update_task(tid, status="running", trials_done=16)
     tuning_db.update_task(tid, trials_done=32)
     task = tuning_db.get_task(tid)
@@ -280,13 +294,14 @@ def test_bad_records_are_refused_before_and_by_the_database(tuning_db: Database)
     with pytest.raises(ValueError):
         new(1, 1, 0, status="crashed")
     with pytest.raises(ValueError, match="at least one"):
-        NewRecord(workload_id=1, hardware_id=1, trace={}, status="ok")
+        record(1, 1, {}, status="ok")
     wid, hid = add_pair(tuning_db)
     row = {
         "workload_id": wid,
         "hardware_id": hid,
         "trace": {},
         "trace_hash": "x",
+        "program_hash": "x",
         "run_secs": [],
         "build_secs": 0.0,
         "message": "",

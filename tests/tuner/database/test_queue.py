@@ -31,6 +31,11 @@ def trace(n: int) -> dict:
     return {"version": 1, "instructions": [{"kind": "split", "decision": [n, 4]}]}
 
 
+def proposed(n: int) -> q.Proposed:
+    """A program known by its trace (these traces make no program)."""
+    return q.Proposed(trace(n), trace_hash(trace(n)))
+
+
 def own(db: Database, task: int) -> None:
     """Make LOOP the task's owner, with a claim that lapsed before T0: the tests find it free to take."""
     assert task in claim_tasks(db, owner=LOOP, now=T0 - timedelta(hours=1), claim_secs=1)
@@ -44,7 +49,14 @@ def setup(tuning_db: Database):
     task = tuning_db.add_task(workload_id=wid, hardware_id=hid, strategy="random", trials=8, seed=0)
     own(tuning_db, task)
     traces = [trace(n) for n in range(5)]
-    queued = q.enqueue(tuning_db, task_id=task, owner=LOOP, workload_id=wid, hardware_id=hid, traces=traces)
+    queued = q.enqueue(
+        tuning_db,
+        task_id=task,
+        owner=LOOP,
+        workload_id=wid,
+        hardware_id=hid,
+        programs=[q.Proposed(t, trace_hash(t)) for t in traces],
+    )
     assert queued == {trace_hash(t) for t in traces}
     w1 = register_worker(tuning_db, name="w1", hardware_id=hid, now=T0)
     w2 = register_worker(tuning_db, name="w2", hardware_id=hid, now=T0)
@@ -67,10 +79,15 @@ def test_enqueue_skips_traces_queued_for_the_pair_by_any_task(setup):
     other_task = db.add_task(workload_id=wid, hardware_id=hid, strategy="random", trials=8, seed=1)
     own(db, other_task)
     queued = q.enqueue(
-        db, task_id=other_task, owner=LOOP, workload_id=wid, hardware_id=hid, traces=[trace(4), trace(5)]
+        db,
+        task_id=other_task,
+        owner=LOOP,
+        workload_id=wid,
+        hardware_id=hid,
+        programs=[proposed(4), proposed(5)],
     )
     assert queued == {trace_hash(trace(5))}
-    assert q.queued_trace_hashes(db, workload_id=wid, hardware_id=hid) == {
+    assert q.queued_program_hashes(db, workload_id=wid, hardware_id=hid) == {
         trace_hash(trace(n)) for n in range(6)
     }
     assert q.counts(db, task_id=task) == q.QueueCounts(pending=5, leased=0, done=0)
@@ -80,7 +97,9 @@ def test_only_the_owner_of_an_active_task_queues_for_it(setup):
     db, task, wid, hid, _ = setup
 
     def enqueue(owner: str, n: int) -> set[str]:
-        return q.enqueue(db, task_id=task, owner=owner, workload_id=wid, hardware_id=hid, traces=[trace(n)])
+        return q.enqueue(
+            db, task_id=task, owner=owner, workload_id=wid, hardware_id=hid, programs=[proposed(n)]
+        )
 
     assert enqueue("stranger", 10) == set()
     assert claim_tasks(db, owner="b", now=T0, claim_secs=10) == [task]  # LOOP's claim had lapsed
@@ -89,7 +108,7 @@ def test_only_the_owner_of_an_active_task_queues_for_it(setup):
     assert cancel_task(db, task_id=task, message="enough")
     assert enqueue("b", 13) == set()
     assert q.counts(db, task_id=task) == q.QueueCounts(pending=0, leased=0, done=0)
-    assert q.queued_trace_hashes(db, workload_id=wid, hardware_id=hid) == {
+    assert q.queued_program_hashes(db, workload_id=wid, hardware_id=hid) == {
         trace_hash(trace(n)) for n in (0, 1, 2, 3, 4, 12)
     }
 
@@ -110,7 +129,7 @@ def test_nothing_is_queued_behind_a_cancel_in_progress(setup, database_url, monk
         listed.wait(10)
         with Database.open(database_url) as own_db:
             return q.enqueue(
-                own_db, task_id=task, owner=LOOP, workload_id=wid, hardware_id=hid, traces=[trace(9)]
+                own_db, task_id=task, owner=LOOP, workload_id=wid, hardware_id=hid, programs=[proposed(9)]
             )
 
     monkeypatch.setattr(owners, "lock_candidates", slow_lock)
@@ -216,7 +235,14 @@ def test_concurrent_leases_never_share_a_candidate(database_url: str):
         task = db.add_task(workload_id=wid, hardware_id=hid, strategy="random", trials=64, seed=0)
         own(db, task)
         traces = [trace(n) for n in range(60)]
-        q.enqueue(db, task_id=task, owner=LOOP, workload_id=wid, hardware_id=hid, traces=traces)
+        q.enqueue(
+            db,
+            task_id=task,
+            owner=LOOP,
+            workload_id=wid,
+            hardware_id=hid,
+            programs=[q.Proposed(t, trace_hash(t)) for t in traces],
+        )
         ids = [register_worker(db, name=f"w{i}", hardware_id=hid, now=T0) for i in range(4)]
     start = threading.Barrier(4)
 

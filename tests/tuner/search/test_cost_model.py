@@ -13,10 +13,9 @@ import pytest
 
 from compiler import Schedule
 from compiler.workloads import workload_from_spec
+from tests.machines import AVX512
 from tuner.search.cost_model import CostModel, evaluate_ranking, normalized_throughput, random_ranking
 from tuner.search.features import N_FEATURES, extract_features
-
-AVX512 = 512  # vector bits
 
 
 def synthetic_seconds(ti: list[int], tj: list[int], tk: list[int]) -> float:
@@ -49,7 +48,7 @@ def random_matmuls(m: int, n: int, k: int, count: int, seed: int) -> tuple[list[
         sch.decompose_reduction(block, k0)
         sch.vectorize(j2)
         sch.parallel(sch.fuse(i0, j0))
-        features.append(extract_features(sch.func, AVX512, num_cores=8))
+        features.append(extract_features(sch.func, AVX512))
         seconds.append(synthetic_seconds(ti, tj, tk))
     return features, seconds
 

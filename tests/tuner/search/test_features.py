@@ -11,10 +11,8 @@ from compiler.ir import BufferStore
 from compiler.lower import lower
 from compiler.visit import walk_stmt
 from compiler.workloads import workload_from_spec
+from tests.machines import AVX2, AVX512, target
 from tuner.search.features import FEATURE_NAMES, N_BUFFERS, N_FEATURES, extract_features
-
-AVX512 = 512  # vector bits
-AVX2 = 256
 
 SPECS = {
     "matmul": {"op": "matmul", "params": {"M": 64, "N": 48, "K": 32}},
@@ -31,9 +29,9 @@ def func_of(name: str) -> PrimFunc:
     return workload_from_spec(SPECS[name]).func
 
 
-def features(func: PrimFunc, **kwargs: object) -> dict[str, np.ndarray]:
+def features(func: PrimFunc) -> dict[str, np.ndarray]:
     """Feature columns by name (one entry per store)."""
-    x = extract_features(func, AVX512, num_cores=4, **kwargs)  # type: ignore[arg-type]
+    x = extract_features(func, target(cores=4))
     return {name: x[:, i] for i, name in enumerate(FEATURE_NAMES)}
 
 
@@ -57,7 +55,7 @@ def test_names_are_unique_and_count_the_columns():
 @pytest.mark.parametrize("name", sorted(SPECS))
 def test_one_row_per_store_and_fixed_columns(name):
     func = func_of(name)
-    x = extract_features(func)
+    x = extract_features(func, AVX512)
     assert x.dtype == np.float32
     assert x.shape == (n_stores(func), N_FEATURES)
     assert np.isfinite(x).all() and (x >= 0).all()

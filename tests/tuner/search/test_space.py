@@ -6,12 +6,13 @@ import json
 import numpy as np
 import pytest
 
-from compiler import Schedule, Target, Trace, build
+from compiler import Schedule, Trace, build
 from compiler.auto_unroll import AUTO_UNROLL_MAX_STEP
 from compiler.ir import For
 from compiler.schedule.tree import find_block, loops_above
 from compiler.visit import walk_stmt
 from compiler.workloads import workload_from_spec
+from tests import machines
 from tuner.search.space import UNROLL_STEPS, SpaceConfig, rule_space
 
 SPECS = {
@@ -39,7 +40,7 @@ SPECS = {
 def sample(spec: dict, seed: int) -> tuple:
     workload = workload_from_spec(spec)
     sch = Schedule(workload.func, seed=seed)
-    rule_space()(sch)
+    rule_space(SpaceConfig.for_target(machines.AVX512))(sch)
     return workload, sch
 
 
@@ -92,8 +93,8 @@ def test_padding_samples_its_compute_location():
     assert any(inst.kind == "sample_compute_location" for inst in sch.trace.instructions)
 
 
-AVX2 = SpaceConfig(vector_lanes=8, vector_registers=16)
-AVX512 = SpaceConfig(vector_lanes=16, vector_registers=32)
+AVX2 = SpaceConfig.for_target(machines.AVX2)
+AVX512 = SpaceConfig.for_target(machines.AVX512)
 
 
 @pytest.mark.parametrize("config", [AVX2, AVX512], ids=["avx2", "avx512"])
@@ -122,8 +123,6 @@ BIG = {
 
 
 def test_the_space_fits_the_machine_it_is_built_for():
-    avx2 = Target("x86_64-unknown-linux-gnu", "znver3", "+avx,+avx2,+fma,-avx512f")
-    avx512 = Target("x86_64-unknown-linux-gnu", "znver4", "+avx,+avx2,+fma,+avx512f")
-    assert SpaceConfig.for_target(avx2) == AVX2
-    assert SpaceConfig.for_target(avx512) == AVX512
+    assert (AVX2.vector_lanes, AVX2.vector_registers) == (8, 16)
+    assert (AVX512.vector_lanes, AVX512.vector_registers) == (16, 32)
     assert AVX2.accumulator_registers == 12

@@ -21,7 +21,7 @@ def submit_task(body: TaskCreate, db: DatabaseDep, settings: SettingsDep, _: Cli
     if body.trials > settings.max_trials:
         raise field_error("trials", f"must be <= {settings.max_trials}")
     wl = parse_workload(body.workload, "workload")
-    hardware_id = resolve_hardware(db, body.hardware, body.cpu)
+    hardware_id = resolve_hardware(db, body.hardware, body.cpu_model)
     workload_id = db.add_workload(hash=wl.func.structural_hash(), name=wl.name, spec=wl.spec, flops=wl.flops)
     task_id = db.add_task(
         workload_id=workload_id,
@@ -49,6 +49,7 @@ def get_task(task_id: IdPath, db: DatabaseDep, _: ClientToken) -> TaskDetail:
         **task_public(db, task).model_dump(),
         curve=best_so_far(db.task_timings(task.id), flops),
         queue=QueuePublic(pending=counts.pending, leased=counts.leased, done=counts.done),
+        traceback=task.traceback,
     )
 
 
@@ -68,15 +69,15 @@ def parse_workload(spec: object, field: str) -> Workload:
         raise field_error(f"{field}.{e.field}", e.message) from None
 
 
-def resolve_hardware(db: Database, key: str | None, cpu: str | None) -> int:
+def resolve_hardware(db: Database, key: str | None, cpu_model: str | None) -> int:
     """The hardware a task is for: by key, by CPU model, or the only kind registered."""
     known = db.hardware_list()
     if key is not None:
         matches = [h for h in known if h.key == key]
         field = "hardware"
-    elif cpu is not None:
-        matches = [h for h in known if h.cpu == cpu]
-        field = "cpu"
+    elif cpu_model is not None:
+        matches = [h for h in known if h.cpu_model == cpu_model]
+        field = "cpu_model"
     else:
         matches, field = known, "hardware"
     if len(matches) == 1:

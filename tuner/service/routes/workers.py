@@ -48,8 +48,7 @@ def register(
     body: WorkerRegister, db: DatabaseDep, settings: SettingsDep, holder: WorkerToken
 ) -> WorkerRegistered:
     """A worker starting on a machine: its hardware is recorded, and it learns the lease timings."""
-    hw = body.hardware
-    hardware_id = db.add_hardware(key=hw.key, cpu=hw.cpu, features=hw.features, cores=hw.cores)
+    hardware_id = db.add_hardware(body.hardware.hardware())
     worker_id = register_worker(db, name=body.name, hardware_id=hardware_id, now=utcnow(), token_id=holder.id)
     return WorkerRegistered(
         id=worker_id, lease_seconds=settings.lease_seconds, heartbeat_seconds=settings.heartbeat_seconds

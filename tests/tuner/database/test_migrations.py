@@ -1,0 +1,86 @@
+"""Databases written by earlier versions open and keep their records: the file an older tensor-tuner
+wrote (SQLite), and a schema built at revision 0002 with rows in its own columns (both backends)."""
+
+import shutil
+from pathlib import Path
+
+import sqlalchemy as sa
+from alembic import command
+
+from compiler.workloads import workload_from_spec
+from runner import NullRunner
+from runner.hardware import Hardware
+from tuner.database import Database, alembic_config
+from tuner.tune import tune
+
+WRITTEN_BY_0002 = Path(__file__).parent / "data" / "written_by_0002.db"  # `tune` of revision 0002
+MATMUL = {"op": "matmul", "params": {"M": 64, "N": 48, "K": 40}}
+
+
+def test_a_database_the_previous_version_wrote_keeps_its_records(tmp_path: Path):
+    path = tmp_path / "old.db"
+    shutil.copy(WRITTEN_BY_0002, path)
+    with Database.open(f"sqlite:///{path}") as db:
+        workloads = db.workloads()
+        assert [w.name for w in workloads] == ["matmul", "custom"]
+        for w in workloads:  # rehashed from their specs: found by what the code computes now
+            assert w.hash == workload_from_spec(w.spec).func.structural_hash()
+        (hardware,) = db.hardware_list()
+        assert (hardware.mcpu, hardware.triple, hardware.cpu_model) == (
+            "znver4",
+            "x86_64-unknown-linux-gnu",
+            "AMD EPYC",
+        )
+        assert hardware.target.key == hardware.key  # the target is recovered whole
+        records = [r for w in workloads for r in db.records(workload_id=w.id, hardware_id=hardware.id)]
+        assert len(records) == 24 and all(r.program_hash == r.trace_hash for r in records)
+        best = db.best(workloads[0].hash, hardware.key)
+        assert best is not None and best.workload_spec["op"] == "matmul"
+        # The search goes on from it: the old records are known, new ones join them.
+        old = {r.program_hash for r in records}
+        assert db.measured_program_hashes(workloads[0].id, hardware.id) == {
+            r.program_hash for r in records if r.workload_id == workloads[0].id
+        }
+    with Database.open(f"sqlite:///{path}") as db:
+        machine = Hardware(hardware.target, hardware.cpu_model)
+        result = tune(MATMUL, trials=6, database=db, runner=NullRunner(), strategy="random", hardware=machine)
+        assert result.trials == 6 and result.hardware.key == hardware.key
+        new = db.records(workload_id=workloads[0].id, hardware_id=hardware.id)
+        assert len(new) == 18 and not ({r.program_hash for r in new[12:]} & old)
+
+
+def test_revision_0002_rows_migrate_on_both_backends(database_url: str):
+    engine = sa.create_engine(database_url)
+    with engine.begin() as connection:
+        command.upgrade(alembic_config(connection), "0002")
+        connection.execute(
+            sa.text(
+                "INSERT INTO workloads (hash, name, spec, flops) "
+                "VALUES ('old-printer-hash', 'matmul', :spec, 1.0)"
+            ),
+            {"spec": '{"op": "matmul", "params": {"M": 64, "N": 48, "K": 40}}'},
+        )
+        connection.execute(
+            sa.text(
+                "INSERT INTO hardware (key, cpu, features, cores) VALUES "
+                "('skylake-avx512-0123456789ab-8c', 'Intel Xeon', '+avx512f', 8), ('bench-hw', 'x', '', 2)"
+            )
+        )
+        connection.execute(
+            sa.text(
+                "INSERT INTO tuning_records (workload_id, hardware_id, trace, trace_hash, status, run_secs, "
+                "median_secs, build_secs, message, timing, worker, remeasured) VALUES "
+                "(1, 1, '{}', 'trace-hash-1', 'ok', '[0.001]', 0.001, 0.0, '', '{}', 'local', false)"
+            )
+        )
+    engine.dispose()
+    with Database.open(database_url) as db:
+        (workload,) = db.workloads()
+        assert workload.hash == workload_from_spec(workload.spec).func.structural_hash()
+        first, second = db.hardware_list()
+        assert (first.mcpu, first.cpu_model, second.mcpu) == ("skylake-avx512", "Intel Xeon", "")
+        (record,) = db.records(workload_id=workload.id, hardware_id=first.id)
+        assert (record.trace_hash, record.program_hash, record.median_secs) == ("trace-hash-1",) * 2 + (
+            0.001,
+        )
+        assert db.best(workload.hash, first.key) is not None
