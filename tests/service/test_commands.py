@@ -6,12 +6,13 @@ import json
 import httpx
 import pytest
 
-from tests.service.conftest import Api
+from tests.service.conftest import Api, in_process_client
 from tests.service.processes import free_port
 from tests.service.test_api import HARDWARE, HW, SPEC, lease, register, results, submit
 from tuner.cli import main
 from tuner.service import commands
 from tuner.service.client import Client
+from tuner.service.schemas import TaskDetail
 
 WORKLOAD = ["matmul", *(f"{k}={v}" for k, v in SPEC["params"].items())]
 
@@ -20,14 +21,7 @@ WORKLOAD = ["matmul", *(f"{k}={v}" for k, v in SPEC["params"].items())]
 def remote(api: Api, monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The flags that point a command at the in-process coordinator, with a client token."""
 
-    def in_process(url: str, token: str | None) -> Client:
-        client = Client(url, token)
-        client.http = httpx.Client(
-            transport=api.client._transport, base_url=api.client.base_url, headers=client.http.headers
-        )
-        return client
-
-    monkeypatch.setattr(commands, "Client", in_process)
+    monkeypatch.setattr(commands, "Client", lambda url, token: in_process_client(api, token))
     return ["--coordinator", "http://testserver", "--token", api.tokens["client"]]
 
 
@@ -51,7 +45,7 @@ def test_submit_wait_outlives_a_coordinator_that_is_away(api: Api, remote: list[
     task = Client.task
     away = iter([True])
 
-    def flaky(self: Client, task_id: int) -> dict:
+    def flaky(self: Client, task_id: int) -> TaskDetail:
         if next(away, False):
             raise httpx.ConnectError("connection refused")
         api.loop.tick()
