@@ -5,6 +5,7 @@ tests. Every fixture runs on SQLite and on PostgreSQL (`database_url`)."""
 from collections.abc import Generator, Iterator
 from dataclasses import dataclass, replace
 
+import httpx
 import pytest
 from fastapi.testclient import TestClient
 
@@ -12,6 +13,7 @@ from runner.hardware import Hardware, host_hardware
 from tuner.database import Database
 from tuner.database.tokens import create_token
 from tuner.service.app import create_app
+from tuner.service.client import Client
 from tuner.service.settings import Settings
 from tuner.service.task_loop import TaskLoop
 
@@ -63,6 +65,15 @@ class Api:
     def as_(self, role: str | None) -> dict[str, str]:
         """Headers of a request made with a token of `role` (None: no token)."""
         return {"Authorization": f"Bearer {self.tokens[role]}"} if role else {}
+
+
+def in_process_client(api: Api, token: str | None) -> Client:
+    """The API's client, its requests served by the in-process app instead of the network."""
+    client = Client("http://testserver", token)
+    client.http = httpx.Client(
+        transport=api.client._transport, base_url=api.client.base_url, headers=client.http.headers
+    )
+    return client
 
 
 @pytest.fixture

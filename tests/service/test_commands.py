@@ -1,17 +1,19 @@
 """The client commands of `tuner` against a coordinator (the in-process app) and without one: a
-refusal or an unreachable coordinator is one line and exit status 1, never a traceback."""
+refusal, an unreachable coordinator or an answer the client cannot read is one line and exit status
+1, never a traceback; `--json` prints the coordinator's answers unchanged."""
 
 import json
 
 import httpx
 import pytest
 
-from tests.service.conftest import OTHER, Api, hardware_body
+from tests.service.conftest import OTHER, Api, hardware_body, in_process_client
 from tests.service.processes import free_port
 from tests.service.test_api import HW, SPEC, lease, register, results, submit
 from tuner.cli import main
 from tuner.service import commands
 from tuner.service.client import Client
+from tuner.service.schemas import TaskDetail
 
 WORKLOAD = ["matmul", *(f"{k}={v}" for k, v in SPEC["params"].items())]
 
@@ -20,14 +22,7 @@ WORKLOAD = ["matmul", *(f"{k}={v}" for k, v in SPEC["params"].items())]
 def remote(api: Api, monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The flags that point a command at the in-process coordinator, with a client token."""
 
-    def in_process(url: str, token: str | None) -> Client:
-        client = Client(url, token)
-        client.http = httpx.Client(
-            transport=api.client._transport, base_url=api.client.base_url, headers=client.http.headers
-        )
-        return client
-
-    monkeypatch.setattr(commands, "Client", in_process)
+    monkeypatch.setattr(commands, "Client", lambda url, token: in_process_client(api, token))
     return ["--coordinator", "http://testserver", "--token", api.tokens["client"]]
 
 
@@ -51,7 +46,7 @@ def test_submit_wait_outlives_a_coordinator_that_is_away(api: Api, remote: list[
     task = Client.task
     away = iter([True])
 
-    def flaky(self: Client, task_id: int) -> dict:
+    def flaky(self: Client, task_id: int) -> TaskDetail:
         if next(away, False):
             raise httpx.ConnectError("connection refused")
         api.loop.tick()
@@ -64,7 +59,82 @@ def test_submit_wait_outlives_a_coordinator_that_is_away(api: Api, remote: list[
     assert (
         main(["submit", *WORKLOAD, *remote, "--trials", "2", "--strategy", "random", "--wait", "--json"]) == 0
     )
-    assert json.loads(capsys.readouterr().out)["status"] == "done"
+    printed = json.loads(capsys.readouterr().out)
+    assert printed["status"] == "done"
+    assert printed == api.client.get(f"/v1/tasks/{printed['id']}", headers=api.as_("client")).json()
+
+
+def test_json_outputs_are_the_coordinators_answers_unchanged(api: Api, remote: list[str], capsys):
+    worker = register(api)
+    assert main(["submit", *WORKLOAD, *remote, "--trials", "2", "--strategy", "random", "--json"]) == 0
+    submitted = capsys.readouterr().out
+    (listed,) = api.client.get("/v1/tasks", headers=api.as_("client")).json()
+    assert submitted == json.dumps(listed, indent=2) + "\n"
+    api.loop.tick()
+    results(api, worker, lease(api, worker))
+    api.loop.tick()
+    assert main(["status", *remote, "--json"]) == 0
+    answer = api.client.get("/v1/tasks", headers=api.as_("client")).json()
+    assert capsys.readouterr().out == json.dumps(answer, indent=2) + "\n"
+    assert main(["status", str(listed["id"]), *remote, "--json"]) == 0
+    answer = api.client.get(f"/v1/tasks/{listed['id']}", headers=api.as_("client")).json()
+    assert answer["best"] and capsys.readouterr().out == json.dumps([answer], indent=2) + "\n"
+    assert main(["best", *WORKLOAD, *remote, "--top", "2", "--json"]) == 0
+    records = api.client.post("/v1/best", json={"workload": SPEC, "k": 2}, headers=api.as_("client")).json()
+    rows = [
+        {
+            "record": r["id"],
+            "gflops": round(r["gflops"], 2),
+            "median_secs": r["median_secs"],
+            "trace": r["trace"],
+        }
+        for r in records
+    ]
+    assert len(rows) == 2 and capsys.readouterr().out == json.dumps(rows, indent=2) + "\n"
+
+
+def test_plain_outputs(api: Api, remote: list[str], capsys):
+    register(api)
+    assert main(["submit", *WORKLOAD, *remote, "--trials", "2"]) == 0
+    assert capsys.readouterr().out == "task 1: pending\n"
+    assert main(["status", *remote]) == 0
+    (row,) = [line for line in capsys.readouterr().out.splitlines() if line.startswith("│")]
+    assert [cell.strip() for cell in row.split("│")[1:-1]] == ["1", "matmul", HW.key, "pending", "0/2", "-"]
+    assert main(["cancel", "1", *remote]) == 0
+    assert capsys.readouterr().out == "task 1: cancelled\n"
+
+
+def test_the_embedded_status_lists_the_database_files_tasks(api: Api, settings, capsys):
+    register(api)
+    submit(api, trials=2)
+    assert main(["status", "--database", settings.database_url, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == [
+        {
+            "id": 1,
+            "workload_name": "matmul",
+            "hardware_key": HW.key,
+            "status": "pending",
+            "trials_done": 0,
+            "trials": 2,
+            "best": None,
+        }
+    ]
+
+
+@pytest.mark.parametrize(
+    "answer", [httpx.Response(200, json={"id": 3, "status": "done"}), httpx.Response(200, text="<html>")]
+)
+def test_an_answer_the_client_cannot_read_is_one_line(answer: httpx.Response, monkeypatch, capsys):
+    def impostor(url: str, token: str | None) -> Client:
+        client = Client(url, token)
+        client.http = httpx.Client(base_url=url, transport=httpx.MockTransport(lambda request: answer))
+        return client
+
+    monkeypatch.setattr(commands, "Client", impostor)
+    assert main(["status", "3", "--coordinator", "http://elsewhere", "--token", "t"]) == 1
+    err = capsys.readouterr().err
+    assert "an answer this client cannot read" in err and "GET /v1/tasks/3" in err
+    assert "Traceback" not in err and "KeyError" not in err
 
 
 @pytest.mark.parametrize("command", [["status"], ["status", "3"], ["cancel", "3"], ["submit", *WORKLOAD]])

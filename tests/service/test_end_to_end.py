@@ -23,6 +23,7 @@ from tuner.database import Database
 from tuner.database.schema import Candidate, TuningRecord
 from tuner.database.tokens import create_token
 from tuner.service.client import Client
+from tuner.service.schemas import TaskDetail
 from tuner.service.settings import Settings
 
 SPEC = {"op": "matmul", "params": {"M": 48, "N": 64, "K": 32}}
@@ -52,31 +53,31 @@ def wait_for_workers(api: Client, n: int) -> None:
     wait_until(lambda: sum(w["alive"] for w in api.http.get("/v1/workers").json()) >= n, 60, f"{n} workers")
 
 
-def wait_for_task(api: Client, task_id: int, timeout: float = 240) -> dict:
-    def finished() -> dict | None:
+def wait_for_task(api: Client, task_id: int, timeout: float = 240) -> TaskDetail:
+    def finished() -> TaskDetail | None:
         task = api.task(task_id)
-        return task if task["status"] in ("done", "failed", "cancelled") else None
+        return task if task.status in ("done", "failed", "cancelled") else None
 
     return wait_until(finished, timeout, f"task {task_id} to finish", interval=0.25)
 
 
-def assert_complete(settings: Settings, task: dict, trials: int) -> None:
+def assert_complete(settings: Settings, task: TaskDetail, trials: int) -> None:
     """Done, with exactly one record per trial: one per candidate, every candidate done, no trace twice."""
-    assert task["status"] == "done", task
-    assert task["trials_done"] == trials
+    assert task.status == "done", task
+    assert task.trials_done == trials
     with Database.open(settings.database_url) as db:
-        records = db.task_records(task["id"])
+        records = db.task_records(task.id)
         with db.transaction() as session:
             states = dict(
                 session.execute(
                     select(Candidate.status, func.count())
-                    .where(Candidate.task_id == task["id"])
+                    .where(Candidate.task_id == task.id)
                     .group_by(Candidate.status)
                 ).all()
             )
             linked = session.scalar(
                 select(func.count(func.distinct(TuningRecord.candidate_id))).where(
-                    TuningRecord.task_id == task["id"]
+                    TuningRecord.task_id == task.id
                 )
             )
     assert len(records) == trials and len({r.trace_hash for r in records}) == trials
@@ -89,13 +90,13 @@ def test_two_workers_tune_a_task_and_the_best_kernel_computes_right(settings, se
         with Client(service.url, tokens["admin"]) as api:
             wait_for_workers(api, 2)
             task = api.submit(SPEC, trials=10, strategy="random")
-            task = wait_for_task(api, task["id"])
+            task = wait_for_task(api, task.id)
             assert_complete(settings, task, 10)
-            assert len(task["curve"]) == 10 and task["best"]["gflops"] == max(task["curve"])
+            assert task.best and len(task.curve) == 10 and task.best.gflops == max(task.curve)
             (best,) = api.best(SPEC)
-            assert best["id"] == task["best"]["record_id"] and best["status"] == "ok"
+            assert best.id == task.best.record_id and best.status == "ok"
             # A worker that submits the same result again (its first answer was lost): stored once.
-            candidate_id = best_candidate(settings, best["id"])
+            candidate_id = best_candidate(settings, best.id)
             again = {"results": [{"candidate_id": candidate_id, "status": "ok", "run_secs": [1e-9]}]}
             reply = httpx.post(
                 f"{service.url}/v1/workers/1/results",
@@ -103,16 +104,14 @@ def test_two_workers_tune_a_task_and_the_best_kernel_computes_right(settings, se
                 headers={"Authorization": f"Bearer {tokens['admin']}"},
             )
             assert reply.json() == {"outcomes": ["duplicate"]}
-            assert api.best(SPEC)[0]["median_secs"] == best["median_secs"]
+            assert api.best(SPEC)[0].median_secs == best.median_secs
         workload = workload_from_spec(SPEC)
-        kernel = build(Trace.from_json(best["trace"]).apply(workload.func).func, listings=False)
+        kernel = build(Trace.from_json(best.trace).apply(workload.func).func, listings=False)
         a, b = workload.random_inputs(np.random.default_rng(1))
         (c,) = workload.empty_outputs()
         kernel(a, b, c)
         np.testing.assert_allclose(c, a @ b, rtol=1e-4, atol=1e-4)
-        names = {
-            r.worker.split("#")[0] for r in Database.open(settings.database_url).task_records(task["id"])
-        }
+        names = {r.worker.split("#")[0] for r in Database.open(settings.database_url).task_records(task.id)}
         assert names <= {"w0", "w1"}
     finally:
         codes = [w.stop() for w in workers]
@@ -131,12 +130,10 @@ def test_a_worker_killed_while_holding_leases(settings, service, tokens, tmp_pat
         with Client(service.url, tokens["admin"]) as api:
             wait_for_workers(api, 1)
             task = api.submit(SPEC, trials=8, strategy="random")
-            wait_until(
-                lambda: api.task(task["id"])["queue"]["leased"] >= 2, 60, "leases held by the doomed worker"
-            )
+            wait_until(lambda: api.task(task.id).queue.leased >= 2, 60, "leases held by the doomed worker")
             doomed.stop(signal.SIGKILL)
             survivor = start_worker(service, tokens["worker"], "survivor", tmp_path, *FAST)
-            task = wait_for_task(api, task["id"])
+            task = wait_for_task(api, task.id)
             assert_complete(settings, task, 8)
     finally:
         if survivor is not None:
@@ -149,11 +146,11 @@ def test_the_coordinator_killed_mid_task_and_restarted(settings, service, tokens
         with Client(service.url, tokens["admin"]) as api:
             wait_for_workers(api, 1)
             task = api.submit(SPEC, trials=12, strategy="random")
-            wait_until(lambda: api.task(task["id"])["trials_done"] >= 3, 120, "a few results")
+            wait_until(lambda: api.task(task.id).trials_done >= 3, 120, "a few results")
         service.stop(signal.SIGKILL)  # no clean shutdown: its claim on the task must lapse
         service.start()
         with Client(service.url, tokens["admin"]) as api:
-            task = wait_for_task(api, task["id"])
+            task = wait_for_task(api, task.id)
             assert_complete(settings, task, 12)
     finally:
         assert worker.stop() == 0, worker.output()[-2000:]
@@ -172,12 +169,12 @@ def test_a_measurement_that_dies_of_sigsegv_is_recorded_and_the_worker_goes_on(
             def crashed() -> bool:
                 for pid in measurement_processes(worker.pid):
                     os.kill(pid, signal.SIGSEGV)
-                return any("SIGSEGV" in r.message for r in records_of(settings, task["id"]))
+                return any("SIGSEGV" in r.message for r in records_of(settings, task.id))
 
             wait_until(crashed, 120, "a record of a measurement killed by SIGSEGV", interval=0.7)
-            task = wait_for_task(api, task["id"])
+            task = wait_for_task(api, task.id)
             assert_complete(settings, task, 6)
-        crashes = [r for r in records_of(settings, task["id"]) if r.status == "runtime_error"]
+        crashes = [r for r in records_of(settings, task.id) if r.status == "runtime_error"]
         assert crashes and all("SIGSEGV" in r.message for r in crashes)
         assert worker.popen.poll() is None  # still serving
     finally:

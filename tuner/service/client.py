@@ -1,15 +1,26 @@
-"""A small client of the coordinator's REST API, for the `tuner submit/status/best/show` commands and
-for scripts: each method is one request and returns the decoded JSON."""
+"""A small typed client of the coordinator's REST API, for the `tuner submit/status/best/show` commands
+and for scripts: each method is one request, its body built from the API's request model and its answer
+validated into the response model its route declares (`tuner.service.schemas`)."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any, TypeVar, get_args, get_origin
 
 import httpx
+from pydantic import BaseModel, TypeAdapter, ValidationError
+
+from tuner.service.schemas import BestQuery, RecordPublic, TaskCreate, TaskDetail, TaskPublic
+
+T = TypeVar("T")
 
 
 class ApiError(Exception):
-    """The coordinator answered with an error; `status` is the HTTP status, `detail` its explanation."""
+    """The coordinator refused a request; `status` is the HTTP status, `detail` its explanation.
+
+    A request its own model refuses (trials=0, say) is refused before it is sent, as the coordinator
+    would refuse it: status 422, a detail naming each culprit field of the body."""
 
     def __init__(self, status: int, detail: Any) -> None:
         super().__init__(f"{status}: {detail}")
@@ -24,13 +35,29 @@ class ApiError(Exception):
         return "; ".join(_culprit(d) if isinstance(d, dict) else str(d) for d in self.detail)
 
 
-def _culprit(error: dict[str, Any]) -> str:
-    field = ".".join(str(part) for part in error.get("loc", [])[1:])  # after "body", "query"...
+class BadResponse(Exception):
+    """The coordinator took a request but its answer is not the model its route declares (another
+    version of the API, or not the coordinator at that URL): one error naming the request and the
+    culprit fields, rather than a KeyError wherever the answer is used."""
+
+    def __init__(self, request: str, expected: str, error: ValidationError) -> None:
+        culprits = [_culprit(e, skip=0) for e in error.errors()]
+        more = f"; and {len(culprits) - 3} more" if len(culprits) > 3 else ""
+        super().__init__(f"{request}: the answer is not a {expected}: {'; '.join(culprits[:3])}{more}")
+        self.request = request
+        self.expected = expected
+
+
+def _culprit(error: Mapping[str, Any], skip: int = 1) -> str:
+    """One validation error as "field: message"; `skip` drops the location's "body", "query"..."""
+    field = ".".join(str(part) for part in error.get("loc", [])[skip:])
     message = str(error.get("msg", error))
     return message if not field or message.startswith(field) else f"{field}: {message}"
 
 
 class Client:
+    """One coordinator, with one token; a context manager that closes its connections."""
+
     def __init__(self, url: str, token: str | None, timeout: float = 30.0) -> None:
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         self.http = httpx.Client(base_url=url.rstrip("/"), headers=headers, timeout=timeout)
@@ -49,36 +76,63 @@ class Client:
         strategy: str = "evolutionary",
         seed: int = 0,
         hardware: str | None = None,
-    ) -> dict[str, Any]:
-        body = {
-            "workload": workload,
-            "trials": trials,
-            "strategy": strategy,
-            "seed": seed,
-            "hardware": hardware,
-        }
-        return self._json("POST", "/v1/tasks", body)
+    ) -> TaskPublic:
+        with _refused_before_sending():
+            body = TaskCreate(
+                workload=workload, trials=trials, strategy=strategy, seed=seed, hardware=hardware
+            )
+        return self._call("POST", "/v1/tasks", TaskPublic, body)
 
-    def tasks(self) -> list[dict[str, Any]]:
-        return self._json("GET", "/v1/tasks")
+    def tasks(self) -> list[TaskPublic]:
+        return self._call("GET", "/v1/tasks", list[TaskPublic])
 
-    def task(self, task_id: int) -> dict[str, Any]:
-        return self._json("GET", f"/v1/tasks/{task_id}")
+    def task(self, task_id: int) -> TaskDetail:
+        return self._call("GET", f"/v1/tasks/{task_id}", TaskDetail)
 
-    def cancel(self, task_id: int) -> dict[str, Any]:
-        return self._json("POST", f"/v1/tasks/{task_id}/cancel")
+    def cancel(self, task_id: int) -> TaskPublic:
+        return self._call("POST", f"/v1/tasks/{task_id}/cancel", TaskPublic)
 
     def best(
         self, workload: dict[str, Any], *, hardware: str | None = None, k: int = 1
-    ) -> list[dict[str, Any]]:
-        return self._json("POST", "/v1/best", {"workload": workload, "hardware": hardware, "k": k})
+    ) -> list[RecordPublic]:
+        with _refused_before_sending():
+            body = BestQuery(workload=workload, hardware=hardware, k=k)
+        return self._call("POST", "/v1/best", list[RecordPublic], body)
 
-    def _json(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
-        response = self.http.request(method, path, json=body)
+    def _call(self, method: str, path: str, answer: type[T], body: BaseModel | None = None) -> T:
+        """Send the body as given (unset fields take the coordinator's defaults) and validate the answer."""
+        request = body.model_dump(mode="json", exclude_unset=True) if body else None
+        response = self.http.request(method, path, json=request)
         if response.is_error:
-            try:
-                detail = response.json().get("detail", response.text)
-            except ValueError:
-                detail = response.text
-            raise ApiError(response.status_code, detail)
-        return response.json()
+            raise ApiError(response.status_code, _detail(response))
+        try:
+            return TypeAdapter(answer).validate_json(response.content)
+        except ValidationError as e:
+            raise BadResponse(f"{method} {path}", _name(answer), e) from e
+
+
+@contextmanager
+def _refused_before_sending() -> Iterator[None]:
+    """A request body its model refuses, refused as the coordinator's 422 would (its detail locates
+    each culprit in the "body"), so callers handle one kind of refusal."""
+    try:
+        yield
+    except ValidationError as e:
+        raise ApiError(422, [{**error, "loc": ["body", *error["loc"]]} for error in e.errors()]) from None
+
+
+def _detail(response: httpx.Response) -> Any:
+    """An error answer's explanation: FastAPI's `detail`, else the text (a proxy's HTML page, say)."""
+    try:
+        answer = response.json()
+    except ValueError:
+        return response.text
+    return answer.get("detail", response.text) if isinstance(answer, dict) else response.text
+
+
+def _name(answer: Any) -> str:
+    """The expected answer as the route declares it: `TaskDetail`, `list[RecordPublic]`."""
+    args = get_args(answer)
+    if not args:
+        return str(answer.__name__)
+    return f"{get_origin(answer).__name__}[{', '.join(_name(a) for a in args)}]"

@@ -15,11 +15,11 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import httpx
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -27,10 +27,11 @@ from rich.table import Table
 
 from runner.results import TimingConfig
 from runner.worker import Worker, WorkerConfig, parse_cpus
-from tuner.database import Database, Role
+from tuner.database import Database, Role, TaskStatus
 from tuner.database.tokens import create_token, revoke_token, tokens
-from tuner.service.client import ApiError, Client
+from tuner.service.client import ApiError, BadResponse, Client
 from tuner.service.clock import utcnow
+from tuner.service.schemas import Best, RecordPublic, TaskPublic
 from tuner.service.settings import Settings
 
 Handler = Callable[[argparse.Namespace, Console], int]
@@ -49,7 +50,7 @@ _OVERRIDES = {
     "repeat": "worker_repeat",
     "min_repeat_ms": "worker_min_repeat_ms",
 }
-FINISHED = ("done", "failed", "cancelled")
+FINISHED = (TaskStatus.DONE, TaskStatus.FAILED, TaskStatus.CANCELLED)
 
 
 def settings_from(args: argparse.Namespace) -> Settings:
@@ -97,23 +98,17 @@ def run_reporting_coordinator_errors(args: argparse.Namespace, console: Console)
         return args.run(args, console)
     except ApiError as e:
         console.print(f"[red]the coordinator refused[/red]: {escape(e.summary)}")
+    except BadResponse as e:
+        console.print(f"[red]an answer this client cannot read[/red]: {escape(str(e))}")
     except httpx.HTTPError as e:
         console.print(f"[red]no answer from the coordinator[/red] ({type(e).__name__}): {escape(str(e))}")
     return 1
 
 
-def remote_best(args: argparse.Namespace, spec: dict[str, Any], k: int) -> list[dict[str, Any]]:
+def remote_best(args: argparse.Namespace, spec: dict[str, Any], k: int) -> list[RecordPublic]:
+    """The coordinator's k fastest records of a workload, for `best` and `show`."""
     with client(args) as api:
-        records = api.best(spec, hardware=args.hardware, k=k)
-    return [
-        {
-            "record": r["id"],
-            "gflops": round(r["gflops"], 2),
-            "median_secs": r["median_secs"],
-            "trace": r["trace"],
-        }
-        for r in records
-    ]
+        return api.best(spec, hardware=args.hardware, k=k)
 
 
 def add_service_commands(command: CommandFactory, *, embedded_tune: Handler) -> None:
@@ -263,15 +258,19 @@ def _submit(embedded_tune: Handler) -> Handler:
                 return 2
             if args.wait:
                 task = _follow(api, task, console, quiet=args.json)
-        print(json.dumps(task, indent=2) if args.json else f"task {task['id']}: {task['status']}")
-        return 0 if task["status"] != "failed" else 1
+        print(
+            json.dumps(task.model_dump(mode="json"), indent=2)
+            if args.json
+            else f"task {task.id}: {task.status}"
+        )
+        return 0 if task.status != TaskStatus.FAILED else 1
 
     return submit
 
 
-def _follow(api: Client, task: dict[str, Any], console: Console, *, quiet: bool) -> dict[str, Any]:
+def _follow(api: Client, task: TaskPublic, console: Console, *, quiet: bool) -> TaskPublic:
     with Progress(
-        TextColumn(f"task {task['id']} {task['workload_name']}"),
+        TextColumn(f"task {task.id} {task.workload_name}"),
         BarColumn(),
         MofNCompleteColumn(),
         TextColumn("best {task.fields[best]:.1f} GFLOPS"),
@@ -279,19 +278,32 @@ def _follow(api: Client, task: dict[str, Any], console: Console, *, quiet: bool)
         console=console,
         disable=quiet,
     ) as bar:
-        progress = bar.add_task("task", total=task["trials"], best=0.0)
-        while task["status"] not in FINISHED:
+        progress = bar.add_task("task", total=task.trials, best=0.0)
+        while task.status not in FINISHED:
             time.sleep(1.0)
             try:
-                task = api.task(task["id"])
+                task = api.task(task.id)
             except httpx.TransportError:  # the coordinator restarting, say: the task goes on
                 continue
-            best = task["best"]["gflops"] if task["best"] else 0.0
-            bar.update(progress, completed=task["trials_done"], best=best)
+            bar.update(progress, completed=task.trials_done, best=task.best.gflops if task.best else 0.0)
     return task
 
 
+class EmbeddedTask(BaseModel):
+    """A task of the database file as `status` lists it without a coordinator: the table's columns,
+    with no best (ranking records is the coordinator's)."""
+
+    id: int
+    workload_name: str
+    hardware_key: str
+    status: TaskStatus
+    trials_done: int
+    trials: int
+    best: Best | None = None
+
+
 def _status(args: argparse.Namespace, console: Console) -> int:
+    rows: Sequence[TaskPublic | EmbeddedTask]
     if is_remote(args):
         with client(args) as api:
             rows = [api.task(args.task_id)] if args.task_id else api.tasks()
@@ -302,33 +314,17 @@ def _status(args: argparse.Namespace, console: Console) -> int:
             except KeyError:
                 console.print(f"no task {args.task_id}")
                 return 1
-            rows = [
-                {
-                    "id": t.id,
-                    "workload_name": t.workload_name,
-                    "hardware_key": t.hardware_key,
-                    "status": t.status.value,
-                    "trials_done": t.trials_done,
-                    "trials": t.trials,
-                    "best": None,
-                }
-                for t in infos
-            ]
+            rows = [EmbeddedTask.model_validate(t, from_attributes=True) for t in infos]
     if args.json:
-        print(json.dumps(rows, indent=2, default=str))
+        print(json.dumps([t.model_dump(mode="json") for t in rows], indent=2))
         return 0
     table = Table(title="tasks")
     for column in ("task", "workload", "hardware", "status", "trials", "best GFLOPS"):
         table.add_column(column)
     for t in rows:
-        best = f"{t['best']['gflops']:.1f}" if t.get("best") else "-"
+        best = f"{t.best.gflops:.1f}" if t.best else "-"
         table.add_row(
-            str(t["id"]),
-            t["workload_name"],
-            t["hardware_key"],
-            t["status"],
-            f"{t['trials_done']}/{t['trials']}",
-            best,
+            str(t.id), t.workload_name, t.hardware_key, t.status.value, f"{t.trials_done}/{t.trials}", best
         )
     Console(file=sys.stdout).print(table)
     return 0
@@ -340,5 +336,5 @@ def _cancel(args: argparse.Namespace, console: Console) -> int:
         return 2
     with client(args) as api:
         task = api.cancel(args.task_id)
-    print(f"task {task['id']}: {task['status']}")
+    print(f"task {task.id}: {task.status}")
     return 0
