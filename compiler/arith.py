@@ -21,7 +21,7 @@ Ranges = Mapping[Var, Range]
 def _fold(e: Binary | Unary) -> Const | None:
     """A node whose operands are all constants, as one constant (None where the op is undefined)."""
     out = e.op.fold(*(k.value for k in e.children() if isinstance(k, Const)))
-    return None if out is None else const(out, e.dtype)  # type: ignore[arg-type]
+    return None if out is None else const(out, e.dtype)
 
 
 class Linear:
@@ -179,7 +179,7 @@ def _simplify_int(e: Binary, rng: Ranges) -> Expr | None:
     return None
 
 
-def _simplify_divmod(op: str, a: Expr, c: int, rng: Ranges) -> Expr | None:
+def _simplify_divmod(op: Op, a: Expr, c: int, rng: Ranges) -> Expr | None:
     if c == 1:
         return a if op == Op.FLOORDIV else const(0)
     if isinstance(a, Binary) and a.op == op == Op.FLOORDIV and isinstance(a.b, Const):

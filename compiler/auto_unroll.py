@@ -18,9 +18,18 @@ AUTO_UNROLL_MAX_STEP = "pragma_auto_unroll_max_step"
 
 def auto_unroll(func: PrimFunc) -> PrimFunc:
     """Mark loops for unrolling under the function's (root block's) and each loop's annotation."""
-    limit = int(dict(func.attrs).get(AUTO_UNROLL_MAX_STEP, 0))  # type: ignore[call-overload]
-    body, _ = _unroll(func.body, limit)
+    body, _ = _unroll(func.body, unroll_budget(func.attrs) or 0)
     return replace(func, body=body)
+
+
+def unroll_budget(annotations: tuple[tuple[str, object], ...]) -> int | None:
+    """The budget `annotations` set, or None where they set none."""
+    value = dict(annotations).get(AUTO_UNROLL_MAX_STEP)
+    if value is None:
+        return None
+    if not isinstance(value, int | float | str):  # annotation values are JSON scalars
+        raise TypeError(f"{AUTO_UNROLL_MAX_STEP} must be a number, got {value!r}")
+    return int(value)
 
 
 def _unroll(stmt: Stmt, limit: int) -> tuple[Stmt, float]:
@@ -30,8 +39,8 @@ def _unroll(stmt: Stmt, limit: int) -> tuple[Stmt, float]:
     A vectorized loop counts as one step (it becomes vector instructions, not iterations); a
     parallel loop as infinitely many, so no loop around a parallel region is ever unrolled."""
     if isinstance(stmt, For):
-        own = dict(stmt.annotations).get(AUTO_UNROLL_MAX_STEP)
-        body, steps = _unroll(stmt.body, limit if own is None else int(own))  # type: ignore[call-overload]
+        own = unroll_budget(stmt.annotations)
+        body, steps = _unroll(stmt.body, limit if own is None else own)
         if stmt.kind == "vectorized":
             return replace(stmt, body=body), 1
         if stmt.kind == "parallel":

@@ -8,6 +8,7 @@ object file (`CompiledKernel.obj`) to the process that measures; loading it take
 from __future__ import annotations
 
 import ctypes
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import llvmlite.binding as llvm
@@ -68,8 +69,8 @@ class Kernel:
     compiled: CompiledKernel
     _jit: object = field(repr=False)
     _library: object = field(repr=False)
-    _cfunc: ctypes._CFuncPtr = field(repr=False)
-    _repeat: ctypes._CFuncPtr = field(repr=False)
+    _cfunc: Callable[..., None] = field(repr=False)
+    _repeat: Callable[..., None] = field(repr=False)
 
     @property
     def func(self) -> PrimFunc:

@@ -11,6 +11,7 @@ allow it are emitted as explicit vector code by codegen_vector.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import llvmlite.ir as ll
 
@@ -213,8 +214,12 @@ def _parallel_for(cg: CodeGen, loop: For) -> None:
 
 
 def _outline(
-    cg: CodeGen, loop: For, slots: ll.ArrayType, captured_vars: list, captured_bufs: list
-) -> ll.Function:  # type: ignore[type-arg]
+    cg: CodeGen,
+    loop: For,
+    slots: ll.ArrayType,
+    captured_vars: list[tuple[Var, ll.Value]],
+    captured_bufs: list[tuple[Buffer, ll.Value]],
+) -> ll.Function:
     """`void wrapper(i8* closure)` for GOMP_parallel: unpack the closure, take this thread's chunk and
     call the loop body, outlined with `noalias` buffer arguments so the optimizer keeps the aliasing
     facts it has in the kernel itself (pointers loaded from memory would otherwise block vectorization)."""
@@ -240,7 +245,12 @@ def _outline(
     return fn
 
 
-def _outline_body(cg: CodeGen, loop: For, captured_vars: list, captured_bufs: list) -> ll.Function:  # type: ignore[type-arg]
+def _outline_body(
+    cg: CodeGen,
+    loop: For,
+    captured_vars: list[tuple[Var, ll.Value]],
+    captured_bufs: list[tuple[Buffer, ll.Value]],
+) -> ll.Function:
     """`void body(buffers..., vars..., i64 begin, i64 end)`: the loop over [begin, end)."""
     arg_types = [ll.PointerType(_elem_type(buf)) for buf, _ in captured_bufs] + [I64] * (
         len(captured_vars) + 2
@@ -357,14 +367,15 @@ def _cast(cg: CodeGen, e: Cast) -> ll.Value:
     return cast_value(cg.builder, e.value.dtype, e.dtype, cg.expr(e.value))
 
 
-STMT_EMITTERS: dict[type, Callable] = {  # type: ignore[type-arg]
+# Each emitter takes the node kind it is keyed by, hence Any for the node.
+STMT_EMITTERS: dict[type[Stmt], Callable[[CodeGen, Any], None]] = {
     For: _for,
     SeqStmt: _seq,
     IfThenElse: _if,
     BufferStore: _store,
     Allocate: _allocate,
 }
-EXPR_EMITTERS: dict[type, Callable] = {  # type: ignore[type-arg]
+EXPR_EMITTERS: dict[type[Expr], Callable[[CodeGen, Any], ll.Value]] = {
     Const: _const,
     Var: _var,
     Load: _load,

@@ -14,7 +14,8 @@ iteration stores. Otherwise the loop stays scalar with vectorize metadata, and L
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 import llvmlite.ir as ll
 
@@ -214,4 +215,12 @@ def _cast(v: _Lanes, e: Cast) -> ll.Value | None:
     return cast_value(v.cg.builder, e.value.dtype, e.dtype, v.vector(e.value))
 
 
-_EMITTERS = {Var: _var, Load: _load, Binary: _op, Unary: _op, Select: _select, Cast: _cast}
+# Each emitter takes the node kind it is keyed by, hence Any for the node; None means lane by lane.
+_EMITTERS: dict[type[Expr], Callable[[_Lanes, Any], ll.Value | None]] = {
+    Var: _var,
+    Load: _load,
+    Binary: _op,
+    Unary: _op,
+    Select: _select,
+    Cast: _cast,
+}

@@ -80,7 +80,7 @@ def _shrink(
     func: PrimFunc, scope: Path, uses: list[tuple[Path, Block]], buf: Buffer
 ) -> tuple[Buffer, list[Expr]]:
     """The compacted buffer and the offset of its first element in the original, per dimension."""
-    unchanged = buf, [const(0) for _ in buf.shape]
+    unchanged: tuple[Buffer, list[Expr]] = buf, [const(0) for _ in buf.shape]
     region = _region(func, scope, uses, buf)
     if region is None:
         return unchanged
@@ -103,15 +103,18 @@ def _region(func: PrimFunc, scope: Path, uses: list[tuple[Path, Block]], buf: Bu
         }
         sub = dict(zip((iv.var for iv in block.iter_vars), block.bindings))
         for indices in _accesses(block, buf):
-            ranges = [symbolic_range(substitute(i, sub), inner) for i in indices]
-            if any(r is None for r in ranges):
-                return None
+            ranges: Region = []
+            for i in indices:
+                r = symbolic_range(substitute(i, sub), inner)
+                if r is None:
+                    return None
+                ranges.append(r)
             if region is None:
-                region = list(ranges)  # type: ignore[arg-type]
+                region = ranges
             else:
                 region = [
                     (simplify(Binary(Op.MIN, a[0], b[0])), simplify(Binary(Op.MAX, a[1], b[1])))
-                    for a, b in zip(region, ranges)  # type: ignore[misc]
+                    for a, b in zip(region, ranges)
                 ]
     return region
 

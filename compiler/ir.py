@@ -22,7 +22,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, TypeVar, dataclass_transform
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, dataclass_transform
 
 from compiler.dtypes import DTYPES, FLOAT_DTYPES, INDEX_DTYPE, INT_DTYPES
 from compiler.ops import Op
@@ -39,10 +39,18 @@ class Expr:
     """Base of expressions; Python operators build IR so compute lambdas read like math."""
 
     __slots__ = ("_hash",)
-    dtype: str
     _hash: int
     # The dataclass fields that make two nodes of a class the same expression.
     _key_fields: ClassVar[tuple[str, ...]] = ()
+    # Declared, never set here: `expr_node` makes every concrete node a dataclass, and this says so
+    # to the type checker, so `dataclasses.fields` accepts any node.
+    __dataclass_fields__: ClassVar[dict[str, dataclasses.Field[Any]]]
+
+    if TYPE_CHECKING:
+        # Read-only: node kinds store it (Var, Binary) or derive it (Select, Load). For the type
+        # checker only: at run time a property here would become the default of subclasses' fields.
+        @property
+        def dtype(self) -> str: ...
 
     def children(self) -> tuple[Expr, ...]:
         return ()
@@ -64,10 +72,10 @@ class Expr:
             _set(self, "_hash", h)
             return h
 
-    def __eq__(self, other: object) -> EqualOp:  # type: ignore[override]
+    def __eq__(self, other: object) -> EqualOp:  # type: ignore[override]  # TVM-style: builds `a == b`
         return EqualOp(self, other)
 
-    def __ne__(self, other: object) -> NotEqualOp:  # type: ignore[override]
+    def __ne__(self, other: object) -> NotEqualOp:  # type: ignore[override]  # TVM-style: builds `a != b`
         return NotEqualOp(self, other)
 
     def __bool__(self) -> bool:
@@ -79,7 +87,7 @@ class Expr:
     def __reduce__(self) -> tuple[Any, ...]:
         # Rebuilt through __init__ in the receiving process: hashes of strings differ between
         # processes, so the cached hash must not travel.
-        init = tuple(getattr(self, f.name) for f in dataclasses.fields(self) if f.init)  # type: ignore[arg-type]
+        init = tuple(getattr(self, f.name) for f in dataclasses.fields(self) if f.init)
         return type(self), init
 
     def __add__(self, other: ExprLike) -> Expr:
@@ -142,7 +150,10 @@ class EqualOp:
         return structural_equal(self.a, self.b)
 
     def as_expr(self) -> Expr:
-        return binary(self.op, self.a, self.b)  # type: ignore[arg-type]
+        # `==` accepts any object (Python's contract), but only numbers and expressions compare.
+        if not isinstance(self.b, Expr | EqualOp | int | float):
+            raise TypeError(f"cannot compare an expression with {type(self.b).__name__} {self.b!r}")
+        return binary(self.op, self.a, self.b)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.a!r}, {self.b!r})"
@@ -253,7 +264,7 @@ class Select(Expr):
             )
 
     @property
-    def dtype(self) -> str:  # type: ignore[override]
+    def dtype(self) -> str:
         return self.true_value.dtype
 
     def children(self) -> tuple[Expr, ...]:
@@ -303,7 +314,7 @@ class Load(Expr):
     indices: tuple[Expr, ...]
 
     @property
-    def dtype(self) -> str:  # type: ignore[override]
+    def dtype(self) -> str:
         return self.buffer.dtype
 
     def children(self) -> tuple[Expr, ...]:
@@ -509,7 +520,7 @@ def binary(op: Op, a: ExprLike, b: ExprLike) -> Expr:
         a = const(a, b.dtype if b.dtype != "bool" else None)
     else:
         a, b = as_expr(a), as_expr(b)
-    return Binary(op, a, b)  # type: ignore[arg-type]
+    return Binary(op, a, b)
 
 
 def unary(op: Op, a: ExprLike) -> Expr:

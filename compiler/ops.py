@@ -29,6 +29,7 @@ NUMERIC = FLOAT_DTYPES + INT_DTYPES
 BOOL = ("bool",)
 
 Emit = Callable[[Emitter, str, list[ll.Value]], ll.Value]
+Fold = Callable[..., int | float | bool]
 
 
 @dataclass(frozen=True, eq=False)
@@ -42,7 +43,7 @@ class OpSpec:
     arity: int
     operands: tuple[str, ...]
     result: str  # "same" (the operands' dtype) or "bool"
-    fold: Callable[..., object]
+    fold: Fold
     numpy: Callable[..., object]
     emit: Emit
     vectorizes: bool
@@ -129,7 +130,7 @@ def _arith(name: str, symbol: str, precedence: int, emit: Emit, feature: dict[st
     return OpSpec(name, 2, operands, "same", fold, numpy, emit, True, feature, symbol, precedence, symbol)
 
 
-_ARITH_SEMANTICS: dict[str, tuple[Callable[..., object], Callable[..., object]]] = {
+_ARITH_SEMANTICS: dict[str, tuple[Fold, Callable[..., object]]] = {
     "add": (operator.add, np.add),
     "sub": (operator.sub, np.subtract),
     "mul": (operator.mul, np.multiply),
@@ -137,19 +138,19 @@ _ARITH_SEMANTICS: dict[str, tuple[Callable[..., object], Callable[..., object]]]
 }
 
 
-def _floor(name: str, symbol: str, fold: Callable[..., object], numpy: Callable[..., object]) -> OpSpec:
+def _floor(name: str, symbol: str, fold: Fold, numpy: Callable[..., object]) -> OpSpec:
     """Integer division and modulo, rounding toward -inf as Python does (index arithmetic)."""
     emit = _floor_divmod(want_remainder=name == "floormod")
     return OpSpec(name, 2, INT_DTYPES, "same", fold, numpy, emit, False, {"int": "int_divmod"}, symbol, 5)
 
 
-def _minmax(name: str, fold: Callable[..., object], numpy: Callable[..., object], predicate: str) -> OpSpec:
+def _minmax(name: str, fold: Fold, numpy: Callable[..., object], predicate: str) -> OpSpec:
     feature = {"float": "float_minmax", "int": "int_minmax"}
     emit = _min_max(f"{name}num", predicate)
     return OpSpec(name, 2, NUMERIC, "same", fold, numpy, emit, True, feature, syntax=name)
 
 
-def _cmp(name: str, symbol: str, fold: Callable[..., object], numpy: Callable[..., object]) -> OpSpec:
+def _cmp(name: str, symbol: str, fold: Fold, numpy: Callable[..., object]) -> OpSpec:
     feature = {"float": "float_cmp", "int": "int_cmp"}
     return OpSpec(name, 2, NUMERIC, "bool", fold, numpy, _compare(symbol), True, feature, symbol, 3)
 
@@ -157,7 +158,12 @@ def _cmp(name: str, symbol: str, fold: Callable[..., object], numpy: Callable[..
 def _logic(name: str, arity: int, precedence: int, numpy: Callable[..., object]) -> OpSpec:
     """and, or, not on bools. Scalars only: the vector code generator does not widen i1 values, so
     a logic op runs lane by lane."""
-    fold = {"and": lambda a, b: bool(a and b), "or": lambda a, b: bool(a or b), "not": operator.not_}[name]
+    folds: dict[str, Fold] = {
+        "and": lambda a, b: bool(a and b),
+        "or": lambda a, b: bool(a or b),
+        "not": operator.not_,
+    }
+    fold = folds[name]
 
     def emit(cg: Emitter, dtype: str, args: list[ll.Value]) -> ll.Value:
         b = cg.builder
@@ -231,7 +237,7 @@ class Op(enum.Enum):
         kind = "float" if is_float(operand_dtype) else "bool" if operand_dtype == "bool" else "int"
         return self.spec.feature[kind]
 
-    def fold(self, *values: object) -> object | None:
+    def fold(self, *values: object) -> int | float | bool | None:
         """The op on Python numbers, or None where it is undefined (a division by zero, log(-1))."""
         try:
             return self.spec.fold(*values)

@@ -102,11 +102,11 @@ def _rename(stmt: Stmt, env: dict[Var, Expr], counter: list[int]) -> Stmt:
         counter[0] += 1
         return replace(stmt, var=new, body=_rename(stmt.body, {**env, stmt.var: new}, counter))
     if isinstance(stmt, Block):
-        iv_map: dict[Var, Expr] = {iv.var: Var(f"v{k}", iv.var.dtype) for k, iv in enumerate(stmt.iter_vars)}
-        block = map_block_exprs(stmt, lambda e: iv_map.get(e) if isinstance(e, Var) else None)  # type: ignore[call-overload]
+        iv_map = {iv.var: Var(f"v{k}", iv.var.dtype) for k, iv in enumerate(stmt.iter_vars)}
+        block = map_block_exprs(stmt, lambda e: iv_map.get(e) if isinstance(e, Var) else None)
         return replace(
             block,
-            iter_vars=tuple(IterVar(iv_map[iv.var], iv.extent, iv.kind) for iv in stmt.iter_vars),  # type: ignore[arg-type]
+            iter_vars=tuple(IterVar(iv_map[iv.var], iv.extent, iv.kind) for iv in stmt.iter_vars),
             bindings=tuple(substitute(b, env) for b in stmt.bindings),
             predicate=substitute(stmt.predicate, env),
         )
@@ -235,16 +235,16 @@ class _Reader:
 
     def string(self, data: Json) -> str:
         self.expect(isinstance(data, str) and bool(data), "must be a non-empty string")
-        return data  # type: ignore[no-any-return]
+        return data
 
     def integer(self, data: Json, minimum: int) -> int:
         self.expect(isinstance(data, int) and not isinstance(data, bool), "must be an integer")
         self.expect(data >= minimum, f"must be >= {minimum}")
-        return data  # type: ignore[no-any-return]
+        return data
 
     def choice(self, data: Json, options: tuple[str, ...]) -> str:
         self.expect(data in options, f"must be one of {', '.join(options)}, got {str(data)[:40]!r}")
-        return data  # type: ignore[no-any-return]
+        return data
 
     def list_of(self, data: Json, read: Callable[[Json], Any]) -> list[Any]:
         self.expect(isinstance(data, list), "must be a list")
@@ -255,7 +255,7 @@ class _Reader:
             isinstance(data, list) and len(data) == size and data[0] == tag,
             f"must be [{tag!r}, ...] of {size}",
         )
-        return data  # type: ignore[no-any-return]
+        return data
 
     def declare(self, data: Json) -> Buffer:
         self.expect(

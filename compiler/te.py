@@ -66,7 +66,7 @@ class Reduce(Expr):
     axes: tuple[ReduceAxis, ...]
 
     @property
-    def dtype(self) -> str:  # type: ignore[override]
+    def dtype(self) -> str:
         return self.source.dtype
 
     def children(self) -> tuple[Expr, ...]:
@@ -178,33 +178,36 @@ def _axis_names(fcompute: Callable[..., ExprLike], rank: int) -> list[str]:
     return [p.name for p in params]
 
 
-def _reduce(combiner: Op, expr: ExprLike, axis: ReduceAxis | Sequence[ReduceAxis]) -> Reduce:
+ReduceAxes = ReduceAxis | Sequence[ReduceAxis]  # one reduction axis or several
+
+
+def _reduce(combiner: Op, expr: ExprLike, axis: ReduceAxes) -> Reduce:
     axes = (axis,) if isinstance(axis, ReduceAxis) else tuple(axis)
     return Reduce(combiner, as_expr(expr), axes)
 
 
-def sum(expr: ExprLike, axis: ReduceAxis | Sequence[ReduceAxis]) -> Reduce:
+def sum(expr: ExprLike, axis: ReduceAxes) -> Reduce:
     return _reduce(Op.ADD, expr, axis)
 
 
-def max(a: ExprLike, b: ExprLike | ReduceAxis | None = None, axis: object = None) -> Expr:
-    """Elementwise `max(a, b)`, or a reduction `max(expr, axis=k)`."""
+def max(a: ExprLike, b: ExprLike | ReduceAxes | None = None, axis: ReduceAxes | None = None) -> Expr:
+    """Elementwise `max(a, b)`, or a reduction `max(expr, axis=k)` (also `max(expr, k)`)."""
     return _min_max(Op.MAX, a, b, axis)
 
 
-def min(a: ExprLike, b: ExprLike | ReduceAxis | None = None, axis: object = None) -> Expr:
-    """Elementwise `min(a, b)`, or a reduction `min(expr, axis=k)`."""
+def min(a: ExprLike, b: ExprLike | ReduceAxes | None = None, axis: ReduceAxes | None = None) -> Expr:
+    """Elementwise `min(a, b)`, or a reduction `min(expr, axis=k)` (also `min(expr, k)`)."""
     return _min_max(Op.MIN, a, b, axis)
 
 
-def _min_max(op: Op, a: ExprLike, b: object, axis: object) -> Expr:
+def _min_max(op: Op, a: ExprLike, b: ExprLike | ReduceAxes | None, axis: ReduceAxes | None) -> Expr:
     if axis is None and (isinstance(b, ReduceAxis) or (isinstance(b, (list, tuple)) and b)):
         axis, b = b, None
     if axis is not None:
-        return _reduce(op, a, axis)  # type: ignore[arg-type]
-    if b is None:
+        return _reduce(op, a, axis)
+    if b is None or isinstance(b, Sequence):
         raise TensorError(f"{op.spec.name} needs a second operand or axis=")
-    return binary(op, a, b)  # type: ignore[arg-type]
+    return binary(op, a, b)
 
 
 def _math(op: Op, x: ExprLike) -> Expr:
@@ -342,8 +345,10 @@ class _Builder:
 
     def emit(self, t: Tensor) -> None:
         if t.op == "compute":
+            assert t.body is not None
             self.stmts.append(self.compute_nest(t.name, t.buffer, t.axes, t.body, {}, 0, "S"))
         elif t.op == "scan" and id(t.scan) not in self.done_scans:
+            assert t.scan is not None
             self.done_scans.add(id(t.scan))
             self.stmts.extend(self.scan_nests(t.scan))
 
@@ -382,6 +387,7 @@ class _Builder:
 
         index = tuple(simplify(sub[a]) for a in axes)
         init = None
+        value: Expr
         if isinstance(body, Reduce):
             value = Binary(body.combiner, Load(out, index), rewrite(body.source))
             init = BufferStore(out, _identity(body.combiner, body.dtype), index)
@@ -397,6 +403,7 @@ class _Builder:
         remap = {s.buffer: o.buffer for s, o in zip(sc.states, sc.outputs)}
         out: list[Stmt] = []
         for init, o in zip(sc.inits, sc.outputs):
+            assert init.body is not None
             nest = self.compute_nest(f"{o.name}_init", o.buffer, init.axes, init.body, remap, 0, "S")
             out.append(_shrink_rows(nest, init.shape[0]))
         start = sc.inits[0].shape[0]
@@ -404,6 +411,7 @@ class _Builder:
         t = self.fresh("t")
         bodies = []
         for u, o in zip(sc.updates, sc.outputs):
+            assert u.body is not None
             nest = self.compute_nest(o.name, o.buffer, u.axes, u.body, remap, start, "O")
             assert isinstance(nest, For)
             bodies.append(_rebind_outer(nest, t))

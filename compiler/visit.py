@@ -7,7 +7,7 @@ store for the features) recurse themselves, through the same two methods.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import replace
 
 from compiler.ir import Block, Buffer, BufferStore, Expr, Load, SeqStmt, Stmt, Var
@@ -37,11 +37,11 @@ def walk_expr(expr: Expr) -> Iterator[Expr]:
         stack.extend(reversed(e.children()))
 
 
-def substitute(expr: Expr, mapping: dict[Var, Expr]) -> Expr:
+def substitute(expr: Expr, mapping: Mapping[Var, Expr]) -> Expr:
     """Replace variables by expressions."""
     if not mapping:
         return expr
-    return map_expr(expr, lambda e: mapping.get(e) if isinstance(e, Var) else None)  # type: ignore[call-overload]
+    return map_expr(expr, lambda e: mapping.get(e) if isinstance(e, Var) else None)
 
 
 def free_vars(expr: Expr) -> set[Var]:
@@ -73,8 +73,8 @@ def walk_stmt(stmt: Stmt) -> Iterator[Stmt]:
         stack.extend(reversed(s.children()))
 
 
-def map_blocks(stmt: Stmt, fn: Callable[[Block], Block]) -> Stmt:
-    """`stmt` with every block replaced by `fn(block)`."""
+def map_blocks(stmt: Stmt, fn: Callable[[Block], Stmt]) -> Stmt:
+    """`stmt` with every block replaced by `fn(block)`: a block, or what lowering puts in its place."""
     return map_stmt(stmt, lambda s: fn(s) if isinstance(s, Block) else None)
 
 

@@ -7,8 +7,11 @@ from __future__ import annotations
 from collections.abc import Hashable, Iterator, MutableMapping, Sequence
 from dataclasses import dataclass
 from math import inf
+from typing import TypeVar
 
 from runner.results import Candidate, Runner, RunResult, Status
+
+G = TypeVar("G", bound=Hashable)  # what identifies a group (the callers: a task id)
 
 
 @dataclass(frozen=True)
@@ -20,8 +23,8 @@ class Measured:
 def measure_confirming(
     runner: Runner,
     candidates: Sequence[Candidate],
-    groups: Sequence[Hashable],
-    best: MutableMapping[Hashable, float],
+    groups: Sequence[G],
+    best: MutableMapping[G, float],
 ) -> Iterator[Measured]:
     """Each candidate's result, in order. `groups` says whose best each candidate competes with (a
     batch may mix tasks, and one workload's time says nothing of another's); `best` holds each

@@ -116,11 +116,14 @@ class LocalRunner:
             jobs: dict[int, AsyncResult[BuildResult]] = {
                 i: pool.apply_async(build_candidate, (candidates[i], self.target)) for i in pending
             }
-            pending = self._collect(jobs, out)
+            pending = self._collect(pool, jobs, out)
         return [out[i] for i in range(len(candidates))]
 
-    def _collect(self, jobs: dict[int, AsyncResult[BuildResult]], out: dict[int, BuildResult]) -> list[int]:
-        """Wait for jobs in order; on a timeout, record it and return the jobs still to redo."""
+    def _collect(
+        self, pool: Pool, jobs: dict[int, AsyncResult[BuildResult]], out: dict[int, BuildResult]
+    ) -> list[int]:
+        """Wait for the pool's jobs in order; on a timeout, record it, drop the pool and return the
+        jobs still to redo."""
         timeout = self.config.build_timeout_s
         for i, job in jobs.items():
             try:
@@ -130,7 +133,7 @@ class LocalRunner:
                 for k, other in jobs.items():
                     if k not in out and other.ready():
                         out[k] = other.get()
-                self._pool.terminate()  # type: ignore[union-attr]
+                pool.terminate()
                 self._pool = None
                 return [k for k in jobs if k not in out]
         return []

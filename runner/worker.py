@@ -22,7 +22,7 @@ import signal
 import socket
 import threading
 import time
-from collections.abc import Hashable, Iterator
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from math import inf
 from typing import Any, Literal
@@ -156,7 +156,7 @@ class Worker:
         time says nothing."""
         candidates = [Candidate(item["spec"], item["trace"]) for item in leased]
         tasks = [item["task_id"] for item in leased]
-        best: dict[Hashable, float] = {}
+        best: dict[int, float] = {}
         for item in leased:
             if item["best_secs"] is not None:
                 best[item["task_id"]] = min(best.get(item["task_id"], inf), item["best_secs"])

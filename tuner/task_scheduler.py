@@ -41,10 +41,11 @@ class TasksResult:
     @property
     def latency_secs(self) -> float:
         """The model's latency from each task's best record (inf if a task has none)."""
-        return sum(
-            t.weight * (r.best.median_secs if r.best else float("inf"))
-            for t, r in zip(self.tasks, self.results)
-        )
+        total = 0.0
+        for t, r in zip(self.tasks, self.results):
+            secs = r.best.median_secs if r.best else None
+            total += t.weight * (float("inf") if secs is None else secs)
+        return total
 
 
 @dataclass

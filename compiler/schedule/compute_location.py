@@ -93,9 +93,10 @@ def _plan_compute_at(func: PrimFunc, block_name: str, loop_name: str) -> _Comput
     outside = [c.name for c in consumers if c.name not in under]
     check(not outside, f"{where}: consumer block(s) {outside} are not under the loop")
     region = _read_region(func.body, loop_path, buf, consumers)
-    check(region is not None, f"{where}: cannot infer the region of {buf.name} the consumers read")
+    if region is None:
+        raise ScheduleError(f"{where}: cannot infer the region of {buf.name} the consumers read")
     outer = _outer_ranges(func.body, loop_path, loop)
-    for iv, (lo, hi) in zip(block.iter_vars, _iter_ranges(block, region, where)):  # type: ignore[arg-type]
+    for iv, (lo, hi) in zip(block.iter_vars, _iter_ranges(block, region, where)):
         _extent(iv, lo, hi, outer, where)
     # The block is not under the loop, so removing it leaves the loop's children as they are.
     index = _first_child_with(loop, {c.name for c in consumers})
@@ -105,7 +106,7 @@ def _plan_compute_at(func: PrimFunc, block_name: str, loop_name: str) -> _Comput
     new = [b for b in old if b.name != block_name]
     at = next(k for k, b in enumerate(new) if b.name == first_after)
     check_order_of(old, [*new[:at], block, *new[at:]], block_name)
-    return _ComputeAtPlan(where, path, block, region, outer, index)  # type: ignore[arg-type]
+    return _ComputeAtPlan(where, path, block, region, outer, index)
 
 
 def reverse_compute_at(func: PrimFunc, block_name: str, loop_name: str, fresh: Fresh) -> PrimFunc:
@@ -131,8 +132,9 @@ def reverse_compute_at(func: PrimFunc, block_name: str, loop_name: str, fresh: F
     _check_complete(func.body, loop_path, producers, where)
     _check_contiguous(func.body, loop_path, producers, where)
     region = _write_region(func.body, loop_path, producers)
-    check(region is not None, f"{where}: cannot infer the region of {buf.name} written under the loop")
-    own_region = _consumer_domain(block, buf, region, where)  # type: ignore[arg-type]
+    if region is None:
+        raise ScheduleError(f"{where}: cannot infer the region of {buf.name} written under the loop")
+    own_region = _consumer_domain(block, buf, region, where)
     outer = _outer_ranges(func.body, loop_path, loop)
     new_block, new_nest = _rebuild(block, own_region, outer, fresh, where, by_iter_var=True)
     body = _remove(func.body, path)
@@ -215,7 +217,9 @@ def _write_region(body: Stmt, loop_path: Path, producers: list[Block]) -> Region
 
 def _check_complete(body: Stmt, loop_path: Path, producers: list[Block], where: str) -> None:
     """Under the loop, a producer's reduction must finish within one iteration of the loop."""
-    outer_vars = {lp.var for _, lp in loops_above(body, loop_path)} | {get(body, loop_path).var}  # type: ignore[attr-defined]
+    loop = get(body, loop_path)
+    assert isinstance(loop, For)
+    outer_vars = {lp.var for _, lp in loops_above(body, loop_path)} | {loop.var}
     for p in producers:
         for iv, b in zip(p.iter_vars, p.bindings):
             if iv.kind != "S" and free_vars(b) & outer_vars:
@@ -331,8 +335,9 @@ def _extent(iv: IterVar, lo: Expr, hi: Expr, outer: dict[Var, tuple[int, int]], 
     so such a loop covers the whole domain from 0)."""
     extent_expr = simplify(Binary(Op.ADD, Binary(Op.SUB, hi, lo), const(1)), outer)
     ext = bound(extent_expr, outer)
-    check(ext is not None, f"{where}: the extent of {iv.var.name} is not bounded ({extent_expr})")
-    return iv.extent if ext[1] >= iv.extent else ext[1]  # type: ignore[index]
+    if ext is None:
+        raise ScheduleError(f"{where}: the extent of {iv.var.name} is not bounded ({extent_expr})")
+    return iv.extent if ext[1] >= iv.extent else ext[1]
 
 
 def _iter_ranges(block: Block, region: Region, where: str) -> list[tuple[Expr, Expr]]:

@@ -6,7 +6,7 @@ from dataclasses import replace
 
 from compiler.arith import simplify
 from compiler.ir import Block, Buffer, BufferStore, Expr, Load, PrimFunc, Var, structural_equal
-from compiler.schedule.errors import check
+from compiler.schedule.errors import ScheduleError, check
 from compiler.schedule.tree import (
     conflicts,
     find_block,
@@ -33,23 +33,24 @@ def _check_elementwise(block: Block, where: str) -> list[Var]:
         block.init is None and all(iv.kind == "S" for iv in block.iter_vars),
         f"{where}: block {block.name!r} is a reduction or scan step",
     )
-    idx = block.body.indices
+    idx = [i for i in block.body.indices if isinstance(i, Var)]
     ivs = [iv.var for iv in block.iter_vars]
     check(
-        all(isinstance(i, Var) for i in idx)
+        len(idx) == len(block.body.indices)
         and len(set(idx)) == len(idx) == len(ivs)
         and set(idx) == set(ivs),
         f"{where}: block {block.name!r} must write its buffer at exactly its iteration variables",
     )
-    return list(idx)  # type: ignore[arg-type]
+    return idx
 
 
 def _drop_block(func: PrimFunc, name: str, buf: Buffer | None) -> PrimFunc:
     path, _ = find_block(func.body, name)
     body = set_at(func.body, nest_root(func.body, path), None)
-    check(body is not None, f"cannot remove block {name!r}: it is the only block")
+    if body is None:
+        raise ScheduleError(f"cannot remove block {name!r}: it is the only block")
     allocs = tuple(b for b in func.allocs if b != buf) if buf is not None else func.allocs
-    return replace(func, body=body, allocs=allocs)  # type: ignore[arg-type]
+    return replace(func, body=body, allocs=allocs)
 
 
 def _check_inputs_unchanged(func: PrimFunc, block: Block, consumers: list[Block], where: str) -> None:
@@ -121,20 +122,20 @@ def reverse_compute_inline(func: PrimFunc, name: str) -> PrimFunc:
     p_vars = _check_elementwise(producer, where)
     check(len(readers(func.body, buf)) == 1, f"{where}: {buf.name} is read by other blocks too")
     c_vars = [iv.var for iv in block.iter_vars]
+    read_vars = [i for i in read.indices if isinstance(i, Var)]
     check(
-        all(isinstance(i, Var) for i in read.indices)
-        and sorted(map(str, read.indices)) == sorted(map(str, c_vars)),
+        len(read_vars) == len(read.indices) and sorted(map(str, read_vars)) == sorted(map(str, c_vars)),
         f"{where}: block must read {buf.name} at exactly its iteration variables",
     )
     c_ext = {iv.var: iv.extent for iv in block.iter_vars}
     p_ext = {iv.var: iv.extent for iv in producer.iter_vars}
     check(
-        all(c_ext[cv] == p_ext[p_vars[d]] for d, cv in enumerate(read.indices)),  # type: ignore[index]
+        all(c_ext[cv] == p_ext[p_vars[d]] for d, cv in enumerate(read_vars)),
         f"{where}: block {name!r} and producer {producer.name!r} iterate over different extents",
     )
     # The consumer's variable at read position d becomes the producer's write variable at position d;
     # substitution is simultaneous, so equal names in the two blocks cannot capture each other.
-    to_producer: dict[Var, Expr] = {cv: p_vars[d] for d, cv in enumerate(read.indices)}  # type: ignore[misc]
+    to_producer: dict[Var, Expr] = {cv: p_vars[d] for d, cv in enumerate(read_vars)}
     mapped_read = Load(buf, tuple(p_vars))
     value = substitute(block.body.value, to_producer)
     value = map_expr(value, lambda e: producer.body.value if structural_equal(e, mapped_read) else None)

@@ -5,6 +5,7 @@ Each function takes a PrimFunc and returns a new one; `fresh` makes loop variabl
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import replace
 
@@ -50,27 +51,22 @@ def split(
     for f in factors:
         ok = f is None or (isinstance(f, int) and not isinstance(f, bool) and f >= 1)
         check(ok, f"split of loop {loop_name!r}: bad factor {f!r}")
-    known = 1
-    for f in factors:
-        known *= f or 1
-    if None in factors:
-        factors = [f if f is not None else -(-loop.extent // known) for f in factors]
-        known = 1
-        for f in factors:
-            known *= f  # type: ignore[operator]
+    inferred = -(-loop.extent // math.prod(f or 1 for f in factors))
+    sizes = [f if f is not None else inferred for f in factors]
+    known = math.prod(sizes)
     check(
         known >= loop.extent,
-        f"split of loop {loop_name!r}: factors {factors} cover {known} < extent {loop.extent}",
+        f"split of loop {loop_name!r}: factors {sizes} cover {known} < extent {loop.extent}",
     )
-    new_vars = [fresh(f"{loop_name}_{k}") for k in range(len(factors))]
+    new_vars = [fresh(f"{loop_name}_{k}") for k in range(len(sizes))]
     fused: Expr = const(0)
-    for v, f in zip(new_vars, factors):
+    for v, f in zip(new_vars, sizes):
         fused = Binary(Op.ADD, Binary(Op.MUL, fused, const(f)), v)
     fused = simplify(fused)
     guard = Binary(Op.LT, fused, const(loop.extent)) if known > loop.extent else None
     body = _rebind(loop.body, {loop.var: fused}, guard)
-    for v, f in reversed(list(zip(new_vars, factors))):
-        body = For(v, f, body)  # type: ignore[arg-type]
+    for v, f in reversed(list(zip(new_vars, sizes))):
+        body = For(v, f, body)
     return _replace_loop(func, loop_name, body), [v.name for v in new_vars]
 
 

@@ -9,7 +9,7 @@ from dataclasses import replace
 from compiler.arith import simplify
 from compiler.ir import TRUE, Binary, Block, Expr, For, PrimFunc, Stmt, Var, structural_equal
 from compiler.ops import Op
-from compiler.schedule.errors import check
+from compiler.schedule.errors import ScheduleError, check
 from compiler.schedule.tree import find_block, find_loop, insert_sibling, is_ancestor, loops_above
 from compiler.visit import free_vars, map_blocks, substitute
 
@@ -29,7 +29,8 @@ def decompose_reduction(
     where = f"decompose_reduction({block_name!r}, {loop_name!r})"
     path, block = find_block(func.body, block_name)
     loop_path, _ = find_loop(func.body, loop_name)
-    check(block.init is not None, f"{where}: block has no init (not a reduction, or already decomposed)")
+    if block.init is None:
+        raise ScheduleError(f"{where}: block has no init (not a reduction, or already decomposed)")
     check(is_ancestor(loop_path, path), f"{where}: the loop does not enclose the block")
     enclosing = loops_above(func.body, path)
     outer = [lp for p, lp in enclosing if len(p) < len(loop_path)]
@@ -44,7 +45,7 @@ def decompose_reduction(
     check(not above, f"{where}: reduction loop(s) {above} enclose the loop; the init would run repeatedly")
     mixed = [lp.var.name for lp in inner if lp.var in reduce_vars and lp.var in spatial_vars]
     check(not mixed, f"{where}: loop(s) {mixed} mix spatial and reduction iterations")
-    copies: dict[Var, Expr] = {lp.var: fresh(f"{lp.var.name}_init") for lp in inner if lp.var in spatial_vars}
+    copies = {lp.var: fresh(f"{lp.var.name}_init") for lp in inner if lp.var in spatial_vars}
     keep = {lp.var for lp in outer} | set(copies)
     spatial = [(iv, b) for iv, b in zip(block.iter_vars, block.bindings) if iv.kind == "S"]
     pred: Expr = TRUE
@@ -56,13 +57,13 @@ def decompose_reduction(
         init_name,
         tuple(iv for iv, _ in spatial),
         tuple(simplify(substitute(b, copies)) for _, b in spatial),
-        block.init,  # type: ignore[arg-type]
+        block.init,
         None,
         simplify(pred),
     )
     stmt: Stmt = init
     for lp in reversed(inner):
         if lp.var in copies:
-            stmt = For(copies[lp.var], lp.extent, stmt, lp.kind)  # type: ignore[arg-type]
+            stmt = For(copies[lp.var], lp.extent, stmt, lp.kind)
     body = map_blocks(func.body, lambda b: replace(b, init=None) if b.name == block_name else b)
     return replace(func, body=insert_sibling(body, loop_path, stmt)), init_name

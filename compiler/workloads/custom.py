@@ -6,6 +6,7 @@ from __future__ import annotations
 import keyword
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,8 +23,8 @@ from compiler.workloads.workload import Workload, WorkloadError, check_bytes, ch
 # so a statement stays within about 64 MB however large its iteration domain.
 TEMP_BYTES = 16 << 20
 
-_NP_REDUCE = {"sum": np.sum, "max": np.max, "min": np.min}
-_TE_REDUCE = {"sum": te.sum, "max": te.max, "min": te.min}
+_NP_REDUCE: dict[str, Callable[..., np.ndarray]] = {"sum": np.sum, "max": np.max, "min": np.min}
+_TE_REDUCE: dict[str, Callable[..., Expr]] = {"sum": te.sum, "max": te.max, "min": te.min}
 
 
 def custom_workload(expr: object, inputs: object, dtype: str) -> Workload:

@@ -270,7 +270,9 @@ class Database:
             .where(Task.id.in_(task_ids))
         )
         with self._session.begin() as session:
-            return {task: (record, secs) for task, record, secs in session.execute(query)}
+            rows = session.execute(query).all()
+        # Every ok record has a median (constraint median_iff_ok): the filter only narrows the type.
+        return {task: (record, secs) for task, record, secs in rows if secs is not None}
 
     def records(self, *, workload_id: int, hardware_id: int) -> list[Record]:
         """Every record of the pair, any status, oldest first: what the cost model trains on."""
@@ -400,7 +402,9 @@ def _migrate(engine: Engine) -> None:
 
 def _sqlite_pragma(connection: Connection, pragma: str) -> None:
     """A pragma on the driver's connection, outside any transaction (SQLAlchemy would begin one)."""
-    connection.connection.dbapi_connection.execute(f"PRAGMA {pragma}")  # type: ignore[union-attr]
+    dbapi = connection.connection.dbapi_connection
+    assert dbapi is not None  # None only for an invalidated connection
+    dbapi.cursor().execute(f"PRAGMA {pragma}")
 
 
 def _plain(cls: type[T], row: Base, **joined: Any) -> T:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from sqlalchemy import and_, case, func, or_, select, update
+from sqlalchemy import CursorResult, and_, case, func, or_, select, update
 from sqlalchemy.orm import Session
 
 from tuner.database.database import Database
@@ -68,6 +68,7 @@ def finish_task(
             .where(Task.id == task_id, Task.owner == owner, Task.status.in_(ACTIVE))
             .values(status=status.value, message=message, traceback=traceback, owner=None, owner_until=None)
         )
+        assert isinstance(result, CursorResult)  # as the ORM returns for an UPDATE without RETURNING
         if result.rowcount != 1:
             return False
         _withdraw(session, leftovers)

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, fields
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Connection, and_, func, select, update
+from sqlalchemy import ColumnElement, Connection, Row, and_, func, select, update
 from sqlalchemy.orm import Session
 
 from runner.results import Status
@@ -145,7 +145,7 @@ def lease(
     pending = Candidate.status == CandidateStatus.PENDING.value
     with db.transaction() as session:
         connection = session.connection()  # plain Core execution: the ORM's bulk machinery costs more
-        rows = []
+        rows: list[Row[*tuple[Any, ...]]] = []
         for available in (expired, pending):
             if len(rows) < limit:
                 take = _take(hardware_id, available, limit - len(rows), worker_id, expires)
@@ -159,7 +159,9 @@ def lease(
     ]
 
 
-def _take(hardware_id: int, available: Any, limit: int, worker_id: int, expires: datetime) -> Any:
+def _take(
+    hardware_id: int, available: ColumnElement[bool], limit: int, worker_id: int, expires: datetime
+) -> Any:
     """UPDATE ... RETURNING that leases the first `limit` available candidates; rows another
     transaction holds are skipped, never waited for. No candidate of an ended task is available:
     ending a task withdraws its candidates, and `enqueue` adds none to a task that ended."""

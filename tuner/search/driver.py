@@ -14,6 +14,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Literal, get_args
 
 import numpy as np
 
@@ -27,7 +28,8 @@ from tuner.search.space import ScheduleFn
 from tuner.search.strategy import EvolutionarySearch, Proposal, RandomSearch, Sampler
 from tuner.search.training_data import groups_from_records
 
-STRATEGIES = ("evolutionary", "random")
+Strategy = Literal["evolutionary", "random"]
+STRATEGIES: tuple[Strategy, ...] = get_args(Strategy)
 # The model guides the search once it has seen two batches: short runs (64 trials) benefit too.
 MIN_TRAIN_SAMPLES = 32
 FEATURE_CACHE_SIZE = 8192

@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from compiler.auto_unroll import AUTO_UNROLL_MAX_STEP
+from compiler.auto_unroll import unroll_budget
 from compiler.dtypes import ITEMSIZE, is_float
 from compiler.ir import (
     Allocate,
@@ -93,7 +93,7 @@ def extract_features(func: PrimFunc, target: Target) -> np.ndarray:
     for the machine `target` describes: the width of its vectors and the threads parallel loops get."""
     if any(isinstance(s, Block) for s in walk_stmt(func.body)):
         func = lower(func)
-    step = int(dict(func.attrs).get(AUTO_UNROLL_MAX_STEP, 0))  # type: ignore[call-overload]
+    step = unroll_budget(func.attrs) or 0
     rows = [_store_row(ctx, target.vector_bits, target.cores) for ctx in _stores(func.body, (), (), step)]
     return np.asarray(rows, dtype=np.float32).reshape(len(rows), N_FEATURES)
 
@@ -116,9 +116,9 @@ def _stores(
         still = tuple(lp.var for lp in loops if lp.extent == 1)
         yield _StoreContext(stmt, iterating, still, allocs, step)
     elif isinstance(stmt, For):
-        own = dict(stmt.annotations).get(AUTO_UNROLL_MAX_STEP)
+        own = unroll_budget(stmt.annotations)
         inner = loops + (Loop(stmt.var, stmt.extent, stmt.kind),)
-        yield from _stores(stmt.body, inner, allocs, step if own is None else int(own))  # type: ignore[call-overload]
+        yield from _stores(stmt.body, inner, allocs, step if own is None else own)
     elif isinstance(stmt, Allocate):
         yield from _stores(stmt.body, loops, allocs + (stmt.buffer,), step)
     elif isinstance(stmt, IfThenElse):

@@ -23,7 +23,7 @@ def groups_from_records(records: list[Record], target: Target) -> list[Group]:
     by_workload: dict[str, list[Record]] = {}
     for r in records:
         by_workload.setdefault(r.workload_hash, []).append(r)
-    groups = []
+    groups: list[Group] = []
     for key, recs in by_workload.items():
         func = workload_from_spec(recs[0].workload_spec).func
         feats, secs = [], []

@@ -11,7 +11,7 @@ from typing import Any, TypeVar, get_args, get_origin
 import httpx
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
-from tuner.service.schemas import BestQuery, RecordPublic, TaskCreate, TaskDetail, TaskPublic
+from tuner.service.schemas import BestQuery, RecordPublic, Strategy, TaskCreate, TaskDetail, TaskPublic
 
 T = TypeVar("T")
 
@@ -73,7 +73,7 @@ class Client:
         workload: dict[str, Any],
         *,
         trials: int,
-        strategy: str = "evolutionary",
+        strategy: Strategy = "evolutionary",
         seed: int = 0,
         hardware: str | None = None,
     ) -> TaskPublic:

@@ -16,6 +16,7 @@ import signal
 import sys
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 import httpx
@@ -204,8 +205,9 @@ def _worker(args: argparse.Namespace, console: Console) -> int:
         timing=TimingConfig(repeat=s.worker_repeat, min_repeat_ms=s.worker_min_repeat_ms),
         cpus=parse_cpus(s.worker_cpus) if s.worker_cpus else None,
         max_backoff_s=s.worker_max_backoff_seconds,
-        **({"name": s.worker_name} if s.worker_name else {}),
     )
+    if s.worker_name:  # else the config's default, host:pid
+        config = replace(config, name=s.worker_name)
     worker = Worker(config)
     worker.install_signal_handlers()
     return worker.run()

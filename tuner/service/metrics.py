@@ -4,7 +4,7 @@ so every coordinator reports the same numbers)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -57,7 +57,7 @@ class _DatabaseCollector(Collector):
         )
 
 
-def _by_status(name: str, documentation: str, rows: list) -> GaugeMetricFamily:
+def _by_status(name: str, documentation: str, rows: Sequence[tuple[str, int]]) -> GaugeMetricFamily:
     family = GaugeMetricFamily(name, documentation, labels=["status"])
     for status, n in rows:
         family.add_metric([status], n)

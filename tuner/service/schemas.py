@@ -13,7 +13,7 @@ from compiler.target import Target
 from runner import Status
 from runner.hardware import Hardware
 from tuner.database import Role, TaskStatus
-from tuner.search.driver import STRATEGIES
+from tuner.search.driver import Strategy
 
 # PostgreSQL stores no NUL character in text, nor in a JSONB string: such a string is a 422 here.
 NO_NUL = r"^[^\x00]*$"
@@ -30,7 +30,6 @@ Seconds = Annotated[float, Field(ge=0, le=1e6, allow_inf_nan=False)]
 # One timed run: no kernel runs in under a picosecond, and a 0 or subnormal time would make its GFLOPS
 # infinite (written as null where the API promises a number).
 RunSeconds = Annotated[float, Field(ge=1e-12, le=1e6, allow_inf_nan=False)]
-Strategy = Literal[STRATEGIES]  # type: ignore[valid-type]
 
 
 class Strict(BaseModel):

@@ -173,12 +173,14 @@ def _sum_of_taps(
     R, S = weight.shape[-2:]
     oh = (padded.shape[2] - dilation * (R - 1) - 1) // stride + 1
     ow = (padded.shape[3] - dilation * (S - 1) - 1) // stride + 1
-    out = 0
+    out: np.ndarray | None = None
     for r in range(R):
         for s in range(S):
             y0, x0 = r * dilation, s * dilation
             window = padded[
                 :, :, y0 : y0 + stride * (oh - 1) + 1 : stride, x0 : x0 + stride * (ow - 1) + 1 : stride
             ]
-            out = out + np.einsum(subscripts, window, weight[..., r, s])
+            tap = np.einsum(subscripts, window, weight[..., r, s])
+            out = tap if out is None else out + tap
+    assert out is not None  # a kernel has at least one tap
     return out

@@ -7,6 +7,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, HTTPException, Path, Query, status
 
+from runner import Status
 from tuner.database import Database, Record
 from tuner.service.deps import ClientToken, DatabaseDep
 from tuner.service.errors import AUTH, BODY, documented, field_error
@@ -60,7 +61,7 @@ def record_public(r: Record) -> RecordPublic:
         workload_spec=r.workload_spec,
         hardware_key=r.hardware_key,
         task_id=r.task_id,
-        status=r.status,
+        status=Status(r.status),
         median_secs=r.median_secs,
         gflops=gflops(r.workload_flops, r.median_secs) if r.median_secs else None,
         run_secs=r.run_secs,

@@ -3,6 +3,8 @@ Prometheus (any token)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from fastapi import APIRouter, HTTPException, Response, status
 from sqlalchemy import text
 from sqlalchemy.exc import SQLAlchemyError
@@ -13,6 +15,10 @@ from tuner.service.metrics import render
 from tuner.service.schemas import Health
 
 router = APIRouter(tags=["system"])
+
+_PLAIN_TEXT: dict[int | str, dict[str, Any]] = {
+    200: {"content": {"text/plain": {"schema": {"type": "string"}}}}
+}
 
 
 @router.get("/healthz", responses=documented(503))
@@ -31,7 +37,7 @@ def healthz(db: DatabaseDep) -> Health:
 @router.get(
     "/metrics",
     response_class=Response,
-    responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}}}} | documented(401),
+    responses=_PLAIN_TEXT | documented(401),
 )
 def metrics(db: DatabaseDep, settings: SettingsDep, _: AnyToken) -> Response:
     body, content_type = render(db, settings.heartbeat_seconds)
