@@ -12,23 +12,23 @@ from typing import ClassVar
 
 
 @dataclass(frozen=True, eq=False)
-class BlockRV:
-    PREFIX: ClassVar[str] = "b"
+class _NamedRV:
+    """A handle to a block or loop: its random variable's name, and the name of what it points at."""
+
+    PREFIX: ClassVar[str]
     rv: str
     name: str
 
     def __repr__(self) -> str:
-        return f"BlockRV({self.rv}: {self.name!r})"
+        return f"{type(self).__name__}({self.rv}: {self.name!r})"
 
 
-@dataclass(frozen=True, eq=False)
-class LoopRV:
-    PREFIX: ClassVar[str] = "l"
-    rv: str
-    name: str
+class BlockRV(_NamedRV):
+    PREFIX = "b"
 
-    def __repr__(self) -> str:
-        return f"LoopRV({self.rv}: {self.name!r})"
+
+class LoopRV(_NamedRV):
+    PREFIX = "l"
 
 
 class IntRV(int):
