@@ -49,7 +49,6 @@ from compiler.ir import (
     Var,
 )
 from compiler.ops import BY_NAME, Op
-from compiler.visit import map_block_exprs, substitute
 
 FORMAT = "tensor-tuner.primfunc"
 VERSION = 1
@@ -66,64 +65,107 @@ class SerializeError(ValueError):
 
 def to_json(func: PrimFunc) -> dict[str, Json]:
     """The JSON-compatible form of `func`."""
-    return {
-        "format": FORMAT,
-        "version": VERSION,
-        "name": func.name,
-        "params": [_buffer(b) for b in func.params],
-        "allocs": [_buffer(b) for b in func.allocs],
-        "attrs": _annotations(func.attrs),
-        "body": _stmt(func.body),
-    }
+    return _Writer(canonical=False).func(func)
 
 
 def canonical_text(func: PrimFunc) -> str:
     """The canonical JSON text: keys sorted, no spaces, non-ASCII kept, NaN refused."""
-    return json.dumps(
-        to_json(func), sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
-    )
+    return _text(to_json(func))
 
 
 def structural_hash(func: PrimFunc) -> str:
-    """Hex sha256 of the canonical text of `func` with variables renamed (its name excluded)."""
-    text = canonical_text(replace(canonical(func), name="main"))
+    """Hex sha256 of the canonical text of `func` with variables renamed in order of definition
+    (loops l0, l1, ...; each block's iteration variables v0, v1, ...) and its name excluded."""
+    text = _text(_Writer(canonical=True).func(replace(func, name="main")))
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def canonical(func: PrimFunc) -> PrimFunc:
-    """`func` with loop variables renamed l0, l1, ... and block variables v0, v1, ... in order."""
-    counter = [0]
-    return replace(func, body=_rename(func.body, {}, counter))
+def _text(data: Json) -> str:
+    return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
-def _rename(stmt: Stmt, env: dict[Var, Expr], counter: list[int]) -> Stmt:
-    if isinstance(stmt, For):
-        new = Var(f"l{counter[0]}")
-        counter[0] += 1
-        return replace(stmt, var=new, body=_rename(stmt.body, {**env, stmt.var: new}, counter))
-    if isinstance(stmt, Block):
-        iv_map = {iv.var: Var(f"v{k}", iv.var.dtype) for k, iv in enumerate(stmt.iter_vars)}
-        block = map_block_exprs(stmt, lambda e: iv_map.get(e) if isinstance(e, Var) else None)
-        return replace(
-            block,
-            iter_vars=tuple(IterVar(iv_map[iv.var], iv.extent, iv.kind) for iv in stmt.iter_vars),
-            bindings=tuple(substitute(b, env) for b in stmt.bindings),
-            predicate=substitute(stmt.predicate, env),
-        )
-    if isinstance(stmt, BufferStore | IfThenElse):
-        renamed = _rename_exprs(stmt, env)
-        kids = [_rename(k, env, counter) for k in renamed.children()]
-        return renamed.with_children(kids) if kids else renamed
-    return stmt.with_children([_rename(k, env, counter) for k in stmt.children()])
+class _Writer:
+    """Writes nodes as JSON; `canonical` renames variables as it goes (in the data, never in a tree:
+    the search hashes every program it proposes, and rebuilding each to rename it cost more than
+    writing it)."""
 
+    def __init__(self, canonical: bool) -> None:
+        self.canonical = canonical
+        self.names: dict[str, str] = {}  # variable -> its name in the output (canonical only)
+        self.loops = 0
 
-def _rename_exprs(stmt: BufferStore | IfThenElse, env: dict[Var, Expr]) -> Stmt:
-    """Loop variables in the expressions of a lowered statement (a store, a guard)."""
-    if isinstance(stmt, IfThenElse):
-        return replace(stmt, cond=substitute(stmt.cond, env))
-    return BufferStore(
-        stmt.buffer, substitute(stmt.value, env), tuple(substitute(i, env) for i in stmt.indices)
-    )
+    def func(self, func: PrimFunc) -> dict[str, Json]:
+        return {
+            "format": FORMAT,
+            "version": VERSION,
+            "name": func.name,
+            "params": [_buffer(b) for b in func.params],
+            "allocs": [_buffer(b) for b in func.allocs],
+            "attrs": _annotations(func.attrs),
+            "body": self.stmt(func.body),
+        }
+
+    def name(self, var: Var) -> str:
+        return self.names.get(var.name, var.name)
+
+    def expr(self, e: Expr) -> Json:
+        if isinstance(e, Var):
+            return ["var", self.name(e), e.dtype]
+        if isinstance(e, Const):
+            return ["const", _value(e.value, e.dtype), e.dtype]
+        if isinstance(e, Binary | Unary):
+            return [e.op.spec.name, *(self.expr(k) for k in e.children())]
+        if isinstance(e, Load):
+            return ["load", e.buffer.name, [self.expr(i) for i in e.indices]]
+        if isinstance(e, Select):
+            return ["select", self.expr(e.cond), self.expr(e.true_value), self.expr(e.false_value)]
+        if isinstance(e, Cast):
+            return ["cast", e.dtype, self.expr(e.value)]
+        raise SerializeError(f"{type(e).__name__} cannot be serialized (it never appears in a PrimFunc)")
+
+    def store(self, s: BufferStore) -> Json:
+        return ["store", s.buffer.name, self.expr(s.value), [self.expr(i) for i in s.indices]]
+
+    def stmt(self, s: Stmt) -> Json:
+        if isinstance(s, BufferStore):
+            return self.store(s)
+        if isinstance(s, SeqStmt):
+            return ["seq", [self.stmt(k) for k in s.stmts]]
+        if isinstance(s, For):
+            return self.loop(s)
+        if isinstance(s, IfThenElse):
+            other = None if s.else_case is None else self.stmt(s.else_case)
+            return ["if", self.expr(s.cond), self.stmt(s.then_case), other]
+        if isinstance(s, Allocate):
+            return ["allocate", _buffer(s.buffer), self.stmt(s.body)]
+        if isinstance(s, Block):
+            return self.block(s)
+        raise SerializeError(f"{type(s).__name__} cannot be serialized")
+
+    def loop(self, s: For) -> Json:
+        if self.canonical:
+            self.names[s.var.name] = f"l{self.loops}"
+            self.loops += 1
+        return ["for", self.name(s.var), s.extent, s.kind, _annotations(s.annotations), self.stmt(s.body)]
+
+    def block(self, s: Block) -> Json:
+        bindings = [self.expr(b) for b in s.bindings]  # in the loops' names
+        predicate = self.expr(s.predicate)
+        outer = dict(self.names)
+        if self.canonical:  # iteration variables are the block's own: renamed inside it only
+            self.names.update((iv.var.name, f"v{k}") for k, iv in enumerate(s.iter_vars))
+        out = [
+            "block",
+            s.name,
+            [[self.name(iv.var), iv.extent, iv.kind] for iv in s.iter_vars],
+            bindings,
+            self.store(s.body),
+            None if s.init is None else self.store(s.init),
+            predicate,
+            _annotations(s.annotations),
+        ]
+        self.names = outer
+        return out
 
 
 def _buffer(b: Buffer) -> Json:
@@ -139,52 +181,6 @@ def _value(value: int | float | bool, dtype: str) -> Json:
         value = float(value)
         return value if math.isfinite(value) else repr(value)  # "inf", "-inf", "nan": JSON has none
     return int(value) if dtype in INT_DTYPES else bool(value)
-
-
-def _expr(e: Expr) -> Json:
-    if isinstance(e, Var):
-        return ["var", e.name, e.dtype]
-    if isinstance(e, Const):
-        return ["const", _value(e.value, e.dtype), e.dtype]
-    if isinstance(e, Binary | Unary):
-        return [e.op.spec.name, *(_expr(k) for k in e.children())]
-    if isinstance(e, Load):
-        return ["load", e.buffer.name, [_expr(i) for i in e.indices]]
-    if isinstance(e, Select):
-        return ["select", _expr(e.cond), _expr(e.true_value), _expr(e.false_value)]
-    if isinstance(e, Cast):
-        return ["cast", e.dtype, _expr(e.value)]
-    raise SerializeError(f"{type(e).__name__} cannot be serialized (it never appears in a PrimFunc)")
-
-
-def _store(s: BufferStore) -> Json:
-    return ["store", s.buffer.name, _expr(s.value), [_expr(i) for i in s.indices]]
-
-
-def _stmt(s: Stmt) -> Json:
-    if isinstance(s, BufferStore):
-        return _store(s)
-    if isinstance(s, SeqStmt):
-        return ["seq", [_stmt(k) for k in s.stmts]]
-    if isinstance(s, For):
-        return ["for", s.var.name, s.extent, s.kind, _annotations(s.annotations), _stmt(s.body)]
-    if isinstance(s, IfThenElse):
-        other = None if s.else_case is None else _stmt(s.else_case)
-        return ["if", _expr(s.cond), _stmt(s.then_case), other]
-    if isinstance(s, Allocate):
-        return ["allocate", _buffer(s.buffer), _stmt(s.body)]
-    if isinstance(s, Block):
-        return [
-            "block",
-            s.name,
-            [[iv.var.name, iv.extent, iv.kind] for iv in s.iter_vars],
-            [_expr(b) for b in s.bindings],
-            _store(s.body),
-            None if s.init is None else _store(s.init),
-            _expr(s.predicate),
-            _annotations(s.annotations),
-        ]
-    raise SerializeError(f"{type(s).__name__} cannot be serialized")
 
 
 # Reading.
