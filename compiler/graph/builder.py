@@ -1,0 +1,74 @@
+"""Build a module node by node, as the frontends do: unique names, checked calls, shared constants."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from compiler.graph.ir import (
+    FLOAT_DTYPES,
+    INDEX_DTYPES,
+    Constant,
+    GraphError,
+    Input,
+    Module,
+    Node,
+    TensorType,
+)
+from compiler.graph.op import call
+from compiler.names import unique_name
+
+
+def sanitize(name: str) -> str:
+    """A name usable in the printed graph and in buffer names: letters, digits and underscores."""
+    out = re.sub(r"\W", "_", name).strip("_") or "t"
+    return out if not out[0].isdigit() else f"t{out}"
+
+
+class GraphBuilder:
+    """Records inputs, constants and calls; `module(outputs)` returns what they compute."""
+
+    def __init__(self) -> None:
+        self.used: set[str] = set()
+        self.inputs: list[Input] = []
+
+    def name(self, hint: str) -> str:
+        name = unique_name(sanitize(hint), self.used, sep="_")
+        self.used.add(name)
+        return name
+
+    def input(self, name: str, shape: Sequence[int], dtype: str) -> Input:
+        """A model input; its shape must be static and its dtype one a model computes with."""
+        if dtype not in FLOAT_DTYPES + INDEX_DTYPES:
+            raise GraphError(
+                name, "input", f"dtype {dtype} is not supported (float32, float64, int32, int64)"
+            )
+        if not all(isinstance(d, int) and d > 0 for d in shape):
+            raise GraphError(
+                name, "input", f"shape {tuple(shape)} is not static: every dimension must be a known size"
+            )
+        node = Input(self.name(name), TensorType(tuple(int(d) for d in shape), dtype))
+        self.inputs.append(node)
+        return node
+
+    def constant(self, name: str, data: np.ndarray) -> Constant:
+        """A weight or other constant; float64 data stays float64, a rank-0 value becomes shape (1,)."""
+        array = np.ascontiguousarray(data)
+        if array.ndim == 0:
+            array = array.reshape(1)
+        if str(array.dtype) not in FLOAT_DTYPES + INDEX_DTYPES:
+            raise GraphError(name, "constant", f"dtype {array.dtype} is not supported")
+        return Constant(self.name(name), array.copy())
+
+    def call(self, op: str, args: Sequence[Node], name: str | None = None, **attrs: object) -> Node:
+        return call(self.name(name or op), op, args, attrs)
+
+    def call_attrs(
+        self, op: str, args: Sequence[Node], attrs: Mapping[str, object], name: str | None = None
+    ) -> Node:
+        return call(self.name(name or op), op, args, attrs)
+
+    def module(self, outputs: Sequence[Node]) -> Module:
+        return Module(tuple(self.inputs), tuple(outputs))
