@@ -1,0 +1,769 @@
+"""Import a PyTorch model into the graph level: `from_torch(model, example_args)`.
+
+Why torch.export and not FX symbolic tracing: symbolic tracing records whatever Python calls the
+model makes (submodules, tensor methods, any of some 2000 torch functions, each with a Python
+signature and defaults), knows no shapes, and bakes in one branch of data-dependent control flow
+silently. torch.export runs the model on fake tensors, so every intermediate has a static shape and
+dtype, data-dependent shapes are marked as such, and parameters and buffers are named by their
+fully qualified names in the graph signature. Its decompositions then reduce the model to core ATen:
+a closed set of some 180 operators with fixed schemas, documented in PyTorch's IR reference
+(https://pytorch.org/docs/stable/torch.compiler_ir.html). We convert that set operator by operator,
+one small function per overload (`_CONVERTERS`), and refuse anything else by name before building.
+
+Three operators stay out of the decomposition because the catalog has each as one operator where
+core ATen spells it with three to five: hardswish, hardsigmoid and silu. PyTorch-level calls that are
+not core ATen (linear, matmul, flatten, reshape, transpose, t, squeeze, dropout in eval mode,
+adaptive pooling to 1x1, ones/zeros, ...) arrive as their decompositions and need no converter.
+"""
+
+from __future__ import annotations
+
+import itertools
+import operator
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+from torch.export import ExportedProgram
+from torch.export.graph_signature import InputKind, InputSpec, OutputKind
+from torch.fx.operator_schemas import normalize_function
+
+from compiler.graph.builder import GraphBuilder
+from compiler.graph.ir import FLOAT_DTYPES, INDEX_DTYPES, Constant, GraphError, Module, Node, TensorType
+
+aten = torch.ops.aten
+OpOverload = torch._ops.OpOverload
+
+# Decomposed by default, kept: the catalog has them as single operators.
+_KEEP = (aten.hardswish.default, aten.hardsigmoid.default, aten.silu.default)
+
+
+def from_torch(model: torch.nn.Module, example_args: tuple[torch.Tensor, ...]) -> Module:
+    """The graph module computing `model` in eval mode (the model is switched to it) on inputs shaped
+    like `example_args`: float tensors, or int64/int32 tensors used only as embedding indices.
+    Parameters and buffers become constants named by their fully qualified names (sanitized by the
+    builder: "layer1.0.conv1.weight" -> "layer1_0_conv1_weight"); outputs keep the model's order. A
+    rank-0 result comes out with shape (1,): the graph level has no rank-0 tensors.
+
+    Raises GraphError (naming the node and the operator) for a model that cannot be exported or that
+    uses anything the graph level cannot represent, before building anything."""
+    program = _export(model, tuple(example_args))
+    _check(program)
+    return _convert(program)
+
+
+def _export(model: torch.nn.Module, example_args: tuple[torch.Tensor, ...]) -> ExportedProgram:
+    table = torch.export.default_decompositions()
+    for op in _KEEP:
+        del table[op]
+    try:
+        return torch.export.export(model.eval(), example_args).run_decompositions(table)
+    except Exception as e:  # torch raises many types here; each means "this model cannot be captured"
+        reason = (str(e).strip().splitlines() or [type(e).__name__])[0]
+        raise GraphError(type(model).__name__, "torch.export", f"cannot export the model: {reason}") from e
+
+
+# --- Checks: everything the conversion would refuse, found before anything is built. ---
+
+# Multi-output operators of which only the first output converts; what the others are.
+_FIRST_OUTPUT_ONLY: dict[OpOverload, str] = {
+    aten.max_pool2d_with_indices.default: "the indices",
+    aten.native_layer_norm.default: "the mean and reciprocal standard deviation",
+    aten._native_batch_norm_legit_no_training.default: "the saved statistics",
+}
+
+_REFUSED: dict[OpOverload, str] = {
+    aten.native_dropout.default: "dropout in training mode is random; pass training=self.training "
+    "to F.dropout (or use nn.Dropout) so that eval mode removes it",
+}
+
+# Checks export made on the example inputs; nothing to compute.
+_IGNORED = (aten._assert_tensor_metadata.default,)
+
+
+def _check(program: ExportedProgram) -> None:
+    _check_outputs(program)
+    nodes = [n for n in program.graph.nodes if n.op == "call_function"]
+    for node in nodes:
+        _check_static(node)
+    for node in nodes:
+        _check_supported(node)
+    by_name = {n.name: n for n in program.graph.nodes}
+    for spec in program.graph_signature.input_specs:
+        _check_input(spec, by_name[spec.arg.name])
+    for node in nodes:
+        _check_float(node)
+
+
+def _check_outputs(program: ExportedProgram) -> None:
+    for spec in program.graph_signature.output_specs:
+        name = getattr(spec.arg, "name", str(spec.arg))
+        if spec.kind != OutputKind.USER_OUTPUT:
+            raise GraphError(
+                name,
+                "output",
+                f"the model has a side effect ({spec.kind.name} of {spec.target}): "
+                "an inference graph only computes its outputs",
+            )
+        if not isinstance(spec.arg, torch.export.graph_signature.TensorArgument):
+            raise GraphError(name, "output", "the model returns a value that is not a tensor")
+
+
+def _check_static(node: torch.fx.Node) -> None:
+    if not _is_static(node.meta.get("val")):
+        raise GraphError(
+            node.name,
+            _op_name(node),
+            "the output's shape depends on the input data; "
+            "the graph level needs every shape known from the input shapes",
+        )
+
+
+def _is_static(value: object) -> bool:
+    if isinstance(value, torch.Tensor):
+        return all(isinstance(d, int) for d in value.shape)
+    if isinstance(value, (tuple, list)):
+        return all(_is_static(v) for v in value)
+    return not isinstance(value, (torch.SymInt, torch.SymFloat, torch.SymBool))
+
+
+def _check_supported(node: torch.fx.Node) -> None:
+    if node.target is operator.getitem:
+        source = node.args[0]
+        assert isinstance(source, torch.fx.Node)
+        if node.args[1] != 0 and source.target in _FIRST_OUTPUT_ONLY:
+            what = _FIRST_OUTPUT_ONLY[source.target]
+            raise GraphError(node.name, _op_name(source), f"uses {what} output, which is not supported")
+    elif node.target in _REFUSED:
+        raise GraphError(node.name, _op_name(node), _REFUSED[node.target])
+    elif node.target not in _CONVERTERS and node.target not in _IGNORED:
+        raise GraphError(node.name, _op_name(node), "unsupported operator")
+
+
+# Where an integer tensor may go: the operator and the name of its index argument.
+_INDEX_ARGS: dict[OpOverload, str] = {aten.embedding.default: "indices", aten.index_select.default: "index"}
+
+
+def _check_input(spec: InputSpec, node: torch.fx.Node) -> None:
+    """Weights of any dtype the graph has; user inputs of rank >= 1, integer ones only as indices
+    (token ids): the graph has integer tensors only as gather indices."""
+    if spec.kind not in (
+        InputKind.USER_INPUT,
+        InputKind.PARAMETER,
+        InputKind.BUFFER,
+        InputKind.CONSTANT_TENSOR,
+    ):
+        raise GraphError(node.name, "input", f"{spec.kind.name} inputs are not supported")
+    value = node.meta["val"]
+    dtype = _dtype_name(value.dtype)
+    if dtype not in FLOAT_DTYPES + INDEX_DTYPES and (node.users or spec.kind == InputKind.USER_INPUT):
+        raise GraphError(node.name, "input", f"dtype {dtype} is not supported (float32/64, int32/64)")
+    if spec.kind != InputKind.USER_INPUT:
+        return
+    if value.dim() == 0:
+        raise GraphError(node.name, "input", "rank-0 inputs are not supported; pass shape (1,)")
+    for user in node.users:
+        if dtype in INDEX_DTYPES and user.target not in _IGNORED and not _is_index_use(user, node):
+            raise GraphError(
+                node.name,
+                "input",
+                f"integer input is used as data by {user.name} "
+                f"({_op_name(user)}); integer tensors can only be embedding/index_select indices",
+            )
+
+
+def _is_index_use(user: torch.fx.Node, value: torch.fx.Node) -> bool:
+    return user.target in _INDEX_ARGS and _args(user)[_INDEX_ARGS[user.target]] is value
+
+
+def _check_float(node: torch.fx.Node) -> None:
+    value = node.meta.get("val")
+    if isinstance(value, torch.Tensor) and _dtype_name(value.dtype) not in FLOAT_DTYPES:
+        raise GraphError(
+            node.name,
+            _op_name(node),
+            f"computes a {_dtype_name(value.dtype)} tensor; the graph computes "
+            "float32 and float64 only (integer inputs only as embedding indices)",
+        )
+
+
+# --- Conversion ---
+
+
+@dataclass
+class _Context:
+    """The builder and the graph node (or nodes, for multi-output operators) of each fx node."""
+
+    builder: GraphBuilder = field(default_factory=GraphBuilder)
+    values: dict[torch.fx.Node, Node] = field(default_factory=dict)
+    tuples: dict[torch.fx.Node, tuple[Node, ...]] = field(default_factory=dict)
+
+    def tensor(self, arg: object) -> Node:
+        assert isinstance(arg, torch.fx.Node), f"expected a tensor argument, got {arg!r}"
+        return self.values[arg]
+
+    def call(self, node: torch.fx.Node, op: str, args: Sequence[Node], **attrs: object) -> Node:
+        return self.builder.call(op, args, name=node.name, **attrs)
+
+    def constant(self, hint: str, value: object, dtype: str) -> Constant:
+        return self.builder.constant(hint, np.asarray(value, dtype=dtype))
+
+    def operand(self, node: torch.fx.Node, value: object, dtype: str) -> Node:
+        """A binary operator's operand of `node`'s dtype: a tensor, or a Python number as a constant.
+        A constant of another dtype (a float64 scalar with float32 data) is cast, as PyTorch's type
+        promotion does; any other mismatch is the type rule's to refuse."""
+        if not isinstance(value, torch.fx.Node):
+            return self.constant(f"{node.name}_scalar", value, dtype)
+        tensor = self.tensor(value)
+        if isinstance(tensor, Constant) and tensor.type.dtype != dtype:
+            return self.builder.constant(f"{tensor.name}_{dtype}", tensor.data.astype(dtype))
+        return tensor
+
+
+Converter = Callable[[_Context, torch.fx.Node, dict[str, Any]], Node | tuple[Node, ...]]
+_CONVERTERS: dict[OpOverload, Converter] = {}
+
+
+def _converts(*ops: OpOverload) -> Callable[[Converter], Converter]:
+    def register(fn: Converter) -> Converter:
+        for op in ops:
+            _CONVERTERS[op] = fn
+        return fn
+
+    return register
+
+
+def _convert(program: ExportedProgram) -> Module:
+    ctx = _Context()
+    specs = {spec.arg.name: spec for spec in program.graph_signature.input_specs}
+    by_name = {n.name: n for n in program.graph.nodes}
+    for node in program.graph.nodes:
+        if node.op == "placeholder" and (node.users or specs[node.name].kind == InputKind.USER_INPUT):
+            ctx.values[node] = _input_or_weight(ctx, program, specs[node.name], node)
+        elif node.op == "call_function" and node.target is operator.getitem:
+            ctx.values[node] = ctx.tuples[node.args[0]][node.args[1]]
+        elif node.op == "call_function" and node.target not in _IGNORED:
+            _convert_call(ctx, node)
+    outputs = [ctx.values[by_name[spec.arg.name]] for spec in program.graph_signature.output_specs]
+    return ctx.builder.module(outputs)
+
+
+def _convert_call(ctx: _Context, node: torch.fx.Node) -> None:
+    converted = _CONVERTERS[node.target](ctx, node, _args(node))  # type: ignore[index]
+    if isinstance(converted, tuple):
+        ctx.tuples[node] = converted
+        expected = node.meta["val"][: len(converted)]
+    else:
+        ctx.values[node] = converted
+        converted, expected = (converted,), (node.meta["val"],)
+    # A converter's output must be what PyTorch computes; catches attributes no converter handles
+    # (a reduction's dtype= argument, say) instead of returning a model that computes something else.
+    for graph_node, value in zip(converted, expected):
+        want = TensorType(_graph_shape(value.shape), _dtype_name(value.dtype))
+        if graph_node.type != want:
+            raise GraphError(
+                node.name, _op_name(node), f"converts to {graph_node.type}, PyTorch computes {want}"
+            )
+
+
+def _input_or_weight(ctx: _Context, program: ExportedProgram, spec: InputSpec, node: torch.fx.Node) -> Node:
+    value = node.meta["val"]
+    if spec.kind == InputKind.USER_INPUT:
+        return ctx.builder.input(node.name, tuple(value.shape), _dtype_name(value.dtype))
+    assert spec.target is not None
+    tensor = program.state_dict.get(spec.target, program.constants.get(spec.target))
+    assert isinstance(tensor, torch.Tensor), f"no tensor for {spec.target}"
+    return ctx.builder.constant(spec.target, tensor.detach().cpu().numpy())
+
+
+# --- Helpers shared by the converters ---
+
+
+def _args(node: torch.fx.Node) -> dict[str, Any]:
+    """All of the call's arguments by schema name, defaults filled in ("self" is "input")."""
+    bound = normalize_function(
+        node.target,  # type: ignore[arg-type]
+        tuple(node.args),
+        dict(node.kwargs),
+        normalize_to_only_use_kwargs=True,
+    )
+    if bound is None:
+        raise GraphError(node.name, _op_name(node), "arguments do not match the operator's schema")
+    return dict(bound.kwargs)
+
+
+def _op_name(node: torch.fx.Node) -> str:
+    return "getitem" if node.target is operator.getitem else str(node.target)
+
+
+def _dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+def _graph_shape(shape: Sequence[int]) -> tuple[int, ...]:
+    """The graph has no rank-0 tensors: a PyTorch scalar tensor is shape (1,), as a scalar constant."""
+    return tuple(int(d) for d in shape) or (1,)
+
+
+def _shape(node: torch.fx.Node) -> tuple[int, ...]:
+    return _graph_shape(node.meta["val"].shape)
+
+
+def _rank(node: object) -> int:
+    assert isinstance(node, torch.fx.Node)
+    return int(node.meta["val"].dim())
+
+
+def _dtype(node: torch.fx.Node) -> str:
+    return _dtype_name(node.meta["val"].dtype)
+
+
+def _axis(axis: int, rank: int) -> int:
+    return axis + rank if axis < 0 else axis
+
+
+def _axes(dims: Sequence[int] | None, rank: int) -> tuple[int, ...]:
+    """Sorted, unique, non-negative axes; none (or an empty list) means all of them, as in ATen."""
+    return tuple(sorted({_axis(d, rank) for d in dims})) if dims else tuple(range(rank))
+
+
+def _pair(values: Sequence[int]) -> tuple[int, int]:
+    """ATen's int[2] arguments may hold one value for both spatial dimensions."""
+    return (values[0], values[0]) if len(values) == 1 else (values[0], values[1])
+
+
+def _reshape(ctx: _Context, node: torch.fx.Node, x: Node) -> Node:
+    """`x` reshaped to `node`'s shape (itself when it has it already)."""
+    shape = _shape(node)
+    return x if x.type.shape == shape else ctx.call(node, "reshape", [x], shape=shape)
+
+
+def _slice(ctx: _Context, node: torch.fx.Node, x: Node, axis: int, begin: int, end: int, step: int) -> Node:
+    """`x[begin:end:step]` along `axis`, with the other axes whole; bounds already normalized."""
+    shape = x.type.shape
+    if begin >= end:
+        raise GraphError(node.name, _op_name(node), "the slice is empty")
+    if (begin, end, step) == (0, shape[axis], 1):
+        return x
+    begins, ends, strides = [0] * len(shape), list(shape), [1] * len(shape)
+    begins[axis], ends[axis], strides[axis] = begin, end, step
+    return ctx.call(node, "slice", [x], begin=tuple(begins), end=tuple(ends), strides=tuple(strides))
+
+
+def _affine(ctx: _Context, node: torch.fx.Node, a: dict[str, Any], key: str, shape: Sequence[int]) -> Node:
+    """A norm's optional weight or bias: the tensor, or ones or zeros of the input's dtype."""
+    if a[key] is not None:
+        return ctx.tensor(a[key])
+    fill = 1.0 if key == "weight" else 0.0
+    return ctx.constant(f"{node.name}_{key}", np.full(shape, fill), _dtype(a["input"]))
+
+
+# --- Elementwise ---
+
+_UNARY = {
+    aten.relu.default: "relu",
+    aten.sigmoid.default: "sigmoid",
+    aten.tanh.default: "tanh",
+    aten.erf.default: "erf",
+    aten.exp.default: "exp",
+    aten.log.default: "log",
+    aten.sqrt.default: "sqrt",
+    aten.neg.default: "negative",
+    aten.abs.default: "abs",
+    aten.hardswish.default: "hardswish",
+    aten.silu.default: "silu",
+}
+
+
+def _unary(op: str) -> Converter:
+    return lambda ctx, node, a: ctx.call(node, op, [ctx.tensor(a["input"])])
+
+
+for _aten_op, _graph_op in _UNARY.items():
+    _CONVERTERS[_aten_op] = _unary(_graph_op)
+
+
+@_converts(aten.hardsigmoid.default)
+def _hardsigmoid(ctx: _Context, node: torch.fx.Node, a: dict[str, Any]) -> Node:
+    return ctx.call(node, "hardsigmoid", [ctx.tensor(a["input"])], alpha=1.0 / 6.0, beta=0.5)
+
+
+@_converts(aten.gelu.default)
+def _gelu(ctx: _Context, node: torch.fx.Node, a: dict[str, Any]) -> Node:
+    return ctx.call(node, "gelu", [ctx.tensor(a["input"])], approximate=a["approximate"])
+
+
+@_converts(aten.leaky_relu.default)
+def _leaky_relu(ctx: _Context, node: torch.fx.Node, a: dict[str, Any]) -> Node:
+    return ctx.call(node, "leaky_relu", [ctx.tensor(a["input"])], alpha=float(a["negative_slope"]))
+
+
+def _clip(ctx: _Context, node: torch.fx.Node, x: Node, low: float | None, high: float | None) -> Node:
+    return ctx.call(
+        node, "clip", [x], min=None if low is None else float(low), max=None if high is None else float(high)
+    )
+
+
+@_converts(aten.clamp.default)
+def _clamp(ctx: _Context, node: torch.fx.Node, a: dict[str, Any]) -> Node:
+    return _clip(ctx, node, ctx.tensor(a["input"]), a["min"], a["max"])
+
+
+@_converts(aten.hardtanh.default)
+def _hardtanh(ctx: _Context, node: torch.fx.Node, a: dict[str, Any]) -> Node:
+    """ReLU6 is hardtanh(0, 6)."""
+    return _clip(ctx, node, ctx.tensor(a["input"]), a["min_val"], a["max_val"])
+
+
+@_converts(aten.reciprocal.default)
+def _reciprocal(ctx: _Context, node: torch.fx.Node, a: dict[str, Any]) -> Node:
+    return ctx.call(
+        node, "divide", [ctx.constant(f"{node.name}_one", 1, _dtype(node)), ctx.tensor(a["input"])]
+    )
+
+
+@_converts(aten.rsqrt.default)
+def _rsqrt(ctx: _Context, node: torch.fx.Node, a: dict[str, Any]) -> Node:
+    root = ctx.call(node, "sqrt", [ctx.tensor(a["input"])])
+    return ctx.call(node, "divide", [ctx.constant(f"{node.name}_one", 1, _dtype(node)), root])
+
+
+_BINARY = {
+    aten.add.Tensor: "add",
+    aten.add.Scalar: "add",
+    aten.sub.Tensor: "subtract",
+    aten.sub.Scalar: "subtract",
+    aten.mul.Tensor: "multiply",
+    aten.mul.Scalar: "multiply",
+    aten.div.Tensor: "divide",
+    aten.div.Scalar: "divide",
+    aten.pow.Tensor_Tensor: "power",
+    aten.pow.Tensor_Scalar: "power",
+    aten.maximum.default: "maximum",
+    aten.minimum.default: "minimum",
+}
+
+
+def _binary(op: str) -> Converter:
+    def convert(ctx: _Context, node: torch.fx.Node, a: dict[str, Any]) -> Node:
+        """`input op alpha * other`: either side may be a Python number (ATen's `1 - x` is
+        sub.Tensor(1, x)); add and sub carry alpha."""
+        dtype = _dtype(node)
+        other, alpha = a.get("other", a.get("exponent")), a.get("alpha", 1)
+        if alpha != 1 and isinstance(other, torch.fx.Node):
+            scale = ctx.constant(f"{node.name}_alpha", alpha, dtype)
+            rhs = ctx.call(node, "multiply", [ctx.tensor(other), scale])
+        else:
+            rhs = ctx.operand(node, other if alpha == 1 else other * alpha, dtype)
+        return ctx.call(node, op, [ctx.operand(node, a["input"], dtype), rhs])
+
+    return convert
+
+
+for _aten_op, _graph_op in _BINARY.items():
+    _CONVERTERS[_aten_op] = _binary(_graph_op)
+
+
+# --- Convolution, normalization, pooling ---
+
+
+@_converts(aten.convolution.default)
+def _convolution(ctx: _Context, node: torch.fx.Node, a: dict[str, Any]) -> Node:
+    if a["transposed"]:
+        raise GraphError(node.name, _op_name(node), "transposed convolution is not supported")
+    if _rank(a["input"]) != 4:
+        raise GraphError(node.name, _op_name(node), "only 2-D convolution (NCHW input) is supported")
+    pad_h, pad_w = _pair(a["padding"])
+    out = ctx.call(
+        node,
+        "conv2d",
+        [ctx.tensor(a["input"]), ctx.tensor(a["weight"])],
+        strides=_pair(a["stride"]),
+        padding=(pad_h, pad_w, pad_h, pad_w),
+        dilation=_pair(a["dilation"]),
+        groups=int(a["groups"]),
+    )
+    if a["bias"] is None:
+        return out
+    bias = ctx.tensor(a["bias"])
+    bias = ctx.builder.call("reshape", [bias], name=f"{node.name}_bias", shape=(bias.type.shape[0], 1, 1))
+    return ctx.call(node, "add", [out, bias])
+
+
+@_converts(aten._native_batch_norm_legit_no_training.default)
+def _batch_norm(ctx: _Context, node: torch.fx.Node, a: dict[str, Any]) -> tuple[Node, ...]:
+    channels = _shape(a["input"])[1:2]
+    out = ctx.call(
+        node,
+        "batch_norm",
+        [
+            ctx.tensor(a["input"]),
+            _affine(ctx, node, a, "weight", channels),
+            _affine(ctx, node, a, "bias", channels),
+            ctx.tensor(a["running_mean"]),
+            ctx.tensor(a["running_var"]),
+        ],
+        epsilon=float(a["eps"]),
+    )
+    return (out,)
+
+
+@_converts(aten.native_layer_norm.default)
+def _layer_norm(ctx: _Context, node: torch.fx.Node, a: dict[str, Any]) -> tuple[Node, ...]:
+    normalized = tuple(a["normalized_shape"])
+    rank = _rank(a["input"])
+    out = ctx.call(
+        node,
+        "layer_norm",
+        [
+            ctx.tensor(a["input"]),
+            _affine(ctx, node, a, "weight", normalized),
+            _affine(ctx, node, a, "bias", normalized),
+        ],
+        axes=tuple(range(rank - len(normalized), rank)),
+        epsilon=float(a["eps"]),
+    )
+    return (out,)
+
+
+@_converts(aten.max_pool2d_with_indices.default)
+def _max_pool2d(ctx: _Context, node: torch.fx.Node, a: dict[str, Any]) -> tuple[Node, ...]:
+    if _rank(a["input"]) != 4:
+        raise GraphError(node.name, _op_name(node), "only batched (NCHW) pooling is supported")
+    kernel = _pair(a["kernel_size"])
+    pad_h, pad_w = _pair(a["padding"])
+    out = ctx.call(
+        node,
+        "max_pool2d",
+        [ctx.tensor(a["input"])],
+        kernel=kernel,
+        strides=_pair(a["stride"]) if a["stride"] else kernel,
+        padding=(pad_h, pad_w, pad_h, pad_w),
+        dilation=_pair(a["dilation"]),
+        ceil_mode=bool(a["ceil_mode"]),
+    )
+    return (out,)
+
+
+@_converts(aten.avg_pool2d.default)
+def _avg_pool2d(ctx: _Context, node: torch.fx.Node, a: dict[str, Any]) -> Node:
+    if _rank(a["input"]) != 4:
+        raise GraphError(node.name, _op_name(node), "only batched (NCHW) pooling is supported")
+    if a["divisor_override"] is not None:
+        raise GraphError(node.name, _op_name(node), "divisor_override is not supported")
+    kernel = _pair(a["kernel_size"])
+    pad_h, pad_w = _pair(a["padding"])
+    return ctx.call(
+        node,
+        "avg_pool2d",
+        [ctx.tensor(a["input"])],
+        kernel=kernel,
+        strides=_pair(a["stride"]) if a["stride"] else kernel,
+        padding=(pad_h, pad_w, pad_h, pad_w),
+        ceil_mode=bool(a["ceil_mode"]),
+        count_include_pad=bool(a["count_include_pad"]),
+    )
+
+
+@_converts(aten._adaptive_avg_pool2d.default)
+def _adaptive_avg_pool2d(ctx: _Context, node: torch.fx.Node, a: dict[str, Any]) -> Node:
+    """Windows of equal size exactly when the output size divides the input's: then it is an average
+    pool. (Pooling to 1x1 never gets here: PyTorch exports it as a mean.)"""
+    if _rank(a["input"]) != 4:
+        raise GraphError(node.name, _op_name(node), "only batched (NCHW) pooling is supported")
+    x = ctx.tensor(a["input"])
+    (height, width), (out_h, out_w) = x.type.shape[2:], _pair(a["output_size"])
+    if height % out_h or width % out_w:
+        raise GraphError(
+            node.name,
+            _op_name(node),
+            f"adaptive pooling {height}x{width} -> {out_h}x{out_w} has windows "
+            "of unequal sizes; only output sizes that divide the input's are supported",
+        )
+    kernel = (height // out_h, width // out_w)
+    return ctx.call(
+        node,
+        "avg_pool2d",
+        [x],
+        kernel=kernel,
+        strides=kernel,
+        padding=(0, 0, 0, 0),
+        ceil_mode=False,
+        count_include_pad=True,
+    )
+
+
+# --- Reductions and softmax ---
+
+
+def _reduction(op: str) -> Converter:
+    def convert(ctx: _Context, node: torch.fx.Node, a: dict[str, Any]) -> Node:
+        """Reducing every axis without keepdim gives a PyTorch scalar: keep the dims, then reshape
+        to (1,), the graph's scalar shape."""
+        keepdims = bool(a["keepdim"]) or _rank(node) == 0
+        axes = _axes(a["dim"], _rank(a["input"]))
+        out = ctx.call(node, op, [ctx.tensor(a["input"])], axes=axes, keepdims=keepdims)
+        return _reshape(ctx, node, out)
+
+    return convert
+
+
+_REDUCTIONS = {
+    aten.sum.dim_IntList: "sum",
+    aten.mean.dim: "mean",
+    aten.amax.default: "max",
+    aten.amin.default: "min",
+}
+for _aten_op, _graph_op in _REDUCTIONS.items():
+    _CONVERTERS[_aten_op] = _reduction(_graph_op)
+
+
+@_converts(aten._softmax.default)
+def _softmax(ctx: _Context, node: torch.fx.Node, a: dict[str, Any]) -> Node:
+    axis = _axis(a["dim"], _rank(a["input"]))
+    return ctx.call(node, "softmax", [ctx.tensor(a["input"])], axis=axis)
+
+
+@_converts(aten._log_softmax.default)
+def _log_softmax(ctx: _Context, node: torch.fx.Node, a: dict[str, Any]) -> Node:
+    axis = _axis(a["dim"], _rank(a["input"]))
+    return ctx.call(node, "log_softmax", [ctx.tensor(a["input"])], axis=axis)
+
+
+# --- Shapes and data movement ---
+
+
+@_converts(aten.view.default, aten.squeeze.dims, aten.unsqueeze.default)
+def _view(ctx: _Context, node: torch.fx.Node, a: dict[str, Any]) -> Node:
+    """The output shape is static and fully known: no -1 to resolve, no axes to interpret."""
+    return _reshape(ctx, node, ctx.tensor(a["input"]))
+
+
+@_converts(aten.permute.default)
+def _permute(ctx: _Context, node: torch.fx.Node, a: dict[str, Any]) -> Node:
+    rank = _rank(a["input"])
+    return ctx.call(
+        node, "transpose", [ctx.tensor(a["input"])], axes=tuple(_axis(d, rank) for d in a["dims"])
+    )
+
+
+@_converts(aten.expand.default)
+def _expand(ctx: _Context, node: torch.fx.Node, a: dict[str, Any]) -> Node:
+    x = ctx.tensor(a["input"])
+    return x if x.type.shape == _shape(node) else ctx.call(node, "broadcast_to", [x], shape=_shape(node))
+
+
+@_converts(aten.cat.default)
+def _cat(ctx: _Context, node: torch.fx.Node, a: dict[str, Any]) -> Node:
+    axis = _axis(a["dim"], _rank(node))
+    return ctx.call(node, "concat", [ctx.tensor(t) for t in a["tensors"]], axis=axis)
+
+
+@_converts(aten.slice.Tensor)
+def _slice_tensor(ctx: _Context, node: torch.fx.Node, a: dict[str, Any]) -> Node:
+    x = ctx.tensor(a["input"])
+    axis = _axis(a["dim"], _rank(a["input"]))
+    # Python's slice rules are ATen's: None ends, negative indices, ends clamped to the size.
+    begin, end, step = slice(a["start"], a["end"], a["step"]).indices(x.type.shape[axis])
+    return _slice(ctx, node, x, axis, begin, end, step)
+
+
+@_converts(aten.select.int)
+def _select(ctx: _Context, node: torch.fx.Node, a: dict[str, Any]) -> Node:
+    x = ctx.tensor(a["input"])
+    axis = _axis(a["dim"], _rank(a["input"]))
+    index = a["index"] % x.type.shape[axis]
+    return _reshape(ctx, node, _slice(ctx, node, x, axis, index, index + 1, 1))
+
+
+@_converts(aten.split_with_sizes.default)
+def _split(ctx: _Context, node: torch.fx.Node, a: dict[str, Any]) -> tuple[Node, ...]:
+    x = ctx.tensor(a["input"])
+    axis = _axis(a["dim"], _rank(a["input"]))
+    bounds = np.cumsum([0, *a["split_sizes"]]).tolist()
+    return tuple(_slice(ctx, node, x, axis, b, e, 1) for b, e in itertools.pairwise(bounds))
+
+
+@_converts(aten.constant_pad_nd.default)
+def _constant_pad(ctx: _Context, node: torch.fx.Node, a: dict[str, Any]) -> Node:
+    """ATen lists (before, after) pairs from the last axis backwards; the catalog wants all befores,
+    then all afters, for every axis."""
+    rank = _rank(a["input"])
+    befores, afters = [0] * rank, [0] * rank
+    for i, (before, after) in enumerate(zip(a["pad"][::2], a["pad"][1::2])):
+        befores[rank - 1 - i], afters[rank - 1 - i] = before, after
+    if min(befores + afters) < 0:
+        raise GraphError(node.name, _op_name(node), "negative padding (cropping) is not supported")
+    return ctx.call(
+        node, "pad", [ctx.tensor(a["input"])], pads=tuple(befores + afters), value=float(a["value"])
+    )
+
+
+@_converts(aten.clone.default, aten.alias.default)
+def _identity(ctx: _Context, node: torch.fx.Node, a: dict[str, Any]) -> Node:
+    """Copies and aliases are the same value in a graph that never writes its tensors."""
+    return ctx.tensor(a["input"])
+
+
+@_converts(aten._to_copy.default)
+def _to_copy(ctx: _Context, node: torch.fx.Node, a: dict[str, Any]) -> Node:
+    """A copy, maybe to another device or layout (no matter here) or dtype: only constants can change
+    dtype, since the graph has no cast operator."""
+    x, dtype = ctx.tensor(a["input"]), _dtype(node)
+    if x.type.dtype == dtype:
+        return x
+    if isinstance(x, Constant):
+        return ctx.builder.constant(f"{x.name}_{dtype}", x.data.astype(dtype))
+    raise GraphError(
+        node.name, _op_name(node), f"casts {x.type.dtype} to {dtype}; the graph has no cast operator"
+    )
+
+
+@_converts(aten.embedding.default)
+def _embedding(ctx: _Context, node: torch.fx.Node, a: dict[str, Any]) -> Node:
+    """padding_idx only changes the gradient."""
+    return ctx.call(node, "take", [ctx.tensor(a["weight"]), ctx.tensor(a["indices"])], axis=0)
+
+
+@_converts(aten.index_select.default)
+def _index_select(ctx: _Context, node: torch.fx.Node, a: dict[str, Any]) -> Node:
+    axis = _axis(a["dim"], _rank(a["input"]))
+    return ctx.call(node, "take", [ctx.tensor(a["input"]), ctx.tensor(a["index"])], axis=axis)
+
+
+# --- Matrix products ---
+
+
+@_converts(aten.mm.default, aten.bmm.default)
+def _matmul(ctx: _Context, node: torch.fx.Node, a: dict[str, Any]) -> Node:
+    return ctx.call(node, "matmul", [ctx.tensor(a["input"]), ctx.tensor(a["mat2"])])
+
+
+@_converts(aten.addmm.default)
+def _addmm(ctx: _Context, node: torch.fx.Node, a: dict[str, Any]) -> Node:
+    """`beta * input + alpha * (mat1 @ mat2)`: Linear's bias add after its matmul."""
+    dtype = _dtype(node)
+    product = ctx.call(node, "matmul", [ctx.tensor(a["mat1"]), ctx.tensor(a["mat2"])])
+    if a["alpha"] != 1:
+        product = ctx.call(node, "multiply", [product, ctx.constant(f"{node.name}_alpha", a["alpha"], dtype)])
+    if a["beta"] == 0:
+        return product
+    bias = ctx.tensor(a["input"])
+    if a["beta"] != 1:
+        bias = ctx.call(node, "multiply", [bias, ctx.constant(f"{node.name}_beta", a["beta"], dtype)])
+    return ctx.call(node, "add", [product, bias])
+
+
+# --- Constants created in forward ---
+
+
+@_converts(aten.full.default)
+def _full(ctx: _Context, node: torch.fx.Node, a: dict[str, Any]) -> Node:
+    return ctx.constant(node.name, np.full(_shape(node), a["fill_value"]), _dtype(node))
+
+
+@_converts(aten.scalar_tensor.default)
+def _scalar_tensor(ctx: _Context, node: torch.fx.Node, a: dict[str, Any]) -> Node:
+    return ctx.constant(node.name, a["s"], _dtype(node))

@@ -1,0 +1,539 @@
+"""The PyTorch frontend: every zoo model and every converter, imported and run with the graph's numpy
+reference, must compute what PyTorch computes (odd shapes, rtol/atol 1e-3); what the graph level
+cannot represent is a GraphError naming the node and the operator."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from bench import zoo
+from compiler.frontend.torch import from_torch
+from compiler.graph import Call, Constant, GraphBuilder, GraphError, Module, run_reference
+
+
+@pytest.fixture(autouse=True)
+def _seed() -> None:
+    torch.manual_seed(0)
+
+
+class Fn(nn.Module):
+    """A model computing `fns` (named) on its inputs; `parts` registers the modules they use, so that
+    their weights are parameters and buffers."""
+
+    def __init__(
+        self, fns: dict[str, Callable[..., torch.Tensor]], parts: tuple[nn.Module, ...] = ()
+    ) -> None:
+        super().__init__()
+        self.names = list(fns)
+        self.fns = list(fns.values())
+        self.parts = nn.ModuleList(parts)
+
+    def forward(self, *args: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return tuple(fn(*args) for fn in self.fns)
+
+
+def check(model: nn.Module, *args: torch.Tensor, names: list[str] | None = None, tol: float = 1e-3) -> Module:
+    """Import `model`, run the reference on `args` and compare every output with PyTorch's."""
+    module = from_torch(model, args)
+    got = run_reference(module, [a.numpy() for a in args])
+    with torch.no_grad():
+        want = model(*args)
+    want = want if isinstance(want, tuple) else (want,)
+    assert len(got) == len(want)
+    for i, (g, w) in enumerate(zip(got, want)):
+        label = names[i] if names else f"output {i}"
+        w = w.numpy()
+        assert g.shape == (w.shape or (1,)), label
+        assert g.dtype == w.dtype, label
+        np.testing.assert_allclose(g, w.reshape(g.shape), rtol=tol, atol=tol, err_msg=label)
+    return module
+
+
+def check_fns(
+    fns: dict[str, Callable[..., torch.Tensor]], *args: torch.Tensor, parts: tuple[nn.Module, ...] = ()
+) -> Module:
+    return check(Fn(fns, parts), *args, names=list(fns))
+
+
+def ops(module: Module) -> set[str]:
+    return {n.op for n in module.nodes() if isinstance(n, Call)}
+
+
+def randn(*shape: int) -> torch.Tensor:
+    return torch.randn(shape)
+
+
+# --- The zoo ---
+
+
+def test_mlp():
+    module = check(zoo.mlp(), *zoo.mlp_inputs())
+    assert ops(module) == {"transpose", "matmul", "add", "relu"}
+
+
+def test_resnet18_small_input_and_classes():
+    module = check(zoo.resnet18(num_classes=10), *zoo.image_inputs(64))
+    names = {c.name for c in module.constants()}
+    assert {
+        "layer1_0_conv1_weight",
+        "layer4_1_bn2_running_var",
+        "layer2_0_downsample_0_weight",
+        "fc_bias",
+    } <= names
+    calls = [n.op for n in module.nodes() if isinstance(n, Call)]
+    assert calls.count("conv2d") == 20 and calls.count("batch_norm") == 20
+
+
+def test_resnet18_at_224():
+    check(zoo.resnet18(), *zoo.image_inputs(224))
+
+
+def test_mobilenet_v2():
+    module = check(zoo.mobilenet_v2(num_classes=10), *zoo.image_inputs(64))
+    depthwise = [
+        n for n in module.nodes() if isinstance(n, Call) and n.op == "conv2d" and n.attrs["groups"] > 1
+    ]
+    assert len(depthwise) == 17
+    assert {"clip", "mean"} <= ops(module)
+
+
+def test_transformer_encoder_layer_bert_base():
+    module = check(zoo.transformer_encoder_layer(), *zoo.transformer_inputs())
+    assert {"matmul", "softmax", "gelu", "layer_norm"} <= ops(module)
+
+
+def test_bert_embedding_gathers_with_the_token_ids_input():
+    model = zoo.bert_embedding(vocab=1000)
+    module = check(model, *zoo.token_inputs(vocab=1000))
+    assert module.inputs[0].type.dtype == "int64"
+    take = next(n for n in module.nodes() if isinstance(n, Call) and n.op == "take")
+    assert take.args[1] is module.inputs[0]
+
+
+def test_zoo_weights_are_deterministic_and_batch_norm_statistics_are_not_trivial():
+    a, b = zoo.resnet18(num_classes=10), zoo.resnet18(num_classes=10)
+    for (name, x), y in zip(a.state_dict().items(), b.state_dict().values()):
+        assert torch.equal(x, y), name
+    var = a.layer3[1].bn2.running_var
+    mean = a.layer3[1].bn2.running_mean
+    assert not torch.allclose(var, torch.ones_like(var), atol=0.05)
+    assert not torch.allclose(mean, torch.zeros_like(mean), atol=0.05)
+
+
+# --- Converters ---
+
+
+def test_convolutions():
+    plain = nn.Conv2d(3, 5, 3, stride=2, padding=1)
+    grouped = nn.Conv2d(6, 9, (3, 2), stride=(2, 1), padding=(2, 0), dilation=2, groups=3, bias=False)
+    depthwise = nn.Conv2d(6, 6, 3, padding=1, groups=6)
+    x3, x6 = randn(2, 3, 11, 9), randn(1, 6, 10, 13)
+    check_fns(
+        {
+            "plain": lambda x, y: plain(x),
+            "grouped": lambda x, y: grouped(y),
+            "depthwise": lambda x, y: depthwise(y),
+            "same": lambda x, y: F.conv2d(x, plain.weight[:, :, :2, :], padding="same"),
+        },
+        x3,
+        x6,
+        parts=(plain, grouped, depthwise),
+    )
+
+
+def test_convolution_attributes_are_normalized():
+    conv = nn.Conv2d(3, 4, (3, 5), stride=(1, 2), padding=(1, 2), dilation=(2, 1))
+    module = from_torch(conv, (randn(1, 3, 8, 9),))
+    node = next(n for n in module.nodes() if isinstance(n, Call) and n.op == "conv2d")
+    assert dict(node.attrs) == {"strides": (1, 2), "padding": (1, 2, 1, 2), "dilation": (2, 1), "groups": 1}
+
+
+def test_batch_norm_with_statistics_and_without_affine():
+    norm, plain = nn.BatchNorm2d(3), nn.BatchNorm2d(3, affine=False, eps=1e-3)
+    for bn in (norm, plain):
+        bn.running_mean.uniform_(-1, 1)
+        bn.running_var.uniform_(0.5, 2)
+    with torch.no_grad():
+        norm.weight.uniform_(0.5, 1.5)
+        norm.bias.uniform_(-1, 1)
+    module = check_fns({"affine": norm, "plain": plain}, randn(2, 3, 5, 7), parts=(norm, plain))
+    assert ops(module) == {"batch_norm"}
+
+
+def test_activations():
+    module = check_fns(
+        {
+            "relu": F.relu,
+            "relu6": F.relu6,
+            "hardtanh": lambda x: F.hardtanh(x, -0.5, 0.7),
+            "clamp_min": lambda x: x.clamp(min=-0.3),
+            "clamp_max": lambda x: x.clamp(max=0.4),
+            "sigmoid": torch.sigmoid,
+            "tanh": torch.tanh,
+            "gelu": F.gelu,
+            "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"),
+            "hardswish": F.hardswish,
+            "hardsigmoid": F.hardsigmoid,
+            "silu": F.silu,
+            "leaky_relu": lambda x: F.leaky_relu(x, 0.2),
+        },
+        randn(3, 5, 7) * 4,
+    )
+    assert {"hardswish", "hardsigmoid", "silu", "gelu", "leaky_relu", "clip"} <= ops(module)
+
+
+def test_math():
+    module = check_fns(
+        {
+            "erf": torch.erf,
+            "exp": torch.exp,
+            "log": lambda x: torch.log(x.abs() + 0.1),
+            "sqrt": lambda x: torch.sqrt(x.abs()),
+            "rsqrt": lambda x: torch.rsqrt(x.abs() + 0.1),
+            "neg": torch.neg,
+            "abs": torch.abs,
+            "reciprocal": lambda x: 2 / (x.abs() + 0.5),
+            "pow_scalar": lambda x: x**3,
+            "square": torch.square,
+            "pow_tensor": lambda x: (x.abs() + 0.1) ** x,
+        },
+        randn(4, 1, 9),
+    )
+    assert {"erf", "exp", "log", "sqrt", "negative", "abs", "power", "divide"} <= ops(module)
+
+
+def test_arithmetic_broadcasts_and_takes_scalars_on_either_side():
+    check_fns(
+        {
+            "add": lambda x, y: x + y,
+            "sub": lambda x, y: x - y,
+            "mul": lambda x, y: x * y,
+            "div": lambda x, y: x / (y.abs() + 0.5),
+            "add_alpha": lambda x, y: torch.add(x, y, alpha=2.5),
+            "sub_alpha": lambda x, y: torch.sub(x, y, alpha=-3),
+            "scalar_alpha": lambda x, y: torch.add(x, 2, alpha=3),
+            "scalars": lambda x, y: x.mul(2).add(1).sub(3).div(4),
+            "rsub": lambda x, y: 1 - x,
+            "add_scalar_overload": lambda x, y: torch.ops.aten.add.Scalar(x, 2, alpha=-1),
+            "sub_scalar_overload": lambda x, y: torch.ops.aten.sub.Scalar(x, 2),
+            "mul_scalar_overload": lambda x, y: torch.ops.aten.mul.Scalar(x, 3),
+            "div_scalar_overload": lambda x, y: torch.ops.aten.div.Scalar(x, 3),
+            "maximum": lambda x, y: torch.maximum(x, y),
+            "minimum": lambda x, y: torch.minimum(y, x),
+        },
+        randn(2, 3, 5),
+        randn(3, 1),
+    )
+
+
+def test_pooling():
+    module = check_fns(
+        {
+            "max": lambda x: F.max_pool2d(x, 2),
+            "max_padded_dilated_ceil": lambda x: F.max_pool2d(x, 3, 2, 1, dilation=2, ceil_mode=True),
+            "avg": lambda x: F.avg_pool2d(x, (3, 2), (1, 2)),
+            "avg_padded_ceil": lambda x: F.avg_pool2d(x, 3, 2, 1, ceil_mode=True, count_include_pad=False),
+            "avg_counting_pad": lambda x: F.avg_pool2d(x, 3, 2, 1, count_include_pad=True),
+            "adaptive_global": lambda x: F.adaptive_avg_pool2d(x, 1),
+            "adaptive_divisible": lambda x: F.adaptive_avg_pool2d(x, (5, 4)),
+        },
+        randn(2, 3, 10, 12),
+    )
+    assert {"max_pool2d", "avg_pool2d", "mean"} <= ops(module)
+
+
+def test_reductions_and_softmax():
+    module = check_fns(
+        {
+            "mean": lambda x: x.mean(-1, keepdim=True),
+            "mean_dims": lambda x: x.mean((0, 2)),
+            "sum": lambda x: x.sum(-2),
+            "sum_all": lambda x: x.sum(),
+            "amax": lambda x: x.amax(dim=(0, -1)),
+            "amin": lambda x: x.amin(dim=1, keepdim=True),
+            "softmax": lambda x: x.softmax(1),
+            "log_softmax": lambda x: F.log_softmax(x, -1),
+        },
+        randn(3, 5, 7),
+    )
+    assert {"mean", "sum", "max", "min", "softmax", "log_softmax"} <= ops(module)
+
+
+def test_layer_norm():
+    two, plain = nn.LayerNorm((5, 7)), nn.LayerNorm(7, elementwise_affine=False)
+    with torch.no_grad():
+        two.weight.uniform_(0.5, 1.5)
+        two.bias.uniform_(-1, 1)
+    module = check_fns({"two_axes": two, "plain": plain}, randn(2, 5, 7) * 3 + 1, parts=(two, plain))
+    norms = [n for n in module.nodes() if isinstance(n, Call) and n.op == "layer_norm"]
+    assert [n.attrs["axes"] for n in norms] == [(1, 2), (2,)]
+
+
+def test_shapes():
+    module = check_fns(
+        {
+            "view": lambda x: x.view(6, -1),
+            "flatten": lambda x: x.flatten(1),
+            "permute": lambda x: x.permute(2, 0, -1, 1),
+            "transpose": lambda x: x.transpose(1, 3),
+            "t": lambda x: x[0, 0].t(),
+            "expand": lambda x: x[:, :1].expand(2, 3, 5, 7),
+            "unsqueeze_expand": lambda x: x[..., None].expand(2, 3, 5, 7, 2),
+            "squeeze": lambda x: x[:, :1].squeeze(),
+            "unsqueeze": lambda x: x.unsqueeze(-1),
+            "cat": lambda x: torch.cat([x, x * 2, x[:, :1]], -3),
+            "clone": lambda x: x.clone().contiguous(),
+            "detach": lambda x: x.detach(),
+        },
+        randn(2, 3, 5, 7),
+    )
+    assert {"reshape", "transpose", "broadcast_to", "concat"} <= ops(module)
+
+
+def test_slicing():
+    module = check_fns(
+        {
+            "slice": lambda x: x[:, 1:-1, ::2],
+            "clamped": lambda x: x[:, 1:100, -3:],
+            "steps": lambda x: x[1:, :, 1:6:3],
+            "select": lambda x: x[:, -1],
+            "split": lambda x: x.split(2, 1)[2],
+            "split_sizes": lambda x: x.split([1, 4], 1)[1],
+            "chunk": lambda x: x.chunk(3, -1)[1],
+            "unbind": lambda x: x.unbind(0)[1],
+        },
+        randn(2, 5, 7),
+    )
+    assert ops(module) <= {"slice", "reshape"}
+
+
+def test_constant_pad():
+    module = check_fns({"pad": lambda x: F.pad(x, (1, 2, 0, 3), value=0.5)}, randn(2, 3, 4, 5))
+    pad = next(n for n in module.nodes() if isinstance(n, Call) and n.op == "pad")
+    assert pad.attrs["pads"] == (0, 0, 0, 1, 0, 0, 3, 2)
+
+
+def test_matrix_products():
+    linear, no_bias = nn.Linear(7, 4), nn.Linear(7, 3, bias=False)
+    module = check_fns(
+        {
+            "linear": lambda x, y, z: linear(x),
+            "linear_3d": lambda x, y, z: linear(y),
+            "no_bias": lambda x, y, z: no_bias(x),
+            "mm": lambda x, y, z: x @ x.t(),
+            "bmm": lambda x, y, z: torch.bmm(y, y.transpose(1, 2)),
+            "matmul_broadcast": lambda x, y, z: torch.matmul(z, y.transpose(1, 2)),
+            "vector": lambda x, y, z: torch.matmul(x[0], y.transpose(1, 2)),
+            "addmm": lambda x, y, z: torch.addmm(x[:, :3], x, no_bias.weight.t(), beta=0.5, alpha=2),
+            "addmm_no_input": lambda x, y, z: torch.addmm(x[:, :3], x, no_bias.weight.t(), beta=0),
+        },
+        randn(5, 7),
+        randn(2, 3, 7),
+        randn(4, 1, 6, 7),
+        parts=(linear, no_bias),
+    )
+    assert {"matmul", "add", "multiply"} <= ops(module)
+
+
+def test_embedding_and_index_select_take_integer_inputs():
+    table = nn.Embedding(11, 6)
+
+    class Lookup(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.table = table
+            self.register_buffer("rows", torch.tensor([2, 0, 2]))
+
+        def forward(self, ids: torch.Tensor, x: torch.Tensor, cols: torch.Tensor) -> tuple[torch.Tensor, ...]:
+            return self.table(ids), x.index_select(1, cols), x.index_select(-1, self.rows)
+
+    ids = torch.tensor([[1, 10, 3], [0, 0, 7]])
+    module = check(Lookup(), ids, randn(2, 5, 3), torch.tensor([4, 1], dtype=torch.int32))
+    assert [n.type.dtype for n in module.inputs] == ["int64", "float32", "int32"]
+    assert [n.attrs["axis"] for n in module.nodes() if isinstance(n, Call)] == [0, 1, 2]
+
+
+def test_constants_made_in_forward():
+    class Scalars(nn.Module):
+        def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+            return (
+                x + torch.ones(7),
+                x * (torch.zeros(3, 1) + 2),
+                x - torch.full((7,), 0.5),
+                x / torch.tensor(4.0),
+                x + torch.scalar_tensor(2.0),
+                x + torch.tensor([[1.0], [2.0], [3.0]]),
+            )
+
+    check(Scalars(), randn(2, 3, 7))
+
+
+def test_weights_are_named_by_their_qualified_names_and_cast_when_constant():
+    class Double(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.block = nn.Sequential(nn.Linear(3, 3))
+            self.register_buffer("scale", torch.tensor([1.0, 2.0, 3.0]))
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x * self.scale.double() + self.block[0].weight.double().sum(0)
+
+    module = check(Double(), randn(2, 3).double())
+    assert {c.name for c in module.constants()} == {"scale_float64", "block_0_weight_float64"}
+    assert {c.type.dtype for c in module.constants()} == {"float64"}
+
+
+def test_dropout_in_eval_mode_is_removed():
+    model = nn.Sequential(nn.Linear(4, 4), nn.Dropout(0.5), nn.ReLU())
+    module = check(model, randn(3, 4))
+    assert ops(module) == {"transpose", "matmul", "add", "relu"}
+
+
+def test_an_output_may_be_an_input():
+    module = check_fns({"same": lambda x: x.contiguous(), "twice": lambda x: x * 2}, randn(2, 3))
+    assert module.outputs[0] is module.inputs[0]
+
+
+def test_float64_model():
+    model = nn.Sequential(nn.Conv2d(2, 3, 3), nn.BatchNorm2d(3), nn.GELU()).double().eval()
+    module = check(model, randn(1, 2, 6, 5).double(), tol=1e-9)
+    assert module.outputs[0].type.dtype == "float64"
+
+
+# --- What the graph level cannot represent ---
+
+
+def refuses(model: nn.Module, args: tuple[torch.Tensor, ...], node: str, op: str, reason: str) -> None:
+    with pytest.raises(GraphError) as error:
+        from_torch(model, args)
+    assert (error.value.node, error.value.op) == (node, op), str(error.value)
+    assert reason in error.value.reason
+
+
+def test_unsupported_operator_is_refused_before_anything_is_built(monkeypatch):
+    def build(*args: object, **kwargs: object) -> None:
+        raise AssertionError("built a node before refusing the model")
+
+    monkeypatch.setattr(GraphBuilder, "call", build)
+    monkeypatch.setattr(GraphBuilder, "input", build)
+    model = Fn({"sort": lambda x: torch.sort(torch.relu(x)).values})
+    refuses(model, (randn(5),), "sort", "aten.sort.default", "unsupported operator")
+
+
+def test_custom_operator_is_refused():
+    @torch.library.custom_op("tensor_tuner_test::double", mutates_args=())
+    def double(x: torch.Tensor) -> torch.Tensor:
+        return x * 2
+
+    double.register_fake(lambda x: torch.empty_like(x))
+    refuses(
+        Fn({"custom": lambda x: double(x) + 1}),
+        (randn(3),),
+        "double",
+        "tensor_tuner_test.double.default",
+        "unsupported",
+    )
+
+
+def test_integer_input_used_as_data_is_refused():
+    refuses(
+        Fn({"ids": lambda ids: ids.float() * 2}), (torch.tensor([1, 2]),), "args_0", "input", "used as data"
+    )
+
+
+def test_boolean_and_scalar_inputs_are_refused():
+    refuses(
+        Fn({"mask": lambda m, x: x * 2}), (torch.tensor([True]), randn(2)), "args_0", "input", "dtype bool"
+    )
+    refuses(Fn({"scalar": lambda x: x * 2}), (torch.tensor(1.0),), "args_0", "input", "rank-0")
+
+
+def test_data_dependent_shape_is_refused():
+    refuses(
+        Fn({"mask": lambda x: x[x > 0]}),
+        (randn(5),),
+        "index",
+        "aten.index.Tensor",
+        "depends on the input data",
+    )
+
+
+def test_model_that_does_not_export_is_refused():
+    refuses(
+        Fn({"slice": lambda x, n: x[: int(n.sum())]}),
+        (randn(5), torch.ones(2)),
+        "Fn",
+        "torch.export",
+        "cannot export",
+    )
+
+
+def test_training_mode_dropout_is_refused():
+    refuses(
+        Fn({"drop": lambda x: F.dropout(x, 0.3)}),
+        (randn(4),),
+        "native_dropout",
+        "aten.native_dropout.default",
+        "training",
+    )
+
+
+def test_pooling_indices_are_refused():
+    def pool(x: torch.Tensor) -> torch.Tensor:
+        values, indices = F.max_pool2d(x, 2, return_indices=True)
+        return values + indices
+
+    refuses(
+        Fn({"pool": pool}),
+        (randn(1, 1, 4, 4),),
+        "getitem_1",
+        "aten.max_pool2d_with_indices.default",
+        "the indices",
+    )
+
+
+@pytest.mark.parametrize(
+    ("fn", "args", "reason"),
+    [
+        (lambda x: F.conv_transpose2d(x, torch.ones(2, 1, 2, 2)), (randn(1, 2, 4, 4),), "transposed"),
+        (lambda x: F.conv1d(x, torch.ones(4, 2, 2)), (randn(1, 2, 5),), "only 2-D"),
+        (lambda x: F.adaptive_avg_pool2d(x, (3, 2)), (randn(1, 1, 7, 4),), "unequal sizes"),
+        (lambda x: x.double(), (randn(3),), "no cast operator"),
+        (lambda x: x.mean(-1, dtype=torch.float64), (randn(2, 3),), "PyTorch computes"),
+        (lambda x: F.pad(x, (-1, 1)), (randn(2, 3),), "negative padding"),
+        (lambda x: x[:, 3:3] + 1, (randn(2, 5),), "empty"),
+    ],
+    ids=["conv_transpose", "conv1d", "adaptive_uneven", "cast", "reduction_dtype", "crop", "empty_slice"],
+)
+def test_unrepresentable_attributes_are_refused(fn, args, reason):
+    with pytest.raises(GraphError, match=reason):
+        from_torch(Fn({"f": fn}), args)
+
+
+def test_side_effects_and_non_tensor_outputs_are_refused():
+    class Counter(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.register_buffer("count", torch.zeros(1))
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            self.count.add_(1)
+            return x + self.count
+
+    with pytest.raises(GraphError, match="side effect"):
+        from_torch(Counter(), (randn(2),))
+    with pytest.raises(GraphError, match="not a tensor"):
+        from_torch(Fn({"x": lambda x: x, "three": lambda x: 3}), (randn(2),))  # type: ignore[dict-item]
+
+
+def test_constants_are_only_the_weights_the_outputs_use():
+    bn = nn.BatchNorm2d(2)
+    module = from_torch(bn, (randn(1, 2, 3, 3),))
+    assert all(isinstance(c, Constant) for c in module.constants())
+    assert "num_batches_tracked" not in {c.name for c in module.constants()}
