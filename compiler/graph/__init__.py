@@ -32,3 +32,5 @@ __all__ = [
     "TensorType",
     "run_reference",
 ]
+
+import compiler.graph.ops  # noqa: F401  (registers the operators in OPS)
