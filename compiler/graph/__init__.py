@@ -41,3 +41,5 @@ __all__ = [
     "run_reference",
     "verify",
 ]
+
+import compiler.graph.ops  # noqa: F401  (registers the operators in OPS)
