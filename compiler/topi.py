@@ -160,15 +160,13 @@ def reduced_shape(shape: Sequence[int], axes: Sequence[int], keepdims: bool) -> 
     return tuple(s for d, s in enumerate(shape) if d not in axes) or (1,)
 
 
-def reduced_index(idx: Sequence[Expr], axes: Sequence[int], keepdims: bool) -> tuple[Expr | int, ...]:
-    """Where the full-rank index `idx` lands in the reduced tensor (reduced_shape)."""
-    if keepdims:
-        return tuple(0 if d in axes else i for d, i in enumerate(idx))
+def reduced_index(idx: Sequence[Expr], axes: Sequence[int]) -> tuple[Expr | int, ...]:
+    """Where the full-rank index `idx` lands in the tensor reduced over `axes` without keepdims."""
     return tuple(i for d, i in enumerate(idx) if d not in axes) or (0,)
 
 
 def reduce(x: te.Tensor, axes: Sequence[int], keepdims: bool, combine: Combine, name: str) -> te.Tensor:
-    """`combine` (te.sum, te.max, te.min) of `fn` over `axes` of x, as one reduction block."""
+    """`combine` (te.sum, te.max, te.min) of x over `axes`, as one reduction block."""
     return reduce_of(x, lambda idx: x[tuple(idx)], axes, keepdims, combine, name)
 
 
@@ -198,11 +196,9 @@ def softmax(x: te.Tensor, axis: int, name: str, prefix: str) -> te.Tensor:
     exponentials, their sum, and the normalized output `name` (intermediates named `prefix_*`)."""
     shape, axes = x.shape, (axis,)
     maxelem = reduce(x, axes, False, te.max, f"{prefix}_maxelem")
-    exp = te.compute(
-        shape, lambda *i: te.exp(x[i] - maxelem[reduced_index(i, axes, False)]), name=f"{prefix}_exp"
-    )
+    exp = te.compute(shape, lambda *i: te.exp(x[i] - maxelem[reduced_index(i, axes)]), name=f"{prefix}_exp")
     expsum = reduce(exp, axes, False, te.sum, f"{prefix}_expsum")
-    return te.compute(shape, lambda *i: exp[i] / expsum[reduced_index(i, axes, False)], name=name)
+    return te.compute(shape, lambda *i: exp[i] / expsum[reduced_index(i, axes)], name=name)
 
 
 def softmax_numpy(x: np.ndarray, axis: int) -> np.ndarray:

@@ -1,6 +1,7 @@
 """The graph level: a model as a dataflow of operator calls over tensors, the passes that optimize it,
 and the executor that runs it compiled."""
 
+from compiler.graph import ops  # noqa: F401  (registers the operators in OPS)
 from compiler.graph.builder import GraphBuilder
 from compiler.graph.ir import (
     Attrs,
