@@ -31,6 +31,11 @@ CONVS = {
     "stride 2, no padding": ((1, 3, 11, 8), (5, 3, 3, 2), conv_attrs(strides=(2, 2))),
     "dilation 2, stride (1, 2)": ((1, 3, 10, 9), (4, 3, 3, 3), conv_attrs((1, 2), (2, 2, 2, 2), (2, 2))),
     "groups 2, asymmetric padding": ((1, 4, 8, 7), (6, 2, 3, 3), conv_attrs(padding=(1, 0, 2, 1), groups=2)),
+    "groups 2, one output channel each": (
+        (1, 4, 6, 5),
+        (2, 2, 3, 3),
+        conv_attrs(padding=(1, 1, 1, 1), groups=2),
+    ),
     "depthwise, stride (2, 1)": ((2, 5, 7, 9), (5, 1, 3, 3), conv_attrs((2, 1), (1, 1, 1, 1), groups=5)),
     "depthwise, multiplier 2": ((1, 3, 6, 7), (6, 1, 3, 3), conv_attrs(padding=(0, 1, 0, 1), groups=3)),
     "1x1": ((1, 8, 5, 6), (3, 8, 1, 1), conv_attrs()),
