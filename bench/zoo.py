@@ -12,6 +12,7 @@ model is returned in eval mode; each `*_inputs` function gives its example input
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import torch
 from torch import nn
@@ -60,7 +61,11 @@ def _random(shape: tuple[int, ...], seed: int) -> torch.Tensor:
     return torch.randn(shape, generator=torch.Generator().manual_seed(seed))
 
 
-def _finish(model: nn.Module, calibration_shape: tuple[int, ...] | None = None) -> nn.Module:
+def _build(make: Callable[[], nn.Module], calibration_shape: tuple[int, ...] | None = None) -> nn.Module:
+    """`make()` with seeded weights, in eval mode. Its layers' default initialization draws from the
+    global generator, which is forked so that the caller's random state is untouched."""
+    with torch.random.fork_rng(devices=[]):
+        model = make()
     _seeded_init(model, SEED)
     if calibration_shape is not None:
         _calibrate_batch_norm(model, _random(calibration_shape, SEED + 1))
@@ -77,7 +82,7 @@ def image_inputs(size: int = 224) -> tuple[torch.Tensor]:
 
 def mlp() -> nn.Module:
     """784 -> 128 -> ReLU -> 10: a flattened 28x28 image to 10 class scores."""
-    return _finish(nn.Sequential(nn.Linear(784, 128), nn.ReLU(), nn.Linear(128, 10)))
+    return _build(lambda: nn.Sequential(nn.Linear(784, 128), nn.ReLU(), nn.Linear(128, 10)))
 
 
 def mlp_inputs() -> tuple[torch.Tensor]:
@@ -129,7 +134,7 @@ class ResNet18(nn.Module):
 
 
 def resnet18(num_classes: int = 1000) -> nn.Module:
-    return _finish(ResNet18(num_classes), calibration_shape=(4, 3, 64, 64))
+    return _build(lambda: ResNet18(num_classes), calibration_shape=(4, 3, 64, 64))
 
 
 # --- MobileNetV2 (width 1.0, torchvision's layout) ---
@@ -197,7 +202,7 @@ class MobileNetV2(nn.Module):
 
 
 def mobilenet_v2(num_classes: int = 1000) -> nn.Module:
-    return _finish(MobileNetV2(num_classes), calibration_shape=(4, 3, 64, 64))
+    return _build(lambda: MobileNetV2(num_classes), calibration_shape=(4, 3, 64, 64))
 
 
 # --- BERT-base: one encoder layer and the embeddings ---
@@ -246,7 +251,7 @@ class EncoderLayer(nn.Module):
 
 
 def transformer_encoder_layer(d_model: int = 768, heads: int = 12, ffn: int = 3072) -> nn.Module:
-    return _finish(EncoderLayer(d_model, heads, ffn))
+    return _build(lambda: EncoderLayer(d_model, heads, ffn))
 
 
 def transformer_inputs(seq: int = 128, d_model: int = 768) -> tuple[torch.Tensor]:
@@ -274,7 +279,7 @@ class Embeddings(nn.Module):
 
 
 def bert_embedding(vocab: int = 30522, max_positions: int = 512, d_model: int = 768) -> nn.Module:
-    return _finish(Embeddings(vocab, max_positions, d_model))
+    return _build(lambda: Embeddings(vocab, max_positions, d_model))
 
 
 def token_inputs(seq: int = 128, vocab: int = 30522) -> tuple[torch.Tensor]:

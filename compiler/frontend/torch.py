@@ -40,29 +40,40 @@ OpOverload = torch._ops.OpOverload
 _KEEP = (aten.hardswish.default, aten.hardsigmoid.default, aten.silu.default)
 
 
-def from_torch(model: torch.nn.Module, example_args: tuple[torch.Tensor, ...]) -> Module:
-    """The graph module computing `model` in eval mode (the model is switched to it) on inputs shaped
-    like `example_args`: float tensors, or int64/int32 tensors used only as embedding indices.
-    Parameters and buffers become constants named by their fully qualified names (sanitized by the
-    builder: "layer1.0.conv1.weight" -> "layer1_0_conv1_weight"); outputs keep the model's order. A
-    rank-0 result comes out with shape (1,): the graph level has no rank-0 tensors.
+def from_torch(
+    model: torch.nn.Module | ExportedProgram, example_args: tuple[torch.Tensor, ...] | None = None
+) -> Module:
+    """The graph module computing `model` on inputs shaped like `example_args`: float tensors, or
+    int64/int32 tensors used only as embedding indices. A module is exported in eval mode (it is
+    switched to it); a program already exported (`torch.export.load` of a .pt2 file) is taken as it
+    is, without example inputs. Parameters and buffers become constants named by their fully
+    qualified names (sanitized by the builder: "layer1.0.conv1.weight" -> "layer1_0_conv1_weight");
+    outputs keep the model's order. A rank-0 result comes out with shape (1,): the graph level has no
+    rank-0 tensors.
 
     Raises GraphError (naming the node and the operator) for a model that cannot be exported or that
     uses anything the graph level cannot represent, before building anything."""
-    program = _export(model, tuple(example_args))
+    program = _export(model, example_args)
     _check(program)
     return _convert(program)
 
 
-def _export(model: torch.nn.Module, example_args: tuple[torch.Tensor, ...]) -> ExportedProgram:
+def _export(
+    model: torch.nn.Module | ExportedProgram, example_args: tuple[torch.Tensor, ...] | None
+) -> ExportedProgram:
+    if isinstance(model, ExportedProgram) != (example_args is None):
+        raise TypeError("pass example inputs with a torch.nn.Module, and none with an ExportedProgram")
     table = torch.export.default_decompositions()
     for op in _KEEP:
         del table[op]
     try:
-        return torch.export.export(model.eval(), example_args).run_decompositions(table)
+        if isinstance(model, torch.nn.Module):
+            model = torch.export.export(model.eval(), tuple(example_args or ()))
+        return model.run_decompositions(table)
     except Exception as e:  # torch raises many types here; each means "this model cannot be captured"
         reason = (str(e).strip().splitlines() or [type(e).__name__])[0]
-        raise GraphError(type(model).__name__, "torch.export", f"cannot export the model: {reason}") from e
+        name = type(model).__name__
+        raise GraphError(name, "torch.export", f"cannot export the model: {reason}") from e
 
 
 # --- Checks: everything the conversion would refuse, found before anything is built. ---
