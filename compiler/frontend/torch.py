@@ -300,8 +300,7 @@ def _args(node: torch.fx.Node) -> dict[str, Any]:
         dict(node.kwargs),
         normalize_to_only_use_kwargs=True,
     )
-    if bound is None:
-        raise GraphError(node.name, _op_name(node), "arguments do not match the operator's schema")
+    assert bound is not None, f"{node.target}'s arguments do not match its schema"
     return dict(bound.kwargs)
 
 
@@ -539,16 +538,25 @@ def _layer_norm(ctx: _Context, node: torch.fx.Node, a: dict[str, Any]) -> tuple[
     return (out,)
 
 
+def _pool(ctx: _Context, node: torch.fx.Node, a: dict[str, Any], op: str, **attrs: object) -> Node:
+    """NCHW pooling; an unbatched (C, H, W) input, which ATen pools too, is pooled as a batch of one."""
+    x = ctx.tensor(a["input"])
+    if len(x.type.shape) == 4:
+        return ctx.call(node, op, [x], **attrs)
+    batch = ctx.call(node, "reshape", [x], shape=(1, *x.type.shape))
+    out = ctx.call(node, op, [batch], **attrs)
+    return ctx.call(node, "reshape", [out], shape=out.type.shape[1:])
+
+
 @_converts(aten.max_pool2d_with_indices.default)
 def _max_pool2d(ctx: _Context, node: torch.fx.Node, a: dict[str, Any]) -> tuple[Node, ...]:
-    if _rank(a["input"]) != 4:
-        raise GraphError(node.name, _op_name(node), "only batched (NCHW) pooling is supported")
     kernel = _pair(a["kernel_size"])
     pad_h, pad_w = _pair(a["padding"])
-    out = ctx.call(
+    out = _pool(
+        ctx,
         node,
+        a,
         "max_pool2d",
-        [ctx.tensor(a["input"])],
         kernel=kernel,
         strides=_pair(a["stride"]) if a["stride"] else kernel,
         padding=(pad_h, pad_w, pad_h, pad_w),
@@ -560,16 +568,15 @@ def _max_pool2d(ctx: _Context, node: torch.fx.Node, a: dict[str, Any]) -> tuple[
 
 @_converts(aten.avg_pool2d.default)
 def _avg_pool2d(ctx: _Context, node: torch.fx.Node, a: dict[str, Any]) -> Node:
-    if _rank(a["input"]) != 4:
-        raise GraphError(node.name, _op_name(node), "only batched (NCHW) pooling is supported")
     if a["divisor_override"] is not None:
         raise GraphError(node.name, _op_name(node), "divisor_override is not supported")
     kernel = _pair(a["kernel_size"])
     pad_h, pad_w = _pair(a["padding"])
-    return ctx.call(
+    return _pool(
+        ctx,
         node,
+        a,
         "avg_pool2d",
-        [ctx.tensor(a["input"])],
         kernel=kernel,
         strides=_pair(a["stride"]) if a["stride"] else kernel,
         padding=(pad_h, pad_w, pad_h, pad_w),
@@ -582,10 +589,7 @@ def _avg_pool2d(ctx: _Context, node: torch.fx.Node, a: dict[str, Any]) -> Node:
 def _adaptive_avg_pool2d(ctx: _Context, node: torch.fx.Node, a: dict[str, Any]) -> Node:
     """Windows of equal size exactly when the output size divides the input's: then it is an average
     pool. (Pooling to 1x1 never gets here: PyTorch exports it as a mean.)"""
-    if _rank(a["input"]) != 4:
-        raise GraphError(node.name, _op_name(node), "only batched (NCHW) pooling is supported")
-    x = ctx.tensor(a["input"])
-    (height, width), (out_h, out_w) = x.type.shape[2:], _pair(a["output_size"])
+    (height, width), (out_h, out_w) = _shape(a["input"])[-2:], _pair(a["output_size"])
     if height % out_h or width % out_w:
         raise GraphError(
             node.name,
@@ -594,10 +598,11 @@ def _adaptive_avg_pool2d(ctx: _Context, node: torch.fx.Node, a: dict[str, Any]) 
             "of unequal sizes; only output sizes that divide the input's are supported",
         )
     kernel = (height // out_h, width // out_w)
-    return ctx.call(
+    return _pool(
+        ctx,
         node,
+        a,
         "avg_pool2d",
-        [x],
         kernel=kernel,
         strides=kernel,
         padding=(0, 0, 0, 0),

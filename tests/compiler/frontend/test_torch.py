@@ -249,6 +249,9 @@ def test_pooling():
             "avg_counting_pad": lambda x: F.avg_pool2d(x, 3, 2, 1, count_include_pad=True),
             "adaptive_global": lambda x: F.adaptive_avg_pool2d(x, 1),
             "adaptive_divisible": lambda x: F.adaptive_avg_pool2d(x, (5, 4)),
+            "unbatched_max": lambda x: F.max_pool2d(x[0], 3, 2, ceil_mode=True),
+            "unbatched_avg": lambda x: F.avg_pool2d(x[1], 2),
+            "unbatched_adaptive": lambda x: F.adaptive_avg_pool2d(x[0], (2, 3)),
         },
         randn(2, 3, 10, 12),
     )
@@ -511,12 +514,22 @@ def test_pooling_indices_are_refused():
         (lambda x: F.conv_transpose2d(x, torch.ones(2, 1, 2, 2)), (randn(1, 2, 4, 4),), "transposed"),
         (lambda x: F.conv1d(x, torch.ones(4, 2, 2)), (randn(1, 2, 5),), "only 2-D"),
         (lambda x: F.adaptive_avg_pool2d(x, (3, 2)), (randn(1, 1, 7, 4),), "unequal sizes"),
+        (lambda x: F.avg_pool2d(x, 2, divisor_override=3), (randn(1, 1, 4, 4),), "divisor_override"),
         (lambda x: x.double(), (randn(3),), "no cast operator"),
         (lambda x: x.mean(-1, dtype=torch.float64), (randn(2, 3),), "PyTorch computes"),
         (lambda x: F.pad(x, (-1, 1)), (randn(2, 3),), "negative padding"),
         (lambda x: x[:, 3:3] + 1, (randn(2, 5),), "empty"),
     ],
-    ids=["conv_transpose", "conv1d", "adaptive_uneven", "cast", "reduction_dtype", "crop", "empty_slice"],
+    ids=[
+        "conv_transpose",
+        "conv1d",
+        "adaptive_uneven",
+        "divisor_override",
+        "cast",
+        "reduction_dtype",
+        "crop",
+        "empty_slice",
+    ],
 )
 def test_unrepresentable_attributes_are_refused(fn, args, reason):
     with pytest.raises(GraphError, match=reason):
@@ -535,6 +548,8 @@ def test_side_effects_and_non_tensor_outputs_are_refused():
 
     with pytest.raises(GraphError, match="side effect"):
         from_torch(Counter(), (randn(2),))
+    with pytest.raises(GraphError, match="side effect"):
+        from_torch(Fn({"print": lambda x: torch.ops.aten._print("hello") or x}), (randn(2),))
     with pytest.raises(GraphError, match="not a tensor"):
         from_torch(Fn({"x": lambda x: x, "three": lambda x: 3}), (randn(2),))  # type: ignore[dict-item]
 
