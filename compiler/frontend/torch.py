@@ -83,6 +83,8 @@ _FIRST_OUTPUT_ONLY: dict[OpOverload, str] = {
     aten.max_pool2d_with_indices.default: "the indices",
     aten.native_layer_norm.default: "the mean and reciprocal standard deviation",
     aten._native_batch_norm_legit_no_training.default: "the saved statistics",
+    aten.max.dim: "the indices",
+    aten.min.dim: "the indices",
 }
 
 _REFUSED: dict[OpOverload, str] = {
@@ -451,6 +453,7 @@ _BINARY = {
     aten.div.Scalar: "divide",
     aten.pow.Tensor_Tensor: "power",
     aten.pow.Tensor_Scalar: "power",
+    aten.pow.Scalar: "power",
     aten.maximum.default: "maximum",
     aten.minimum.default: "minimum",
 }
@@ -459,7 +462,7 @@ _BINARY = {
 def _binary(op: str) -> Converter:
     def convert(ctx: _Context, node: torch.fx.Node, a: dict[str, Any]) -> Node:
         """`input op alpha * other`: either side may be a Python number (ATen's `1 - x` is
-        sub.Tensor(1, x)); add and sub carry alpha."""
+        sub.Tensor(1, x), `2 ** x` pow.Scalar(2, x)); add and sub carry alpha."""
         dtype = _dtype(node)
         other, alpha = a.get("other", a.get("exponent")), a.get("alpha", 1)
         if alpha != 1 and isinstance(other, torch.fx.Node):
@@ -614,16 +617,20 @@ def _adaptive_avg_pool2d(ctx: _Context, node: torch.fx.Node, a: dict[str, Any]) 
 # --- Reductions and softmax ---
 
 
-def _reduction(op: str) -> Converter:
-    def convert(ctx: _Context, node: torch.fx.Node, a: dict[str, Any]) -> Node:
-        """Reducing every axis without keepdim gives a PyTorch scalar: keep the dims, then reshape
-        to (1,), the graph's scalar shape."""
-        keepdims = bool(a["keepdim"]) or _rank(node) == 0
-        axes = _axes(a["dim"], _rank(a["input"]))
-        out = ctx.call(node, op, [ctx.tensor(a["input"])], axes=axes, keepdims=keepdims)
-        return _reshape(ctx, node, out)
+def _reduce(
+    ctx: _Context, node: torch.fx.Node, op: str, x: torch.fx.Node, dims: Sequence[int] | None, keepdim: bool
+) -> Node:
+    """Reducing every axis without keepdim gives a PyTorch scalar: keep the dims, then reshape to
+    (1,), the graph's scalar shape."""
+    rank = _rank(x)
+    axes = _axes(dims, rank)
+    scalar = not keepdim and len(axes) == rank
+    out = ctx.call(node, op, [ctx.tensor(x)], axes=axes, keepdims=bool(keepdim) or scalar)
+    return ctx.call(node, "reshape", [out], shape=(1,)) if scalar and rank > 1 else out
 
-    return convert
+
+def _reduction(op: str) -> Converter:
+    return lambda ctx, node, a: _reduce(ctx, node, op, a["input"], a["dim"], a["keepdim"])
 
 
 _REDUCTIONS = {
@@ -634,6 +641,13 @@ _REDUCTIONS = {
 }
 for _aten_op, _graph_op in _REDUCTIONS.items():
     _CONVERTERS[_aten_op] = _reduction(_graph_op)
+
+
+@_converts(aten.max.dim, aten.min.dim)
+def _max_min_dim(ctx: _Context, node: torch.fx.Node, a: dict[str, Any]) -> tuple[Node, ...]:
+    """`x.max(dim).values`: the indices are refused by the checks."""
+    op = "max" if node.target is aten.max.dim else "min"
+    return (_reduce(ctx, node, op, a["input"], [a["dim"]], a["keepdim"]),)
 
 
 @_converts(aten._softmax.default)

@@ -209,6 +209,7 @@ def test_math():
             "pow_scalar": lambda x: x**3,
             "square": torch.square,
             "pow_tensor": lambda x: (x.abs() + 0.1) ** x,
+            "pow_scalar_base": lambda x: 2.5**x,
         },
         randn(4, 1, 9),
     )
@@ -267,6 +268,9 @@ def test_reductions_and_softmax():
             "sum_all": lambda x: x.sum(),
             "amax": lambda x: x.amax(dim=(0, -1)),
             "amin": lambda x: x.amin(dim=1, keepdim=True),
+            "max_values": lambda x: x.max(-1).values,
+            "min_values": lambda x: x.min(0, keepdim=True).values,
+            "max_of_vector": lambda x: x[0, 0].max(0).values,
             "softmax": lambda x: x.softmax(1),
             "log_softmax": lambda x: F.log_softmax(x, -1),
         },
@@ -491,6 +495,16 @@ def test_training_mode_dropout_is_refused():
         "native_dropout",
         "aten.native_dropout.default",
         "training",
+    )
+
+
+def test_argmax_is_refused():
+    refuses(
+        Fn({"argmax": lambda x: x.max(1).indices * 1.0}),
+        (randn(2, 3),),
+        "getitem_1",
+        "aten.max.dim",
+        "the indices",
     )
 
 
