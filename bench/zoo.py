@@ -2,11 +2,12 @@
 the MLC course's MLP, ResNet-18, MobileNetV2, a BERT-base encoder layer and BERT's embeddings.
 
 Weights are random but deterministic (a seeded generator, forked so the caller's random state is
-untouched) and realistic in scale: convolutions and linears get Kaiming-normal weights as torchvision
-initializes them, and every BatchNorm gets running statistics measured on random images (then random
-scales and shifts), so inference-mode BatchNorm neither blows activations up nor shrinks them through
-18 layers, and folding it into convolutions is tested with statistics that are not 0 and 1. Every
-model is returned in eval mode; each `*_inputs` function gives its example inputs (batch 1).
+untouched) and realistic in scale: convolutions get Kaiming-normal weights as torchvision initializes
+them, linears normal weights of std 1/sqrt(fan_in), and every BatchNorm random scales and shifts and
+the running statistics its activations have on random images, so inference-mode BatchNorm neither
+blows activations up nor shrinks them through 18 layers, and folding it into convolutions is tested
+with statistics that are not 0 and 1. Outputs have a standard deviation between 0.5 and 5. Every model
+is returned in eval mode; each `*_inputs` function gives its example inputs (batch 1).
 """
 
 from __future__ import annotations
@@ -22,8 +23,8 @@ SEED = 0
 
 
 def _seeded_init(model: nn.Module, seed: int) -> None:
-    """Kaiming-normal weights (fan-out for convolutions, as torchvision; fan-in for linears), small
-    random biases, random LayerNorm affines; embeddings normal with std 1."""
+    """Kaiming-normal convolutions (fan-out, as torchvision), linears of std 1/sqrt(fan_in), small
+    random biases, random norm affines; embeddings normal with std 1."""
     generator = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for module in model.modules():

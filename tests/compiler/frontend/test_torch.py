@@ -72,8 +72,16 @@ def randn(*shape: int) -> torch.Tensor:
 # --- The zoo ---
 
 
+def assert_realistic(model: nn.Module, inputs: tuple[torch.Tensor, ...]) -> None:
+    """Neither saturated nor vanishing: what bench/zoo.py promises."""
+    with torch.no_grad():
+        assert 0.5 < float(model(*inputs).std()) < 5
+
+
 def test_mlp():
-    module = check(zoo.mlp(), *zoo.mlp_inputs())
+    model = zoo.mlp()
+    assert_realistic(model, zoo.mlp_inputs())
+    module = check(model, *zoo.mlp_inputs())
     assert ops(module) == {"transpose", "matmul", "add", "relu"}
 
 
@@ -84,6 +92,7 @@ def resnet18() -> nn.Module:
 
 def test_resnet18(resnet18):
     """At 224x224: importing costs the same at any size, and the reference takes a second."""
+    assert_realistic(resnet18, zoo.image_inputs(224))
     module = check(resnet18, *zoo.image_inputs(224))
     names = {c.name for c in module.constants()}
     assert {"layer1_0_conv1_weight", "layer4_1_bn2_running_var", "layer2_0_downsample_0_weight"} <= names
@@ -92,19 +101,24 @@ def test_resnet18(resnet18):
 
 
 def test_mobilenet_v2():
-    module = check(zoo.mobilenet_v2(), *zoo.image_inputs(224))
+    model = zoo.mobilenet_v2()
+    assert_realistic(model, zoo.image_inputs(224))
+    module = check(model, *zoo.image_inputs(224))
     convs = [n for n in module.nodes() if isinstance(n, Call) and n.op == "conv2d"]
     assert len([c for c in convs if c.attrs["groups"] > 1]) == 17
     assert {"clip", "mean"} <= ops(module)
 
 
 def test_transformer_encoder_layer_bert_base():
-    module = check(zoo.transformer_encoder_layer(), *zoo.transformer_inputs())
+    model = zoo.transformer_encoder_layer()
+    assert_realistic(model, zoo.transformer_inputs())
+    module = check(model, *zoo.transformer_inputs())
     assert {"matmul", "softmax", "gelu", "layer_norm"} <= ops(module)
 
 
 def test_bert_embedding_gathers_with_the_token_ids_input():
     model = zoo.bert_embedding(vocab=1000)
+    assert_realistic(model, zoo.token_inputs(vocab=1000))
     module = check(model, *zoo.token_inputs(vocab=1000))
     assert module.inputs[0].type.dtype == "int64"
     take = next(n for n in module.nodes() if isinstance(n, Call) and n.op == "take")
