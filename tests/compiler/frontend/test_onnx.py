@@ -245,6 +245,12 @@ CASES: dict[str, Case] = {
     "LayerNormalization-no-bias": Case(
         [node("LayerNormalization", ["x", "g"])], {"x": (2, 3, 5)}, {"g": weight(5)}, opset=17
     ),
+    "LayerNormalization-broadcast-scale": Case(
+        [node("LayerNormalization", ["x", "g", "b"], axis=1)],
+        {"x": (2, 3, 4)},
+        {"g": weight(1, 4), "b": weight(4)},
+        opset=17,
+    ),
     "ReduceMean": reduce_case("ReduceMean", axes=[0, -1], keepdims=0),
     "ReduceMean-all": reduce_case("ReduceMean"),
     "ReduceMax": reduce_case("ReduceMax", axes=[1]),
@@ -328,6 +334,16 @@ SHAPE_CASES: dict[str, Case] = {
         ],
         {"x": (2, 4)},
         {"zero": np.array(0, np.int64), "n": np.array(4, np.int64), "one": np.array(1, np.int64)},
+    ),
+    "gather-negative-index": Case(
+        [
+            node("Shape", ["x"], ["s"]),
+            node("Gather", ["s", "last"], ["d"]),
+            node("Reshape", ["x", "d"]),
+        ],
+        {"x": (2, 3)},
+        {"last": ints(-1, 0)},
+        declared={"y": (3, 2)},
     ),
     "squeeze-expand-shape": Case(
         [
@@ -522,6 +538,16 @@ def test_limits_refuse_a_file_before_reading_it(tmp_path: Path, monkeypatch: pyt
     monkeypatch.setattr("builtins.open", lambda *a, **k: pytest.fail("the file was opened"))
     with pytest.raises(FrontendError, match="max_bytes=10"):
         from_onnx(path, max_bytes=10)
+
+
+def test_float64_model() -> None:
+    x = helper.make_tensor_value_info("x", TensorProto.DOUBLE, (3, 2))
+    y = helper.make_tensor_value_info("y", TensorProto.DOUBLE, (3, 2))
+    w = numpy_helper.from_array(RNG.standard_normal(2), "w")
+    graph = helper.make_graph([node("Add", ["x", "w"], ["t"]), node("Tanh", ["t"])], "g", [x], [y], [w])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=10)
+    module = check_against_ort(model, {"x": RNG.standard_normal((3, 2))})
+    assert module.outputs[0].type.dtype == "float64"
 
 
 def test_initializers_listed_as_inputs_are_weights() -> None:
