@@ -1,5 +1,5 @@
-"""The graph operators: importing a module registers its operators in compiler.graph.op.OPS."""
+"""The graph operators: importing this package registers every operator in `compiler.graph.op.OPS`."""
 
-from compiler.graph.ops import elementwise, transform
+from compiler.graph.ops import elementwise, linalg, nn, reduce, transform
 
-__all__ = ["elementwise", "transform"]
+__all__ = ["elementwise", "linalg", "nn", "reduce", "transform"]
