@@ -17,7 +17,8 @@ import torch
 from onnx import TensorProto, helper, numpy_helper
 
 from compiler.frontend import FrontendError, from_onnx
-from compiler.graph import GraphError, Module, run_reference
+from compiler.graph import Call, GraphError, Module, run_reference
+from compiler.graph.passes import fold_batch_norm, fold_constants
 
 INT64_MAX = np.iinfo(np.int64).max
 RNG = np.random.default_rng(0)
@@ -430,6 +431,22 @@ def test_torch_convnet(folding: bool) -> None:
     ops = {n.op_type for n in model.graph.node}
     assert ("BatchNormalization" in ops) != folding  # torch folds it into the conv itself
     check_against_ort(model, {"x": x.numpy()})
+
+
+def test_graph_passes_fold_what_the_frontend_leaves_to_them() -> None:
+    """Weight arithmetic (bias reshapes, Gemm's transposed weight) is left to constant folding, and
+    batch norm after a conv is in the form its folding pass recognizes."""
+    x = torch.randn(2, 3, 7, 8)
+    model = export(ConvNet(), x, 13, do_constant_folding=False)
+    module = check_against_ort(model, {"x": x.numpy()})
+    assert {"batch_norm", "transpose"} <= {c.op for c in module.calls() if isinstance(c, Call)}
+    folded = fold_constants(fold_batch_norm(fold_constants(module)))
+    ops = [c.op for c in folded.calls() if isinstance(c, Call)]
+    assert ops == ["conv2d", "add", "relu", "max_pool2d", "reshape", "matmul", "add"]
+    expected = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(
+        None, {"x": x.numpy()}
+    )
+    np.testing.assert_allclose(run_reference(folded, [x.numpy()])[0], expected[0], rtol=1e-4, atol=1e-4)
 
 
 @pytest.mark.parametrize("opset", [13, 17])
