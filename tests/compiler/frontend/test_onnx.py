@@ -609,6 +609,14 @@ REFUSED = {
         Case([node("Dropout", ["x"], ["y", "mask"])], {"x": (2, 3)}, outputs=("y", "mask")),
         "output mask",
     ),
+    "dropout-training": (
+        Case(
+            [node("Dropout", ["x", "r", "t"])],
+            {"x": (2, 3)},
+            {"r": np.array(0.5, np.float32), "t": np.array(True)},
+        ),
+        "training_mode=1",
+    ),
     "layernorm-mean": (
         Case(
             [node("LayerNormalization", ["x", "g"], ["y", "mean"])],
