@@ -93,16 +93,15 @@ def _run(args: argparse.Namespace, console: Console) -> int:
     tuned = sum(s.origin == "tuned" for s in model.sources)
     console.print(
         f"built {len(model.sources)} kernels ({tuned} tuned, {len(model.sources) - tuned} default) "
-        f"in {time.perf_counter() - start:.1f} s; intermediates {model.peak_bytes / 1e6:.1f} MB "
-        f"(unplanned {model.plan.total_bytes / 1e6:.1f} MB)"
+        f"in {time.perf_counter() - start:.1f} s; intermediates {model.peak_bytes / 1e6:.3f} MB "
+        f"(unplanned {model.plan.total_bytes / 1e6:.3f} MB)"
     )
     ours = latencies(lambda: model(*inputs), args.repeat)
     rows = [("tensor-tuner", ours)]
-    reference = _reference_runner(args.model, module, inputs)
-    if reference is not None:
-        name, run = reference
-        time.sleep(0.3)  # the other runtime's idle threads spin for a while after its last call
-        rows.append((name, latencies(run, args.repeat)))
+    name, run = _reference_runner(args.model, inputs)
+    error = _max_error(model(*inputs), run())
+    time.sleep(0.3)  # the other runtime's idle threads spin for a while after its last call
+    rows.append((name, latencies(run, args.repeat)))
     table = Table(title=f"{Path(args.model).name}: latency of one forward pass ({args.repeat} runs)")
     for column in ("runtime", "median ms", "min ms", "max ms", "vs tensor-tuner"):
         table.add_column(column, justify="left" if column == "runtime" else "right")
@@ -116,7 +115,18 @@ def _run(args: argparse.Namespace, console: Console) -> int:
             f"{ratio:.2f}x",
         )
     Console().print(table)
+    console.print(
+        f"largest difference from {name}'s outputs, relative to their largest magnitude: {error:.1e}"
+    )
     return 0
+
+
+def _max_error(ours: Sequence[np.ndarray], theirs: object) -> float:
+    expected = [np.asarray(t) for t in (theirs if isinstance(theirs, (list, tuple)) else [theirs])]
+    return max(
+        float(np.max(np.abs(o - e.reshape(o.shape))) / (np.max(np.abs(e)) + 1e-30))
+        for o, e in zip(ours, expected)
+    )
 
 
 def latencies(run: Callable[[], object], repeat: int) -> list[float]:
@@ -154,10 +164,9 @@ def _inputs(module: Module, files: Sequence[str], rng: np.random.Generator) -> l
     return out
 
 
-def _reference_runner(
-    path: str, module: Module, inputs: list[np.ndarray]
-) -> tuple[str, Callable[[], object]] | None:
-    """ONNX Runtime for an ONNX file (all graph optimizations, as many threads as ours)."""
+def _reference_runner(path: str, inputs: list[np.ndarray]) -> tuple[str, Callable[[], object]]:
+    """ONNX Runtime for an ONNX file (all graph optimizations, as many threads as ours), the exported
+    program itself for a .pt2 file."""
     if Path(path).suffix == ".pt2":
         import torch
 
@@ -166,7 +175,8 @@ def _reference_runner(
 
         def run_torch() -> object:
             with torch.no_grad():
-                return program(*args)
+                out = program(*args)
+            return [t.numpy() for t in out] if isinstance(out, (list, tuple)) else out.numpy()
 
         return "PyTorch eager (exported program)", run_torch
     import onnxruntime as ort

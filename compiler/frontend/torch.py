@@ -25,10 +25,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-import torch
-from torch.export import ExportedProgram
-from torch.export.graph_signature import InputKind, InputSpec, OutputKind
-from torch.fx.operator_schemas import normalize_function
+
+try:
+    import torch
+    from torch.export import ExportedProgram
+    from torch.export.graph_signature import InputKind, InputSpec, OutputKind
+    from torch.fx.operator_schemas import normalize_function
+except ImportError as e:  # pragma: no cover - the models extra is installed wherever tests run
+    raise ImportError("from_torch needs the torch package: pip install 'tensor-tuner[models]'") from e
 
 from compiler.graph.builder import GraphBuilder
 from compiler.graph.ir import FLOAT_DTYPES, INDEX_DTYPES, Constant, GraphError, Module, Node, TensorType

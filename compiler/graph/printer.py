@@ -4,6 +4,8 @@ style), the weights as named constants, and every PrimFunc the module holds afte
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from compiler.graph.ir import Call, CallTIR, Constant, Input, Module, Node
 from compiler.printer import script
 
@@ -21,7 +23,7 @@ def module_script(module: Module) -> str:
     lines += [f"    {n.name} = {_call_text(n)}" for n in nodes if not isinstance(n, (Input, Constant))]
     lines.append(f"    return ({', '.join(o.name for o in module.outputs)},)")
     for name, func in module.funcs.items():
-        lines += ["", f"# {name}", script(func)]
+        lines += ["", script(replace(func, name=name))]
     return "\n".join(lines)
 
 

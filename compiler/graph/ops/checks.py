@@ -1,72 +1,127 @@
-"""What the operators' type rules check again and again: float arguments of one dtype, and attributes
-of the declared kind; each refuses with the reason (OpError) and returns the checked value."""
+"""What the operators' type rules check: every operator declares exactly its attributes and their
+kinds (a schema), checked in one place before its type rule runs, and the argument checks the type
+rules share. Each refusal is an OpError that names what it refuses and why."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import functools
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TypeGuard
 
 from compiler.graph.ir import FLOAT_DTYPES, Attrs, AttrValue, TensorType
-from compiler.graph.op import OpError, check
+from compiler.graph.op import Compute, Flops, InferType, OpDef, Pattern, Reference, check, register
 
 
-def float_args(args: Sequence[TensorType], count: int) -> Sequence[TensorType]:
-    """`count` float tensors of one dtype."""
-    check(len(args) == count, f"takes {count} argument(s), got {len(args)}")
-    dtypes = sorted({a.dtype for a in args})
-    check(all(d in FLOAT_DTYPES for d in dtypes), f"needs float tensors {FLOAT_DTYPES}, got {dtypes}")
-    check(len(dtypes) == 1, f"the arguments must share one dtype, got {dtypes}")
-    return args
+@dataclass(frozen=True)
+class Kind:
+    """What an attribute's value must be, and how a refusal says it."""
+
+    what: str
+    accepts: Callable[[AttrValue], bool]
 
 
-def _get(attrs: Attrs, key: str) -> AttrValue:
-    check(key in attrs, f"missing attribute {key!r}")
-    return attrs[key]
+def _is_int(v: object) -> TypeGuard[int]:
+    return isinstance(v, int) and not isinstance(v, bool)
 
 
-def _is_int(value: object) -> TypeGuard[int]:
-    return isinstance(value, int) and not isinstance(value, bool)
+def _is_number(v: AttrValue) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
-def _int_tuple(value: AttrValue) -> tuple[int, ...] | None:
-    if not isinstance(value, tuple):
-        return None
-    out = tuple(v for v in value if _is_int(v))
-    return out if len(out) == len(value) else None
+def _is_ints(v: AttrValue) -> TypeGuard[tuple[int, ...]]:
+    return isinstance(v, tuple) and all(_is_int(e) for e in v)
 
 
-def ints(attrs: Attrs, key: str, length: int, minimum: int) -> tuple[int, ...]:
-    """A tuple of `length` ints, each >= minimum."""
-    value = _int_tuple(_get(attrs, key))
-    if value is None or len(value) != length or any(v < minimum for v in value):
-        raise OpError(f"{key} must be {length} ints >= {minimum}, got {attrs[key]!r}")
-    return value
+FLOAT = Kind("a number", _is_number)
+OPTIONAL_FLOAT = Kind("a number or None", lambda v: v is None or _is_number(v))
+INT = Kind("an int", _is_int)
+BOOL = Kind("a bool", lambda v: isinstance(v, bool))
+INTS = Kind("a tuple of ints", _is_ints)
 
 
-def integer(attrs: Attrs, key: str, minimum: int) -> int:
-    value = _get(attrs, key)
-    if not _is_int(value) or value < minimum:
-        raise OpError(f"{key} must be an int >= {minimum}, got {value!r}")
-    return value
+def one_of(*choices: str) -> Kind:
+    return Kind(" or ".join(repr(c) for c in choices), lambda v: v in choices)
 
 
-def flag(attrs: Attrs, key: str) -> bool:
-    value = _get(attrs, key)
-    if not isinstance(value, bool):
-        raise OpError(f"{key} must be a bool, got {value!r}")
-    return value
+def at_least(minimum: int) -> Kind:
+    """An int >= minimum."""
+    return Kind(f"an int >= {minimum}", lambda v: _is_int(v) and v >= minimum)
 
 
-def number(attrs: Attrs, key: str) -> float:
-    value = _get(attrs, key)
-    if not isinstance(value, (int, float)) or isinstance(value, bool):
-        raise OpError(f"{key} must be a number, got {value!r}")
-    return float(value)
+def ints(length: int, minimum: int) -> Kind:
+    """A tuple of `length` ints, each >= minimum (strides, paddings, kernel sizes)."""
+    return Kind(
+        f"{length} ints >= {minimum}",
+        lambda v: _is_ints(v) and len(v) == length and all(e >= minimum for e in v),
+    )
 
 
-def axes(attrs: Attrs, key: str, rank: int) -> tuple[int, ...]:
+Schema = Mapping[str, Kind]
+
+
+def check_attrs(attrs: Attrs, schema: Schema) -> None:
+    """Exactly the attributes of `schema`, each of its kind: the frontends normalize every attribute,
+    so a missing or extra one is a frontend bug to report, not a default to guess."""
+    for key in schema:
+        check(key in attrs, f"missing attribute {key!r} (takes {sorted(schema)})")
+    for key in sorted(attrs):
+        check(key in schema, f"unexpected attribute {key!r} (takes {sorted(schema)})")
+    for key, kind in schema.items():
+        check(kind.accepts(attrs[key]), f"attribute {key}={attrs[key]!r} must be {kind.what}")
+
+
+def register_op(
+    name: str,
+    pattern: Pattern,
+    schema: Schema,
+    infer_type: InferType,
+    compute: Compute,
+    reference: Reference,
+    flops: Flops,
+) -> OpDef:
+    """Register an operator whose type rule `infer_type` runs once its attributes match `schema`
+    (so it reads them unchecked, with `attr_int` and friends)."""
+
+    @functools.wraps(infer_type)
+    def checked(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
+        check_attrs(attrs, schema)
+        return infer_type(types, attrs)
+
+    return register(OpDef(name, pattern, checked, compute, reference, flops))
+
+
+def float_args(types: Sequence[TensorType], count: int | None) -> Sequence[TensorType]:
+    """`count` arguments (at least one when None), all float of one dtype; returns them."""
+    if count is None:
+        check(len(types) >= 1, "takes at least one argument, got none")
+    else:
+        check(len(types) == count, f"takes {count} argument(s), got {len(types)}")
+    for k, t in enumerate(types):
+        check(t.dtype in FLOAT_DTYPES, f"argument {k} has dtype {t.dtype}; expected float32 or float64")
+    dtypes = sorted({t.dtype for t in types})
+    check(len(dtypes) == 1, f"arguments mix dtypes {dtypes}")
+    return types
+
+
+def check_axis(axis: int, rank: int) -> None:
+    check(0 <= axis < rank, f"axis {axis} is out of range for rank {rank}")
+
+
+def check_axes(axes: tuple[int, ...], rank: int) -> None:
     """Axes of a rank-`rank` tensor: at least one, sorted, unique, each in [0, rank)."""
-    value = _int_tuple(_get(attrs, key))
-    if not value or list(value) != sorted(set(value)) or value[0] < 0 or value[-1] >= rank:
-        raise OpError(f"{key} must be sorted unique axes in [0, {rank}), got {attrs[key]!r}")
-    return value
+    check(
+        bool(axes) and list(axes) == sorted(set(axes)) and axes[0] >= 0 and axes[-1] < rank,
+        f"axes {axes} must be sorted unique axes in [0, {rank})",
+    )
+
+
+def broadcast_shape(a: Sequence[int], b: Sequence[int]) -> tuple[int, ...]:
+    """numpy's broadcasting: align trailing axes; each pair is equal or has a 1."""
+    rank = max(len(a), len(b))
+    pa, pb = (1,) * (rank - len(a)) + tuple(a), (1,) * (rank - len(b)) + tuple(b)
+    check(
+        all(x == y or 1 in (x, y) for x, y in zip(pa, pb)),
+        f"shapes {tuple(a)} and {tuple(b)} do not broadcast",
+    )
+    return tuple(max(x, y) for x, y in zip(pa, pb))

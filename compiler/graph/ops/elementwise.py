@@ -10,18 +10,17 @@ import numpy as np
 
 from compiler import te
 from compiler.graph.ir import Attrs, TensorType
-from compiler.graph.op import OpDef, Pattern, attr_float, check, register
-from compiler.graph.ops.common import (
+from compiler.graph.op import Pattern, attr_float, check
+from compiler.graph.ops.checks import (
     FLOAT,
     OPTIONAL_FLOAT,
     Kind,
-    broadcast_load,
     broadcast_shape,
-    check_attrs,
-    compute,
     float_args,
     one_of,
+    register_op,
 )
+from compiler.graph.ops.indexing import broadcast_load, compute
 from compiler.ir import Expr
 from compiler.ops import Op
 
@@ -34,9 +33,8 @@ def _unary(name: str, te_fn: TeFn, np_fn: NpFn, flops: Callable[[Attrs], int], *
     """Register an elementwise op of one float tensor; `flops` counts per element."""
 
     def infer_type(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
-        float_args(types, 1)
-        check_attrs(attrs, schema)
-        return types[0]
+        (x,) = float_args(types, 1)
+        return x
 
     def compute_(inputs: Sequence[te.Tensor], attrs: Attrs, out: str) -> te.Tensor:
         (x,) = inputs
@@ -49,7 +47,7 @@ def _unary(name: str, te_fn: TeFn, np_fn: NpFn, flops: Callable[[Attrs], int], *
     def count(types: Sequence[TensorType], out: TensorType, attrs: Attrs) -> int:
         return out.size * flops(attrs)
 
-    register(OpDef(name, Pattern.ELEMWISE, infer_type, compute_, reference, count))
+    register_op(name, Pattern.ELEMWISE, schema, infer_type, compute_, reference, count)
 
 
 def _per_element(n: int) -> Callable[[Attrs], int]:
@@ -144,9 +142,8 @@ _unary(
 
 def _binary(name: str, te_fn: Callable[[Expr, Expr], Expr], np_fn: Callable[..., np.ndarray]) -> None:
     def infer_type(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
-        dtype = float_args(types, 2)
-        check_attrs(attrs, {})
-        return TensorType(broadcast_shape(types[0].shape, types[1].shape), dtype)
+        a, b = float_args(types, 2)
+        return TensorType(broadcast_shape(a.shape, b.shape), a.dtype)
 
     def compute_(inputs: Sequence[te.Tensor], attrs: Attrs, out: str) -> te.Tensor:
         a, b = inputs
@@ -160,7 +157,7 @@ def _binary(name: str, te_fn: Callable[[Expr, Expr], Expr], np_fn: Callable[...,
     def count(types: Sequence[TensorType], out: TensorType, attrs: Attrs) -> int:
         return out.size
 
-    register(OpDef(name, Pattern.BROADCAST, infer_type, compute_, reference, count))
+    register_op(name, Pattern.BROADCAST, {}, infer_type, compute_, reference, count)
 
 
 _BINARY: Mapping[str, tuple[Callable[[Expr, Expr], Expr], Callable[..., np.ndarray]]] = {
@@ -177,10 +174,8 @@ for _name, (_te_fn, _np_fn) in _BINARY.items():
 
 
 def _batch_norm_type(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
-    float_args(types, 5)
-    check_attrs(attrs, {"epsilon": FLOAT})
+    x, *_ = float_args(types, 5)
     check(attr_float(attrs, "epsilon") >= 0, f"epsilon {attrs['epsilon']} is negative")
-    x = types[0]
     check(len(x.shape) >= 2, f"x has shape {x.shape}; expected (N, C, ...)")
     channels = (x.shape[1],)
     for what, t in zip(("scale", "bias", "mean", "var"), types[1:]):
@@ -206,13 +201,12 @@ def _batch_norm_reference(arrays: Sequence[np.ndarray], attrs: Attrs) -> np.ndar
     return (x - mean) / np.sqrt(var + attr_float(attrs, "epsilon")) * scale + bias
 
 
-register(
-    OpDef(
-        "batch_norm",
-        Pattern.BROADCAST,
-        _batch_norm_type,
-        _batch_norm_compute,
-        _batch_norm_reference,
-        lambda types, out, attrs: 6 * out.size,  # as the compute does: sub, add, sqrt, div, mul, add
-    )
+register_op(
+    "batch_norm",
+    Pattern.BROADCAST,
+    {"epsilon": FLOAT},
+    _batch_norm_type,
+    _batch_norm_compute,
+    _batch_norm_reference,
+    lambda types, out, attrs: 6 * out.size,  # as the compute does: sub, add, sqrt, div, mul, add
 )

@@ -9,8 +9,8 @@ import numpy as np
 
 from compiler import te, topi
 from compiler.graph.ir import Attrs, TensorType
-from compiler.graph.op import OpDef, OpError, Pattern, check, register
-from compiler.graph.ops.checks import float_args
+from compiler.graph.op import OpError, Pattern, check
+from compiler.graph.ops.checks import float_args, register_op
 
 
 def _matmul_type(args: Sequence[TensorType], attrs: Attrs) -> TensorType:
@@ -39,4 +39,4 @@ def _matmul_flops(args: Sequence[TensorType], out: TensorType, attrs: Attrs) -> 
     return 2 * out.size * args[0].shape[-1]
 
 
-register(OpDef("matmul", Pattern.ANCHOR, _matmul_type, _matmul_compute, _matmul_reference, _matmul_flops))
+register_op("matmul", Pattern.ANCHOR, {}, _matmul_type, _matmul_compute, _matmul_reference, _matmul_flops)

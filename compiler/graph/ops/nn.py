@@ -13,8 +13,8 @@ from numpy.lib.stride_tricks import sliding_window_view
 
 from compiler import te, topi
 from compiler.graph.ir import Attrs, TensorType
-from compiler.graph.op import OpDef, Pattern, attr_int, attr_ints, check, register
-from compiler.graph.ops.checks import flag, float_args, integer, ints
+from compiler.graph.op import Pattern, attr_int, attr_ints, check
+from compiler.graph.ops.checks import BOOL, at_least, float_args, ints, register_op
 from compiler.ir import Expr
 
 
@@ -23,8 +23,7 @@ def _conv2d_type(args: Sequence[TensorType], attrs: Attrs) -> TensorType:
     check(
         len(x.shape) == 4 and len(w.shape) == 4, f"needs x NCHW and w KCRS (rank 4), got {x.shape}, {w.shape}"
     )
-    (sh, sw), (top, left, bottom, right) = ints(attrs, "strides", 2, 1), ints(attrs, "padding", 4, 0)
-    (dh, dw), groups = ints(attrs, "dilation", 2, 1), integer(attrs, "groups", 1)
+    (sh, sw), (top, left, bottom, right), (dh, dw), groups = _conv_attrs(attrs)
     (N, C, H, W), (K, cg, R, S) = x.shape, w.shape
     check(C % groups == 0 and K % groups == 0, f"groups={groups} must divide the channels C={C} and K={K}")
     check(
@@ -60,7 +59,10 @@ def _conv2d_flops(args: Sequence[TensorType], out: TensorType, attrs: Attrs) -> 
     return 2 * out.size * math.prod(args[1].shape[1:])  # one multiply-add per tap per output
 
 
-register(OpDef("conv2d", Pattern.ANCHOR, _conv2d_type, _conv2d_compute, _conv2d_reference, _conv2d_flops))
+_CONV2D = {"strides": ints(2, 1), "padding": ints(4, 0), "dilation": ints(2, 1), "groups": at_least(1)}
+register_op(
+    "conv2d", Pattern.ANCHOR, _CONV2D, _conv2d_type, _conv2d_compute, _conv2d_reference, _conv2d_flops
+)
 
 
 @dataclass(frozen=True)
@@ -113,9 +115,6 @@ def _windows(attrs: Attrs, shape: Sequence[int], dilation: tuple[int, ...]) -> t
 def _pool_type(args: Sequence[TensorType], attrs: Attrs, dilation: tuple[int, ...]) -> TensorType:
     (x,) = float_args(args, 1)
     check(len(x.shape) == 4, f"needs an NCHW tensor (rank 4), got shape {x.shape}")
-    for key, length, minimum in (("kernel", 2, 1), ("strides", 2, 1), ("padding", 4, 0)):
-        ints(attrs, key, length, minimum)
-    flag(attrs, "ceil_mode")
     h, w = _windows(attrs, x.shape, dilation)
     for axis, win in (("H", h), ("W", w)):
         padded = win.size + win.before + win.after
@@ -147,7 +146,7 @@ def _pool_flops(args: Sequence[TensorType], out: TensorType, attrs: Attrs) -> in
 
 
 def _max_pool_type(args: Sequence[TensorType], attrs: Attrs) -> TensorType:
-    return _pool_type(args, attrs, ints(attrs, "dilation", 2, 1))
+    return _pool_type(args, attrs, attr_ints(attrs, "dilation"))
 
 
 def _max_pool_compute(inputs: Sequence[te.Tensor], attrs: Attrs, name: str) -> te.Tensor:
@@ -171,15 +170,19 @@ def _max_pool_reference(inputs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarra
     return _padded_windows(data, h, w, -np.inf).max(axis=(-2, -1))
 
 
-register(
-    OpDef(
-        "max_pool2d", Pattern.REDUCTION, _max_pool_type, _max_pool_compute, _max_pool_reference, _pool_flops
-    )
+_POOL = {"kernel": ints(2, 1), "strides": ints(2, 1), "padding": ints(4, 0), "ceil_mode": BOOL}
+register_op(
+    "max_pool2d",
+    Pattern.REDUCTION,
+    {**_POOL, "dilation": ints(2, 1)},
+    _max_pool_type,
+    _max_pool_compute,
+    _max_pool_reference,
+    _pool_flops,
 )
 
 
 def _avg_pool_type(args: Sequence[TensorType], attrs: Attrs) -> TensorType:
-    flag(attrs, "count_include_pad")
     return _pool_type(args, attrs, (1, 1))
 
 
@@ -233,8 +236,12 @@ def _counts(win: _Window, include_pad: bool) -> np.ndarray:
     return sliding_window_view(mask, win.span)[:: win.stride][: win.out].sum(axis=1)
 
 
-register(
-    OpDef(
-        "avg_pool2d", Pattern.REDUCTION, _avg_pool_type, _avg_pool_compute, _avg_pool_reference, _pool_flops
-    )
+register_op(
+    "avg_pool2d",
+    Pattern.REDUCTION,
+    {**_POOL, "count_include_pad": BOOL},
+    _avg_pool_type,
+    _avg_pool_compute,
+    _avg_pool_reference,
+    _pool_flops,
 )

@@ -10,8 +10,8 @@ import numpy as np
 
 from compiler import te, topi
 from compiler.graph.ir import Attrs, TensorType
-from compiler.graph.op import OpDef, Pattern, attr_float, attr_int, attr_ints, check, register
-from compiler.graph.ops.checks import axes, flag, float_args, integer, number
+from compiler.graph.op import Pattern, attr_float, attr_int, attr_ints, check
+from compiler.graph.ops.checks import BOOL, FLOAT, INT, INTS, check_axes, check_axis, float_args, register_op
 from compiler.ir import Expr
 
 NumpyReduce = Callable[..., np.ndarray]
@@ -20,15 +20,19 @@ NumpyReduce = Callable[..., np.ndarray]
 def _reduce_type(args: Sequence[TensorType], attrs: Attrs) -> TensorType:
     """Reducing every axis without keepdims gives shape (1,): the graph level has no rank-0 tensors."""
     (x,) = float_args(args, 1)
-    reduced = axes(attrs, "axes", len(x.shape))
-    return TensorType(topi.reduced_shape(x.shape, reduced, flag(attrs, "keepdims")), x.dtype)
+    reduced, keepdims = _axes_keepdims(attrs)
+    check_axes(reduced, len(x.shape))
+    return TensorType(topi.reduced_shape(x.shape, reduced, keepdims), x.dtype)
 
 
 def _axes_keepdims(attrs: Attrs) -> tuple[tuple[int, ...], bool]:
     return attr_ints(attrs, "axes"), bool(attrs["keepdims"])
 
 
-def _reduction(name: str, combine: topi.Combine, numpy: NumpyReduce) -> OpDef:
+_REDUCE = {"axes": INTS, "keepdims": BOOL}
+
+
+def _reduction(name: str, combine: topi.Combine, numpy: NumpyReduce) -> None:
     def compute(inputs: Sequence[te.Tensor], attrs: Attrs, out: str) -> te.Tensor:
         return topi.reduce(inputs[0], *_axes_keepdims(attrs), combine, out)
 
@@ -37,7 +41,7 @@ def _reduction(name: str, combine: topi.Combine, numpy: NumpyReduce) -> OpDef:
         shape = topi.reduced_shape(inputs[0].shape, reduced, keepdims)
         return numpy(inputs[0], axis=reduced, keepdims=keepdims).reshape(shape)
 
-    return OpDef(name, Pattern.REDUCTION, _reduce_type, compute, reference, _input_size)
+    register_op(name, Pattern.REDUCTION, _REDUCE, _reduce_type, compute, reference, _input_size)
 
 
 def _input_size(args: Sequence[TensorType], out: TensorType, attrs: Attrs) -> int:
@@ -45,7 +49,7 @@ def _input_size(args: Sequence[TensorType], out: TensorType, attrs: Attrs) -> in
 
 
 for _name, _combine, _numpy in (("sum", te.sum, np.sum), ("max", te.max, np.max), ("min", te.min, np.min)):
-    register(_reduction(_name, _combine, _numpy))
+    _reduction(_name, _combine, _numpy)
 
 
 def _mean_compute(inputs: Sequence[te.Tensor], attrs: Attrs, name: str) -> te.Tensor:
@@ -67,13 +71,12 @@ def _mean_flops(args: Sequence[TensorType], out: TensorType, attrs: Attrs) -> in
     return args[0].size + out.size
 
 
-register(OpDef("mean", Pattern.REDUCTION, _reduce_type, _mean_compute, _mean_reference, _mean_flops))
+register_op("mean", Pattern.REDUCTION, _REDUCE, _reduce_type, _mean_compute, _mean_reference, _mean_flops)
 
 
 def _softmax_type(args: Sequence[TensorType], attrs: Attrs) -> TensorType:
     (x,) = float_args(args, 1)
-    axis = integer(attrs, "axis", 0)
-    check(axis < len(x.shape), f"axis {axis} is out of range for shape {x.shape}")
+    check_axis(attr_int(attrs, "axis"), len(x.shape))
     return x
 
 
@@ -90,10 +93,14 @@ def _softmax_reference(inputs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray
     return topi.softmax_numpy(inputs[0], attr_int(attrs, "axis"))
 
 
-register(
-    OpDef(
-        "softmax", Pattern.REDUCTION, _softmax_type, _softmax_compute, _softmax_reference, _five_per_element
-    )
+register_op(
+    "softmax",
+    Pattern.REDUCTION,
+    {"axis": INT},
+    _softmax_type,
+    _softmax_compute,
+    _softmax_reference,
+    _five_per_element,
 )
 
 
@@ -118,27 +125,26 @@ def _log_softmax_reference(inputs: Sequence[np.ndarray], attrs: Attrs) -> np.nda
     return shifted - np.log(np.exp(shifted).sum(axis=axis, keepdims=True))
 
 
-register(
-    OpDef(
-        "log_softmax",
-        Pattern.REDUCTION,
-        _softmax_type,
-        _log_softmax_compute,
-        _log_softmax_reference,
-        _five_per_element,
-    )
+register_op(
+    "log_softmax",
+    Pattern.REDUCTION,
+    {"axis": INT},
+    _softmax_type,
+    _log_softmax_compute,
+    _log_softmax_reference,
+    _five_per_element,
 )
 
 
 def _layer_norm_type(args: Sequence[TensorType], attrs: Attrs) -> TensorType:
     x, gamma, beta = float_args(args, 3)
     rank = len(x.shape)
-    normalized = axes(attrs, "axes", rank)
+    normalized = attr_ints(attrs, "axes")
+    check_axes(normalized, rank)
     check(
         normalized == tuple(range(rank - len(normalized), rank)),
         f"axes {normalized} must be the trailing axes",
     )
-    number(attrs, "epsilon")
     want = tuple(x.shape[a] for a in normalized)
     check(
         gamma.shape == want and beta.shape == want,
@@ -183,13 +189,12 @@ def _layer_norm_reference(inputs: Sequence[np.ndarray], attrs: Attrs) -> np.ndar
     return centered / np.sqrt(variance + eps) * gamma + beta
 
 
-register(
-    OpDef(
-        "layer_norm",
-        Pattern.REDUCTION,
-        _layer_norm_type,
-        _layer_norm_compute,
-        _layer_norm_reference,
-        _five_per_element,
-    )
+register_op(
+    "layer_norm",
+    Pattern.REDUCTION,
+    {"axes": INTS, "epsilon": FLOAT},
+    _layer_norm_type,
+    _layer_norm_compute,
+    _layer_norm_reference,
+    _five_per_element,
 )

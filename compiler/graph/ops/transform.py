@@ -13,40 +13,14 @@ import numpy as np
 
 from compiler import te
 from compiler.graph.ir import INDEX_DTYPES, Attrs, TensorType
-from compiler.graph.op import (
-    Compute,
-    InferType,
-    OpDef,
-    Pattern,
-    Reference,
-    attr_float,
-    attr_int,
-    attr_ints,
-    check,
-    register,
-)
-from compiler.graph.ops.common import (
-    FLOAT,
-    INT,
-    INTS,
-    Kind,
-    broadcast_load,
-    check_attrs,
-    check_axis,
-    compute,
-    float_args,
-)
+from compiler.graph.op import Compute, InferType, Pattern, Reference, attr_float, attr_int, attr_ints, check
+from compiler.graph.ops.checks import FLOAT, INT, INTS, Schema, check_axis, float_args, register_op
+from compiler.graph.ops.indexing import broadcast_load, compute
 from compiler.ir import Expr, const
 
 
-def _injective(name: str, schema: dict[str, Kind], infer: InferType, comp: Compute, ref: Reference) -> None:
-    """Register an injective op whose type rule `infer` runs after its attributes are checked."""
-
-    def infer_type(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
-        check_attrs(attrs, schema)
-        return infer(types, attrs)
-
-    register(OpDef(name, Pattern.INJECTIVE, infer_type, comp, ref, lambda types, out, attrs: 0))
+def _injective(name: str, schema: Schema, infer: InferType, comp: Compute, ref: Reference) -> None:
+    register_op(name, Pattern.INJECTIVE, schema, infer, comp, ref, lambda types, out, attrs: 0)
 
 
 def _shape_attr(attrs: Attrs, key: str) -> tuple[int, ...]:
@@ -123,8 +97,7 @@ _injective("reshape", {"shape": INTS}, _reshape_type, _reshape_compute, _reshape
 
 
 def _transpose_type(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
-    float_args(types, 1)
-    (x,) = types
+    (x,) = float_args(types, 1)
     axes = attr_ints(attrs, "axes")
     check(
         sorted(axes) == list(range(len(x.shape))),
@@ -153,7 +126,7 @@ _injective(
 
 
 def _concat_type(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
-    dtype = float_args(types, None)
+    dtype = float_args(types, None)[0].dtype
     axis = attr_int(attrs, "axis")
     first = types[0].shape
     check_axis(axis, len(first))
@@ -199,8 +172,7 @@ _injective(
 
 
 def _slice_type(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
-    float_args(types, 1)
-    (x,) = types
+    (x,) = float_args(types, 1)
     begin, end, strides = (attr_ints(attrs, k) for k in ("begin", "end", "strides"))
     rank = len(x.shape)
     check(
@@ -244,8 +216,7 @@ def _pads(attrs: Attrs, rank: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
 
 
 def _pad_type(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
-    float_args(types, 1)
-    (x,) = types
+    (x,) = float_args(types, 1)
     pads = attr_ints(attrs, "pads")
     rank = len(x.shape)
     check(len(pads) == 2 * rank, f"pads {pads} must have 2 * rank = {2 * rank} entries")
@@ -319,8 +290,7 @@ _injective(
 
 
 def _broadcast_to_type(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
-    float_args(types, 1)
-    (x,) = types
+    (x,) = float_args(types, 1)
     shape = _shape_attr(attrs, "shape")
     tail = shape[len(shape) - len(x.shape) :]
     check(

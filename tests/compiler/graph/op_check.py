@@ -1,20 +1,25 @@
-"""Checks every graph operator test makes: the type rule through a checked call (GraphError on a
-refusal), and the te compute, built and run (unscheduled, or as a schedule-space sample), against the
-operator's numpy reference."""
+"""Checks every graph operator test makes: the type rule through a checked call (a refusal is a
+GraphError naming the node, the op and the reason), the numpy reference against the framework's
+result, and the te compute, built and run (unscheduled, or as a schedule-space sample), against the
+reference."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
+import pytest
+import torch
 
 from compiler import Schedule, Target, build, te
-from compiler.graph import OPS, Attrs, Input, TensorType
+from compiler.graph import OPS, Attrs, GraphBuilder, GraphError, Input, TensorType, run_reference
 from compiler.graph.op import call
 from compiler.ir import PrimFunc
 from tuner.search.space import SpaceConfig, rule_space
 
 Shapes = Sequence[tuple[int, ...]]
+Expected = Callable[..., np.ndarray]
 
 
 def random_inputs(shapes: Shapes, seed: int = 0, dtype: str = "float32") -> list[np.ndarray]:
@@ -29,11 +34,30 @@ def infer(op: str, shapes: Shapes, attrs: Mapping[str, object], dtypes: Sequence
     return call("out", op, args, attrs).type
 
 
+def check_refused(
+    op: str, args: Sequence[tuple[tuple[int, ...], str]], attrs: Mapping[str, object], reason: str
+) -> None:
+    """The type rule refuses `op` on arguments of these (shape, dtype) with a GraphError that names
+    the node and the op and says `reason` (a regular expression)."""
+    b = GraphBuilder()
+    nodes = [b.input(f"x{k}", shape, dtype) for k, (shape, dtype) in enumerate(args)]
+    with pytest.raises(GraphError, match=reason) as info:
+        b.call_attrs(op, nodes, attrs, name="bad")
+    assert (info.value.node, info.value.op) == ("bad", op)
+
+
 def prim_func(op: str, arrays: Sequence[np.ndarray], attrs: Mapping[str, object]) -> PrimFunc:
-    """The operator's te compute over placeholders shaped like `arrays`, as a PrimFunc."""
+    """The operator's te compute over placeholders shaped like `arrays`, as a PrimFunc whose output
+    has the type the type rule infers."""
     inputs = [te.placeholder(a.shape, str(a.dtype), f"in{k}") for k, a in enumerate(arrays)]
     out = OPS[op].compute(inputs, Attrs.of(attrs), "out")
+    want = infer(op, [a.shape for a in arrays], attrs, [str(a.dtype) for a in arrays])
+    assert (out.name, out.shape, out.dtype) == ("out", want.shape, want.dtype)
     return te.create_prim_func([*inputs, out])
+
+
+def _tolerance(dtype: np.dtype) -> dict[str, float]:
+    return {"rtol": 1e-5, "atol": 1e-6} if dtype == np.float32 else {"rtol": 1e-10, "atol": 1e-10}
 
 
 def assert_compiles_to_reference(
@@ -45,9 +69,30 @@ def assert_compiles_to_reference(
     assert want.shape == infer(op, [a.shape for a in arrays], attrs, [str(a.dtype) for a in arrays]).shape
     got = np.full(want.shape, np.nan, want.dtype)
     build(func or prim_func(op, arrays, attrs), Target.host(), listings=False)(*arrays, got)
-    tol = 1e-4 if want.dtype == np.float32 else 1e-10
-    np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
+    np.testing.assert_allclose(got, want, **_tolerance(want.dtype))
     return want
+
+
+def case(op: str, inputs: Sequence[np.ndarray], expected: Expected, id: str, **attrs: object) -> Any:
+    """A pytest parameter for `check_op`: `op` with `attrs` on `inputs` must give `expected(*inputs)`."""
+    return pytest.param(op, list(inputs), attrs, expected, id=f"{op}-{id}")
+
+
+def with_torch(fn: Callable[..., torch.Tensor]) -> Expected:
+    """The expectation computed by PyTorch on the same arrays."""
+    return lambda *arrays: fn(*(torch.from_numpy(a) for a in arrays)).numpy()
+
+
+def check_op(op: str, inputs: Sequence[np.ndarray], attrs: Mapping[str, object], expected: Expected) -> None:
+    """The reference of a one-node module agrees with the framework's `expected` (shape included),
+    and the compiled compute with the reference."""
+    b = GraphBuilder()
+    node = b.call_attrs(op, [b.input(f"x{k}", a.shape, str(a.dtype)) for k, a in enumerate(inputs)], attrs)
+    (ref,) = run_reference(b.module([node]), inputs)
+    want = expected(*inputs)
+    assert want.shape == node.type.shape, "the type rule's shape is the framework's"
+    np.testing.assert_allclose(ref, want, rtol=1e-5, atol=1e-6)
+    assert_compiles_to_reference(op, inputs, attrs)
 
 
 def assert_schedules(
@@ -66,3 +111,8 @@ def assert_schedules(
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4, err_msg=f"seed {seed}")
         samples.append(sch)
     return samples
+
+
+def owned_ops(module: str) -> set[str]:
+    """The operators a module of compiler.graph.ops registers."""
+    return {name for name, d in OPS.items() if d.infer_type.__module__ == module}

@@ -8,7 +8,7 @@ import torch.nn.functional as F
 
 from compiler.graph import OPS, Pattern
 from compiler.graph.ir import Attrs, TensorType
-from tests.compiler.graph.opcase import case, check_op, check_refused, owned_ops, with_torch
+from tests.compiler.graph.op_check import case, check_op, check_refused, owned_ops, with_torch
 
 rng = np.random.default_rng(0)
 
@@ -178,11 +178,16 @@ F32, F64, I32 = "float32", "float64", "int32"
     [
         ("relu", [((3,), I32)], {}, "argument 0 has dtype int32"),
         ("relu", [((3,), F32), ((3,), F32)], {}, "takes 1 argument"),
-        ("exp", [((3,), F32)], {"alpha": 1.0}, r"takes attributes \[\], got \['alpha'\]"),
-        ("gelu", [((3,), F32)], {"approximate": "fast"}, "approximate='fast' must be 'none' or 'tanh'"),
-        ("leaky_relu", [((3,), F32)], {}, r"takes attributes \['alpha'\]"),
-        ("leaky_relu", [((3,), F32)], {"alpha": True}, "alpha=True must be a number"),
-        ("clip", [((3,), F32)], {"min": "0", "max": None}, "min='0' must be a number or None"),
+        ("exp", [((3,), F32)], {"alpha": 1.0}, r"unexpected attribute 'alpha' \(takes \[\]\)"),
+        (
+            "gelu",
+            [((3,), F32)],
+            {"approximate": "fast"},
+            "attribute approximate='fast' must be 'none' or 'tanh'",
+        ),
+        ("leaky_relu", [((3,), F32)], {}, r"missing attribute 'alpha' \(takes \['alpha'\]\)"),
+        ("leaky_relu", [((3,), F32)], {"alpha": True}, "attribute alpha=True must be a number"),
+        ("clip", [((3,), F32)], {"min": "0", "max": None}, "attribute min='0' must be a number or None"),
         ("add", [((2, 3), F32), ((4,), F32)], {}, r"shapes \(2, 3\) and \(4,\) do not broadcast"),
         ("add", [((2, 3), F32), ((2, 3), F64)], {}, "arguments mix dtypes"),
         ("power", [((2, 3), I32), ((2, 3), I32)], {}, "dtype int32"),

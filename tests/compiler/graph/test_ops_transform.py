@@ -9,7 +9,7 @@ import torch.nn.functional as F
 from compiler.graph import OPS, Pattern
 from compiler.graph.ir import Attrs, TensorType
 from compiler.graph.ops.transform import reshape_groups
-from tests.compiler.graph.opcase import case, check_op, check_refused, owned_ops, with_torch
+from tests.compiler.graph.op_check import case, check_op, check_refused, owned_ops, with_torch
 
 rng = np.random.default_rng(0)
 
@@ -166,7 +166,7 @@ F32, F64, I64 = "float32", "float64", "int64"
         ),
         ("reshape", [((3, 5), F32)], {"shape": (15, 0)}, "must be positive sizes"),
         ("reshape", [((3, 5), I64)], {"shape": (15,)}, "argument 0 has dtype int64"),
-        ("reshape", [((3, 5), F32)], {"shape": 15}, "shape=15 must be a tuple of ints"),
+        ("reshape", [((3, 5), F32)], {"shape": 15}, "attribute shape=15 must be a tuple of ints"),
         ("transpose", [((3, 5, 7), F32)], {"axes": (0, 2, 2)}, r"axes \(0, 2, 2\) are not a permutation"),
         ("transpose", [((3, 5, 7), F32)], {"axes": (1, 0)}, "not a permutation of the 3 axes"),
         ("concat", [], {"axis": 0}, "takes at least one argument"),
@@ -185,7 +185,12 @@ F32, F64, I64 = "float32", "float64", "int64"
         ("slice", [((3, 5), F32)], {"begin": (0, 0), "end": (3, 5), "strides": (1, 0)}, "stride 0"),
         ("pad", [((3, 5), F32)], {"pads": (1, 1), "value": 0.0}, "must have 2 \\* rank = 4 entries"),
         ("pad", [((3, 5), F32)], {"pads": (1, -1, 0, 0), "value": 0.0}, "must be non-negative"),
-        ("pad", [((3, 5), F32)], {"pads": (1, 1, 0, 0)}, r"takes attributes \['pads', 'value'\]"),
+        (
+            "pad",
+            [((3, 5), F32)],
+            {"pads": (1, 1, 0, 0)},
+            r"missing attribute 'value' \(takes \['pads', 'value'\]\)",
+        ),
         ("take", [((3, 5), F32), ((2,), F32)], {"axis": 0}, "indices have dtype float32"),
         ("take", [((3, 5), F32), ((2,), I64)], {"axis": 2}, "axis 2 is out of range"),
         ("take", [((3, 5), I64), ((2,), I64)], {"axis": 0}, "argument 0 has dtype int64"),

@@ -1,0 +1,129 @@
+"""Untuned models end to end: each zoo model imported from PyTorch, optimized and built with the
+default schedules, timed at batch 1 on this machine's cores against PyTorch eager and ONNX Runtime
+(all graph optimizations) in one run; then where our time goes, kernel by kernel.
+
+    python -m bench model_latency
+"""
+
+from __future__ import annotations
+
+import io
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from compiler import frontend, graph
+from compiler.graph import CompiledModel
+from runner.hardware import host_hardware
+
+
+@dataclass(frozen=True)
+class ZooModel:
+    name: str
+    make: Callable[[], object]
+    inputs: Callable[[], tuple]
+
+
+def zoo_models() -> list[ZooModel]:
+    from bench import zoo
+
+    return [
+        ZooModel("mlp", zoo.mlp, zoo.mlp_inputs),
+        ZooModel("resnet18", zoo.resnet18, zoo.image_inputs),
+        ZooModel("mobilenet_v2", zoo.mobilenet_v2, zoo.image_inputs),
+        ZooModel("bert_layer", zoo.transformer_encoder_layer, zoo.transformer_inputs),
+    ]
+
+
+def median_ms(run: Callable[[], object], repeat: int) -> tuple[float, float, float]:
+    """(median, min, max) milliseconds of `repeat` calls after two warm-up calls."""
+    run()
+    run()
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        run()
+        times.append((time.perf_counter() - start) * 1e3)
+    return statistics.median(times), min(times), max(times)
+
+
+def onnx_session(model: object, args: tuple, threads: int) -> Callable[[], object]:
+    import onnxruntime as ort
+    import torch
+
+    buffer = io.BytesIO()
+    torch.onnx.export(model, args, buffer, dynamo=False, opset_version=17)
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    session = ort.InferenceSession(buffer.getvalue(), options, providers=["CPUExecutionProvider"])
+    feed = {i.name: a.numpy() for i, a in zip(session.get_inputs(), args)}
+    return lambda: session.run(None, feed)
+
+
+def kernel_table(model: CompiledModel, inputs: list[np.ndarray], top: int = 8) -> None:
+    """The kernels that take the most time (median of one call, times its calls per pass)."""
+    per_func: dict[str, list[float]] = {}
+    gflop: dict[str, float] = {}
+    for step, secs in model.profile(*inputs, repeat=3, min_secs=0.01):
+        per_func.setdefault(step.func, []).append(secs)
+    for node in model.module.nodes():
+        if isinstance(node, graph.CallTIR):
+            gflop[node.func] = node.flops / 1e9
+    total = sum(sum(v) for v in per_func.values())
+    print(f"    kernels: {len(model.steps)} calls of {len(per_func)} functions, sum {total * 1e3:.2f} ms")
+    print(f"    {'function':44s} {'calls':>5s} {'ms':>8s} {'share':>6s} {'GFLOPS':>7s}")
+    for func, times in sorted(per_func.items(), key=lambda kv: -sum(kv[1]))[:top]:
+        rate = gflop[func] / statistics.median(times) if gflop[func] else 0.0
+        spent = sum(times)
+        print(f"    {func[:44]:44s} {len(times):5d} {spent * 1e3:8.3f} {spent / total:6.1%} {rate:7.1f}")
+
+
+def measure(entry: ZooModel, repeat: int, threads: int) -> None:
+    import torch
+
+    torch.set_num_threads(threads)
+    model, args = entry.make(), entry.inputs()
+    start = time.perf_counter()
+    module = graph.optimize(frontend.from_torch(model, args))
+    compiled = graph.build(module)
+    build_secs = time.perf_counter() - start
+    inputs = [a.numpy() for a in args]
+    with torch.no_grad():
+        expected = model(*args).numpy()
+    (got,) = compiled(*inputs)
+    error = float(np.max(np.abs(got - expected)) / (np.max(np.abs(expected)) + 1e-12))
+    ours = median_ms(lambda: compiled(*inputs), repeat)
+    time.sleep(0.3)
+
+    def eager() -> object:
+        with torch.no_grad():
+            return model(*args)
+
+    theirs = median_ms(eager, repeat)
+    time.sleep(0.3)
+    ort = median_ms(onnx_session(model, args, threads), repeat)
+    time.sleep(0.3)
+    print(
+        f"{entry.name}: ours {ours[0]:.2f} ms [{ours[1]:.2f}-{ours[2]:.2f}], PyTorch {theirs[0]:.2f} ms "
+        f"[{theirs[1]:.2f}-{theirs[2]:.2f}], ONNX Runtime {ort[0]:.2f} ms [{ort[1]:.2f}-{ort[2]:.2f}] -> "
+        f"{theirs[0] / ours[0]:.2f}x PyTorch, {ort[0] / ours[0]:.2f}x ORT (above 1: we are faster)"
+    )
+    print(
+        f"    built in {build_secs:.1f} s; max relative error vs PyTorch {error:.1e}; intermediates "
+        f"{compiled.peak_bytes / 1e6:.2f} MB planned vs {compiled.plan.total_bytes / 1e6:.2f} MB unplanned"
+    )
+    kernel_table(compiled, inputs)
+
+
+def main(names: list[str] | None = None, repeat: int = 20) -> None:
+    threads = host_hardware().target.cores
+    for entry in zoo_models():
+        if not names or entry.name in names:
+            measure(entry, repeat, threads)
+
+
+__all__ = ["main"]

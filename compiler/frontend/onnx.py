@@ -1,0 +1,945 @@
+"""Import an ONNX model (opsets 13 to 21) into a graph module, one converter per ONNX operator.
+
+Every input shape is static, so the shape computations exporters emit (Shape, Gather, Unsqueeze,
+Concat feeding a Reshape) are compile-time constants: the importer computes them with numpy while it
+converts, and only tensors that depend on the model's inputs become graph calls. Weights stay
+constants of the graph; arithmetic on them is left to the constant-folding pass.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from functools import reduce
+from typing import Any, TypeAlias
+
+import numpy as np
+
+try:
+    import onnx
+    from google.protobuf.message import DecodeError
+    from onnx import external_data_helper, helper, numpy_helper
+except ImportError as e:  # pragma: no cover - the models extra is installed wherever tests run
+    raise ImportError("from_onnx needs the onnx package: pip install 'tensor-tuner[models]'") from e
+
+from compiler.frontend import DEFAULT_MAX_BYTES, DEFAULT_MAX_NODES, FrontendError
+from compiler.graph import Constant, GraphBuilder, GraphError, Module, Node
+
+MIN_OPSET, MAX_OPSET = 13, 21
+
+# A tensor while importing: a numpy array when it is known at compile time (weights, constants and
+# everything computed from them and from shapes), else the graph node that computes it.
+Value: TypeAlias = "np.ndarray | Node"
+
+
+def from_onnx(
+    model: str | os.PathLike[str] | bytes | onnx.ModelProto,
+    *,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    max_nodes: int = DEFAULT_MAX_NODES,
+) -> Module:
+    """The graph module that computes what `model` (a path, its serialized bytes or a ModelProto)
+    computes. A model that cannot be read is a FrontendError; one the graph level cannot represent
+    (an unsupported operator or attribute, a dynamic dimension) is a GraphError naming the node."""
+    proto = _load(model, max_bytes)
+    opset = _check(proto, max_nodes)
+    return _Importer(proto, opset).run()
+
+
+def _load(model: str | os.PathLike[str] | bytes | onnx.ModelProto, max_bytes: int) -> onnx.ModelProto:
+    """Parse the model, refusing it by size first so that an oversized file is never read."""
+    if isinstance(model, onnx.ModelProto):
+        _check_size(model.ByteSize(), max_bytes)
+        return model
+    if isinstance(model, (str, os.PathLike)):
+        _check_size(os.path.getsize(model), max_bytes)
+        with open(model, "rb") as f:
+            data = f.read()
+    elif isinstance(model, (bytes, bytearray, memoryview)):
+        data = bytes(model)
+    else:
+        raise TypeError(f"from_onnx takes a path, bytes or an onnx.ModelProto, not {type(model).__name__}")
+    _check_size(len(data), max_bytes)
+    try:
+        return onnx.load_model_from_string(data)
+    except DecodeError as e:
+        raise FrontendError(f"not an ONNX model (truncated or not a ModelProto): {e}") from None
+
+
+def _check_size(size: int, max_bytes: int) -> None:
+    if size > max_bytes:
+        raise FrontendError(f"the model is {size} bytes, more than max_bytes={max_bytes}")
+
+
+def _check(model: onnx.ModelProto, max_nodes: int) -> int:
+    """The model's ai.onnx opset, after the checks that need no conversion: size, opset, operators
+    (before the checker, so that it never walks a graph we would refuse), the ONNX checker."""
+    graph = model.graph
+    if len(graph.node) > max_nodes:
+        raise FrontendError(f"the model has {len(graph.node)} nodes, more than max_nodes={max_nodes}")
+    opsets = [o.version for o in model.opset_import if o.domain in ("", "ai.onnx")]
+    if not opsets:
+        raise FrontendError("the model imports no ai.onnx opset")
+    if not MIN_OPSET <= opsets[0] <= MAX_OPSET:
+        raise FrontendError(
+            f"opset {opsets[0]} is not supported: from_onnx reads opsets {MIN_OPSET} to {MAX_OPSET} "
+            "(onnx.version_converter.convert_version can convert a model)"
+        )
+    for i, node in enumerate(graph.node):
+        if node.domain not in ("", "ai.onnx") or node.op_type not in CONVERTERS:
+            op = f"{node.domain}.{node.op_type}" if node.domain not in ("", "ai.onnx") else node.op_type
+            supported = ", ".join(sorted(CONVERTERS))
+            raise GraphError(_label(node, i), op, f"unsupported operator; supported: {supported}")
+    for tensor in _tensors(graph):
+        if external_data_helper.uses_external_data(tensor):
+            raise FrontendError(
+                f"tensor {tensor.name!r} keeps its data in an external file, which from_onnx does not read"
+            )
+    try:
+        onnx.checker.check_model(model)
+    except onnx.checker.ValidationError as e:
+        raise FrontendError(f"invalid ONNX model: {e}") from None
+    return opsets[0]
+
+
+def _tensors(graph: onnx.GraphProto) -> list[onnx.TensorProto]:
+    """The initializers and the tensors of Constant nodes: every weight the model carries."""
+    constants = [a.t for n in graph.node if n.op_type == "Constant" for a in n.attribute if a.name == "value"]
+    return [*graph.initializer, *constants]
+
+
+def _label(node: onnx.NodeProto, index: int) -> str:
+    """How errors name a node: its name, else its first output, else its position."""
+    return node.name or next((o for o in node.output if o), f"{node.op_type}#{index}")
+
+
+def _inferred_ranks(model: onnx.ModelProto) -> dict[str, int]:
+    """The ranks ONNX's shape inference gives the model's tensors: a cross-check of the conversion,
+    and how rank-0 tensors (which the graph level holds as shape (1,)) are told from rank-1 ones.
+    Only ranks: its sizes are not always ONNX Runtime's (a ceil_mode pool whose last window would
+    start in the padding has one more column by ONNX's inference, not by the runtime or PyTorch)."""
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model, data_prop=True)
+    except (onnx.shape_inference.InferenceError, onnx.checker.ValidationError) as e:
+        raise FrontendError(f"ONNX shape inference failed: {e}") from None
+    return {
+        info.name: len(info.type.tensor_type.shape.dim)
+        for info in [*inferred.graph.value_info, *inferred.graph.output]
+        if info.type.tensor_type.HasField("shape")
+    }
+
+
+class _Importer:
+    """Converts the nodes in order, mapping every ONNX tensor name to its value."""
+
+    def __init__(self, model: onnx.ModelProto, opset: int) -> None:
+        self.graph = model.graph
+        self.opset = opset
+        self.builder = GraphBuilder()
+        self.values: dict[str, Value] = {}
+        self.constants: dict[str, Constant] = {}
+        # Rank-0 tensors computed at run time, held as nodes of shape (1,).
+        self.scalars: set[str] = set()
+        self.ranks = _inferred_ranks(model)
+        # For each tensor, the nodes that read it: (label, op_type, input position).
+        self.consumers: dict[str, list[tuple[str, str, int]]] = {}
+        for i, node in enumerate(self.graph.node):
+            for k, name in enumerate(node.input):
+                self.consumers.setdefault(name, []).append((_label(node, i), node.op_type, k))
+        self.outputs = {o.name for o in self.graph.output}
+
+    def run(self) -> Module:
+        if self.graph.sparse_initializer:
+            raise FrontendError("sparse initializers are not supported")
+        for tensor in self.graph.initializer:
+            self.values[tensor.name] = numpy_helper.to_array(tensor)
+        for info in self.graph.input:
+            if info.name not in self.values:
+                self.values[info.name] = self._input(info)
+        for i, node in enumerate(self.graph.node):
+            self._convert(node, _label(node, i))
+        outputs = [self.node_of(o.name) for o in self.graph.output]
+        return self.builder.module(outputs)
+
+    def _input(self, info: onnx.ValueInfoProto) -> Node:
+        name = info.name
+        if not info.type.HasField("tensor_type") or not info.type.tensor_type.HasField("shape"):
+            raise GraphError(name, "input", "a model input must be a tensor of known shape")
+        tensor = info.type.tensor_type
+        for i, dim in enumerate(tensor.shape.dim):
+            if not (dim.HasField("dim_value") and dim.dim_value > 0):
+                size = repr(dim.dim_param) if dim.HasField("dim_param") else "unknown"
+                raise GraphError(
+                    name,
+                    "input",
+                    f"dimension {i} is {size}: every input dimension must be a static size "
+                    "(fix it before import, e.g. with onnxruntime.tools.make_dynamic_shape_fixed)",
+                )
+        if not tensor.shape.dim:
+            raise GraphError(name, "input", "rank-0 inputs are not supported")
+        dtype = str(helper.tensor_dtype_to_np_dtype(tensor.elem_type))
+        if np.dtype(dtype).kind in "iu":
+            self._check_index_input(name, dtype)
+        return self.builder.input(name, [d.dim_value for d in tensor.shape.dim], dtype)
+
+    def _check_index_input(self, name: str, dtype: str) -> None:
+        """An integer input computes nothing at the graph level: it may only select rows (token ids)."""
+        if name in self.outputs:
+            raise GraphError(name, "input", f"{dtype} input is a model output; integer tensors are indices")
+        for label, op_type, k in self.consumers.get(name, []):
+            if (op_type, k) != ("Gather", 1):
+                raise GraphError(
+                    name,
+                    "input",
+                    f"{dtype} input is used as data by node {label!r} ({op_type}): "
+                    "integer inputs may only be Gather indices (token ids)",
+                )
+
+    def _convert(self, proto: onnx.NodeProto, label: str) -> None:
+        op = _Op(self, proto, label, [self.values[n] if n else None for n in proto.input])
+        fold = FOLDS.get(proto.op_type)
+        outs: list[Value]
+        try:
+            if fold is not None and op.foldable():
+                outs = [np.asarray(v) for v in fold(op)]  # numpy makes scalars of rank-0 results
+            else:
+                outs = list(CONVERTERS[proto.op_type](op))
+        except GraphError as e:
+            if e.node == label:
+                raise
+            raise GraphError(label, proto.op_type, f"{e.op} {e.node!r}: {e.reason}") from None
+        except (ValueError, IndexError) as e:  # numpy refusing a folded computation
+            raise GraphError(label, proto.op_type, str(e)) from None
+        for k, name in enumerate(proto.output):
+            if k < len(outs):
+                self._bind(op, name, outs[k])
+            elif name and (name in self.consumers or name in self.outputs):
+                raise op.fail(f"output {_output_name(proto, self.opset, k)} ({name!r}) is not supported")
+
+    def _bind(self, op: _Op, name: str, value: Value) -> None:
+        """Record an output, checked against ONNX's shape inference where it knows the rank."""
+        shape = value.shape if isinstance(value, np.ndarray) else value.type.shape
+        rank = self.ranks.get(name)
+        if rank == 0 and shape == (1,) and isinstance(value, Node):
+            self.scalars.add(name)
+        elif rank is not None and rank != len(shape):
+            raise op.fail(f"output {name!r} has shape {shape}, but ONNX infers rank {rank}")
+        self.values[name] = value
+
+    def node_of(self, name: str) -> Node:
+        """The graph node of tensor `name`; a compile-time value becomes a constant (once)."""
+        value = self.values[name]
+        if isinstance(value, Node):
+            return value
+        if name not in self.constants:
+            self.constants[name] = self.builder.constant(name, value)
+        return self.constants[name]
+
+
+def _output_name(proto: onnx.NodeProto, opset: int, k: int) -> str:
+    """The schema's name of output `k` (Indices, mask, Mean, ...), for errors."""
+    outputs = onnx.defs.get_schema(proto.op_type, opset).outputs
+    return outputs[min(k, len(outputs) - 1)].name
+
+
+@dataclass
+class _Op:
+    """One ONNX node while it converts: its attributes, its inputs as values, ways to make nodes."""
+
+    importer: _Importer
+    proto: onnx.NodeProto
+    label: str
+    inputs: list[Value | None]
+    attrs: dict[str, Any] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.attrs = {a.name: _attribute(a) for a in self.proto.attribute}
+
+    @property
+    def opset(self) -> int:
+        return self.importer.opset
+
+    def attr(self, name: str, default: Any = None) -> Any:
+        return self.attrs.get(name, default)
+
+    def fail(self, reason: str) -> GraphError:
+        return GraphError(self.label, self.proto.op_type, reason)
+
+    def has(self, i: int) -> bool:
+        return i < len(self.inputs) and self.inputs[i] is not None
+
+    def value(self, i: int) -> Value:
+        value = self.inputs[i] if i < len(self.inputs) else None
+        if value is None:
+            raise self.fail(f"input {i} is required")
+        return value
+
+    def node(self, i: int) -> Node:
+        self.value(i)
+        return self.importer.node_of(self.proto.input[i])
+
+    def static(self, i: int) -> np.ndarray:
+        value = self.value(i)
+        if not isinstance(value, np.ndarray):
+            raise self.fail(
+                f"input {i} ({self.proto.input[i]!r}) must be a compile-time constant, "
+                "but it depends on the model's inputs"
+            )
+        return value
+
+    def ints(self, i: int) -> list[int]:
+        return [int(v) for v in self.static(i).reshape(-1)]
+
+    def scalar(self, i: int) -> float:
+        array = self.static(i)
+        if array.size != 1:
+            raise self.fail(f"input {i} must hold one value, got shape {array.shape}")
+        return float(array.reshape(-1)[0])
+
+    def shape(self, i: int) -> tuple[int, ...]:
+        """The ONNX shape of input `i` (rank 0 for run-time scalars held as shape (1,))."""
+        value = self.value(i)
+        if isinstance(value, np.ndarray):
+            return tuple(value.shape)
+        return () if self.proto.input[i] in self.importer.scalars else value.type.shape
+
+    def dtype(self, i: int) -> str:
+        value = self.value(i)
+        return str(value.dtype) if isinstance(value, np.ndarray) else value.type.dtype
+
+    def foldable(self) -> bool:
+        """Whether numpy computes this node now: every input is known and none is a float tensor
+        (float arithmetic on weights is left to the graph's constant folding)."""
+        values = [v for v in self.inputs if v is not None]
+        return all(isinstance(v, np.ndarray) and v.dtype.kind not in "fc" for v in values)
+
+    def call(self, op: str, args: Sequence[Node], **attrs: object) -> Node:
+        return self.importer.builder.call(op, args, name=self.hint(), **attrs)
+
+    def const(self, data: np.ndarray) -> Constant:
+        return self.importer.builder.constant(self.hint(), data)
+
+    def hint(self) -> str:
+        return next((o for o in self.proto.output if o), self.label)
+
+    def axis(self, axis: int, rank: int) -> int:
+        if not -rank <= axis < rank:
+            raise self.fail(f"axis {axis} is out of range for rank {rank}")
+        return axis % rank
+
+    def reshape(self, x: Node, shape: Sequence[int]) -> Node:
+        """`x` as `shape`; a rank-0 shape is held as (1,)."""
+        target = tuple(shape) or (1,)
+        return x if x.type.shape == target else self.call("reshape", [x], shape=target)
+
+
+def _attribute(attribute: onnx.AttributeProto) -> Any:
+    value = helper.get_attribute_value(attribute)
+    if isinstance(value, bytes):
+        return value.decode()
+    return value
+
+
+Converter = Callable[[_Op], Sequence[Value]]
+Fold = Callable[[_Op], Sequence[np.ndarray]]
+
+
+# Elementwise and broadcasting operators.
+
+
+def _unary(graph_op: str) -> Converter:
+    return lambda op: [op.call(graph_op, [op.node(0)])]
+
+
+def _binary(graph_op: str) -> Converter:
+    return lambda op: [op.call(graph_op, [op.node(0), op.node(1)])]
+
+
+def _variadic(graph_op: str) -> Converter:
+    """Max and Min take one or more inputs."""
+    return lambda op: [
+        reduce(lambda a, b: op.call(graph_op, [a, b]), [op.node(i) for i in range(len(op.inputs))])
+    ]
+
+
+def _pow(op: _Op) -> list[Value]:
+    """The exponent may be an integer tensor (ONNX's T2); as a constant it takes the base's type."""
+    exponent = op.value(1)
+    if isinstance(exponent, np.ndarray) and str(exponent.dtype) != op.dtype(0):
+        return [op.call("power", [op.node(0), op.const(exponent.astype(op.dtype(0)))])]
+    return [op.call("power", [op.node(0), op.node(1)])]
+
+
+def _clip(op: _Op) -> list[Value]:
+    low = op.scalar(1) if op.has(1) else None
+    high = op.scalar(2) if op.has(2) else None
+    return [op.call("clip", [op.node(0)], min=low, max=high)]
+
+
+def _hard_sigmoid(op: _Op) -> list[Value]:
+    alpha, beta = float(op.attr("alpha", 0.2)), float(op.attr("beta", 0.5))
+    return [op.call("hardsigmoid", [op.node(0)], alpha=alpha, beta=beta)]
+
+
+def _leaky_relu(op: _Op) -> list[Value]:
+    return [op.call("leaky_relu", [op.node(0)], alpha=float(op.attr("alpha", 0.01)))]
+
+
+def _gelu(op: _Op) -> list[Value]:
+    return [op.call("gelu", [op.node(0)], approximate=op.attr("approximate", "none"))]
+
+
+def _identity(op: _Op) -> list[Value]:
+    return [op.value(0)]
+
+
+def _dropout(op: _Op) -> list[Value]:
+    """Inference: the identity (the mask output is refused if used)."""
+    if op.has(2) and bool(op.static(2).reshape(-1)[0]):
+        raise op.fail("training_mode=1 is not supported (inference only)")
+    return [op.value(0)]
+
+
+def _cast(op: _Op) -> list[Value]:
+    """The graph level has no cast: constants convert now, a run-time cast must keep its dtype."""
+    target = helper.tensor_dtype_to_np_dtype(op.attr("to"))
+    value = op.value(0)
+    if isinstance(value, np.ndarray):
+        return [value.astype(target)]
+    if target != np.dtype(value.type.dtype):
+        raise op.fail(f"a cast of a run-time {value.type.dtype} tensor to {target} is not supported")
+    return [value]
+
+
+# Convolution, normalization, pooling.
+
+
+def _same_pads(
+    op: _Op, spatial: Sequence[int], kernel: Sequence[int], strides: Sequence[int], dilations: Sequence[int]
+) -> tuple[int, ...]:
+    """Explicit (top, left, bottom, right) padding for auto_pad, as the ONNX spec computes it."""
+    auto_pad = op.attr("auto_pad", "NOTSET")
+    if auto_pad == "NOTSET":
+        pads = tuple(op.attr("pads", [0] * 2 * len(spatial)))
+        if len(pads) != 2 * len(spatial):
+            raise op.fail(f"pads {pads} must have {2 * len(spatial)} entries")
+        return pads
+    if auto_pad == "VALID":
+        return (0,) * 2 * len(spatial)
+    if auto_pad not in ("SAME_UPPER", "SAME_LOWER"):
+        raise op.fail(f"auto_pad {auto_pad!r} is not supported")
+    begins, ends = [], []
+    for size, k, s, d in zip(spatial, kernel, strides, dilations):
+        total = max(0, (math.ceil(size / s) - 1) * s + (k - 1) * d + 1 - size)
+        small, large = total // 2, total - total // 2
+        begins.append(small if auto_pad == "SAME_UPPER" else large)
+        ends.append(large if auto_pad == "SAME_UPPER" else small)
+    return (*begins, *ends)
+
+
+def _window(op: _Op, kernel: Sequence[int]) -> dict[str, tuple[int, ...]]:
+    """Strides, dilation and padding of a 2-D conv or pool over input 0 (NCHW)."""
+    shape = op.shape(0)
+    if len(shape) != 4:
+        raise op.fail(f"only 2-D windows over NCHW inputs are supported, got input shape {shape}")
+    strides = tuple(op.attr("strides", [1, 1]))
+    dilation = tuple(op.attr("dilations", [1, 1]))
+    padding = _same_pads(op, shape[2:], kernel, strides, dilation)
+    return {"strides": strides, "dilation": dilation, "padding": padding}
+
+
+def _conv(op: _Op) -> list[Value]:
+    x, w = op.node(0), op.node(1)
+    kernel = w.type.shape[2:]
+    if tuple(op.attr("kernel_shape", kernel)) != kernel:
+        raise op.fail(f"kernel_shape {op.attr('kernel_shape')} differs from the weight's {kernel}")
+    y = op.call("conv2d", [x, w], groups=int(op.attr("group", 1)), **_window(op, kernel))
+    if op.has(2):
+        bias = op.reshape(op.node(2), (w.type.shape[0], 1, 1))
+        y = op.call("add", [y, bias])
+    return [y]
+
+
+def _batch_norm(op: _Op) -> list[Value]:
+    if op.attr("training_mode", 0):
+        raise op.fail("training_mode=1 is not supported (inference only)")
+    args = [op.node(i) for i in range(5)]
+    return [op.call("batch_norm", args, epsilon=float(op.attr("epsilon", 1e-5)))]
+
+
+def _pool_kernel(op: _Op) -> tuple[int, ...]:
+    kernel = op.attr("kernel_shape")
+    if kernel is None:
+        raise op.fail("kernel_shape is required")
+    return tuple(kernel)
+
+
+def _max_pool(op: _Op) -> list[Value]:
+    kernel = _pool_kernel(op)
+    window = _window(op, kernel)
+    ceil_mode = bool(op.attr("ceil_mode", 0))
+    return [op.call("max_pool2d", [op.node(0)], kernel=kernel, ceil_mode=ceil_mode, **window)]
+
+
+def _average_pool(op: _Op) -> list[Value]:
+    kernel = _pool_kernel(op)
+    window = _window(op, kernel)
+    if window.pop("dilation") != (1, 1):
+        raise op.fail("dilated average pooling is not supported")
+    return [
+        op.call(
+            "avg_pool2d",
+            [op.node(0)],
+            kernel=kernel,
+            ceil_mode=bool(op.attr("ceil_mode", 0)),
+            count_include_pad=bool(op.attr("count_include_pad", 0)),
+            **window,
+        )
+    ]
+
+
+def _global_pool(graph_op: str) -> Converter:
+    """Global pooling reduces every spatial axis, keeping them as size 1."""
+
+    def convert(op: _Op) -> list[Value]:
+        axes = tuple(range(2, len(op.shape(0))))
+        return [op.call(graph_op, [op.node(0)], axes=axes, keepdims=True)]
+
+    return convert
+
+
+def _layer_norm(op: _Op) -> list[Value]:
+    x = op.node(0)
+    rank = len(op.shape(0))
+    axis = op.axis(int(op.attr("axis", -1)), rank)
+    normalized = op.shape(0)[axis:]
+    gamma = op.node(1)
+    if gamma.type.shape != normalized:
+        gamma = op.call("broadcast_to", [gamma], shape=normalized)
+    beta = op.node(2) if op.has(2) else op.const(np.zeros(normalized, x.type.dtype))
+    if beta.type.shape != normalized:
+        beta = op.call("broadcast_to", [beta], shape=normalized)
+    axes = tuple(range(axis, rank))
+    return [op.call("layer_norm", [x, gamma, beta], axes=axes, epsilon=float(op.attr("epsilon", 1e-5)))]
+
+
+# Linear algebra and softmax.
+
+
+def _gemm(op: _Op) -> list[Value]:
+    """alpha * A' @ B' + beta * C, with transposes and scales as graph calls (folded later when A, B or C
+    are weights)."""
+    a, b = op.node(0), op.node(1)
+    if op.attr("transA", 0):
+        a = op.call("transpose", [a], axes=(1, 0))
+    if op.attr("transB", 0):
+        b = op.call("transpose", [b], axes=(1, 0))
+    y = op.call("matmul", [a, b])
+    alpha, beta = float(op.attr("alpha", 1.0)), float(op.attr("beta", 1.0))
+    if alpha != 1.0:
+        y = op.call("multiply", [y, op.const(np.array(alpha, y.type.dtype))])
+    if op.has(2):
+        c = op.node(2)
+        if beta != 1.0:
+            c = op.call("multiply", [c, op.const(np.array(beta, c.type.dtype))])
+        y = op.call("add", [y, c])
+    return [y]
+
+
+def _matmul(op: _Op) -> list[Value]:
+    """numpy's matmul: a rank-1 operand is a matrix of one row (left) or column (right) whose axis
+    the result drops."""
+    a, b = op.node(0), op.node(1)
+    a_shape, b_shape = op.shape(0), op.shape(1)
+    if len(a_shape) == 1:
+        a = op.reshape(a, (1, *a_shape))
+    if len(b_shape) == 1:
+        b = op.reshape(b, (*b_shape, 1))
+    y = op.call("matmul", [a, b])
+    shape = list(y.type.shape)
+    if len(b_shape) == 1:
+        del shape[-1]
+    if len(a_shape) == 1:
+        del shape[-1 if len(b_shape) == 1 else -2]
+    return [op.reshape(y, shape)]
+
+
+def _softmax(graph_op: str) -> Converter:
+    def convert(op: _Op) -> list[Value]:
+        axis = op.axis(int(op.attr("axis", -1)), len(op.shape(0)))
+        return [op.call(graph_op, [op.node(0)], axis=axis)]
+
+    return convert
+
+
+def _reduce(graph_op: str) -> Converter:
+    """Axes come from an attribute, or from input 1 in ReduceSum (opset 13) and the rest (opset 18)."""
+
+    def convert(op: _Op) -> list[Value]:
+        x, rank = op.node(0), len(op.shape(0))
+        from_input = op.proto.op_type == "ReduceSum" or op.opset >= 18
+        axes = (op.ints(1) if op.has(1) else []) if from_input else list(op.attr("axes", []))
+        if not axes and op.attr("noop_with_empty_axes", 0):
+            return [x]
+        axes = sorted({op.axis(a, rank) for a in axes or range(rank)})
+        keepdims = bool(op.attr("keepdims", 1))
+        if keepdims or len(axes) < rank:
+            return [op.call(graph_op, [x], axes=tuple(axes), keepdims=keepdims)]
+        return [op.reshape(op.call(graph_op, [x], axes=tuple(axes), keepdims=True), ())]
+
+    return convert
+
+
+# Shape and layout: each converter has a numpy twin in FOLDS for compile-time integer tensors.
+
+
+def _reshape_target(op: _Op, shape: Sequence[int], target: Sequence[int]) -> tuple[int, ...]:
+    """Reshape's target with 0 (copy the input's dim, unless allowzero) and -1 (the rest) resolved."""
+    allowzero = op.attr("allowzero", 0)
+    dims = [shape[i] if d == 0 and not allowzero and i < len(shape) else d for i, d in enumerate(target)]
+    size = math.prod(shape)
+    if dims.count(-1) == 1:
+        known = math.prod(d for d in dims if d != -1)
+        if known > 0 and size % known == 0:
+            dims[dims.index(-1)] = size // known
+    if any(d < 0 for d in dims) or math.prod(dims) != size:
+        raise op.fail(f"cannot reshape shape {tuple(shape)} to {tuple(target)}")
+    return tuple(dims)
+
+
+def _reshape(op: _Op) -> list[Value]:
+    return [op.reshape(op.node(0), _reshape_target(op, op.shape(0), op.ints(1)))]
+
+
+def _fold_reshape(op: _Op) -> list[np.ndarray]:
+    return [op.static(0).reshape(_reshape_target(op, op.shape(0), op.ints(1)))]
+
+
+def _flatten(op: _Op) -> list[Value]:
+    shape = op.shape(0)
+    axis = int(op.attr("axis", 1))
+    if not -len(shape) <= axis <= len(shape):
+        raise op.fail(f"axis {axis} is out of range for rank {len(shape)}")
+    axis += len(shape) if axis < 0 else 0
+    return [op.reshape(op.node(0), (math.prod(shape[:axis]), math.prod(shape[axis:])))]
+
+
+def _transpose(op: _Op) -> list[Value]:
+    rank = len(op.shape(0))
+    perm = tuple(op.attr("perm", range(rank - 1, -1, -1)))
+    if sorted(perm) != list(range(rank)):
+        raise op.fail(f"perm {perm} is not a permutation of the {rank} axes")
+    x = op.node(0)
+    return [x if perm == tuple(range(rank)) else op.call("transpose", [x], axes=perm)]
+
+
+def _concat(op: _Op) -> list[Value]:
+    axis = op.axis(int(op.attr("axis")), len(op.shape(0)))
+    return [op.call("concat", [op.node(i) for i in range(len(op.inputs))], axis=axis)]
+
+
+def _fold_concat(op: _Op) -> list[np.ndarray]:
+    axis = op.axis(int(op.attr("axis")), len(op.shape(0)))
+    return [np.concatenate([op.static(i) for i in range(len(op.inputs))], axis=axis)]
+
+
+def _unsqueeze_shape(op: _Op) -> tuple[int, ...]:
+    shape = op.shape(0)
+    axes = op.ints(1)
+    rank = len(shape) + len(axes)
+    normalized = sorted(op.axis(a, rank) for a in axes)
+    if len(set(normalized)) != len(normalized):
+        raise op.fail(f"axes {axes} repeat an axis")
+    dims = iter(shape)
+    return tuple(1 if i in normalized else next(dims) for i in range(rank))
+
+
+def _unsqueeze(op: _Op) -> list[Value]:
+    return [op.reshape(op.node(0), _unsqueeze_shape(op))]
+
+
+def _fold_unsqueeze(op: _Op) -> list[np.ndarray]:
+    return [op.static(0).reshape(_unsqueeze_shape(op))]
+
+
+def _squeeze_shape(op: _Op) -> tuple[int, ...]:
+    shape = op.shape(0)
+    if op.has(1):
+        axes = {op.axis(a, len(shape)) for a in op.ints(1)}
+        if any(shape[a] != 1 for a in axes):
+            raise op.fail(f"cannot squeeze axes {sorted(axes)} of shape {shape}: they must have size 1")
+    else:
+        axes = {a for a, d in enumerate(shape) if d == 1}
+    return tuple(d for a, d in enumerate(shape) if a not in axes)
+
+
+def _squeeze(op: _Op) -> list[Value]:
+    return [op.reshape(op.node(0), _squeeze_shape(op))]
+
+
+def _fold_squeeze(op: _Op) -> list[np.ndarray]:
+    return [op.static(0).reshape(_squeeze_shape(op))]
+
+
+def _expand_shape(op: _Op) -> tuple[int, ...]:
+    try:
+        return tuple(np.broadcast_shapes(op.shape(0), tuple(op.ints(1))))
+    except ValueError:
+        raise op.fail(f"cannot expand shape {op.shape(0)} to {tuple(op.ints(1))}") from None
+
+
+def _expand(op: _Op) -> list[Value]:
+    x, shape = op.node(0), _expand_shape(op)
+    return [x if op.shape(0) == shape else op.call("broadcast_to", [x], shape=shape)]
+
+
+def _fold_expand(op: _Op) -> list[np.ndarray]:
+    return [np.broadcast_to(op.static(0), _expand_shape(op)).copy()]
+
+
+def _slice_bounds(op: _Op) -> list[tuple[int, int, int]]:
+    """(start, end, step) for every axis, normalized and clamped as ONNX's Slice does."""
+    shape = op.shape(0)
+    starts, ends = op.ints(1), op.ints(2)
+    axes = [op.axis(a, len(shape)) for a in op.ints(3)] if op.has(3) else list(range(len(starts)))
+    steps = op.ints(4) if op.has(4) else [1] * len(starts)
+    if len(set(axes)) != len(axes) or not len(starts) == len(ends) == len(axes) == len(steps):
+        raise op.fail("starts, ends, axes and steps must have one entry per sliced axis, axes unique")
+    bounds = [(0, d, 1) for d in shape]
+    for start, end, axis, step in zip(starts, ends, axes, steps):
+        dim = shape[axis]
+        if step == 0:
+            raise op.fail("a step of 0")
+        start, end = start + dim if start < 0 else start, end + dim if end < 0 else end
+        if step > 0:
+            bounds[axis] = (_clamp(start, 0, dim), _clamp(end, 0, dim), step)
+        else:  # end -1 stands for "before index 0"
+            bounds[axis] = (_clamp(start, 0, dim - 1), _clamp(end, -1, dim - 1), step)
+    return bounds
+
+
+def _clamp(value: int, low: int, high: int) -> int:
+    return min(max(value, low), high)
+
+
+def _slice(op: _Op) -> list[Value]:
+    x, bounds = op.node(0), _slice_bounds(op)
+    if any(step < 0 for _, _, step in bounds):
+        raise op.fail("negative steps are not supported on run-time tensors")
+    if any(start >= end for start, end, _ in bounds):
+        raise op.fail(f"the slice {bounds} of shape {op.shape(0)} is empty")
+    if all(b == (0, d, 1) for b, d in zip(bounds, op.shape(0))):
+        return [x]
+    begin, end, strides = (tuple(b[i] for b in bounds) for i in range(3))
+    return [op.call("slice", [x], begin=begin, end=end, strides=strides)]
+
+
+def _fold_slice(op: _Op) -> list[np.ndarray]:
+    index = tuple(slice(start, None if end < 0 else end, step) for start, end, step in _slice_bounds(op))
+    return [op.static(0)[index]]
+
+
+def _split_sizes(op: _Op, dim: int) -> list[int]:
+    """Split's part sizes: the `split` input, else num_outputs parts (opset 18: the last one
+    smaller), else one equal part per output."""
+    if op.has(1):
+        sizes = op.ints(1)
+    elif op.attr("num_outputs") is not None:
+        parts = int(op.attr("num_outputs"))
+        chunk = math.ceil(dim / parts)
+        sizes = [chunk] * (parts - 1) + [dim - chunk * (parts - 1)]
+    else:
+        parts = len(op.proto.output)
+        sizes = [dim // parts] * parts if dim % parts == 0 else []
+    if sum(sizes) != dim or any(s <= 0 for s in sizes):
+        raise op.fail(f"cannot split a dimension of {dim} into {sizes or len(op.proto.output)} parts")
+    return sizes
+
+
+def _split(op: _Op) -> list[Value]:
+    x, shape = op.node(0), op.shape(0)
+    axis = op.axis(int(op.attr("axis", 0)), len(shape))
+    parts: list[Value] = []
+    offset = 0
+    for size in _split_sizes(op, shape[axis]):
+        begin = tuple(offset if a == axis else 0 for a in range(len(shape)))
+        end = tuple(offset + size if a == axis else d for a, d in enumerate(shape))
+        parts.append(op.call("slice", [x], begin=begin, end=end, strides=(1,) * len(shape)))
+        offset += size
+    return parts
+
+
+def _pad(op: _Op) -> list[Value]:
+    if op.attr("mode", "constant") != "constant":
+        raise op.fail(f"mode {op.attr('mode')!r} is not supported (constant only)")
+    rank = len(op.shape(0))
+    axes = [op.axis(a, rank) for a in op.ints(3)] if op.has(3) else list(range(rank))
+    given = op.ints(1)
+    if len(given) != 2 * len(axes):
+        raise op.fail(f"pads {given} must have two entries per padded axis ({len(axes)} axes)")
+    pads = [0] * 2 * rank
+    for i, axis in enumerate(axes):
+        pads[axis], pads[rank + axis] = given[i], given[len(axes) + i]
+    if any(p < 0 for p in pads):
+        raise op.fail(f"negative pads {given} are not supported")
+    value = op.scalar(2) if op.has(2) else 0.0
+    x = op.node(0)
+    return [x if not any(pads) else op.call("pad", [x], pads=tuple(pads), value=value)]
+
+
+def _gather_indices(op: _Op, axis: int) -> np.ndarray | None:
+    """Constant indices, checked in range (run-time indices wrap or fault as the kernel decides)."""
+    indices = op.value(1)
+    if not isinstance(indices, np.ndarray):
+        return None
+    dim = op.shape(0)[axis]
+    if indices.size and not (-dim <= indices.min() and indices.max() < dim):
+        raise op.fail(f"indices out of range for a dimension of {dim}")
+    return indices
+
+
+def _gather(op: _Op) -> list[Value]:
+    shape = op.shape(0)
+    axis = op.axis(int(op.attr("axis", 0)), len(shape))
+    indices = _gather_indices(op, axis)
+    y = op.call("take", [op.node(0), op.node(1)], axis=axis)
+    if indices is not None and indices.ndim == 0:
+        y = op.reshape(y, shape[:axis] + shape[axis + 1 :])
+    return [y]
+
+
+def _fold_gather(op: _Op) -> list[np.ndarray]:
+    axis = op.axis(int(op.attr("axis", 0)), len(op.shape(0)))
+    _gather_indices(op, axis)
+    return [np.take(op.static(0), op.static(1), axis=axis)]
+
+
+# Tensors known at compile time.
+
+
+def _constant(op: _Op) -> list[Value]:
+    kinds: dict[str, Callable[[Any], np.ndarray]] = {
+        "value": numpy_helper.to_array,
+        "value_float": lambda v: np.array(v, np.float32),
+        "value_floats": lambda v: np.array(v, np.float32),
+        "value_int": lambda v: np.array(v, np.int64),
+        "value_ints": lambda v: np.array(v, np.int64),
+    }
+    for key, make in kinds.items():
+        if key in op.attrs:
+            return [make(op.attrs[key])]
+    raise op.fail(f"a Constant with {sorted(op.attrs)} is not supported")
+
+
+def _shape(op: _Op) -> list[Value]:
+    shape = op.shape(0)
+    start, end = int(op.attr("start", 0)), op.attr("end")
+    return [np.array(shape[start : len(shape) if end is None else int(end)], np.int64)]
+
+
+def _constant_of_shape(op: _Op) -> list[Value]:
+    fill = op.attr("value")
+    value = numpy_helper.to_array(fill).reshape(-1) if fill is not None else np.zeros(1, np.float32)
+    return [np.full(tuple(op.ints(0)), value[0], value.dtype)]
+
+
+def _range(op: _Op) -> list[Value]:
+    start, limit, delta = (op.static(i).reshape(()) for i in range(3))
+    if delta == 0:
+        raise op.fail("a delta of 0")
+    count = max(math.ceil((limit - start) / delta), 0)
+    return [(start + np.arange(count) * delta).astype(start.dtype)]
+
+
+def _int_divide(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """ONNX's integer Div truncates toward zero (numpy's // floors); folds see integers only."""
+    return (np.sign(a) * np.sign(b) * (np.abs(a) // np.abs(b))).astype(np.result_type(a, b))
+
+
+def _fold_binary(fn: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> Fold:
+    return lambda op: [fn(op.static(0), op.static(1))]
+
+
+CONVERTERS: dict[str, Converter] = {
+    **{
+        onnx_op: _unary(graph_op)
+        for onnx_op, graph_op in {
+            "Relu": "relu",
+            "Sigmoid": "sigmoid",
+            "Tanh": "tanh",
+            "Erf": "erf",
+            "Exp": "exp",
+            "Log": "log",
+            "Sqrt": "sqrt",
+            "Neg": "negative",
+            "Abs": "abs",
+            "HardSwish": "hardswish",
+        }.items()
+    },
+    **{
+        onnx_op: _binary(graph_op)
+        for onnx_op, graph_op in {"Add": "add", "Sub": "subtract", "Mul": "multiply", "Div": "divide"}.items()
+    },
+    "Pow": _pow,
+    "Max": _variadic("maximum"),
+    "Min": _variadic("minimum"),
+    "Clip": _clip,
+    "HardSigmoid": _hard_sigmoid,
+    "LeakyRelu": _leaky_relu,
+    "Gelu": _gelu,
+    "Identity": _identity,
+    "Dropout": _dropout,
+    "Cast": _cast,
+    "Conv": _conv,
+    "BatchNormalization": _batch_norm,
+    "MaxPool": _max_pool,
+    "AveragePool": _average_pool,
+    "GlobalAveragePool": _global_pool("mean"),
+    "GlobalMaxPool": _global_pool("max"),
+    "LayerNormalization": _layer_norm,
+    "Gemm": _gemm,
+    "MatMul": _matmul,
+    "Softmax": _softmax("softmax"),
+    "LogSoftmax": _softmax("log_softmax"),
+    **{
+        onnx_op: _reduce(graph_op)
+        for onnx_op, graph_op in {
+            "ReduceMean": "mean",
+            "ReduceSum": "sum",
+            "ReduceMax": "max",
+            "ReduceMin": "min",
+        }.items()
+    },
+    "Reshape": _reshape,
+    "Flatten": _flatten,
+    "Transpose": _transpose,
+    "Concat": _concat,
+    "Unsqueeze": _unsqueeze,
+    "Squeeze": _squeeze,
+    "Expand": _expand,
+    "Slice": _slice,
+    "Split": _split,
+    "Pad": _pad,
+    "Gather": _gather,
+    "Constant": _constant,
+    "Shape": _shape,
+    "ConstantOfShape": _constant_of_shape,
+    "Range": _range,
+}
+
+# The numpy twins that compute shape arithmetic on compile-time integer tensors.
+FOLDS: dict[str, Fold] = {
+    "Add": _fold_binary(np.add),
+    "Sub": _fold_binary(np.subtract),
+    "Mul": _fold_binary(np.multiply),
+    "Div": _fold_binary(_int_divide),
+    "Reshape": _fold_reshape,
+    "Concat": _fold_concat,
+    "Unsqueeze": _fold_unsqueeze,
+    "Squeeze": _fold_squeeze,
+    "Expand": _fold_expand,
+    "Slice": _fold_slice,
+    "Gather": _fold_gather,
+}
