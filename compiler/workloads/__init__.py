@@ -1,12 +1,15 @@
-"""Tensor workloads to tune: named operators with shape parameters, and custom ones written in a small
-expression language, both made from JSON specs by `workload_from_spec`."""
+"""Tensor workloads to tune: named operators with shape parameters, custom ones written in a small
+expression language, and serialized PrimFuncs (fused graph kernels), all made from JSON specs by
+`workload_from_spec`."""
 
 from compiler.workloads.registry import OPS, OpDef, OpGraph, Param, register
 from compiler.workloads.spec import workload_from_spec
 from compiler.workloads.workload import (
     DTYPES,
+    MAX_BLOCKS,
     MAX_EXPR_CHARS,
     MAX_EXTENT,
+    MAX_PRIMFUNC_BYTES,
     MAX_RANK,
     MAX_STATEMENTS,
     MAX_TOTAL_BYTES,
@@ -16,8 +19,10 @@ from compiler.workloads.workload import (
 
 __all__ = [
     "DTYPES",
+    "MAX_BLOCKS",
     "MAX_EXPR_CHARS",
     "MAX_EXTENT",
+    "MAX_PRIMFUNC_BYTES",
     "MAX_RANK",
     "MAX_STATEMENTS",
     "MAX_TOTAL_BYTES",

@@ -20,6 +20,9 @@ MAX_EXTENT = 65536
 MAX_TOTAL_BYTES = 1 << 30  # every buffer: inputs, outputs and intermediates
 MAX_EXPR_CHARS = 4096
 MAX_STATEMENTS = 16
+MAX_PRIMFUNC_BYTES = 256 << 10  # a serialized PrimFunc's JSON: a fused conv2d + bias + relu takes ~4 KiB
+# Blocks of a serialized PrimFunc: a fused layer_norm or softmax has about 8; a fusion pass cuts here.
+MAX_BLOCKS = 32
 DTYPES = FLOAT_DTYPES
 
 

@@ -1,14 +1,20 @@
 """LocalRunner: every candidate comes back as a result, whatever it does; the runner survives."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 
 from compiler import Schedule
 from compiler.build import compile_kernel
-from compiler.ir import Allocate, BufferStore, Const, For, Load, PrimFunc, SeqStmt, Var, const
+from compiler.ir import Allocate, Binary, Block, BufferStore, Const, For, Load, PrimFunc, SeqStmt, Var, const
 from compiler.target import Target
+from compiler.visit import map_blocks
 from compiler.workloads import workload_from_spec
+from compiler.workloads.primfunc_spec import primfunc_spec
 from runner import Candidate, LocalRunner, LocalRunnerConfig, Status, TimingConfig
+from tests.compiler.workloads.test_primfunc_spec import fused_conv2d_add_relu
+from tuner.search.space import SpaceConfig, rule_space
 
 SPEC = {"op": "matmul", "params": {"M": 64, "N": 48, "K": 40}, "dtype": "float32"}
 
@@ -62,8 +68,8 @@ def test_bad_spec_is_a_build_error(runner):
     assert result.status is Status.BUILD_ERROR and "params" in result.message
 
 
-def _measure(runner, func):
-    return runner._measurer.measure(Candidate(SPEC, {}), compile_kernel(func, Target.host()), 0.0)
+def _measure(runner, func, spec=SPEC):
+    return runner._measurer.measure(Candidate(spec, {}), compile_kernel(func, Target.host()), 0.0)
 
 
 def test_wrong_numbers_are_caught(runner):
@@ -131,3 +137,24 @@ def test_a_measurement_process_killed_between_candidates_is_replaced(runner):
     (after,) = runner.run([Candidate(SPEC, tiled_trace(8))])
     assert after.status is Status.OK, after.message
     assert runner._measurer.process is not process
+
+
+def test_a_fused_primfunc_is_measured_and_checked_against_its_interpreted_reference(runner):
+    """A fused conv2d + bias + relu travels as data: the workers rebuild it from the spec, replay a
+    trace the tuner's space samples, and check the kernel against the function's own reference."""
+    spec = primfunc_spec(fused_conv2d_add_relu(), 3)
+    sch = Schedule(workload_from_spec(spec).func, seed=3)
+    rule_space(SpaceConfig.for_target(Target.host()))(sch)
+    (result,) = runner.run([Candidate(spec, sch.trace.to_json())])
+    assert result.status is Status.OK, result.message
+
+    def no_relu(block: Block) -> Block:
+        value = block.body.value
+        if block.name != "T_relu":
+            return block
+        assert isinstance(value, Binary)
+        return dataclasses.replace(block, body=dataclasses.replace(block.body, value=value.a))
+
+    func = workload_from_spec(spec).func
+    wrong = _measure(runner, dataclasses.replace(func, body=map_blocks(func.body, no_relu)), spec)
+    assert wrong.status is Status.WRONG_RESULT and "T_relu" in wrong.message

@@ -5,12 +5,16 @@ from datetime import timedelta
 
 import pytest
 
+from compiler.workloads import workload_from_spec
+from compiler.workloads.primfunc_spec import primfunc_spec
+from tests.compiler.workloads.test_primfunc_spec import fused_conv2d_add_relu
 from tests.service.conftest import HARDWARE, HW, OTHER, Api, hardware_body
 from tuner.database.schema import Candidate, Worker
 from tuner.service.clock import utcnow
 from tuner.service.schemas import WORKER_NAME_LENGTH
 
 SPEC = {"op": "matmul", "params": {"M": 32, "N": 32, "K": 16}}
+FUSED = primfunc_spec(fused_conv2d_add_relu(), 3)
 
 
 def register(api: Api, name: str = "w1", hardware: dict = HARDWARE) -> int:
@@ -155,6 +159,16 @@ def test_tasks_target_registered_hardware(api: Api):
         ),
         ({"workload": {"op": "no_such_op"}}, ["body", "workload", "op"]),
         ({"workload": {"expr": "Y[i] = A[i] +", "inputs": {"A": [4]}}}, ["body", "workload", "expr"]),
+        ({"workload": {**FUSED, "num_inputs": 4}}, ["body", "workload", "num_inputs"]),
+        ({"workload": {"primfunc": "def f(): ...", "num_inputs": 1}}, ["body", "workload", "primfunc"]),
+        (
+            {"workload": {**FUSED, "primfunc": {**FUSED["primfunc"], "attrs": [["pragma", 1]]}}},
+            ["body", "workload", "primfunc", "attrs"],
+        ),
+        (
+            {"workload": {**FUSED, "primfunc": {**FUSED["primfunc"], "name": "a.b"}}},
+            ["body", "workload", "primfunc", "name"],
+        ),
         ({"workload": SPEC, "trials": 0}, ["body", "trials"]),
         ({"workload": SPEC, "trials": 10**9}, ["body", "trials"]),
         ({"workload": SPEC, "strategy": "annealing"}, ["body", "strategy"]),
@@ -167,6 +181,37 @@ def test_a_malformed_task_is_refused_naming_the_field(api: Api, body: dict, fiel
     reply = api.client.post("/v1/tasks", json=body, headers=api.as_("client"))
     assert reply.status_code == 422, reply.text
     assert reply.json()["detail"][0]["loc"][: len(field)] == field
+
+
+def test_a_fused_primfunc_task_is_tuned_under_its_structural_hash(api: Api):
+    """Submitted as data, identified by its structural hash; the candidates leased carry the canonical
+    spec, from which a worker rebuilds the same function."""
+    worker = register(api)
+    task = submit(api, trials=3, workload=FUSED)
+    assert task["workload_hash"] == fused_conv2d_add_relu().structural_hash()
+    assert task["workload_name"] == "fused_conv2d_add_relu" and task["workload_spec"] == FUSED
+    api.loop.tick()
+    leased = lease(api, worker)
+    assert len(leased) == 3
+    assert workload_from_spec(leased[0]["spec"]).func.structural_hash() == task["workload_hash"]
+    results(api, worker, leased)
+    api.loop.tick()
+    done = api.client.get(f"/v1/tasks/{task['id']}", headers=api.as_("client")).json()
+    assert done["status"] == "done" and done["best"]["gflops"] > 0
+
+
+def test_a_malformed_primfunc_names_the_culprit_down_to_its_list_indices(api: Api):
+    register(api)
+    nests = list(FUSED["primfunc"]["body"][1])
+    nests[0] = [*nests[0][:3], "parallel", *nests[0][4:]]
+    bad = {**FUSED, "primfunc": {**FUSED["primfunc"], "body": ["seq", nests]}}
+    reply = api.client.post("/v1/tasks", json={"workload": bad}, headers=api.as_("client"))
+    assert reply.status_code == 422, reply.text
+    (detail,) = reply.json()["detail"]
+    assert detail["loc"] == ["body", "workload", "primfunc", "body", 1, 0, 3]
+    assert detail["msg"].startswith(
+        "workload.primfunc.body[1][0][3]: loops of an unscheduled function are serial"
+    )
 
 
 def test_oversized_and_broken_bodies(api: Api):

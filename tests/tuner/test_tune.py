@@ -9,7 +9,9 @@ import pytest
 from compiler import Schedule, ScheduleError, Trace
 from compiler.schedule import loop_transform
 from compiler.workloads import workload_from_spec
+from compiler.workloads.primfunc_spec import primfunc_spec
 from runner import Candidate, NullRunner, RunResult, Status
+from tests.compiler.workloads.test_primfunc_spec import fused_conv2d_add_relu
 from tuner.database import Database
 from tuner.search.training_data import evaluate_model, groups_from_records, hardware_records
 from tuner.tune import compile_best, tune
@@ -174,3 +176,23 @@ def test_draws_a_space_refuses_are_skipped(db):
 
     result = tune(SPEC, trials=50, database=db, runner=NullRunner(), space=picky, strategy="random")
     assert result.trials == 5  # every program of the space (5 tiles of j), refusals or not
+
+
+def test_a_fused_primfunc_is_tuned_and_recorded_under_its_structural_hash(db):
+    """The same layer from another model (another function name) is the same workload: its tuning
+    continues the first one's, and the best schedule builds a kernel that computes the layer."""
+    spec = primfunc_spec(fused_conv2d_add_relu(name="model_a_block1"), 3)
+    result = tune(spec, trials=8, database=db, runner=NullRunner(), strategy="evolutionary", batch_size=4)
+    assert result.trials == 8 and result.best is not None
+    other = primfunc_spec(fused_conv2d_add_relu(name="model_b_layer4"), 3)
+    tune(other, trials=4, database=db, runner=NullRunner(), strategy="random", batch_size=4)
+    (workload,) = db.workloads()
+    assert workload.hash == fused_conv2d_add_relu().structural_hash() and workload.name == "model_a_block1"
+    assert workload.flops == workload_from_spec(spec).flops
+    records = records_of(db)
+    assert len(records) == 12 and len({r.program_hash for r in records}) == 12
+    wl = workload_from_spec(other)
+    inputs = wl.random_inputs(np.random.default_rng(0))
+    outputs = wl.empty_outputs()
+    compile_best(other, database=db)(*inputs, *outputs)
+    np.testing.assert_allclose(outputs[0], wl.reference(*inputs)[0], rtol=1e-4, atol=1e-4)

@@ -5,6 +5,7 @@ the fuzz test) knows every status a route can answer."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from fastapi import HTTPException, status
@@ -44,8 +45,11 @@ def documented(*codes: int) -> dict[int | str, dict[str, Any]]:
 
 
 def field_error(field: str, message: str) -> HTTPException:
-    """422 naming the body field at the dotted path `field`."""
-    loc = ["body", *field.split(".")]
+    """422 naming the body field at the dotted path `field`; list indices (`primfunc.body[1][0]`) are
+    numbers in `loc`, as in FastAPI's own errors."""
+    loc: list[str | int] = ["body"]
+    for key, index in re.findall(r"([^.\[\]]+)|\[(\d+)\]", field):
+        loc.append(int(index) if index else key)
     return HTTPException(
         status.HTTP_422_UNPROCESSABLE_CONTENT,
         [{"type": "value_error", "loc": loc, "msg": f"{field}: {message}"}],

@@ -43,8 +43,9 @@ class Strict(BaseModel):
 
 class TaskCreate(Strict):
     workload: dict[str, Any] = Field(
-        description="A workload spec: {'op': 'matmul', 'params': {'M': 512, ...}} or a custom "
-        "{'expr': ..., 'inputs': {...}} (see the README).",
+        description="A workload spec: {'op': 'matmul', 'params': {'M': 512, ...}}, a custom "
+        "{'expr': ..., 'inputs': {...}}, or a serialized PrimFunc {'primfunc': {...}, 'num_inputs': n} "
+        "(see the README).",
         examples=[{"op": "matmul", "params": {"M": 512, "N": 512, "K": 512}}],
     )
     hardware: Name | None = Field(
