@@ -5,9 +5,11 @@ the same task, so its records serve both."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from compiler.graph.ir import CallTIR, GraphError, Module
 from compiler.ir import PrimFunc
+from compiler.workloads.primfunc_spec import primfunc_spec
 
 
 @dataclass(frozen=True)
@@ -21,6 +23,11 @@ class Task:
     @property
     def workload_hash(self) -> str:
         return self.func.structural_hash()
+
+    @property
+    def spec(self) -> dict[str, Any]:
+        """The workload spec the tuner and the workers take: the PrimFunc as data."""
+        return primfunc_spec(self.func, len(self.func.params) - 1)
 
     @property
     def shape(self) -> str:

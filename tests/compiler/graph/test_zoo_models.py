@@ -1,0 +1,74 @@
+"""Every zoo model, imported through both frontends, optimized and built, computes what its framework
+computes: PyTorch eager for from_torch, ONNX Runtime for from_onnx (an export of the same model);
+untuned (default schedules) and with a tuned record. Every fused kernel is a valid workload spec."""
+
+import io
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+import torch
+
+from bench import zoo
+from compiler import frontend, graph
+from compiler.workloads import workload_from_spec
+from tuner.tune import tune
+
+MODELS = {
+    "mlp": (zoo.mlp, zoo.mlp_inputs),
+    "resnet18": (zoo.resnet18, zoo.image_inputs),
+    "mobilenet_v2": (zoo.mobilenet_v2, zoo.image_inputs),
+    "bert_layer": (zoo.transformer_encoder_layer, zoo.transformer_inputs),
+    "bert_embedding": (zoo.bert_embedding, zoo.token_inputs),
+}
+TOLERANCE = 1e-3
+
+
+def assert_close(got: np.ndarray, want: np.ndarray) -> None:
+    """rtol/atol 1e-3, atol scaled to the output's magnitude (logits of a deep net reach ~10)."""
+    scale = max(1.0, float(np.max(np.abs(want))))
+    np.testing.assert_allclose(got, want, rtol=TOLERANCE, atol=TOLERANCE * scale)
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_from_torch_built_matches_pytorch(name: str) -> None:
+    make, inputs = MODELS[name]
+    model, args = make(), inputs()
+    module = graph.optimize(frontend.from_torch(model, args), check=True)
+    for task in graph.extract_tasks(module):
+        assert workload_from_spec(task.spec).func.structural_hash() == task.workload_hash
+    compiled = graph.build(module)
+    with torch.no_grad():
+        want = model(*args).numpy()
+    (got,) = compiled(*[a.numpy() for a in args])
+    assert_close(got, want)
+    assert compiled.peak_bytes < compiled.plan.total_bytes or len(compiled.steps) <= 2
+
+
+@pytest.mark.parametrize("name", ["resnet18", "mobilenet_v2", "bert_layer"])
+def test_from_onnx_built_matches_onnx_runtime(name: str) -> None:
+    make, inputs = MODELS[name]
+    model, args = make(), inputs()
+    buffer = io.BytesIO()
+    torch.onnx.export(model, args, buffer, dynamo=False, opset_version=17 if name == "bert_layer" else 13)
+    session = ort.InferenceSession(buffer.getvalue(), providers=["CPUExecutionProvider"])
+    feed = [a.numpy() for a in args]
+    (want,) = session.run(None, {i.name: a for i, a in zip(session.get_inputs(), feed)})
+    compiled = graph.build(graph.optimize(frontend.from_onnx(buffer.getvalue()), check=True))
+    (got,) = compiled(*feed)
+    assert_close(got, want)
+
+
+def test_build_uses_tuned_records_and_stays_correct(tmp_path) -> None:
+    model, args = zoo.mlp(), zoo.mlp_inputs()
+    module = graph.optimize(frontend.from_torch(model, args))
+    database = f"sqlite:///{tmp_path / 'tune.db'}"
+    first = graph.extract_tasks(module)[0]
+    tune(first.spec, trials=4, database=database)
+    compiled = graph.build(module, database=database)
+    assert {s.func: s.origin for s in compiled.sources} == {
+        t.name: "tuned" if t is first else "default" for t in graph.extract_tasks(module)
+    }
+    with torch.no_grad():
+        want = model(*args).numpy()
+    assert_close(compiled(*[a.numpy() for a in args])[0], want)
