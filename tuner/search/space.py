@@ -70,6 +70,10 @@ class Decisions(Protocol):
     """Where the rules get their choices. An int or list is the decision the sampling instruction
     records; None lets the instruction sample it from the schedule's generator."""
 
+    def inline(self, func: PrimFunc, name: str) -> bool:
+        """Whether auto-inline inlines this elementwise block (which it may) into its consumers."""
+        ...
+
     def write_level(self, sch: Schedule) -> int:
         """Where a tiled block's output tile is written: 0 in place; 1 or 2 through an accumulator
         (or a fused elementwise consumer) per tile of S0 or of S0 S1."""
@@ -88,6 +92,11 @@ class Decisions(Protocol):
         """The [outer, inner] split of a non-tiled block's innermost spatial loop; inner is vectorized."""
         ...
 
+    def parallel_loops(self, extents: list[int], reduction_inside: bool) -> int:
+        """How many of a non-tiled block's leading spatial loops (of these extents) are fused into its
+        parallel loop; the rest stay serial. `reduction_inside`: reduction loops follow them."""
+        ...
+
     def unroll(self, steps: tuple[int, ...]) -> int | None:
         """The index of the auto-unroll budget among `steps`."""
         ...
@@ -95,6 +104,9 @@ class Decisions(Protocol):
 
 class Sampled:
     """Every choice drawn at random from the schedule's generator: the search space."""
+
+    def inline(self, func: PrimFunc, name: str) -> bool:
+        return True
 
     def write_level(self, sch: Schedule) -> int:
         return sch.rng.randrange(3)
@@ -107,6 +119,9 @@ class Sampled:
 
     def vector_tile(self, extent: int) -> Decision:
         return None
+
+    def parallel_loops(self, extents: list[int], reduction_inside: bool) -> int:
+        return len(extents)
 
     def unroll(self, steps: tuple[int, ...]) -> int | None:
         return None
@@ -128,7 +143,7 @@ def rule_space(cfg: SpaceConfig) -> ScheduleFn:
 def apply_rules(sch: Schedule, cfg: SpaceConfig, decide: Decisions) -> None:
     """The rules, in order, with the choices `decide` makes."""
     for name in reversed(block_names(sch)):
-        _auto_inline(sch, name)
+        _auto_inline(sch, name, decide)
     placed: set[str] = set()
     for name in reversed(block_names(sch)):
         if _is_tiling_target(sch.func, name):
@@ -164,12 +179,13 @@ def _attempt(primitive: Callable[P, object], *args: P.args, **kwargs: P.kwargs) 
     return True
 
 
-def _auto_inline(sch: Schedule, name: str) -> None:
+def _auto_inline(sch: Schedule, name: str, decide: Decisions) -> None:
     block = _block(sch.func, name)
     has_select = any(isinstance(e, Select) for e in walk_expr(block.body.value))
     if block.is_reduction or has_select or block.body.buffer in sch.func.params:
         return
-    _attempt(sch.compute_inline, sch.get_block(name))
+    if decide.inline(sch.func, name):
+        _attempt(sch.compute_inline, sch.get_block(name))
 
 
 def _is_tiling_target(func: PrimFunc, name: str) -> bool:
@@ -308,5 +324,7 @@ def parallelize_vectorize(sch: Schedule, name: str, cfg: SpaceConfig, decide: De
         if kind != "S":
             break
         leading.append(loop)
+    extents = [find_loop(sch.func.body, lp.name)[1].extent for lp in leading]
+    leading = leading[: decide.parallel_loops(extents, reduction_inside=len(leading) < len(loops))]
     if leading:
         _attempt(sch.parallel, sch.fuse(*leading) if len(leading) > 1 else leading[0])

@@ -1,0 +1,237 @@
+"""The default schedule: the space's rules with every choice made by a heuristic instead of at random.
+
+`graph.build` compiles every fused kernel of a model; a kernel the database has no record for gets
+this schedule. It is deterministic (no sampling, no measurement) and is a traced Schedule like any
+other: its trace stores and replays as a tuned one does, and a search may start from it.
+
+The rules are `space.apply_rules`; the choices (`Heuristic`) are:
+
+- auto-inline, except a block calling a math function (exp, log, ...) that several blocks read: a
+  softmax's exp is read by the row sum and by the division, and inlined it would run twice (2x the
+  time of the whole softmax);
+
+- the output tile goes through a local accumulator (or the fused elementwise consumer) per S0 S1
+  tile (write level 2). With S2 of size 1 (below) that accumulator is exactly the register tile, a
+  small stack buffer that LLVM keeps in registers across the whole reduction;
+- the register tile (S3, the innermost spatial tiles) maximizes a throughput estimate per reduction
+  step (`_score`): lanes of useful work over the cycles of the step, the most of its vector FMAs (one
+  per accumulator register), its loads (one per vector or broadcast element each operand needs) and
+  the FMA latency (about `LATENCY_CHAINS` independent accumulators keep the FMA units busy). Within the
+  space's register bounds (`space._RegisterTile`), so a matmul gets rows of the output that share each
+  loaded vector of B (8x48, 6x64: 24 accumulators) and a conv2d rows of filters that share each input
+  vector; ties go to more accumulators, then to fewer loads;
+- every reduction loop keeps the largest tile the space allows inside (R1), so the accumulators stay in
+  registers over as much of the reduction as possible; R0 has the rest;
+- S2 and S1 are 1; S0, the parallel loop, gets every tile outside the register tile: thousands of
+  iterations for a conv2d layer, enough for every core and balanced by the static schedule;
+- a producer (padding) stays at the root, computed in parallel before its consumer;
+- a non-tiled block vectorizes the largest tile of its innermost spatial loop the space allows. A
+  non-tiled reduction (pooling, a softmax's row max) keeps its innermost spatial loop out of the
+  parallel loop when the loops outside it give every core work: LLVM vectorizes across that loop
+  (a max pool's output columns) or along the reduction inside it (a row sum), where fusing it into
+  the parallel loop leaves one scalar window per iteration (4x slower, one thread);
+- auto-unroll 64: the register tile's unvectorized loops (rows) unroll, the reduction loops do not.
+
+If a rule refuses on a function, the schedule falls back to parallel outer loops and vectorized inner
+ones, block by block, keeping what succeeds; it never raises for a valid PrimFunc.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from compiler import Schedule, ScheduleError, Target
+from compiler.arith import ceil_div, divisors
+from compiler.ir import PrimFunc, Unary
+from compiler.schedule.tree import find_block, loops_above, readers
+from compiler.visit import block_loads, free_vars, walk_expr
+from tuner.search.space import (
+    Decision,
+    SpaceConfig,
+    annotate_unroll,
+    apply_rules,
+    block_names,
+    parallelize_vectorize,
+)
+
+WRITE_LEVEL = 2
+UNROLL_STEP = 64
+MATH_CALL = "float_math_call"  # the instruction-mix feature of exp, log, tanh, ... (compiler.ops)
+LATENCY_CHAINS = 8  # independent FMAs in flight: ~4 cycles of latency, 1-2 FMAs issued per cycle
+
+
+def default_schedule(func: PrimFunc, target: Target) -> Schedule:
+    """The rules with heuristic choices for `target`; a simpler schedule where a rule refuses."""
+    cfg = SpaceConfig.for_target(target)
+    decide = Heuristic(cfg, target.cores)
+    sch = Schedule(func)
+    try:
+        apply_rules(sch, cfg, decide)
+        return sch
+    except ScheduleError:
+        pass
+    sch = Schedule(func)
+    for name in reversed(block_names(sch)):
+        try:
+            parallelize_vectorize(sch, name, cfg, decide)
+        except ScheduleError:
+            continue  # a primitive that refuses changes nothing: the block keeps its loops
+    annotate_unroll(sch, cfg, decide)
+    return sch
+
+
+@dataclass(frozen=True)
+class Heuristic:
+    """The choices described in the module docstring, for the machine `cfg` describes."""
+
+    cfg: SpaceConfig
+    cores: int
+
+    def inline(self, func: PrimFunc, name: str) -> bool:
+        _, block = find_block(func.body, name)
+        return len(readers(func.body, block.body.buffer)) == 1 or not any(
+            isinstance(e, Unary) and e.op.spec.feature.get("float") == MATH_CALL
+            for e in walk_expr(block.body.value)
+        )
+
+    def write_level(self, sch: Schedule) -> int:
+        return WRITE_LEVEL
+
+    def tiles(self, func: PrimFunc, name: str, kinds: list[str]) -> list[Decision]:
+        nest = _Nest.of(func, name, kinds)
+        tile = self._register_tile(nest)
+        rows = math.prod(tile) // tile[nest.vector]
+        stream = self._stream_tiles(nest, tile) if rows == 1 else 1
+        out: list[Decision] = []
+        for loop, (extent, kind) in enumerate(zip(nest.extents, kinds)):
+            if kind == "S":
+                middle = stream if loop == nest.vector else 1
+                out.append([extent // (tile[loop] * middle), 1, middle, tile[loop]])
+            elif kind == "R":
+                inner = 1 if stream > 1 else _largest_divisor(extent, self.cfg.max_innermost_factor)
+                out.append([extent // inner, inner])
+            else:
+                out.append(None)
+        return out
+
+    def compute_location(self) -> int | None:
+        return -1
+
+    def vector_tile(self, extent: int) -> Decision:
+        inner = _largest_divisor(extent, self.cfg.max_innermost_factor)
+        return [extent // inner, inner]
+
+    def parallel_loops(self, extents: list[int], reduction_inside: bool) -> int:
+        if reduction_inside and len(extents) > 1 and math.prod(extents[:-1]) >= self.cores:
+            return len(extents) - 1
+        return len(extents)
+
+    def unroll(self, steps: tuple[int, ...]) -> int | None:
+        return min(range(len(steps)), key=lambda i: abs(steps[i] - UNROLL_STEP))
+
+    def _stream_tiles(self, nest: _Nest, tile: list[int]) -> int:
+        """With no rows to reuse the vector operand (a batch-1 dense layer), vector tiles of the
+        vectorized loop next to each other (S2) under a reduction step of 1 (R1), so each step reads
+        a longer contiguous run of the operand: as many as fill the accumulators and leave every core
+        a parallel tile."""
+        vectors = ceil_div(tile[nest.vector], self.cfg.vector_lanes)
+        rest = nest.extents[nest.vector] // tile[nest.vector]
+        outer = math.prod(e // t for k, (e, t) in enumerate(zip(nest.extents, tile)) if k != nest.vector)
+        fits = [
+            d
+            for d in divisors(rest)
+            if d * vectors <= self.cfg.accumulator_registers and outer * (rest // d) >= self.cores
+        ]
+        return max(fits, default=1)
+
+    def _register_tile(self, nest: _Nest) -> list[int]:
+        """Factor per loop of the best-scoring register tile (1 off the tile)."""
+        cfg = self.cfg
+        widest = min(cfg.max_innermost_factor, 4 * cfg.vector_lanes)  # the first bound of space._RegisterTile
+        best: tuple[tuple[float, int, int, int], list[int]] | None = None
+        for width in divisors(nest.extents[nest.vector]):
+            if width > widest:
+                continue
+            rows_budget = cfg.accumulator_registers // ceil_div(width, cfg.vector_lanes)
+            for tile in _row_tiles(nest, nest.vector, width, rows_budget):
+                key = _score(nest, tile, cfg.vector_lanes)
+                if best is None or key > best[0]:
+                    best = (key, tile)
+        assert best is not None  # width 1 with no rows always fits
+        return best[1]
+
+
+@dataclass(frozen=True)
+class _Nest:
+    """The loops around a block to tile: extents, kinds, and which loops each operand load depends on
+    (through the block's bindings), anywhere and in its last (contiguous) index."""
+
+    extents: list[int]
+    kinds: list[str]
+    vector: int  # the innermost spatial loop, which the rules vectorize
+    operands: list[tuple[frozenset[int], frozenset[int]]]  # (loops it depends on, loops in its last index)
+
+    @classmethod
+    def of(cls, func: PrimFunc, name: str, kinds: list[str]) -> _Nest:
+        path, block = find_block(func.body, name)
+        loops = [lp for _, lp in loops_above(func.body, path)]
+        fed = {  # iteration variable -> the loops its binding reads
+            iv.var: {k for k, lp in enumerate(loops) if lp.var in free_vars(b)}
+            for iv, b in zip(block.iter_vars, block.bindings)
+        }
+
+        def loops_of(exprs: tuple) -> frozenset[int]:
+            used = set().union(*(free_vars(e) for e in exprs)) if exprs else set()
+            return frozenset(k for v in used for k in fed.get(v, ()))
+
+        operands = [
+            (loops_of(ld.indices), loops_of(ld.indices[-1:]))
+            for ld in block_loads(block)
+            if ld.buffer != block.body.buffer
+        ]
+        vector = max(k for k, kind in enumerate(kinds) if kind == "S")
+        return cls([lp.extent for lp in loops], kinds, vector, operands)
+
+
+def _row_tiles(nest: _Nest, vector: int, width: int, budget: int) -> Iterator[list[int]]:
+    """Every register tile with `width` on the vector loop and factors of the other spatial loops
+    whose product (the rows) is at most `budget`."""
+    others = [k for k, kind in enumerate(nest.kinds) if kind == "S" and k != vector]
+
+    def extend(k: int, tile: list[int], rows: int) -> Iterator[list[int]]:
+        if k == len(others):
+            yield tile
+            return
+        loop = others[k]
+        for f in divisors(nest.extents[loop]):
+            if rows * f > budget:
+                break
+            yield from extend(k + 1, [*tile[:loop], f, *tile[loop + 1 :]], rows * f)
+
+    yield from extend(0, [width if k == vector else 1 for k in range(len(nest.kinds))], 1)
+
+
+def _score(nest: _Nest, tile: list[int], lanes: int) -> tuple[float, int, int, int]:
+    """Useful lanes per cycle of one reduction step over the register tile, then the tie-breakers:
+    more accumulators, fewer loads, a wider vector."""
+    width = tile[nest.vector]
+    vectors = ceil_div(width, lanes)
+    rows = math.prod(tile) // width
+    accumulators = vectors * rows
+    loads = 0
+    for depends, contiguous in nest.operands:
+        count = 1
+        for loop in depends:
+            if loop == nest.vector:
+                count *= vectors if loop in contiguous else width  # strided: one load per lane
+            else:
+                count *= tile[loop]
+        loads += count
+    cycles = max(accumulators, loads, LATENCY_CHAINS)
+    return width * rows / cycles, accumulators, -loads, width
+
+
+def _largest_divisor(extent: int, limit: int) -> int:
+    return max(d for d in divisors(extent) if d <= limit)
