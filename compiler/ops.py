@@ -185,6 +185,22 @@ def _math(
     return OpSpec(name, 1, FLOAT_DTYPES, "same", fold, numpy, emit, libm is None, feature, syntax=name)
 
 
+def _erf_numpy(x: object) -> np.ndarray:
+    """numpy has no erf: libm's, element by element, in the operand's float dtype (the models' gelu
+    needs it exact, as PyTorch computes it)."""
+    a = np.asarray(x)
+    dtype = a.dtype if a.dtype.kind == "f" else np.dtype("float64")
+    return np.vectorize(math.erf, otypes=[dtype])(a)
+
+
+def _pow() -> OpSpec:
+    """x ** y on floats through llvm.pow, which takes vectors (the backend calls powf per lane)."""
+    feature = {"float": "float_math_call"}
+    return OpSpec(
+        "pow", 2, FLOAT_DTYPES, "same", math.pow, np.power, _intrinsic("pow"), True, feature, syntax="pow"
+    )
+
+
 class Op(enum.Enum):
     """The ops, each an `OpSpec` (its `spec`)."""
 
@@ -210,6 +226,8 @@ class Op(enum.Enum):
     LOG = _math("log", math.log, np.log)
     TANH = _math("tanh", math.tanh, np.tanh, _libm("tanhf", "tanh"))
     FABS = _math("fabs", math.fabs, np.fabs)
+    ERF = _math("erf", math.erf, _erf_numpy, _libm("erff", "erf"))
+    POW = _pow()
 
     def __init__(self, spec: OpSpec) -> None:
         # Plain attributes, read every time a node is built: an enum's `value` is a descriptor.

@@ -237,6 +237,21 @@ def fabs(x: ExprLike) -> Expr:
     return _math(Op.FABS, x)
 
 
+def erf(x: ExprLike) -> Expr:
+    return _math(Op.ERF, x)
+
+
+def power(x: ExprLike, y: ExprLike) -> Expr:
+    """`x ** y` on floats (a Python number takes the other operand's dtype)."""
+    return binary(Op.POW, x, y)
+
+
+def sigmoid(x: ExprLike) -> Expr:
+    """1 / (1 + exp(-x)), which saturates to 0 and 1 (exp overflows to inf, 1/inf is 0)."""
+    e = exp(-as_expr(x))
+    return 1.0 / (1.0 + e)
+
+
 def select(cond: ExprLike, true_value: ExprLike, false_value: ExprLike) -> Expr:
     """`true_value` where `cond` holds, else `false_value`: `select(i == 0, A[i], B[i])`."""
     c = as_expr(cond)

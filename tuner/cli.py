@@ -5,6 +5,7 @@ records, show a record's program and trace.
     tuner best matmul M=512 N=512 K=512 [--top 5] [--hardware KEY] [--coordinator URL --token T]
     tuner show matmul M=512 N=512 K=512 [--rank 1] [--hardware KEY] [--coordinator URL --token T]
     tuner evaluate-model [--holdout 0.25] [--splits 10]
+    tuner import model.onnx; tuner run model.onnx [--input x.npy] (`tuner.model_commands`)
 
 and the service's commands (`tuner.service.commands`): serve, worker, token, submit, status.
 
@@ -27,6 +28,7 @@ from compiler.workloads import Workload, WorkloadError, workload_from_spec
 from runner.hardware import host_hardware
 from tuner.baseline import numpy_seconds
 from tuner.database import Database
+from tuner.model_commands import add_model_commands
 from tuner.search.training_data import evaluate_model, groups_from_records, hardware_records
 from tuner.service.commands import (
     add_hardware_option,
@@ -92,6 +94,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0)
     p.set_defaults(run=_evaluate_model)
     add_service_commands(command, embedded_tune=_tune)
+    add_model_commands(command)
     return parser
 
 

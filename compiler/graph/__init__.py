@@ -1,7 +1,9 @@
 """The graph level: a model as a dataflow of operator calls over tensors, the passes that optimize it,
 and the executor that runs it compiled."""
 
+from compiler.graph.build import build
 from compiler.graph.builder import GraphBuilder
+from compiler.graph.executor import CompiledModel
 from compiler.graph.ir import (
     Attrs,
     Call,
@@ -14,6 +16,7 @@ from compiler.graph.ir import (
     TensorType,
 )
 from compiler.graph.op import OPS, OpDef, Pattern
+from compiler.graph.passes import Task, extract_tasks, optimize, verify
 from compiler.graph.reference import run_reference
 
 __all__ = [
@@ -21,6 +24,7 @@ __all__ = [
     "Attrs",
     "Call",
     "CallTIR",
+    "CompiledModel",
     "Constant",
     "GraphBuilder",
     "GraphError",
@@ -29,6 +33,13 @@ __all__ = [
     "Node",
     "OpDef",
     "Pattern",
+    "Task",
     "TensorType",
+    "build",
+    "extract_tasks",
+    "optimize",
     "run_reference",
+    "verify",
 ]
+
+import compiler.graph.ops  # noqa: F401  (registers the operators in OPS)

@@ -114,12 +114,14 @@ class Call(Node):
 @dataclass(frozen=True, eq=False)
 class CallTIR(Node):
     """A call of the module's PrimFunc `func`: its parameters are `args` then one output of `type`.
-    `ops` lists the graph operators fused into it, for the printer and the task table."""
+    `ops` lists the graph operators fused into it and `flops` what they compute, for the printer
+    and the task table."""
 
     func: str
     call_args: tuple[Node, ...]
     tensor_type: TensorType
     ops: tuple[str, ...] = ()
+    flops: int = 0
 
     @property
     def type(self) -> TensorType:
@@ -243,5 +245,19 @@ def with_args(node: Node, args: Sequence[Node]) -> Node:
     if isinstance(node, Call):
         return Call(node.name, node.op, tuple(args), node.attrs, node.tensor_type)
     if isinstance(node, CallTIR):
-        return CallTIR(node.name, node.func, tuple(args), node.tensor_type, node.ops)
+        return CallTIR(node.name, node.func, tuple(args), node.tensor_type, node.ops, node.flops)
     raise TypeError(f"{type(node).__name__} has no arguments")
+
+
+def name_supply(module: Module) -> Callable[[str], str]:
+    """A generator of names unused in `module` (nor returned before), for the nodes a pass adds."""
+    from compiler.names import unique_name
+
+    used = {n.name for n in module.nodes()}
+
+    def fresh(hint: str) -> str:
+        name = unique_name(hint, used, sep="_")
+        used.add(name)
+        return name
+
+    return fresh

@@ -3,7 +3,7 @@
 An `OpDef` gives the output type from the argument types and attributes (and refuses what it cannot
 compute, with the reason), the te compute that fusion composes into PrimFuncs, the numpy reference
 that constant folding and the tests use, its flop count for the task table, and its fusion pattern.
-Operators register themselves in `OPS` by name (modules `compiler/graph/ops_*.py`); the frontends
+Operators register themselves in `OPS` by name (the modules of `compiler/graph/ops/`); the frontends
 speak only these names.
 """
 

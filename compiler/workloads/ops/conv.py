@@ -1,4 +1,5 @@
-"""2-D convolutions in the shape of TVM's topi: a separate zero-padding block, then the conv block.
+"""2-D convolutions in the shape of TVM's topi (built by compiler.topi): a separate zero-padding block,
+then the conv block.
 
 Layouts: conv2d_nchw takes data [N, C, H, W] and weights [K, C, R, S] (OIHW) -> [N, K, OH, OW];
 conv2d_nhwc takes data [N, H, W, C] and weights [R, S, C, K] (HWIO) -> [N, OH, OW, K];
@@ -12,8 +13,7 @@ from functools import partial
 
 import numpy as np
 
-from compiler import te
-from compiler.ir import Expr
+from compiler import te, topi
 from compiler.workloads.registry import REQUIRED, OpGraph, Param, register
 from compiler.workloads.workload import WorkloadError
 
@@ -24,35 +24,19 @@ CONV_PARAMS = {
 
 
 def _out_size(size: int, kernel: int, stride: int, padding: int, dilation: int, field: str) -> int:
-    span = dilation * (kernel - 1) + 1
-    if size + 2 * padding < span:
+    out = topi.conv_out_size(size, kernel, stride, padding, padding, dilation)
+    if out < 1:
+        span = dilation * (kernel - 1) + 1
         raise WorkloadError(field, f"kernel spans {span} but the padded input is only {size + 2 * padding}")
-    return (size + 2 * padding - span) // stride + 1
+    return out
 
 
-def _inside(y: Expr, x: Expr, pad: int, height: int, width: int) -> Expr:
-    return te.all(y >= pad, y < height + pad, x >= pad, x < width + pad)
-
-
-def _pad_nchw(data: te.Tensor, pad: int) -> te.Tensor:
-    if pad == 0:
-        return data
-    N, C, H, W = data.shape
-    return te.compute(
-        (N, C, H + 2 * pad, W + 2 * pad),
-        lambda n, c, y, x: te.select(_inside(y, x, pad, H, W), data[n, c, y - pad, x - pad], 0.0),
-        name="pad_temp",
-    )
-
-
-def _pad_nhwc(data: te.Tensor, pad: int) -> te.Tensor:
-    if pad == 0:
-        return data
-    N, H, W, C = data.shape
-    return te.compute(
-        (N, H + 2 * pad, W + 2 * pad, C),
-        lambda n, y, x, c: te.select(_inside(y, x, pad, H, W), data[n, y - pad, x - pad, c], 0.0),
-        name="pad_temp",
+def _conv2d_nchw(
+    data: te.Tensor, weight: te.Tensor, stride: int, padding: int, dilation: int, groups: int, name: str
+) -> te.Tensor:
+    p = padding
+    return topi.conv2d_nchw(
+        data, weight, (stride, stride), (p, p, p, p), (dilation, dilation), groups, name, "pad_temp"
     )
 
 
@@ -73,16 +57,7 @@ def conv2d_nchw(
     oh = _out_size(H, R, stride, padding, dilation, "params.R")
     ow = _out_size(W, S, stride, padding, dilation, "params.S")
     data, weight = te.placeholder((N, C, H, W), dtype, "data"), te.placeholder((K, C, R, S), dtype, "weight")
-    pad = _pad_nchw(data, padding)
-    rc, ry, rx = te.reduce_axis((0, C), "rc"), te.reduce_axis((0, R), "ry"), te.reduce_axis((0, S), "rx")
-    out = te.compute(
-        (N, K, oh, ow),
-        lambda n, f, y, x: te.sum(
-            pad[n, rc, y * stride + ry * dilation, x * stride + rx * dilation] * weight[f, rc, ry, rx],
-            axis=[rc, ry, rx],
-        ),
-        name="conv2d_nchw",
-    )
+    out = _conv2d_nchw(data, weight, stride, padding, dilation, 1, "conv2d_nchw")
     ref = partial(conv2d_nchw_ref, stride=stride, padding=padding, dilation=dilation)
     return OpGraph([data, weight], [out], ref, 2 * N * K * oh * ow * C * R * S)
 
@@ -104,7 +79,8 @@ def conv2d_nhwc(
     oh = _out_size(H, R, stride, padding, dilation, "params.R")
     ow = _out_size(W, S, stride, padding, dilation, "params.S")
     data, weight = te.placeholder((N, H, W, C), dtype, "data"), te.placeholder((R, S, C, K), dtype, "weight")
-    pad = _pad_nhwc(data, padding)
+    p = padding
+    pad = topi.pad(data, (0, p, p, 0), (0, p, p, 0), 0.0, "pad_temp", ("n", "y", "x", "c"))
     ry, rx, rc = te.reduce_axis((0, R), "ry"), te.reduce_axis((0, S), "rx"), te.reduce_axis((0, C), "rc")
     out = te.compute(
         (N, oh, ow, K),
@@ -125,16 +101,7 @@ def depthwise_conv2d_nchw(
     oh = _out_size(H, R, stride, padding, dilation, "params.R")
     ow = _out_size(W, S, stride, padding, dilation, "params.S")
     data, weight = te.placeholder((N, C, H, W), dtype, "data"), te.placeholder((C, 1, R, S), dtype, "weight")
-    pad = _pad_nchw(data, padding)
-    ry, rx = te.reduce_axis((0, R), "ry"), te.reduce_axis((0, S), "rx")
-    out = te.compute(
-        (N, C, oh, ow),
-        lambda n, c, y, x: te.sum(
-            pad[n, c, y * stride + ry * dilation, x * stride + rx * dilation] * weight[c, 0, ry, rx],
-            axis=[ry, rx],
-        ),
-        name="depthwise_conv2d_nchw",
-    )
+    out = _conv2d_nchw(data, weight, stride, padding, dilation, C, "depthwise_conv2d_nchw")
     ref = partial(depthwise_conv2d_nchw_ref, stride=stride, padding=padding, dilation=dilation)
     return OpGraph([data, weight], [out], ref, 2 * N * C * oh * ow * R * S)
 
@@ -143,7 +110,7 @@ def conv2d_nchw_ref(
     data: np.ndarray, weight: np.ndarray, stride: int = 1, padding: int = 0, dilation: int = 1
 ) -> list[np.ndarray]:
     """data [N, C, H, W], weight [K, C, R, S] -> [N, K, OH, OW]."""
-    return [_sum_of_taps(data, weight, stride, padding, dilation, "nchw,kc->nkhw")]
+    return [_conv_ref(data, weight, stride, padding, dilation, 1)]
 
 
 def conv2d_nhwc_ref(
@@ -160,27 +127,11 @@ def depthwise_conv2d_nchw_ref(
     data: np.ndarray, weight: np.ndarray, stride: int = 1, padding: int = 0, dilation: int = 1
 ) -> list[np.ndarray]:
     """data [N, C, H, W], weight [C, 1, R, S] -> [N, C, OH, OW]."""
-    return [_sum_of_taps(data, weight[:, 0], stride, padding, dilation, "nchw,c->nchw")]
+    return [_conv_ref(data, weight, stride, padding, dilation, data.shape[1])]
 
 
-def _sum_of_taps(
-    data: np.ndarray, weight: np.ndarray, stride: int, padding: int, dilation: int, subscripts: str
+def _conv_ref(
+    data: np.ndarray, weight: np.ndarray, stride: int, padding: int, dilation: int, groups: int
 ) -> np.ndarray:
-    """Sum over kernel taps (r, s) of `einsum(subscripts, strided window of data, weight[..., r, s])`:
-    one vectorized product per tap keeps memory at one output's worth."""
     p = padding
-    padded = np.pad(data, ((0, 0), (0, 0), (p, p), (p, p)))
-    R, S = weight.shape[-2:]
-    oh = (padded.shape[2] - dilation * (R - 1) - 1) // stride + 1
-    ow = (padded.shape[3] - dilation * (S - 1) - 1) // stride + 1
-    out: np.ndarray | None = None
-    for r in range(R):
-        for s in range(S):
-            y0, x0 = r * dilation, s * dilation
-            window = padded[
-                :, :, y0 : y0 + stride * (oh - 1) + 1 : stride, x0 : x0 + stride * (ow - 1) + 1 : stride
-            ]
-            tap = np.einsum(subscripts, window, weight[..., r, s])
-            out = tap if out is None else out + tap
-    assert out is not None  # a kernel has at least one tap
-    return out
+    return topi.conv2d_nchw_numpy(data, weight, (stride, stride), (p, p, p, p), (dilation, dilation), groups)

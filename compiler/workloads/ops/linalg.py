@@ -4,21 +4,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from compiler import te
+from compiler import te, topi
 from compiler.workloads.registry import REQUIRED, OpGraph, Param, register
-
-
-def _matmul(a: te.Tensor, b: te.Tensor, name: str) -> te.Tensor:
-    (m, kk), (_, n) = a.shape, b.shape
-    k = te.reduce_axis((0, kk), "k")
-    return te.compute((m, n), lambda i, j: te.sum(a[i, k] * b[k, j], axis=k), name=name)
 
 
 @register("matmul", M=REQUIRED, N=REQUIRED, K=REQUIRED)
 def matmul(M: int, N: int, K: int, dtype: str) -> OpGraph:
     """C[i, j] = sum_k A[i, k] * B[k, j]."""
     a, b = te.placeholder((M, K), dtype, "A"), te.placeholder((K, N), dtype, "B")
-    return OpGraph([a, b], [_matmul(a, b, "C")], matmul_ref, 2 * M * N * K)
+    return OpGraph([a, b], [topi.matmul(a, b, "C")], matmul_ref, 2 * M * N * K)
 
 
 def matmul_ref(a: np.ndarray, b: np.ndarray) -> list[np.ndarray]:
@@ -29,7 +23,7 @@ def matmul_ref(a: np.ndarray, b: np.ndarray) -> list[np.ndarray]:
 def matmul_relu(M: int, N: int, K: int, dtype: str) -> OpGraph:
     """The MLC course's mm_relu: Y = A @ B, C = max(Y, 0)."""
     a, b = te.placeholder((M, K), dtype, "A"), te.placeholder((K, N), dtype, "B")
-    y = _matmul(a, b, "Y")
+    y = topi.matmul(a, b, "Y")
     c = te.compute((M, N), lambda i, j: te.max(y[i, j], 0.0), name="C")
     return OpGraph([a, b], [c], matmul_relu_ref, 2 * M * N * K + M * N)
 
@@ -80,9 +74,7 @@ def dense_bias_relu_ref(x: np.ndarray, w: np.ndarray, b: np.ndarray) -> list[np.
 def batch_matmul(B: int, M: int, N: int, K: int, dtype: str) -> OpGraph:
     """C[b, i, j] = sum_k A[b, i, k] * B[b, k, j]."""
     a, b = te.placeholder((B, M, K), dtype, "A"), te.placeholder((B, K, N), dtype, "B")
-    k = te.reduce_axis((0, K), "k")
-    c = te.compute((B, M, N), lambda n, i, j: te.sum(a[n, i, k] * b[n, k, j], axis=k), name="C")
-    return OpGraph([a, b], [c], batch_matmul_ref, 2 * B * M * N * K)
+    return OpGraph([a, b], [topi.matmul(a, b, "C")], batch_matmul_ref, 2 * B * M * N * K)
 
 
 def batch_matmul_ref(a: np.ndarray, b: np.ndarray) -> list[np.ndarray]:

@@ -1,0 +1,42 @@
+"""matmul with numpy's semantics for operands of rank >= 2 (batch dims broadcast): the anchor of
+dense layers and attention."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from compiler import te, topi
+from compiler.graph.ir import Attrs, TensorType
+from compiler.graph.op import OpDef, OpError, Pattern, check, register
+from compiler.graph.ops.checks import float_args
+
+
+def _matmul_type(args: Sequence[TensorType], attrs: Attrs) -> TensorType:
+    a, b = float_args(args, 2)
+    check(
+        len(a.shape) >= 2 and len(b.shape) >= 2, f"needs operands of rank >= 2, got {a.shape} and {b.shape}"
+    )
+    check(a.shape[-1] == b.shape[-2], f"inner dimensions differ: {a.shape} @ {b.shape}")
+    batch = topi.broadcast_batch(a.shape[:-2], b.shape[:-2])
+    if batch is None:
+        raise OpError(f"batch dimensions do not broadcast: {a.shape[:-2]} and {b.shape[:-2]}")
+    return TensorType((*batch, a.shape[-2], b.shape[-1]), a.dtype)
+
+
+def _matmul_compute(inputs: Sequence[te.Tensor], attrs: Attrs, name: str) -> te.Tensor:
+    a, b = inputs
+    return topi.matmul(a, b, name)
+
+
+def _matmul_reference(inputs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
+    a, b = inputs
+    return np.matmul(a, b)
+
+
+def _matmul_flops(args: Sequence[TensorType], out: TensorType, attrs: Attrs) -> int:
+    return 2 * out.size * args[0].shape[-1]
+
+
+register(OpDef("matmul", Pattern.ANCHOR, _matmul_type, _matmul_compute, _matmul_reference, _matmul_flops))

@@ -1,0 +1,34 @@
+"""Graph passes, each a function Module -> Module; `optimize` runs them in order."""
+
+from compiler.graph.ir import Module
+from compiler.graph.passes.dead_code import eliminate_dead_code
+from compiler.graph.passes.fold_batch_norm import fold_batch_norm
+from compiler.graph.passes.fold_constants import fold_constants
+from compiler.graph.passes.fuse import fuse
+from compiler.graph.passes.tasks import Task, extract_tasks
+from compiler.graph.passes.verify import verify
+
+PASSES = (fold_constants, fold_batch_norm, fold_constants, eliminate_dead_code, fuse, eliminate_dead_code)
+
+
+def optimize(module: Module, *, check: bool = False) -> Module:
+    """Fold constants and batch norms, drop what computes nothing, fuse into PrimFuncs. With `check`,
+    the verifier runs after every pass (the tests do this)."""
+    for run in PASSES:
+        module = run(module)
+        if check:
+            verify(module)
+    return module
+
+
+__all__ = [
+    "PASSES",
+    "Task",
+    "eliminate_dead_code",
+    "extract_tasks",
+    "fold_batch_norm",
+    "fold_constants",
+    "fuse",
+    "optimize",
+    "verify",
+]

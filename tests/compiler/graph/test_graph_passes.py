@@ -1,0 +1,294 @@
+"""Graph passes: each keeps what the module computes (checked against the numpy reference of the
+unoptimized graph) and does what it is for (folds, fuses, plans)."""
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from compiler import graph
+from compiler.graph import CallTIR, Constant, GraphBuilder, GraphError, Module
+from compiler.graph.ir import CallTIR as CallTIRNode
+from compiler.graph.memory_plan import plan_memory
+from compiler.graph.passes import eliminate_dead_code, fold_batch_norm, fold_constants, fuse, verify
+
+RNG = np.random.default_rng(0)
+
+
+def weights(*shape: int) -> np.ndarray:
+    return (RNG.standard_normal(shape) * 0.3).astype("float32")
+
+
+def random_inputs(module: Module, seed: int = 1) -> list[np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return [rng.standard_normal(i.type.shape).astype(i.type.dtype) for i in module.inputs]
+
+
+def conv(
+    b: GraphBuilder, x, k: int, c: int, *, bias: bool = True, stride: int = 1, pad: int = 1, groups: int = 1
+):
+    out = b.call(
+        "conv2d",
+        [x, b.constant("w", weights(k, c // groups, 3, 3))],
+        strides=(stride, stride),
+        padding=(pad, pad, pad, pad),
+        dilation=(1, 1),
+        groups=groups,
+    )
+    return b.call("add", [out, b.constant("b", weights(k, 1, 1))]) if bias else out
+
+
+def batch_norm(b: GraphBuilder, x, c: int):
+    stats = [weights(c) + 1, weights(c), weights(c), np.abs(weights(c)) + 0.5]
+    return b.call("batch_norm", [x, *(b.constant("bn", s) for s in stats)], epsilon=1e-5)
+
+
+def residual_block() -> Module:
+    """conv+bias+bn+relu, conv+bn, + the block's input, relu: ResNet's basic block in miniature."""
+    b = GraphBuilder()
+    x = b.input("x", (1, 8, 9, 7), "float32")
+    h = b.call("relu", [batch_norm(b, conv(b, x, 8, 8), 8)])
+    h = batch_norm(b, conv(b, h, 8, 8, bias=False), 8)
+    out = b.call("relu", [b.call("add", [h, x])])
+    return b.module([out])
+
+
+def compiled_matches_reference(module: Module, rtol: float = 1e-4) -> graph.CompiledModel:
+    inputs = random_inputs(module)
+    expected = graph.run_reference(module, inputs)
+    model = graph.build(graph.optimize(module, check=True))
+    for got, want in zip(model(*inputs), expected):
+        np.testing.assert_allclose(got, want, rtol=rtol, atol=rtol)
+    return model
+
+
+def test_residual_block_fuses_into_two_kernels_and_matches_numpy() -> None:
+    module = residual_block()
+    optimized = graph.optimize(module, check=True)
+    calls = [n for n in optimized.nodes() if isinstance(n, CallTIRNode)]
+    assert [c.ops for c in calls] == [("conv2d", "add", "relu"), ("conv2d", "add", "add", "relu")]
+    compiled_matches_reference(module)
+
+
+def test_batch_norm_folds_into_the_conv_weights() -> None:
+    module = residual_block()
+    folded = fold_constants(fold_batch_norm(module))
+    verify(folded)
+    assert "batch_norm" not in {c.op for c in folded.calls()}
+    assert {c.op for c in folded.calls()} == {"conv2d", "add", "relu"}
+    inputs = random_inputs(module)
+    np.testing.assert_allclose(
+        graph.run_reference(folded, inputs)[0], graph.run_reference(module, inputs)[0], rtol=1e-4, atol=1e-5
+    )
+
+
+def test_batch_norm_without_a_conv_becomes_multiply_add() -> None:
+    b = GraphBuilder()
+    x = b.input("x", (2, 3, 5), "float32")
+    module = b.module([batch_norm(b, b.call("relu", [x]), 3)])
+    folded = fold_constants(fold_batch_norm(module))
+    assert [c.op for c in folded.calls()] == ["relu", "multiply", "add"]
+    optimized = graph.optimize(module, check=True)
+    assert len([n for n in optimized.nodes() if isinstance(n, CallTIR)]) == 1
+    compiled_matches_reference(module)
+
+
+def test_constant_folding_computes_weight_transforms_once() -> None:
+    b = GraphBuilder()
+    x = b.input("x", (3, 5), "float32")
+    wt = b.call("transpose", [b.constant("w", weights(4, 5))], axes=(1, 0))
+    module = b.module([b.call("matmul", [x, wt])])
+    folded = fold_constants(module)
+    (mm,) = folded.calls()
+    assert isinstance(mm.args[1], Constant) and mm.args[1].type.shape == (5, 4)
+    assert mm.args[1].data.flags.c_contiguous
+
+
+def test_folding_does_not_materialize_broadcasts() -> None:
+    b = GraphBuilder()
+    x = b.input("x", (64, 64), "float32")
+    big = b.call("broadcast_to", [b.constant("s", np.float32(2.0))], shape=(256, 256))
+    module = b.module(
+        [b.call("add", [b.call("slice", [big], begin=(0, 0), end=(64, 64), strides=(1, 1)), x])]
+    )
+    assert "broadcast_to" in {c.op for c in fold_constants(module).calls()}
+
+
+def test_diamond_after_matmul_fuses_into_one_kernel() -> None:
+    """gelu as ONNX exports it before opset 20: x * 0.5 * (1 + erf(x / sqrt(2))) reads x twice."""
+    b = GraphBuilder()
+    x = b.input("x", (4, 16), "float32")
+    h = b.call("add", [b.call("matmul", [x, b.constant("w", weights(16, 24))]), b.constant("b", weights(24))])
+    erf = b.call("erf", [b.call("divide", [h, b.constant("sqrt2", np.float32(np.sqrt(2)))])])
+    one_plus = b.call("add", [erf, b.constant("one", np.float32(1))])
+    out = b.call("multiply", [b.call("multiply", [h, b.constant("half", np.float32(0.5))]), one_plus])
+    module = b.module([out])
+    optimized = graph.optimize(module, check=True)
+    (call,) = [n for n in optimized.nodes() if isinstance(n, CallTIR)]
+    assert call.ops[0] == "matmul" and len(call.ops) == 7
+    compiled_matches_reference(module)
+
+
+def test_a_value_used_outside_stays_a_group_output() -> None:
+    """conv's output feeds relu and also the model's second output: it cannot be fused away."""
+    b = GraphBuilder()
+    x = b.input("x", (1, 4, 6, 6), "float32")
+    c = conv(b, x, 4, 4)
+    module = b.module([b.call("relu", [c]), c])
+    optimized = graph.optimize(module, check=True)
+    assert len([n for n in optimized.nodes() if isinstance(n, CallTIR)]) == 2
+    compiled_matches_reference(module)
+
+
+def test_reductions_stay_anchors_and_injective_chains_fuse() -> None:
+    b = GraphBuilder()
+    x = b.input("x", (2, 6, 4), "float32")
+    t = b.call("reshape", [b.call("transpose", [b.call("relu", [x])], axes=(0, 2, 1))], shape=(8, 6))
+    s = b.call("softmax", [t], axis=1)
+    m = b.call(
+        "max_pool2d",
+        [b.call("reshape", [s], shape=(1, 1, 8, 6))],
+        kernel=(2, 2),
+        strides=(2, 2),
+        padding=(0, 0, 0, 0),
+        dilation=(1, 1),
+        ceil_mode=False,
+    )
+    module = b.module([b.call("tanh", [m])])
+    optimized = graph.optimize(module, check=True)
+    ops = [n.ops for n in optimized.nodes() if isinstance(n, CallTIR)]
+    assert ops == [("relu", "transpose", "reshape"), ("softmax",), ("reshape",), ("max_pool2d", "tanh")]
+    compiled_matches_reference(module)
+
+
+def test_identical_layers_are_one_task_with_weight_two() -> None:
+    b = GraphBuilder()
+    h = b.input("x", (1, 4, 8, 8), "float32")
+    for _ in range(3):
+        h = b.call("relu", [conv(b, h, 4, 4)])
+    h = b.call("relu", [conv(b, h, 8, 4, stride=2)])
+    tasks = graph.extract_tasks(graph.optimize(b.module([h])))
+    assert [(t.weight, t.ops) for t in tasks] == [
+        (3, ("conv2d", "add", "relu")),
+        (1, ("conv2d", "add", "relu")),
+    ]
+    assert tasks[0].flops == 2 * 4 * 4 * 9 * 64 + 2 * 4 * 64
+    assert tasks[0].workload_hash != tasks[1].workload_hash
+
+
+def test_same_layer_in_two_models_has_one_hash() -> None:
+    def model(names: str) -> Module:
+        b = GraphBuilder()
+        x = b.input(names + "x", (1, 4, 8, 8), "float32")
+        return b.module([b.call("relu", [conv(b, b.call("sigmoid", [x], name=names), 4, 4)])])
+
+    hashes = [
+        {t.workload_hash for t in graph.extract_tasks(graph.optimize(model(n)))} for n in ("a", "other")
+    ]
+    assert hashes[0] == hashes[1]
+
+
+def test_dead_code_drops_no_op_calls_and_unused_functions() -> None:
+    b = GraphBuilder()
+    x = b.input("x", (3, 4), "float32")
+    same = b.call("reshape", [b.call("transpose", [x], axes=(0, 1))], shape=(3, 4))
+    b.call("exp", [x])  # nothing reads it
+    module = b.module([b.call("relu", [same])])
+    assert [c.op for c in eliminate_dead_code(module).calls()] == ["relu"]
+    fused = fuse(module)
+    (func,) = fused.funcs.values()
+    pruned = eliminate_dead_code(Module(fused.inputs, fused.outputs, {**fused.funcs, "unused": func}))
+    assert list(pruned.funcs) == list(fused.funcs)
+
+
+def test_memory_plan_shares_storage_and_never_aliases_a_kernels_inputs() -> None:
+    b = GraphBuilder()
+    h = b.input("x", (1, 4, 8, 8), "float32")
+    for _ in range(6):
+        h = b.call("relu", [conv(b, h, 4, 4)])
+    module = graph.optimize(b.module([h]))
+    plan = plan_memory(module)
+    assert plan.total_bytes == 5 * 4 * 64 * 4
+    assert plan.peak_bytes <= 2 * 4 * 64 * 4 + 2 * 64
+    steps = [n for n in module.nodes() if isinstance(n, CallTIR)]
+    for step in steps:
+        mine = plan.storage_of.get(step.name)
+        assert all(plan.storage_of.get(a.name) != mine for a in step.args if mine is not None)
+
+
+def test_executor_matches_reference_on_a_residual_network_and_reports_memory() -> None:
+    b = GraphBuilder()
+    x = b.input("x", (1, 3, 16, 16), "float32")
+    h = b.call("relu", [batch_norm(b, conv(b, x, 8, 3, bias=False, stride=2), 8)])
+    for _ in range(2):
+        inner = b.call("relu", [batch_norm(b, conv(b, h, 8, 8, bias=False), 8)])
+        h = b.call("relu", [b.call("add", [batch_norm(b, conv(b, inner, 8, 8, bias=False), 8), h])])
+    pooled = b.call("reshape", [b.call("mean", [h], axes=(2, 3), keepdims=True)], shape=(1, 8))
+    logits = b.call(
+        "add", [b.call("matmul", [pooled, b.constant("fc", weights(8, 5))]), b.constant("fcb", weights(5))]
+    )
+    module = b.module([b.call("softmax", [logits], axis=1)])
+    model = compiled_matches_reference(module)
+    assert 0 < model.peak_bytes < model.plan.total_bytes
+    assert {s.origin for s in model.sources} == {"default"}
+    profile = model.profile(*random_inputs(module), repeat=2, min_secs=0.001)
+    assert len(profile) == len(model.steps) and all(t > 0 for _, t in profile)
+
+
+def test_executor_rejects_wrong_inputs() -> None:
+    b = GraphBuilder()
+    x = b.input("x", (2, 3), "float32")
+    model = graph.build(graph.optimize(b.module([b.call("relu", [x])])))
+    with pytest.raises(ValueError, match="expected shape"):
+        model(np.zeros((3, 2), "float32"))
+    with pytest.raises(TypeError, match="takes 1 inputs"):
+        model()
+
+
+def test_verifier_names_the_broken_node() -> None:
+    b = GraphBuilder()
+    x = b.input("x", (2, 3), "float32")
+    module = fuse(b.module([b.call("relu", [x], name="act")]))
+    (call,) = module.outputs
+    assert isinstance(call, CallTIR)
+    wrong = CallTIR(call.name, "missing", call.args, call.type)
+    with pytest.raises(GraphError, match=r"act.*missing"):
+        verify(Module(module.inputs, (wrong,), module.funcs))
+
+
+UNARY = ["relu", "sigmoid", "tanh", "exp", "negative", "abs"]
+BINARY = ["add", "subtract", "multiply", "maximum", "minimum"]
+
+
+@st.composite
+def fused_graphs(draw: st.DrawFn) -> Module:
+    """A conv2d or matmul followed by a random chain of elementwise and broadcast ops, some reading
+    earlier values of the chain (diamonds) or constants of broadcastable shapes."""
+    b = GraphBuilder()
+    if draw(st.booleans()):
+        c, k = draw(st.integers(1, 4)), draw(st.integers(1, 5))
+        x = b.input("x", (1, c, draw(st.integers(3, 6)), draw(st.integers(3, 6))), "float32")
+        h = conv(b, x, k, c, bias=draw(st.booleans()))
+    else:
+        m, kk, n = (draw(st.integers(1, 7)) for _ in range(3))
+        x = b.input("x", (m, kk), "float32")
+        h = b.call("matmul", [x, b.constant("w", weights(kk, n))])
+    values = [h]
+    for _ in range(draw(st.integers(0, 4))):
+        if draw(st.booleans()):
+            h = b.call(draw(st.sampled_from(UNARY)), [h])
+        else:
+            shape = draw(st.sampled_from([h.type.shape, h.type.shape[-1:], (1,)]))
+            other = draw(st.sampled_from([*values, None]))
+            operand = b.constant("c", weights(*shape)) if other is None else other
+            h = b.call(draw(st.sampled_from(BINARY)), [h, operand])
+        values.append(h)
+    return b.module([h])
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(fused_graphs())
+def test_fusion_never_changes_results(module: Module) -> None:
+    optimized = graph.optimize(module, check=True)
+    assert len([n for n in optimized.nodes() if isinstance(n, CallTIR)]) == 1
+    compiled_matches_reference(module)

@@ -1,0 +1,200 @@
+"""The elementwise graph operators (unary, broadcasting binary, batch_norm) against PyTorch, and
+their compiled te computes against their references, on odd and degenerate shapes."""
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from compiler.graph import OPS, Pattern
+from compiler.graph.ir import Attrs, TensorType
+from tests.compiler.graph.opcase import case, check_op, check_refused, owned_ops, with_torch
+
+rng = np.random.default_rng(0)
+
+
+def normal(*shape: int, dtype: str = "float32") -> np.ndarray:
+    """Wide enough to cross every kink (hardswish's +-3, clip's bounds) and saturate sigmoid."""
+    return (rng.standard_normal(shape) * 4).astype(dtype)
+
+
+def positive(*shape: int, dtype: str = "float32") -> np.ndarray:
+    return (rng.random(shape) * 3 + 0.1).astype(dtype)
+
+
+UNARY = [
+    case("relu", [normal(3, 5, 7)], with_torch(F.relu), "odd"),
+    case("relu", [normal(1, 1)], with_torch(F.relu), "ones"),
+    case("sigmoid", [normal(3, 5, 7) * 10], with_torch(torch.sigmoid), "saturating"),
+    case("tanh", [normal(3, 5, 7)], with_torch(torch.tanh), "odd"),
+    case("exp", [normal(3, 5, 7)], with_torch(torch.exp), "odd"),
+    case("log", [positive(3, 5, 7)], with_torch(torch.log), "odd"),
+    case("sqrt", [positive(3, 5, 7)], with_torch(torch.sqrt), "odd"),
+    case("erf", [normal(3, 5, 7) / 2], with_torch(torch.erf), "odd"),
+    case("erf", [normal(2, 3, dtype="float64")], with_torch(torch.erf), "float64"),
+    case("negative", [normal(3, 5, 7)], with_torch(torch.neg), "odd"),
+    case("abs", [normal(3, 5, 7)], with_torch(torch.abs), "odd"),
+    case("silu", [normal(3, 5, 7)], with_torch(F.silu), "odd"),
+    case("hardswish", [normal(3, 5, 7)], with_torch(F.hardswish), "odd"),
+    case(
+        "hardsigmoid",
+        [normal(3, 5, 7)],
+        with_torch(F.hardsigmoid),
+        "torch",
+        alpha=1 / 6,
+        beta=0.5,
+    ),
+    case(
+        "hardsigmoid",
+        [normal(1, 1)],
+        lambda x: np.clip(0.2 * x + 0.5, 0, 1),
+        "onnx-default",
+        alpha=0.2,
+        beta=0.5,
+    ),
+    case("gelu", [normal(3, 5, 7)], with_torch(F.gelu), "erf", approximate="none"),
+    case(
+        "gelu",
+        [normal(3, 5, 7)],
+        with_torch(lambda x: F.gelu(x, approximate="tanh")),
+        "tanh",
+        approximate="tanh",
+    ),
+    case(
+        "gelu",
+        [normal(2, 9, dtype="float64")],
+        with_torch(F.gelu),
+        "float64",
+        approximate="none",
+    ),
+    case(
+        "clip",
+        [normal(3, 5, 7)],
+        with_torch(lambda x: torch.clamp(x, -1.5, 2.0)),
+        "both",
+        min=-1.5,
+        max=2.0,
+    ),
+    case("clip", [normal(3, 5, 7)], with_torch(lambda x: torch.clamp(x, min=0)), "min", min=0, max=None),
+    case(
+        "clip",
+        [normal(3, 5, 7)],
+        with_torch(lambda x: torch.clamp(x, max=6.0)),
+        "max",
+        min=None,
+        max=6.0,
+    ),
+    case(
+        "clip",
+        [normal(3, 5)],
+        with_torch(lambda x: torch.clamp(x, 1.0, -1.0)),
+        "min-above-max",
+        min=1.0,
+        max=-1.0,
+    ),
+    case(
+        "leaky_relu",
+        [normal(3, 5, 7)],
+        with_torch(lambda x: F.leaky_relu(x, 0.1)),
+        "odd",
+        alpha=0.1,
+    ),
+]
+
+BINARY_TORCH = {
+    "add": torch.add,
+    "subtract": torch.sub,
+    "multiply": torch.mul,
+    "divide": torch.div,
+    "power": torch.pow,
+    "maximum": torch.maximum,
+    "minimum": torch.minimum,
+}
+
+
+def binary_inputs(op: str, *shapes: tuple[int, ...], dtype: str = "float32") -> list[np.ndarray]:
+    """power on positive bases: a negative base's fractional power is nan on both sides."""
+    base = positive(*shapes[0], dtype=dtype) if op == "power" else normal(*shapes[0], dtype=dtype)
+    return [base, normal(*shapes[1], dtype=dtype) / (2 if op == "power" else 1)]
+
+
+BINARY = [
+    case(op, binary_inputs(op, (2, 1, 5), (3, 1)), with_torch(fn), "broadcast")
+    for op, fn in BINARY_TORCH.items()
+] + [
+    case("add", binary_inputs("add", (3, 5, 7), (3, 5, 7)), with_torch(torch.add), "same"),
+    case("add", binary_inputs("add", (1, 1), (1, 1)), with_torch(torch.add), "ones"),
+    case("multiply", binary_inputs("multiply", (1,), (3, 5)), with_torch(torch.mul), "scalar"),
+    case("subtract", binary_inputs("subtract", (3, 5), (2, 1, 1)), with_torch(torch.sub), "rank"),
+    case(
+        "divide",
+        binary_inputs("divide", (4, 1), (1, 3), dtype="float64"),
+        with_torch(torch.div),
+        "float64",
+    ),
+]
+
+
+def batch_norm_inputs(*shape: int) -> list[np.ndarray]:
+    c = shape[1]
+    return [normal(*shape), normal(c), normal(c), normal(c), positive(c)]
+
+
+def torch_batch_norm(eps: float):
+    return with_torch(lambda x, s, b, m, v: F.batch_norm(x, m, v, s, b, training=False, eps=eps))
+
+
+BATCH_NORM = [
+    case("batch_norm", batch_norm_inputs(2, 3, 5, 7), torch_batch_norm(1e-5), "nchw", epsilon=1e-5),
+    case("batch_norm", batch_norm_inputs(5, 3), torch_batch_norm(1e-3), "nc", epsilon=1e-3),
+]
+
+
+@pytest.mark.parametrize(("op", "inputs", "attrs", "expected"), UNARY + BINARY + BATCH_NORM)
+def test_op_computes_what_pytorch_does(op, inputs, attrs, expected):
+    check_op(op, inputs, attrs, expected)
+
+
+def test_every_elementwise_op_is_checked():
+    checked = {p.values[0] for p in UNARY + BINARY + BATCH_NORM}
+    assert checked == owned_ops("compiler.graph.ops.elementwise")
+
+
+def test_patterns_and_flops():
+    t = TensorType((2, 3, 5), "float32")
+    for name in owned_ops("compiler.graph.ops.elementwise"):
+        assert OPS[name].pattern in (Pattern.ELEMWISE, Pattern.BROADCAST)
+    assert OPS["relu"].pattern == Pattern.ELEMWISE and OPS["add"].pattern == Pattern.BROADCAST
+    assert OPS["add"].flops([t, t], t, Attrs()) == 30
+    gelu = Attrs.of({"approximate": "tanh"})
+    assert OPS["gelu"].flops([t], t, gelu) > OPS["gelu"].flops([t], t, Attrs.of({"approximate": "none"})) > 30
+
+
+F32, F64, I32 = "float32", "float64", "int32"
+
+
+@pytest.mark.parametrize(
+    ("op", "args", "attrs", "reason"),
+    [
+        ("relu", [((3,), I32)], {}, "argument 0 has dtype int32"),
+        ("relu", [((3,), F32), ((3,), F32)], {}, "takes 1 argument"),
+        ("exp", [((3,), F32)], {"alpha": 1.0}, r"takes attributes \[\], got \['alpha'\]"),
+        ("gelu", [((3,), F32)], {"approximate": "fast"}, "approximate='fast' must be 'none' or 'tanh'"),
+        ("leaky_relu", [((3,), F32)], {}, r"takes attributes \['alpha'\]"),
+        ("leaky_relu", [((3,), F32)], {"alpha": True}, "alpha=True must be a number"),
+        ("clip", [((3,), F32)], {"min": "0", "max": None}, "min='0' must be a number or None"),
+        ("add", [((2, 3), F32), ((4,), F32)], {}, r"shapes \(2, 3\) and \(4,\) do not broadcast"),
+        ("add", [((2, 3), F32), ((2, 3), F64)], {}, "arguments mix dtypes"),
+        ("power", [((2, 3), I32), ((2, 3), I32)], {}, "dtype int32"),
+        ("batch_norm", [((3,), F32)] * 5, {"epsilon": 1e-5}, r"x has shape \(3,\)"),
+        (
+            "batch_norm",
+            [((2, 3, 4), F32), ((3,), F32), ((3,), F32), ((4,), F32), ((3,), F32)],
+            {"epsilon": 1e-5},
+            r"mean has shape \(4,\); expected \(3,\)",
+        ),
+        ("batch_norm", [((2, 3), F32)] + [((3,), F32)] * 4, {"epsilon": -1.0}, "epsilon -1.0 is negative"),
+    ],
+)
+def test_bad_arguments_are_refused_naming_node_and_op(op, args, attrs, reason):
+    check_refused(op, args, attrs, reason)

@@ -1,0 +1,144 @@
+"""sum, mean, max, min, softmax, log_softmax and layer_norm: the numpy references agree with PyTorch
+(several axes, keepdims or not, a middle axis, the trailing 1 or 2 axes), the te computes agree with
+the references, and the type rules refuse bad axes and shapes."""
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from compiler.graph import OPS, Attrs, GraphError, TensorType
+from tests.compiler.graph.op_check import (
+    assert_compiles_to_reference,
+    assert_schedules,
+    infer,
+    prim_func,
+    random_inputs,
+)
+
+TORCH_REDUCE = {
+    "sum": torch.sum,
+    "mean": torch.mean,
+    "max": torch.amax,
+    "min": torch.amin,
+}
+REDUCTIONS = [
+    ("sum", (3, 4, 5), (0, 2), False),
+    ("sum", (3, 4, 5), (0, 2), True),
+    ("mean", (3, 4, 5), (1,), True),
+    ("mean", (2, 3, 4, 5), (2, 3), False),
+    ("max", (3, 4, 5), (0, 1, 2), False),
+    ("max", (3, 4, 5), (1, 2), True),
+    ("min", (7, 3), (1,), False),
+]
+
+
+@pytest.mark.parametrize(("op", "shape", "axes", "keepdims"), REDUCTIONS)
+def test_reductions_match_pytorch_and_compile(op, shape, axes, keepdims):
+    (x,) = arrays = random_inputs([shape])
+    want = assert_compiles_to_reference(op, arrays, {"axes": axes, "keepdims": keepdims})
+    torch_out = TORCH_REDUCE[op](torch.from_numpy(x), dim=axes, keepdim=keepdims).numpy()
+    np.testing.assert_allclose(want, torch_out.reshape(want.shape), rtol=1e-5, atol=1e-5)
+
+
+def test_reducing_every_axis_without_keepdims_gives_shape_1():
+    """The graph level has no rank-0 tensors: what PyTorch returns as a scalar is shape (1,)."""
+    assert infer("sum", [(3, 4)], {"axes": (0, 1), "keepdims": False}).shape == (1,)
+    assert infer("sum", [(3, 4)], {"axes": (0, 1), "keepdims": True}).shape == (1, 1)
+
+
+def test_mean_is_a_sum_block_then_a_scale():
+    func = prim_func("mean", random_inputs([(3, 4)]), {"axes": (1,), "keepdims": False})
+    assert 'with T.block("out_sum")' in func.script() and "T.float32(0.25)" in func.script()
+
+
+def test_reduction_flops_count_each_input_element():
+    attrs = {"axes": (0, 2), "keepdims": False}
+    x = TensorType((3, 4, 5), "float32")
+    assert OPS["sum"].flops([x], infer("sum", [x.shape], attrs), Attrs.of(attrs)) == 60
+    assert OPS["mean"].flops([x], infer("mean", [x.shape], attrs), Attrs.of(attrs)) == 64
+
+
+SOFTMAXES = [
+    ("softmax", (3, 5, 4), 1),
+    ("softmax", (7,), 0),
+    ("log_softmax", (3, 5, 4), 1),
+    ("log_softmax", (2, 6), 1),
+]
+
+
+@pytest.mark.parametrize(("op", "shape", "axis"), SOFTMAXES)
+def test_softmax_and_log_softmax_match_pytorch_and_compile(op, shape, axis):
+    (x,) = arrays = random_inputs([shape])
+    x[..., 0] += 100  # exp(100) overflows float32: the max must be subtracted first
+    want = assert_compiles_to_reference(op, arrays, {"axis": axis})
+    torch_out = getattr(F, op)(torch.from_numpy(x), dim=axis).numpy()
+    np.testing.assert_allclose(want, torch_out, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("normalized", [(7,), (3, 7)])
+def test_layer_norm_matches_pytorch_and_compiles(normalized):
+    x, gamma, beta = arrays = random_inputs([(2, 3, 7), normalized, normalized])
+    attrs = {"axes": tuple(range(3 - len(normalized), 3)), "epsilon": 1e-5}
+    want = assert_compiles_to_reference("layer_norm", arrays, attrs)
+    torch_out = F.layer_norm(
+        *map(torch.from_numpy, (x,)), normalized, torch.from_numpy(gamma), torch.from_numpy(beta), 1e-5
+    )
+    np.testing.assert_allclose(want, torch_out.numpy(), rtol=1e-5, atol=1e-5)
+
+
+def test_layer_norm_in_float64():
+    arrays = random_inputs([(4, 5), (5,), (5,)], dtype="float64")
+    assert (
+        assert_compiles_to_reference("layer_norm", arrays, {"axes": (1,), "epsilon": 0.1}).dtype == np.float64
+    )
+
+
+LAYER_NORM = {"axes": (1, 2), "epsilon": 1e-5}
+AXES = "must be sorted unique axes"
+REFUSED = {  # op, argument shapes, attributes, the reason
+    "sum axis out of range": ("sum", [(3, 4)], {"axes": (2,), "keepdims": False}, AXES),
+    "sum axes unsorted": ("sum", [(3, 4)], {"axes": (1, 0), "keepdims": False}, AXES),
+    "sum axes repeated": ("sum", [(3, 4)], {"axes": (1, 1), "keepdims": False}, AXES),
+    "sum no axes": ("sum", [(3, 4)], {"axes": (), "keepdims": False}, AXES),
+    "mean keepdims not a bool": ("mean", [(3, 4)], {"axes": (1,), "keepdims": 0}, "keepdims must be a bool"),
+    "max two arguments": ("max", [(3, 4), (3, 4)], {"axes": (1,), "keepdims": False}, "takes 1 argument"),
+    "min of integers": ("min", [(3, 4)], {"axes": (1,), "keepdims": False}, "float", ["int64"]),
+    "softmax axis out of range": ("softmax", [(3, 4)], {"axis": 2}, "out of range"),
+    "log_softmax negative axis": ("log_softmax", [(3, 4)], {"axis": -1}, "axis must be an int >= 0"),
+    "layer_norm axes not trailing": (
+        "layer_norm",
+        [(2, 3, 4), (2, 3), (2, 3)],
+        {**LAYER_NORM, "axes": (0, 1)},
+        "trailing axes",
+    ),
+    "layer_norm gamma shape": ("layer_norm", [(2, 3, 4), (4,), (3, 4)], LAYER_NORM, "must have shape"),
+    "layer_norm beta shape": ("layer_norm", [(2, 3, 4), (3, 4), (4, 3)], LAYER_NORM, "must have shape"),
+    "layer_norm epsilon not a number": (
+        "layer_norm",
+        [(2, 3, 4), (3, 4), (3, 4)],
+        {**LAYER_NORM, "epsilon": "1e-5"},
+        "must be a number",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(REFUSED))
+def test_bad_arguments_are_refused(case):
+    op, shapes, attrs, reason, *dtypes = REFUSED[case]
+    with pytest.raises(GraphError, match=reason) as info:
+        infer(op, shapes, attrs, *dtypes)
+    assert info.value.op == op
+
+
+@pytest.mark.parametrize(
+    ("op", "shapes", "attrs"),
+    [
+        ("softmax", [(4, 6, 5)], {"axis": 1}),
+        ("layer_norm", [(4, 3, 8), (3, 8), (3, 8)], LAYER_NORM),
+        ("mean", [(2, 6, 5, 3)], {"axes": (2, 3), "keepdims": True}),
+    ],
+)
+def test_normalizations_schedule_under_the_default_space(op, shapes, attrs):
+    func = prim_func(op, random_inputs(shapes), attrs)
+    assert_schedules(func, lambda *a: OPS[op].reference(a, Attrs.of(attrs)), shapes, range(2))

@@ -1,0 +1,181 @@
+"""The `tuner` commands for whole models: import one (print its optimized graph and task table) and
+run one compiled (latency next to the reference runtime's).
+
+    tuner import model.onnx [--unoptimized]
+    tuner run model.onnx [--input x.npy ...] [--database URL] [--repeat 20]
+
+A model is an ONNX file (`.onnx`) or a PyTorch program saved with `torch.export.save` (`.pt2`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import numpy as np
+from rich.console import Console
+from rich.table import Table
+
+from compiler import graph
+from compiler.graph import GraphError, Module
+
+Handler = Callable[[argparse.Namespace, Console], int]
+CommandFactory = Callable[..., argparse.ArgumentParser]
+
+
+def add_model_commands(command: CommandFactory) -> None:
+    p = command(
+        "import", "import a model (ONNX or torch.export .pt2): its optimized graph and tasks", workload=False
+    )
+    p.add_argument("model", help="an .onnx file or a .pt2 file saved by torch.export.save")
+    p.add_argument(
+        "--unoptimized", action="store_true", help="print the graph as imported, before the passes"
+    )
+    p.set_defaults(run=_import)
+    p = command(
+        "run", "run a model compiled on this machine; latency next to the reference runtime", workload=False
+    )
+    p.add_argument("model", help="an .onnx file or a .pt2 file saved by torch.export.save")
+    p.add_argument(
+        "--input", action="append", default=[], help="an input as a .npy file (in order; default random)"
+    )
+    p.add_argument("--repeat", type=int, default=20, help="timed forward passes (default 20)")
+    p.add_argument("--seed", type=int, default=0)
+    p.set_defaults(run=_run)
+
+
+def load_model(path: str) -> Module:
+    """The graph of an ONNX file or of a `torch.export.save`d program."""
+    from compiler import frontend
+
+    if Path(path).suffix == ".pt2":
+        import torch
+
+        return frontend.from_torch(torch.export.load(path))
+    return frontend.from_onnx(path)
+
+
+def _import(args: argparse.Namespace, console: Console) -> int:
+    module = _load_or_report(args.model, console)
+    if module is None:
+        return 2
+    if args.unoptimized:
+        print(module.script())
+        return 0
+    optimized = graph.optimize(module)
+    print(optimized.script())
+    Console().print(task_table(optimized))
+    return 0
+
+
+def task_table(module: Module) -> Table:
+    tasks = graph.extract_tasks(module)
+    table = Table(title=f"{len(tasks)} tasks", caption="weight = calls per forward pass")
+    for column in ("task", "weight", "GFLOP", "shape", "ops"):
+        table.add_column(column, justify="right" if column in ("weight", "GFLOP") else "left")
+    for t in tasks:
+        table.add_row(t.name, str(t.weight), f"{t.flops / 1e9:.4f}", t.shape, " + ".join(t.ops))
+    total = sum(t.flops * t.weight for t in tasks)
+    table.add_row("all", str(sum(t.weight for t in tasks)), f"{total / 1e9:.4f}", "", "")
+    return table
+
+
+def _run(args: argparse.Namespace, console: Console) -> int:
+    module = _load_or_report(args.model, console)
+    if module is None:
+        return 2
+    inputs = _inputs(module, args.input, np.random.default_rng(args.seed))
+    start = time.perf_counter()
+    model = graph.build(graph.optimize(module), database=args.database)
+    tuned = sum(s.origin == "tuned" for s in model.sources)
+    console.print(
+        f"built {len(model.sources)} kernels ({tuned} tuned, {len(model.sources) - tuned} default) "
+        f"in {time.perf_counter() - start:.1f} s; intermediates {model.peak_bytes / 1e6:.1f} MB "
+        f"(unplanned {model.plan.total_bytes / 1e6:.1f} MB)"
+    )
+    ours = latencies(lambda: model(*inputs), args.repeat)
+    rows = [("tensor-tuner", ours)]
+    reference = _reference_runner(args.model, module, inputs)
+    if reference is not None:
+        name, run = reference
+        time.sleep(0.3)  # the other runtime's idle threads spin for a while after its last call
+        rows.append((name, latencies(run, args.repeat)))
+    table = Table(title=f"{Path(args.model).name}: latency of one forward pass ({args.repeat} runs)")
+    for column in ("runtime", "median ms", "min ms", "max ms", "vs tensor-tuner"):
+        table.add_column(column, justify="left" if column == "runtime" else "right")
+    for name, times in rows:
+        ratio = statistics.median(times) / statistics.median(ours)
+        table.add_row(
+            name,
+            f"{statistics.median(times) * 1e3:.3f}",
+            f"{min(times) * 1e3:.3f}",
+            f"{max(times) * 1e3:.3f}",
+            f"{ratio:.2f}x",
+        )
+    Console().print(table)
+    return 0
+
+
+def latencies(run: Callable[[], object], repeat: int) -> list[float]:
+    """Seconds of each of `repeat` calls, after two warm-up calls."""
+    run()
+    run()
+    out = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        run()
+        out.append(time.perf_counter() - start)
+    return out
+
+
+def _load_or_report(path: str, console: Console) -> Module | None:
+    try:
+        return load_model(path)
+    except (GraphError, ValueError, OSError, ImportError) as e:
+        console.print(f"[red]cannot import {path}[/red]: {e}")
+        return None
+
+
+def _inputs(module: Module, files: Sequence[str], rng: np.random.Generator) -> list[np.ndarray]:
+    if files and len(files) != len(module.inputs):
+        raise SystemExit(f"the model takes {len(module.inputs)} inputs, {len(files)} --input given")
+    if files:
+        return [np.load(f) for f in files]
+    out = []
+    for node in module.inputs:
+        t = node.type
+        if t.dtype.startswith("int"):
+            out.append(rng.integers(0, 2, t.shape).astype(t.dtype))
+        else:
+            out.append(rng.standard_normal(t.shape).astype(t.dtype))
+    return out
+
+
+def _reference_runner(
+    path: str, module: Module, inputs: list[np.ndarray]
+) -> tuple[str, Callable[[], object]] | None:
+    """ONNX Runtime for an ONNX file (all graph optimizations, as many threads as ours)."""
+    if Path(path).suffix == ".pt2":
+        import torch
+
+        program = torch.export.load(path).module()
+        args = [torch.from_numpy(a) for a in inputs]
+
+        def run_torch() -> object:
+            with torch.no_grad():
+                return program(*args)
+
+        return "PyTorch eager (exported program)", run_torch
+    import onnxruntime as ort
+
+    from runner.hardware import host_hardware
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = host_hardware().target.cores
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+    feed = {i.name: a for i, a in zip(session.get_inputs(), inputs)}
+    return "ONNX Runtime", lambda: session.run(None, feed)
