@@ -11,7 +11,9 @@ The rules are `space.apply_rules`; the choices (`Heuristic`) are:
   time of the whole softmax);
 - the output tile goes through a local accumulator (or the fused elementwise consumer) per S0 S1
   tile (write level 2). With S2 of size 1 (below) that accumulator is exactly the register tile, a
-  small stack buffer that LLVM keeps in registers across the whole reduction;
+  small stack buffer that LLVM keeps in registers across the whole reduction. The write-back or the
+  fused consumer vectorizes its innermost loop (a conv2d's fused bias + residual + relu: 2.7 -> 2.1 ms
+  for the whole kernel, one thread);
 - the register tile (S3, the innermost spatial tiles) maximizes a throughput estimate per reduction
   step (`_score`): lanes of useful work over the cycles of the step, the most of its vector FMAs (one
   per accumulator register), its loads (one per vector or broadcast element each operand needs) and
@@ -100,6 +102,9 @@ class Heuristic:
 
     def write_level(self, sch: Schedule) -> int:
         return WRITE_LEVEL
+
+    def vectorize_follower(self) -> bool:
+        return True
 
     def tiles(self, func: PrimFunc, name: str, kinds: list[str]) -> list[Decision]:
         nest = _Nest.of(func, name, kinds)

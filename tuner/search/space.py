@@ -79,6 +79,11 @@ class Decisions(Protocol):
         (or a fused elementwise consumer) per tile of S0 or of S0 S1."""
         ...
 
+    def vectorize_follower(self) -> bool:
+        """Whether the write-back or the fused consumer placed under a tile vectorizes its innermost
+        loop."""
+        ...
+
     def tiles(self, func: PrimFunc, name: str, kinds: list[str]) -> list[Decision]:
         """One tile decision per loop around the block (see `_loop_kinds`), for the SSRSRS split:
         four tiles for an "S" loop, two for an "R" loop, nothing for a "-" loop."""
@@ -110,6 +115,9 @@ class Sampled:
 
     def write_level(self, sch: Schedule) -> int:
         return sch.rng.randrange(3)
+
+    def vectorize_follower(self) -> bool:
+        return False
 
     def tiles(self, func: PrimFunc, name: str, kinds: list[str]) -> list[Decision]:
         return [None] * len(kinds)
@@ -249,6 +257,8 @@ def _multi_level_tile(sch: Schedule, name: str, cfg: SpaceConfig, decide: Decisi
     sch.reorder(*s[0], *s[1], *r[0], *s[2], *r[1], *s[3])
     if follower is not None and _attempt(sch.reverse_compute_at, follower, s[level - 1][-1]):
         placed.add(follower.name)
+        if decide.vectorize_follower():
+            _attempt(sch.vectorize, sch.get_loops(follower)[-1])
     placed.add(sch.decompose_reduction(block, r[0][0]).name)
     sch.vectorize(s[3][-1])
     sch.parallel(sch.fuse(*s[0]) if len(s[0]) > 1 else s[0][0])

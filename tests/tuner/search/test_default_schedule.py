@@ -267,6 +267,8 @@ def test_a_conv2d_tiles_filters_and_rows_and_fuses_its_relu_consumer():
     names = {b.name for b in blocks(sch.func.body)}
     assert "bias_add" not in names and "residual_add" not in names  # inlined into the relu
     assert "cache_write" not in {inst.kind for inst in sch.trace.instructions}  # the relu is fused
+    path, _ = find_block(sch.func.body, "relu")
+    assert [lp.kind for _, lp in loops_above(sch.func.body, path)][-1] == "vectorized"
 
 
 def test_a_batch_1_dense_layer_streams_contiguous_runs_of_the_weights():
