@@ -67,8 +67,9 @@ Decision = list[int] | None  # a tile decision for sample_perfect_tile; None: sa
 
 
 class Decisions(Protocol):
-    """Where the rules get their choices. An int or list is the decision the sampling instruction
-    records; None lets the instruction sample it from the schedule's generator."""
+    """Where the rules get their choices. A method that returns a decision (an int, a tile list)
+    gives what the sampling instruction records, or None to let it sample from the schedule's
+    generator; the others make the structural choices, which the space draws or fixes."""
 
     def inline(self, func: PrimFunc, name: str) -> bool:
         """Whether auto-inline inlines this elementwise block (which it may) into its consumers."""
