@@ -16,7 +16,9 @@ The rules are `space.apply_rules`; the choices (`Heuristic`) are:
   for the whole kernel, one thread);
 - the register tile (S3, the innermost spatial tiles) maximizes a throughput estimate per reduction
   step (`_score`): lanes of useful work over the cycles of the step, the most of its vector FMAs (one
-  per accumulator register), its loads (one per vector or broadcast element each operand needs) and
+  per accumulator register, as the code generator splits the vector loop: `_registers`; counting a
+  7-wide row of a 7x7 conv2d as 1 register instead of 3 spilled it, 18 GFLOPS per core), its loads
+  (one per vector or broadcast element each operand needs) and
   the FMA latency (about `LATENCY_CHAINS` independent accumulators keep the FMA units busy). Within the
   space's register bounds (`space._RegisterTile`), so a matmul gets rows of the output that share each
   loaded vector of B (8x48, 6x64: 24 accumulators) and a conv2d rows of filters that share each input
@@ -48,6 +50,7 @@ from dataclasses import dataclass
 
 from compiler import Schedule, ScheduleError, Target
 from compiler.arith import ceil_div, divisors, linear
+from compiler.codegen_vector import MAX_LANES
 from compiler.ir import Expr, PrimFunc, Unary
 from compiler.schedule.tree import find_block, loops_above, readers
 from compiler.visit import block_loads, free_vars, walk_expr
@@ -141,7 +144,7 @@ class Heuristic:
     def _stream_tiles(self, nest: _Nest, tile: list[int]) -> int:
         """How many vector tiles of the vectorized loop sit side by side (S2) when the reduction steps
         one at a time: as many as fill the accumulators and leave every core a parallel tile."""
-        vectors = ceil_div(tile[nest.vector], self.cfg.vector_lanes)
+        vectors = _registers(tile[nest.vector], self.cfg.vector_lanes)
         rest = nest.extents[nest.vector] // tile[nest.vector]
         outer = math.prod(e // t for k, (e, t) in enumerate(zip(nest.extents, tile)) if k != nest.vector)
         fits = [
@@ -159,7 +162,7 @@ class Heuristic:
         for width in divisors(nest.extents[nest.vector]):
             if width > widest:
                 continue
-            rows_budget = cfg.accumulator_registers // ceil_div(width, cfg.vector_lanes)
+            rows_budget = cfg.accumulator_registers // _registers(width, cfg.vector_lanes)
             for tile in _row_tiles(nest, width, rows_budget):
                 key = _score(nest, tile, cfg.vector_lanes)
                 if best is None or key > best[0]:
@@ -232,7 +235,7 @@ def _score(nest: _Nest, tile: list[int], lanes: int) -> tuple[float, int, int, i
     """Useful lanes per cycle of one reduction step over the register tile, then the tie-breakers:
     more accumulators, fewer loads, a wider vector."""
     width = tile[nest.vector]
-    vectors = ceil_div(width, lanes)
+    vectors = _registers(width, lanes)
     rows = math.prod(tile) // width
     accumulators = vectors * rows
     loads = 0
@@ -246,6 +249,17 @@ def _score(nest: _Nest, tile: list[int], lanes: int) -> tuple[float, int, int, i
         loads += count
     cycles = max(accumulators, loads, LATENCY_CHAINS)
     return width * rows / cycles, accumulators, -loads, width
+
+
+def _registers(width: int, lanes: int) -> int:
+    """Vector registers one row of a `width`-wide vectorized loop fills. The code generator emits it
+    as chunks of the largest power of two of lanes (at most MAX_LANES), then one vector per set bit
+    of the remainder (`emit_vector_loop`): 56 lanes are 32 + 16 + 8, 4 AVX-512 registers; 7 lanes are
+    4 + 2 + 1, 3 registers, not 1."""
+    piece = 1 << (min(width, MAX_LANES).bit_length() - 1)
+    chunks, rest = divmod(width, piece)
+    pieces = [piece] * chunks + [1 << b for b in range(rest.bit_length()) if rest >> b & 1]
+    return sum(ceil_div(p, lanes) for p in pieces)
 
 
 def _largest_divisor(extent: int, limit: int) -> int:

@@ -260,9 +260,9 @@ def test_a_conv2d_tiles_filters_and_rows_and_fuses_its_relu_consumer():
     func = conv2d_bias_residual_relu()
     sch = default_schedule(func, machines.AVX512)
     rx, ry, rc, x, y, f, _ = decisions(sch)[:7]
-    # 21 accumulators; each step loads 7 input vectors, each shared by 3 filters, and 3 weights. 6
-    # filters of one row would load fewer (7) but keep only 6 FMAs in flight.
-    assert (f[3], y[3], x[3]) == (3, 7, 7)
+    # A 7-wide row is 3 vector registers (4 + 2 + 1 lanes): 6 filters sharing each input row make 18
+    # accumulators; 3 filters x 7 rows would need 63 registers and spill.
+    assert (f[3], y[3], x[3]) == (6, 1, 7)
     assert [rc[1], ry[1], rx[1]] == [4, 3, 3]  # the whole reduction inside the register tile
     names = {b.name for b in blocks(sch.func.body)}
     assert "bias_add" not in names and "residual_add" not in names  # inlined into the relu
