@@ -16,6 +16,7 @@ from bench import (
     conv2d,
     coordinator,
     cost_model,
+    default_schedule,
     matmul,
     model_latency,
     models,
@@ -39,6 +40,7 @@ BENCHMARKS = {
     "coordinator": coordinator.main,
     "best_query": best_query.main,
     "register_tile": register_tile.main,
+    "default_schedule": default_schedule.main,
 }
 
 

@@ -85,7 +85,10 @@ def _floor_divmod(want_remainder: bool) -> Emit:
 
 
 def _min_max(intrinsic: str, predicate: str) -> Emit:
-    """Floats through minnum/maxnum (which vectorize to vminps/vmaxps), ints through a select."""
+    """Floats through llvm.minimum/maximum, which propagate NaN as numpy.minimum/maximum do and
+    vectorize (vmaxps and a NaN blend); ints through a select. Not minnum/maxnum: LLVM 22's loop
+    vectorizer aborts on a minnum/maxnum reduction of 128 or more steps (an assertion, "VPlan cost
+    model and legacy cost model disagreed"), which is every softmax or max pool with such a row."""
 
     def emit(cg: Emitter, dtype: str, args: list[ll.Value]) -> ll.Value:
         if is_float(dtype):
@@ -146,7 +149,7 @@ def _floor(name: str, symbol: str, fold: Fold, numpy: Callable[..., object]) -> 
 
 def _minmax(name: str, fold: Fold, numpy: Callable[..., object], predicate: str) -> OpSpec:
     feature = {"float": "float_minmax", "int": "int_minmax"}
-    emit = _min_max(f"{name}num", predicate)
+    emit = _min_max(f"{name}imum", predicate)
     return OpSpec(name, 2, NUMERIC, "same", fold, numpy, emit, True, feature, syntax=name)
 
 

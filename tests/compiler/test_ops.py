@@ -147,3 +147,18 @@ def test_nodes_check_their_op_and_operand_dtypes():
         binary("fma", x, x)  # type: ignore[arg-type]
     with pytest.raises(IRError, match="exp takes float32 or float64"):
         Unary(Op.EXP, i)
+
+
+@pytest.mark.parametrize("reduce", [te.max, te.min], ids=["max", "min"])
+def test_long_min_max_reductions_build_and_propagate_nan_like_numpy(reduce):
+    """A scalar max/min reduction of 128 steps (a softmax row) once aborted LLVM's loop vectorizer."""
+    rows, cols = 3, 128
+    a = te.placeholder((rows, cols), "float32", "A")
+    k = te.reduce_axis((0, cols), "k")
+    out = te.compute((rows,), lambda i: reduce(a[i, k], axis=k), name="R")
+    x = np.random.default_rng(0).standard_normal((rows, cols)).astype(np.float32)
+    x[1, 7] = np.nan
+    y = np.zeros(rows, np.float32)
+    build(te.create_prim_func([a, out]))(x, y)
+    expected = x.max(axis=1) if reduce is te.max else x.min(axis=1)
+    np.testing.assert_array_equal(y, expected)

@@ -19,18 +19,21 @@ Structural choices (which variant of a rule) are drawn from the schedule's seede
 trace records the resulting instructions; values (tile sizes, unroll, compute location) are sampling
 instructions whose decisions the search mutates. A primitive that refuses is skipped: the trace holds
 only what succeeded.
+
+The rules take their choices from a `Decisions` object: `SAMPLED` draws them at random (the space);
+the default schedule (default_schedule.py) picks each one by a heuristic, through the same rules.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import ParamSpec
+from typing import ParamSpec, Protocol
 
 from compiler import BlockRV, LoopRV, Schedule, ScheduleError
 from compiler.auto_unroll import AUTO_UNROLL_MAX_STEP
 from compiler.ir import Block, Buffer, PrimFunc, Select, structural_equal
-from compiler.schedule.tree import find_block, loops_above, readers
+from compiler.schedule.tree import find_block, find_loop, loops_above, readers
 from compiler.target import Target
 from compiler.visit import block_loads, free_vars, walk_expr
 
@@ -60,27 +63,114 @@ class SpaceConfig:
         return self.vector_registers * 3 // 4
 
 
+Decision = list[int] | None  # a tile decision for sample_perfect_tile; None: sample it
+
+
+class Decisions(Protocol):
+    """Where the rules get their choices. A method that returns a decision (an int, a tile list)
+    gives what the sampling instruction records, or None to let it sample from the schedule's
+    generator; the others make the structural choices, which the space draws or fixes."""
+
+    def inline(self, func: PrimFunc, name: str) -> bool:
+        """Whether auto-inline inlines this elementwise block (which it may) into its consumers."""
+        ...
+
+    def write_level(self, sch: Schedule) -> int:
+        """Where a tiled block's output tile is written: 0 in place; 1 or 2 through an accumulator
+        (or a fused elementwise consumer) per tile of S0 or of S0 S1."""
+        ...
+
+    def vectorize_follower(self) -> bool:
+        """Whether the write-back or the fused consumer placed under a tile vectorizes its innermost
+        loop."""
+        ...
+
+    def tiles(self, func: PrimFunc, name: str, kinds: list[str]) -> list[Decision]:
+        """One tile decision per loop around the block (see `_loop_kinds`), for the SSRSRS split:
+        four tiles for an "S" loop, two for an "R" loop, nothing for a "-" loop."""
+        ...
+
+    def compute_location(self) -> int | None:
+        """The index into a producer's compute-location candidates; -1 leaves it at the root."""
+        ...
+
+    def vector_tile(self, extent: int) -> Decision:
+        """The [outer, inner] split of a non-tiled block's innermost spatial loop; inner is vectorized."""
+        ...
+
+    def parallel_loops(self, extents: list[int], reduction_inside: bool) -> int:
+        """How many of a non-tiled block's leading spatial loops (of these extents) are fused into its
+        parallel loop; the rest stay serial. `reduction_inside`: reduction loops follow them."""
+        ...
+
+    def unroll(self, steps: tuple[int, ...]) -> int | None:
+        """The index of the auto-unroll budget among `steps`."""
+        ...
+
+
+class Sampled:
+    """Every choice drawn at random from the schedule's generator: the search space."""
+
+    def inline(self, func: PrimFunc, name: str) -> bool:
+        return True
+
+    def write_level(self, sch: Schedule) -> int:
+        return sch.rng.randrange(3)
+
+    def vectorize_follower(self) -> bool:
+        return False
+
+    def tiles(self, func: PrimFunc, name: str, kinds: list[str]) -> list[Decision]:
+        return [None] * len(kinds)
+
+    def compute_location(self) -> int | None:
+        return None
+
+    def vector_tile(self, extent: int) -> Decision:
+        return None
+
+    def parallel_loops(self, extents: list[int], reduction_inside: bool) -> int:
+        return len(extents)
+
+    def unroll(self, steps: tuple[int, ...]) -> int | None:
+        return None
+
+
+SAMPLED = Sampled()
+
+
 def rule_space(cfg: SpaceConfig) -> ScheduleFn:
     """The default space generator for CPU: the rules above, as one ScheduleFn, for the machine
     `cfg` describes (`SpaceConfig.for_target`)."""
 
     def apply(sch: Schedule) -> None:
-        for name in reversed(_block_names(sch)):
-            _auto_inline(sch, name)
-        placed: set[str] = set()
-        for name in reversed(_block_names(sch)):
-            if _is_tiling_target(sch.func, name):
-                placed |= _multi_level_tile(sch, name, cfg)
-        for name in reversed(_block_names(sch)):
-            if name not in placed:
-                _place_or_parallelize(sch, name, cfg)
-        steps = sch.sample_categorical(list(cfg.unroll_steps), [1.0] * len(cfg.unroll_steps))
-        sch.annotate(sch.get_block("root"), AUTO_UNROLL_MAX_STEP, steps)
+        apply_rules(sch, cfg, SAMPLED)
 
     return apply
 
 
-def _block_names(sch: Schedule) -> list[str]:
+def apply_rules(sch: Schedule, cfg: SpaceConfig, decide: Decisions) -> None:
+    """The rules, in order, with the choices `decide` makes."""
+    for name in reversed(block_names(sch)):
+        _auto_inline(sch, name, decide)
+    placed: set[str] = set()
+    for name in reversed(block_names(sch)):
+        if _is_tiling_target(sch.func, name):
+            placed |= _multi_level_tile(sch, name, cfg, decide)
+    for name in reversed(block_names(sch)):
+        if name not in placed:
+            _place_or_parallelize(sch, name, cfg, decide)
+    annotate_unroll(sch, cfg, decide)
+
+
+def annotate_unroll(sch: Schedule, cfg: SpaceConfig, decide: Decisions) -> None:
+    """The auto-unroll budget of the whole function, on the root block."""
+    probs = [1.0] * len(cfg.unroll_steps)
+    steps = sch.sample_categorical(list(cfg.unroll_steps), probs, decision=decide.unroll(cfg.unroll_steps))
+    sch.annotate(sch.get_block("root"), AUTO_UNROLL_MAX_STEP, steps)
+
+
+def block_names(sch: Schedule) -> list[str]:
     return [b.name for b in sch.get_child_blocks(sch.get_block("root"))]
 
 
@@ -98,12 +188,13 @@ def _attempt(primitive: Callable[P, object], *args: P.args, **kwargs: P.kwargs) 
     return True
 
 
-def _auto_inline(sch: Schedule, name: str) -> None:
+def _auto_inline(sch: Schedule, name: str, decide: Decisions) -> None:
     block = _block(sch.func, name)
     has_select = any(isinstance(e, Select) for e in walk_expr(block.body.value))
     if block.is_reduction or has_select or block.body.buffer in sch.func.params:
         return
-    _attempt(sch.compute_inline, sch.get_block(name))
+    if decide.inline(sch.func, name):
+        _attempt(sch.compute_inline, sch.get_block(name))
 
 
 def _is_tiling_target(func: PrimFunc, name: str) -> bool:
@@ -133,12 +224,12 @@ def _loop_kinds(func: PrimFunc, name: str) -> list[str]:
     return out
 
 
-def _multi_level_tile(sch: Schedule, name: str, cfg: SpaceConfig) -> set[str]:
+def _multi_level_tile(sch: Schedule, name: str, cfg: SpaceConfig, decide: Decisions) -> set[str]:
     """SSRSRS: spatial loops in 4 tiles, reduction loops in 2, ordered S0 S1 R0 S2 R1 S3.
     Returns the names of the blocks it placed (this one, and a write-back or fused consumer)."""
     block = sch.get_block(name)
     placed = {name}
-    level = sch.rng.randrange(3)  # 0: write in place; 1, 2: accumulate per tile of S0 or of S0 S1
+    level = decide.write_level(sch)
     consumer = _elementwise_consumer(sch.func, name)
     follower: BlockRV | None = sch.get_block(consumer) if level and consumer else None
     if level and follower is None:
@@ -147,15 +238,18 @@ def _multi_level_tile(sch: Schedule, name: str, cfg: SpaceConfig) -> set[str]:
         except ScheduleError:
             follower = None
     kinds = _loop_kinds(sch.func, name)
+    decisions = decide.tiles(sch.func, name, kinds)
     levels: dict[str, list[list[LoopRV]]] = {"S": [[], [], [], []], "R": [[], []]}
     loops = sch.get_loops(block)
     limits = _RegisterTile(cfg)
     # Innermost loop first: the vectorized tile decides how many registers the other tiles may fill.
-    for loop, kind in reversed(list(zip(loops, kinds))):
+    for loop, kind, decision in reversed(list(zip(loops, kinds, decisions))):
         if kind == "-":
             continue
         limit = limits.next_limit() if kind == "S" else cfg.max_innermost_factor
-        tiles = sch.sample_perfect_tile(loop, n=len(levels[kind]), max_innermost_factor=limit)
+        tiles = sch.sample_perfect_tile(
+            loop, n=len(levels[kind]), max_innermost_factor=limit, decision=decision
+        )
         if kind == "S":
             limits.take(int(tiles[-1]))
         for depth, part in enumerate(sch.split(loop, tiles)):
@@ -164,6 +258,8 @@ def _multi_level_tile(sch: Schedule, name: str, cfg: SpaceConfig) -> set[str]:
     sch.reorder(*s[0], *s[1], *r[0], *s[2], *r[1], *s[3])
     if follower is not None and _attempt(sch.reverse_compute_at, follower, s[level - 1][-1]):
         placed.add(follower.name)
+        if decide.vectorize_follower():
+            _attempt(sch.vectorize, sch.get_loops(follower)[-1])
     placed.add(sch.decompose_reduction(block, r[0][0]).name)
     sch.vectorize(s[3][-1])
     sch.parallel(sch.fuse(*s[0]) if len(s[0]) > 1 else s[0][0])
@@ -209,25 +305,28 @@ def _elementwise_consumer(func: PrimFunc, name: str) -> str | None:
     return c.name if same else None
 
 
-def _place_or_parallelize(sch: Schedule, name: str, cfg: SpaceConfig) -> None:
+def _place_or_parallelize(sch: Schedule, name: str, cfg: SpaceConfig, decide: Decisions) -> None:
     """A producer samples where to compute (root or a loop of its consumer); a block left at the
     root gets parallel and vector loops."""
     block = _block(sch.func, name)
     if block.body.buffer not in sch.func.params and readers(sch.func.body, block.body.buffer):
         rv = sch.get_block(name)
-        loop = sch.sample_compute_location(rv)
+        loop = sch.sample_compute_location(rv, decision=decide.compute_location())
         if loop.name != "root" and _attempt(sch.compute_at, rv, loop):
             return
-    _parallelize_vectorize(sch, name, cfg)
+    parallelize_vectorize(sch, name, cfg, decide)
 
 
-def _parallelize_vectorize(sch: Schedule, name: str, cfg: SpaceConfig) -> None:
+def parallelize_vectorize(sch: Schedule, name: str, cfg: SpaceConfig, decide: Decisions) -> None:
     """Vectorize a tile of the innermost spatial loop; run the leading spatial loops in parallel."""
     block = sch.get_block(name)
     loops = sch.get_loops(block)
     kinds = _loop_kinds(sch.func, name)
     if loops and kinds[-1] == "S":
-        tiles = sch.sample_perfect_tile(loops[-1], n=2, max_innermost_factor=cfg.max_innermost_factor)
+        extent = find_loop(sch.func.body, loops[-1].name)[1].extent
+        tiles = sch.sample_perfect_tile(
+            loops[-1], n=2, max_innermost_factor=cfg.max_innermost_factor, decision=decide.vector_tile(extent)
+        )
         outer, inner = sch.split(loops[-1], tiles)
         _attempt(sch.vectorize, inner)
         loops = [*loops[:-1], outer]
@@ -236,5 +335,7 @@ def _parallelize_vectorize(sch: Schedule, name: str, cfg: SpaceConfig) -> None:
         if kind != "S":
             break
         leading.append(loop)
+    extents = [find_loop(sch.func.body, lp.name)[1].extent for lp in leading]
+    leading = leading[: decide.parallel_loops(extents, reduction_inside=len(leading) < len(loops))]
     if leading:
         _attempt(sch.parallel, sch.fuse(*leading) if len(leading) > 1 else leading[0])

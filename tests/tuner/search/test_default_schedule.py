@@ -1,0 +1,309 @@
+"""The default schedule: for every kind of function te produces for a model, it builds, computes what
+the unscheduled function computes, is deterministic, and its trace stores and replays like any other;
+and it makes the choices its heuristic promises."""
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from compiler import PrimFunc, Schedule, ScheduleError, Target, Trace, build, te
+from compiler.auto_unroll import AUTO_UNROLL_MAX_STEP
+from compiler.ir import For
+from compiler.schedule.tree import find_block, loops_above
+from compiler.visit import blocks, walk_stmt
+from tests import machines
+from tuner.search import default_schedule as ds
+from tuner.search.default_schedule import default_schedule
+
+F32 = "float32"
+
+
+def matmul(m: int, k: int, n: int) -> PrimFunc:
+    a, b = te.placeholder((m, k), F32, "A"), te.placeholder((k, n), F32, "B")
+    r = te.reduce_axis((0, k), "k")
+    c = te.compute((m, n), lambda i, j: te.sum(a[i, r] * b[r, j], axis=r), name="C")
+    return te.create_prim_func([a, b, c])
+
+
+def batch_matmul_broadcast() -> PrimFunc:
+    """(1, 5, 8) @ (3, 8, 12): A's batch dimension broadcasts."""
+    a, b = te.placeholder((1, 5, 8), F32, "A"), te.placeholder((3, 8, 12), F32, "B")
+    r = te.reduce_axis((0, 8), "k")
+    c = te.compute((3, 5, 12), lambda n, i, j: te.sum(a[0, i, r] * b[n, r, j], axis=r), name="C")
+    return te.create_prim_func([a, b, c])
+
+
+def dense_bias_relu() -> PrimFunc:
+    x, w, bias = (
+        te.placeholder((4, 19), F32, "X"),
+        te.placeholder((19, 24), F32, "W"),
+        te.placeholder((24,), F32, "b"),
+    )
+    r = te.reduce_axis((0, 19), "k")
+    y = te.compute((4, 24), lambda i, j: te.sum(x[i, r] * w[r, j], axis=r), name="Y")
+    z = te.compute((4, 24), lambda i, j: y[i, j] + bias[j], name="Z")
+    out = te.compute((4, 24), lambda i, j: te.max(z[i, j], 0.0), name="R")
+    return te.create_prim_func([x, w, bias, out])
+
+
+def pad(data: te.Tensor, p: int, value: float = 0.0) -> te.Tensor:
+    n, c, h, w = data.shape
+    return te.compute(
+        (n, c, h + 2 * p, w + 2 * p),
+        lambda i, j, y, x: te.select(
+            te.all(y >= p, y < h + p, x >= p, x < w + p), data[i, j, y - p, x - p], value
+        ),
+        name="pad",
+    )
+
+
+def conv(data: te.Tensor, weight: te.Tensor, stride: int, padding: int, depthwise: bool = False) -> te.Tensor:
+    n, c, h, w = data.shape
+    k, _, kh, kw = weight.shape
+    padded = pad(data, padding)
+    oh, ow = (h + 2 * padding - kh) // stride + 1, (w + 2 * padding - kw) // stride + 1
+    ry, rx = te.reduce_axis((0, kh), "ry"), te.reduce_axis((0, kw), "rx")
+    if depthwise:
+        return te.compute(
+            (n, c, oh, ow),
+            lambda i, f, y, x: te.sum(
+                padded[i, f, y * stride + ry, x * stride + rx] * weight[f, 0, ry, rx], axis=[ry, rx]
+            ),
+            name="conv",
+        )
+    rc = te.reduce_axis((0, c), "rc")
+    return te.compute(
+        (n, k, oh, ow),
+        lambda i, f, y, x: te.sum(
+            padded[i, rc, y * stride + ry, x * stride + rx] * weight[f, rc, ry, rx], axis=[rc, ry, rx]
+        ),
+        name="conv",
+    )
+
+
+def conv2d() -> PrimFunc:
+    data, weight = te.placeholder((1, 3, 9, 10), F32, "data"), te.placeholder((8, 3, 3, 3), F32, "weight")
+    return te.create_prim_func([data, weight, conv(data, weight, 1, 1)])
+
+
+def depthwise_conv2d() -> PrimFunc:
+    data, weight = te.placeholder((1, 6, 9, 9), F32, "data"), te.placeholder((6, 1, 3, 3), F32, "weight")
+    return te.create_prim_func([data, weight, conv(data, weight, 2, 1, depthwise=True)])
+
+
+def conv2d_bias_residual_relu() -> PrimFunc:
+    """A fused ResNet block tail: conv, + bias (K, 1, 1), + residual, relu."""
+    data, weight = te.placeholder((1, 4, 7, 7), F32, "data"), te.placeholder((6, 4, 3, 3), F32, "weight")
+    bias, residual = te.placeholder((6, 1, 1), F32, "bias"), te.placeholder((1, 6, 7, 7), F32, "residual")
+    c = conv(data, weight, 1, 1)
+    b = te.compute(c.shape, lambda n, f, y, x: c[n, f, y, x] + bias[f, 0, 0], name="bias_add")
+    s = te.compute(c.shape, lambda n, f, y, x: b[n, f, y, x] + residual[n, f, y, x], name="residual_add")
+    out = te.compute(c.shape, lambda n, f, y, x: te.max(s[n, f, y, x], 0.0), name="relu")
+    return te.create_prim_func([data, weight, bias, residual, out])
+
+
+def max_pool() -> PrimFunc:
+    data = te.placeholder((1, 3, 13, 13), F32, "data")
+    padded = pad(data, 1, float("-inf"))
+    ry, rx = te.reduce_axis((0, 3), "ry"), te.reduce_axis((0, 3), "rx")
+    out = te.compute(
+        (1, 3, 7, 7),
+        lambda n, c, y, x: te.max(padded[n, c, 2 * y + ry, 2 * x + rx], axis=[ry, rx]),
+        name="pool",
+    )
+    return te.create_prim_func([data, out])
+
+
+def global_avg_pool() -> PrimFunc:
+    data = te.placeholder((2, 5, 7, 7), F32, "data")
+    ry, rx = te.reduce_axis((0, 7), "ry"), te.reduce_axis((0, 7), "rx")
+    total = te.compute(
+        (2, 5, 1, 1), lambda n, c, y, x: te.sum(data[n, c, ry, rx], axis=[ry, rx]), name="total"
+    )
+    out = te.compute((2, 5, 1, 1), lambda n, c, y, x: total[n, c, y, x] / 49.0, name="mean")
+    return te.create_prim_func([data, out])
+
+
+def softmax() -> PrimFunc:
+    a = te.placeholder((2, 3, 13), F32, "A")
+    k1, k2 = te.reduce_axis((0, 13), "k"), te.reduce_axis((0, 13), "k")
+    mx = te.compute((2, 3), lambda i, j: te.max(a[i, j, k1], axis=k1), name="max")
+    e = te.compute((2, 3, 13), lambda i, j, k: te.exp(a[i, j, k] - mx[i, j]), name="exp")
+    s = te.compute((2, 3), lambda i, j: te.sum(e[i, j, k2], axis=k2), name="sum")
+    out = te.compute((2, 3, 13), lambda i, j, k: e[i, j, k] / s[i, j], name="softmax")
+    return te.create_prim_func([a, out])
+
+
+def layer_norm() -> PrimFunc:
+    x, gamma, beta = (
+        te.placeholder((6, 20), F32, "x"),
+        te.placeholder((20,), F32, "gamma"),
+        te.placeholder((20,), F32, "beta"),
+    )
+    k1, k2 = te.reduce_axis((0, 20), "k"), te.reduce_axis((0, 20), "k")
+    mean = te.compute((6,), lambda i: te.sum(x[i, k1] / 20.0, axis=k1), name="mean")
+    var = te.compute(
+        (6,), lambda i: te.sum((x[i, k2] - mean[i]) * (x[i, k2] - mean[i]) / 20.0, axis=k2), name="var"
+    )
+    out = te.compute(
+        (6, 20), lambda i, j: (x[i, j] - mean[i]) / te.sqrt(var[i] + 1e-5) * gamma[j] + beta[j], name="norm"
+    )
+    return te.create_prim_func([x, gamma, beta, out])
+
+
+def elementwise_broadcast() -> PrimFunc:
+    a, b = te.placeholder((3, 7, 13), F32, "A"), te.placeholder((7, 1), F32, "B")
+    s = te.compute((3, 7, 13), lambda i, j, k: a[i, j, k] * b[j, 0], name="mul")
+    out = te.compute((3, 7, 13), lambda i, j, k: te.tanh(te.exp(s[i, j, k] * 0.1)), name="out")
+    return te.create_prim_func([a, b, out])
+
+
+def transpose() -> PrimFunc:
+    a = te.placeholder((2, 3, 5, 7), F32, "A")
+    out = te.compute((2, 5, 3, 7), lambda i, j, k, m: a[i, k, j, m], name="T")
+    return te.create_prim_func([a, out])
+
+
+def concat() -> PrimFunc:
+    a, b = te.placeholder((3, 4, 5), F32, "A"), te.placeholder((3, 7, 5), F32, "B")
+    out = te.compute((3, 11, 5), lambda i, j, k: te.select(j < 4, a[i, j, k], b[i, j - 4, k]), name="cat")
+    return te.create_prim_func([a, b, out])
+
+
+def reshape() -> PrimFunc:
+    a = te.placeholder((4, 6, 5), F32, "A")
+
+    def index(i, j):
+        flat = i * 15 + j
+        return a[flat // 30, flat // 5 % 6, flat % 5]
+
+    out = te.compute((8, 15), index, name="reshape")
+    return te.create_prim_func([a, out])
+
+
+FUNCS = {
+    "matmul": lambda: matmul(13, 17, 40),
+    "matmul_prime": lambda: matmul(7, 13, 1000),
+    "dense_batch1": lambda: matmul(1, 37, 96),
+    "batch_matmul_broadcast": batch_matmul_broadcast,
+    "dense_bias_relu": dense_bias_relu,
+    "conv2d": conv2d,
+    "depthwise_conv2d": depthwise_conv2d,
+    "conv2d_bias_residual_relu": conv2d_bias_residual_relu,
+    "max_pool": max_pool,
+    "global_avg_pool": global_avg_pool,
+    "softmax": softmax,
+    "layer_norm": layer_norm,
+    "elementwise_broadcast": elementwise_broadcast,
+    "transpose": transpose,
+    "concat": concat,
+    "reshape": reshape,
+}
+
+
+def run(func: PrimFunc, inputs: list[np.ndarray]) -> list[np.ndarray]:
+    outputs = [np.zeros(p.shape, F32) for p in func.params[len(inputs) :]]
+    build(func, Target.host())(*inputs, *outputs)
+    return outputs
+
+
+def inputs_of(func: PrimFunc, outputs: int = 1) -> list[np.ndarray]:
+    rng = np.random.default_rng(0)
+    return [rng.standard_normal(p.shape).astype(F32) for p in func.params[:-outputs]]
+
+
+@pytest.mark.parametrize("name", sorted(FUNCS))
+def test_the_default_schedule_computes_what_the_function_computes_and_replays(name):
+    func = FUNCS[name]()
+    sch = default_schedule(func, Target.host())
+    xs = inputs_of(func)
+    for got, want in zip(run(sch.func, xs), run(func, xs)):
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+    assert default_schedule(func, Target.host()).trace == sch.trace
+    stored = json.dumps(sch.trace.to_json())
+    assert Trace.from_json(json.loads(stored)).apply(func).func == sch.func
+
+
+def loop_kinds(func: PrimFunc) -> set[str]:
+    return {s.kind for s in walk_stmt(func.body) if isinstance(s, For)}
+
+
+def decisions(sch: Schedule) -> list:
+    return [i.decision for i in sch.trace.instructions if i.kind == "sample_perfect_tile"]
+
+
+@pytest.mark.parametrize("name", sorted(FUNCS))
+def test_every_function_runs_in_parallel_and_unrolls_moderately(name):
+    sch = default_schedule(FUNCS[name](), machines.AVX512)
+    assert "parallel" in loop_kinds(sch.func)
+    assert dict(sch.func.attrs)[AUTO_UNROLL_MAX_STEP] == 64
+
+
+def test_a_matmul_gets_a_register_tile_of_rows_sharing_each_vector_and_an_accumulator():
+    sch = default_schedule(matmul(128, 768, 768), machines.AVX512)
+    k, j, i = decisions(sch)  # innermost loop first
+    assert k == [12, 64]  # the largest inner reduction tile the space allows
+    assert (i[3], j[3]) == (8, 48)  # 3 vectors x 8 rows = 24 accumulators: 11 loads per 24 FMAs
+    assert i[1:3] == j[1:3] == [1, 1]  # the accumulator is exactly the register tile
+    assert i[0] * j[0] == 16 * 16  # every other tile runs in parallel
+    assert "cache_write" in {inst.kind for inst in sch.trace.instructions}
+
+
+def test_the_register_tile_fits_an_avx2_machine():
+    _, j, i = decisions(default_schedule(matmul(128, 768, 768), machines.AVX2))
+    assert math.ceil(j[3] / 8) * i[3] <= 12
+
+
+def test_a_conv2d_tiles_filters_and_rows_and_fuses_its_relu_consumer():
+    func = conv2d_bias_residual_relu()
+    sch = default_schedule(func, machines.AVX512)
+    rx, ry, rc, x, y, f, _ = decisions(sch)[:7]
+    # A 7-wide row is 3 vector registers (4 + 2 + 1 lanes): 6 filters sharing each input row make 18
+    # accumulators; 3 filters x 7 rows would need 63 registers and spill.
+    assert (f[3], y[3], x[3]) == (6, 1, 7)
+    assert [rc[1], ry[1], rx[1]] == [4, 3, 3]  # the whole reduction inside the register tile
+    names = {b.name for b in blocks(sch.func.body)}
+    assert "bias_add" not in names and "residual_add" not in names  # inlined into the relu
+    assert "cache_write" not in {inst.kind for inst in sch.trace.instructions}  # the relu is fused
+    path, _ = find_block(sch.func.body, "relu")
+    assert [lp.kind for _, lp in loops_above(sch.func.body, path)][-1] == "vectorized"
+
+
+def test_a_batch_1_dense_layer_streams_contiguous_runs_of_the_weights():
+    k, j, _ = decisions(default_schedule(matmul(1, 768, 3072), machines.AVX512))
+    assert k == [768, 1]  # the reduction outside the register tile
+    assert j[2:] == [6, 64]  # 6 x 4 vectors of one weight row per reduction step
+    assert j[0] >= machines.AVX512.cores
+
+
+def test_a_function_the_rules_refuse_falls_back_to_parallel_and_vector_loops(monkeypatch):
+    def refuse(sch, cfg, decide):
+        sch.split(sch.get_loops(sch.get_block("Y"))[0], [None, 2])  # some work, then a refusal
+        raise ScheduleError("refused")
+
+    monkeypatch.setattr(ds, "apply_rules", refuse)
+    func = dense_bias_relu()
+    sch = default_schedule(func, Target.host())
+    assert {"parallel", "vectorized"} <= loop_kinds(sch.func)
+    assert all(None not in i.args["factors"] for i in sch.trace.instructions if i.kind == "split")  # afresh
+    assert Trace.from_json(sch.trace.to_json()).apply(func).func == sch.func
+    xs = inputs_of(func)
+    np.testing.assert_allclose(run(sch.func, xs)[0], run(func, xs)[0], rtol=1e-4, atol=1e-5)
+
+
+def test_a_math_block_that_two_blocks_read_is_computed_once_and_others_are_inlined():
+    softmax_blocks = {b.name for b in blocks(default_schedule(softmax(), machines.AVX512).func.body)}
+    assert "exp" in softmax_blocks  # read by the sum and the division: inlined, it would run twice
+    elementwise_blocks = {
+        b.name for b in blocks(default_schedule(elementwise_broadcast(), machines.AVX512).func.body)
+    }
+    assert "mul" not in elementwise_blocks
+
+
+def test_a_pool_keeps_its_output_columns_out_of_the_parallel_loop():
+    """LLVM vectorizes across the columns; fused into the parallel loop, each window runs alone."""
+    func = default_schedule(max_pool(), machines.AVX512).func
+    path, _ = find_block(func.body, "pool")
+    assert [lp.kind for _, lp in loops_above(func.body, path)] == ["parallel", "serial", "serial", "serial"]

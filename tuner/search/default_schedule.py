@@ -1,0 +1,266 @@
+"""The default schedule: the space's rules with every choice made by a heuristic instead of at random.
+
+`graph.build` compiles every fused kernel of a model; a kernel the database has no record for gets
+this schedule. It is deterministic (no sampling, no measurement) and is a traced Schedule like any
+other: its trace stores and replays as a tuned one does, and a search may start from it.
+
+The rules are `space.apply_rules`; the choices (`Heuristic`) are:
+
+- auto-inline, except a block calling a math function (exp, log, ...) that several blocks read: a
+  softmax's exp is read by the row sum and by the division, and inlined it would run twice (2x the
+  time of the whole softmax);
+- the output tile goes through a local accumulator (or the fused elementwise consumer) per S0 S1
+  tile (write level 2). With S2 of size 1 (below) that accumulator is exactly the register tile, a
+  small stack buffer that LLVM keeps in registers across the whole reduction. The write-back or the
+  fused consumer vectorizes its innermost loop (a conv2d's fused bias + residual + relu: 2.7 -> 2.1 ms
+  for the whole kernel, one thread);
+- the register tile (S3, the innermost spatial tiles) maximizes a throughput estimate per reduction
+  step (`_score`): lanes of useful work over the cycles of the step, the most of its vector FMAs (one
+  per accumulator register, as the code generator splits the vector loop: `_registers`; counting a
+  7-wide row of a 7x7 conv2d as 1 register instead of 3 spilled it, 18 GFLOPS per core), its loads
+  (one per vector or broadcast element each operand needs) and
+  the FMA latency (about `LATENCY_CHAINS` independent accumulators keep the FMA units busy). Within the
+  space's register bounds (`space._RegisterTile`), so a matmul gets rows of the output that share each
+  loaded vector of B (8x48, 6x64: 24 accumulators) and a conv2d rows of filters that share each input
+  vector; ties go to more accumulators, then to fewer loads;
+- every reduction loop keeps the largest tile the space allows inside (R1), so the accumulators stay in
+  registers over as much of the reduction as possible; R0 has the rest. Except where no loop gives
+  rows (a batch-1 dense layer: one row of weights per reduction step, each element used once): the
+  reduction steps one at a time and the register tile widens along its vector loop (S2), so each step
+  streams a long contiguous run of the weights (`_stream_tiles`; 1.9x faster than 64 columns);
+- S2 and S1 are 1; S0, the parallel loop, gets every tile outside the register tile: thousands of
+  iterations for a conv2d layer, enough for every core and balanced by the static schedule;
+- a producer (padding) stays at the root, computed in parallel before its consumer;
+- a non-tiled block vectorizes the largest tile of its innermost spatial loop the space allows. A
+  non-tiled reduction (pooling, a softmax's row max) keeps its innermost spatial loop out of the
+  parallel loop when the loops outside it give every core work: LLVM vectorizes across that loop
+  (a max pool's output columns) or along the reduction inside it (a row sum), where fusing it into
+  the parallel loop leaves one scalar window per iteration (4x slower, one thread);
+- auto-unroll 64: the register tile's unvectorized loops (rows) unroll, the reduction loops do not.
+
+If a rule refuses on a function, the schedule falls back to parallel outer loops and vectorized inner
+ones, block by block, keeping what succeeds; it never raises for a valid PrimFunc.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from compiler import Schedule, ScheduleError, Target
+from compiler.arith import ceil_div, divisors, linear
+from compiler.codegen_vector import MAX_LANES
+from compiler.ir import Expr, PrimFunc, Unary
+from compiler.schedule.tree import find_block, loops_above, readers
+from compiler.visit import block_loads, free_vars, walk_expr
+from tuner.search.space import (
+    Decision,
+    SpaceConfig,
+    annotate_unroll,
+    apply_rules,
+    block_names,
+    parallelize_vectorize,
+)
+
+WRITE_LEVEL = 2
+UNROLL_STEP = 64
+MATH_CALL = "float_math_call"  # the instruction-mix feature of exp, log, tanh, ... (compiler.ops)
+LATENCY_CHAINS = 8  # independent FMAs in flight: ~4 cycles of latency, 1-2 FMAs issued per cycle
+
+
+def default_schedule(func: PrimFunc, target: Target) -> Schedule:
+    """The rules with heuristic choices for `target`; a simpler schedule where a rule refuses."""
+    cfg = SpaceConfig.for_target(target)
+    decide = Heuristic(cfg, target.cores)
+    sch = Schedule(func)
+    try:
+        apply_rules(sch, cfg, decide)
+        return sch
+    except ScheduleError:
+        pass
+    sch = Schedule(func)
+    for name in reversed(block_names(sch)):
+        try:
+            parallelize_vectorize(sch, name, cfg, decide)
+        except ScheduleError:
+            continue  # a primitive that refuses changes nothing: the block keeps its loops
+    annotate_unroll(sch, cfg, decide)
+    return sch
+
+
+@dataclass(frozen=True)
+class Heuristic:
+    """The choices described in the module docstring, for the machine `cfg` describes."""
+
+    cfg: SpaceConfig
+    cores: int
+
+    def inline(self, func: PrimFunc, name: str) -> bool:
+        _, block = find_block(func.body, name)
+        return len(readers(func.body, block.body.buffer)) == 1 or not any(
+            isinstance(e, Unary) and e.op.spec.feature.get("float") == MATH_CALL
+            for e in walk_expr(block.body.value)
+        )
+
+    def write_level(self, sch: Schedule) -> int:
+        return WRITE_LEVEL
+
+    def vectorize_follower(self) -> bool:
+        return True
+
+    def tiles(self, func: PrimFunc, name: str, kinds: list[str]) -> list[Decision]:
+        nest = _Nest.of(func, name, kinds)
+        tile = self._register_tile(nest)
+        rows = math.prod(tile) // tile[nest.vector]
+        stream = self._stream_tiles(nest, tile) if rows == 1 else 1
+        out: list[Decision] = []
+        for loop, (extent, kind) in enumerate(zip(nest.extents, kinds)):
+            if kind == "S":
+                middle = stream if loop == nest.vector else 1
+                out.append([extent // (tile[loop] * middle), 1, middle, tile[loop]])
+            elif kind == "R":
+                inner = 1 if stream > 1 else _largest_divisor(extent, self.cfg.max_innermost_factor)
+                out.append([extent // inner, inner])
+            else:
+                out.append(None)
+        return out
+
+    def compute_location(self) -> int | None:
+        return -1
+
+    def vector_tile(self, extent: int) -> Decision:
+        inner = _largest_divisor(extent, self.cfg.max_innermost_factor)
+        return [extent // inner, inner]
+
+    def parallel_loops(self, extents: list[int], reduction_inside: bool) -> int:
+        if reduction_inside and len(extents) > 1 and math.prod(extents[:-1]) >= self.cores:
+            return len(extents) - 1
+        return len(extents)
+
+    def unroll(self, steps: tuple[int, ...]) -> int | None:
+        return min(range(len(steps)), key=lambda i: abs(steps[i] - UNROLL_STEP))
+
+    def _stream_tiles(self, nest: _Nest, tile: list[int]) -> int:
+        """How many vector tiles of the vectorized loop sit side by side (S2) when the reduction steps
+        one at a time: as many as fill the accumulators and leave every core a parallel tile."""
+        vectors = _registers(tile[nest.vector], self.cfg.vector_lanes)
+        rest = nest.extents[nest.vector] // tile[nest.vector]
+        outer = math.prod(e // t for k, (e, t) in enumerate(zip(nest.extents, tile)) if k != nest.vector)
+        fits = [
+            d
+            for d in divisors(rest)
+            if d * vectors <= self.cfg.accumulator_registers and outer * (rest // d) >= self.cores
+        ]
+        return max(fits, default=1)
+
+    def _register_tile(self, nest: _Nest) -> list[int]:
+        """Factor per loop of the best-scoring register tile (1 off the tile)."""
+        cfg = self.cfg
+        widest = min(cfg.max_innermost_factor, 4 * cfg.vector_lanes)  # the first bound of space._RegisterTile
+        best: tuple[tuple[float, int, int, int], list[int]] | None = None
+        for width in divisors(nest.extents[nest.vector]):
+            if width > widest:
+                continue
+            rows_budget = cfg.accumulator_registers // _registers(width, cfg.vector_lanes)
+            for tile in _row_tiles(nest, width, rows_budget):
+                key = _score(nest, tile, cfg.vector_lanes)
+                if best is None or key > best[0]:
+                    best = (key, tile)
+        assert best is not None  # width 1 with no rows always fits
+        return best[1]
+
+
+@dataclass(frozen=True)
+class _Operand:
+    """A load of the block: the loops its indices depend on (through the block's bindings), and how
+    far apart the lanes of the vectorized loop lie in memory: 1 contiguous, 2 every other element (a
+    stride-2 convolution), 0 when they are not along its last dimension, or not linearly (a gather)."""
+
+    loops: frozenset[int]
+    stride: int
+
+
+@dataclass(frozen=True)
+class _Nest:
+    """The loops around a block to tile, and the block's operand loads."""
+
+    extents: list[int]
+    kinds: list[str]
+    vector: int  # the innermost spatial loop, which the rules vectorize
+    operands: list[_Operand]
+
+    @classmethod
+    def of(cls, func: PrimFunc, name: str, kinds: list[str]) -> _Nest:
+        path, block = find_block(func.body, name)
+        loops = [lp for _, lp in loops_above(func.body, path)]
+        vector = max(k for k, kind in enumerate(kinds) if kind == "S")
+        fed = {  # iteration variable -> the loops its binding reads
+            iv.var: {k for k, lp in enumerate(loops) if lp.var in free_vars(b)}
+            for iv, b in zip(block.iter_vars, block.bindings)
+        }
+        lanes = [iv.var for iv in block.iter_vars if fed[iv.var] == {vector}]
+
+        def operand(indices: tuple[Expr, ...]) -> _Operand:
+            used = set().union(*(free_vars(i) for i in indices))
+            terms = linear(indices[-1]).terms
+            stride = (
+                abs(terms.get(lanes[0], 0)) if len(lanes) == 1 and free_vars(indices[-1]) <= set(terms) else 0
+            )
+            return _Operand(frozenset(k for v in used for k in fed.get(v, ())), stride)
+
+        operands = [operand(ld.indices) for ld in block_loads(block) if ld.buffer != block.body.buffer]
+        return cls([lp.extent for lp in loops], kinds, vector, operands)
+
+
+def _row_tiles(nest: _Nest, width: int, budget: int) -> Iterator[list[int]]:
+    """Every register tile with `width` on the vector loop and factors of the other spatial loops
+    whose product (the rows) is at most `budget`."""
+    others = [k for k, kind in enumerate(nest.kinds) if kind == "S" and k != nest.vector]
+
+    def extend(k: int, tile: list[int], rows: int) -> Iterator[list[int]]:
+        if k == len(others):
+            yield tile
+            return
+        loop = others[k]
+        for f in divisors(nest.extents[loop]):
+            if rows * f > budget:
+                break
+            yield from extend(k + 1, [*tile[:loop], f, *tile[loop + 1 :]], rows * f)
+
+    yield from extend(0, [width if k == nest.vector else 1 for k in range(len(nest.kinds))], 1)
+
+
+def _score(nest: _Nest, tile: list[int], lanes: int) -> tuple[float, int, int, int]:
+    """Useful lanes per cycle of one reduction step over the register tile, then the tie-breakers:
+    more accumulators, fewer loads, a wider vector."""
+    width = tile[nest.vector]
+    vectors = _registers(width, lanes)
+    rows = math.prod(tile) // width
+    accumulators = vectors * rows
+    loads = 0
+    for operand in nest.operands:
+        count = 1
+        for loop in operand.loops:
+            if loop == nest.vector:  # whole vectors (and shuffles when strided), or one load per lane
+                count *= vectors * operand.stride if operand.stride else width
+            else:
+                count *= tile[loop]
+        loads += count
+    cycles = max(accumulators, loads, LATENCY_CHAINS)
+    return width * rows / cycles, accumulators, -loads, width
+
+
+def _registers(width: int, lanes: int) -> int:
+    """Vector registers one row of a `width`-wide vectorized loop fills. The code generator emits it
+    as chunks of the largest power of two of lanes (at most MAX_LANES), then one vector per set bit
+    of the remainder (`emit_vector_loop`): 56 lanes are 32 + 16 + 8, 4 AVX-512 registers; 7 lanes are
+    4 + 2 + 1, 3 registers, not 1."""
+    piece = 1 << (min(width, MAX_LANES).bit_length() - 1)
+    chunks, rest = divmod(width, piece)
+    pieces = [piece] * chunks + [1 << b for b in range(rest.bit_length()) if rest >> b & 1]
+    return sum(ceil_div(p, lanes) for p in pieces)
+
+
+def _largest_divisor(extent: int, limit: int) -> int:
+    return max(d for d in divisors(extent) if d <= limit)
