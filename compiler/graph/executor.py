@@ -12,7 +12,7 @@ import numpy as np
 
 from compiler.build import Kernel
 from compiler.graph.ir import CallTIR, Constant, GraphError, Input, Module, Node
-from compiler.graph.memory_plan import MemoryPlan, plan_memory
+from compiler.graph.memory_plan import MemoryPlan, plan_memory, views
 
 
 @dataclass(frozen=True)
@@ -50,9 +50,12 @@ class CompiledModel:
                 arrays[id(out)] = _constant_or_empty(out)
             self._outputs.append(arrays[id(out)])
         self.steps: list[Step] = []
+        aliases = views(module)
         for node in module.nodes():
             if isinstance(node, Constant):
                 arrays.setdefault(id(node), node.data)
+            elif id(node) in aliases:
+                arrays[id(node)] = arrays[id(node.args[0])].reshape(node.type.shape)
             elif isinstance(node, CallTIR):
                 if id(node) not in arrays:
                     arrays[id(node)] = _view(storages[self.plan.storage_of[node.name]], node)

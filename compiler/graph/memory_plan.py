@@ -3,13 +3,16 @@
 Kernels run in dataflow order. Before a step runs, its output takes a free storage (the smallest
 one big enough, else the largest free one grown to fit, else a new one); after it runs, the storage
 of every tensor it read for the last time is free again. Taking before freeing means a kernel never
-writes over its own inputs. Model outputs get storage of their own (they are handed back)."""
+writes over its own inputs. Model outputs get storage of their own (they are handed back).
+
+A kernel that only reshapes moves no data in a contiguous buffer, so the executor runs no kernel for it: it is a
+view of its argument (`views`), and reading the view keeps the argument's storage alive."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from compiler.graph.ir import CallTIR, Module
+from compiler.graph.ir import CallTIR, Module, Node
 
 
 @dataclass(frozen=True)
@@ -23,10 +26,23 @@ class MemoryPlan:
         return sum(self.storage_bytes)
 
 
-def plan_memory(module: Module, alignment: int = 64) -> MemoryPlan:
-    steps = [n for n in module.nodes() if isinstance(n, CallTIR)]
+def views(module: Module) -> dict[int, Node]:
+    """The CallTIRs that only reshape (and are not a model output), each to the tensor it views (a
+    chain of them views the first one's argument)."""
     outputs = {id(o) for o in module.outputs}
-    last_use = {id(a): k for k, n in enumerate(steps) for a in n.args}
+    out: dict[int, Node] = {}
+    for node in module.nodes():
+        if isinstance(node, CallTIR) and set(node.ops) == {"reshape"} and id(node) not in outputs:
+            source = node.args[0]
+            out[id(node)] = out.get(id(source), source)
+    return out
+
+
+def plan_memory(module: Module, alignment: int = 64) -> MemoryPlan:
+    aliases = views(module)
+    steps = [n for n in module.nodes() if isinstance(n, CallTIR) and id(n) not in aliases]
+    outputs = {id(o) for o in module.outputs}
+    last_use = {id(aliases.get(id(a), a)): k for k, n in enumerate(steps) for a in n.args}
     sizes: list[int] = []
     free: list[int] = []
     storage_of: dict[str, int] = {}
@@ -41,7 +57,8 @@ def plan_memory(module: Module, alignment: int = 64) -> MemoryPlan:
             held[id(node)] = storage
             if id(node) not in last_use:  # computed and never read: free at once
                 free.append(held.pop(id(node)))
-        for a in node.args:
+        for arg in node.args:
+            a = aliases.get(id(arg), arg)
             if last_use.get(id(a)) == k and id(a) in held:
                 free.append(held.pop(id(a)))
     return MemoryPlan(storage_of, tuple(sizes), total)

@@ -8,8 +8,8 @@ makes this safe for diamonds (gelu's and layer norm's decompositions read one te
 user of a node on those paths is on them too, so no value escapes the group but its output and
 no cycle between groups can appear. What may join depends on the root's pattern:
 - a conv2d/matmul (ANCHOR) or a reduction takes elementwise and broadcast ops of its output's shape
-  (bias, batch-norm scale, residual add, activation): the tuner tiles the anchor and fuses the
-  epilogue into its output tile;
+  (bias, batch-norm scale, residual add, activation), and reshapes that only add or drop unit
+  dimensions: the tuner tiles the anchor and fuses the epilogue into its output tile;
 - elementwise, broadcast and injective roots take further elementwise, broadcast and injective ops;
 - anchors and reductions never join another group.
 A group becomes one PrimFunc by composing its operators' te computes over placeholders for the
@@ -98,10 +98,21 @@ def _grow(
 def _may_join(
     node: Node, group: Group, allowed: tuple[Pattern, ...], root: Pattern, assigned: dict[int, Group]
 ) -> bool:
-    if not isinstance(node, Call) or id(node) in assigned or OPS[node.op].pattern not in allowed:
+    if not isinstance(node, Call) or id(node) in assigned:
         return False
-    # An epilogue runs over the anchor's output tile: it must have the anchor's output shape.
-    return root not in (Pattern.ANCHOR, Pattern.REDUCTION) or node.type.shape == group.root.type.shape
+    if root not in (Pattern.ANCHOR, Pattern.REDUCTION):
+        return OPS[node.op].pattern in allowed
+    # An epilogue runs over the anchor's output tile: it must have the anchor's output shape, up to
+    # unit dimensions, which a reshape may add or drop (PyTorch wraps each Linear in such views).
+    same_shape = _without_units(node.type.shape) == _without_units(group.root.type.shape)
+    unit_reshape = node.op == "reshape" and _without_units(node.args[0].type.shape) == _without_units(
+        node.type.shape
+    )
+    return same_shape and (OPS[node.op].pattern in allowed or unit_reshape)
+
+
+def _without_units(shape: tuple[int, ...]) -> tuple[int, ...]:
+    return tuple(d for d in shape if d != 1)
 
 
 def _between(source: Node, sink: Node, users: dict[int, list[Node]]) -> list[Node]:
