@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING
 
 from compiler.build import compile_kernel, load
 from compiler.graph.executor import CompiledModel, KernelSource
-from compiler.graph.ir import Call, Module
+from compiler.graph.ir import Call, CallTIR, Module
+from compiler.graph.memory_plan import views
 from compiler.graph.passes import optimize
 from compiler.ir import PrimFunc
 from compiler.target import Target
@@ -34,13 +35,20 @@ def build(
     tuned = _tuned_funcs(module, database, hardware) if database is not None else {}
     kernels = {}
     sources = []
-    for name, func in module.funcs.items():
+    for name, func in _run_funcs(module).items():
         start = time.perf_counter()
         scheduled = tuned.get(name) or _default(func, hardware.target)
         kernels[name] = load(compile_kernel(scheduled, hardware.target))
         origin = "tuned" if name in tuned else "default"
         sources.append(KernelSource(name, origin, time.perf_counter() - start))
     return CompiledModel(module, kernels, sources)
+
+
+def _run_funcs(module: Module) -> dict[str, PrimFunc]:
+    """The functions a forward pass runs: not those whose every call is a view (a reshape)."""
+    aliases = views(module)
+    used = {n.func for n in module.nodes() if isinstance(n, CallTIR) and id(n) not in aliases}
+    return {name: f for name, f in module.funcs.items() if name in used}
 
 
 def _default(func: PrimFunc, target: Target) -> PrimFunc:
@@ -58,7 +66,7 @@ def _tuned_funcs(module: Module, database: Database | str, hardware: Hardware) -
     db = database if isinstance(database, Database) else open_database(database)
     try:
         out = {}
-        for name, func in module.funcs.items():
+        for name, func in _run_funcs(module).items():
             best = db.best(func.structural_hash(), hardware.key)
             if best is not None:
                 out[name] = Trace.from_json(best.trace).apply(func).func

@@ -5,8 +5,8 @@ one big enough, else the largest free one grown to fit, else a new one); after i
 of every tensor it read for the last time is free again. Taking before freeing means a kernel never
 writes over its own inputs. Model outputs get storage of their own (they are handed back).
 
-A kernel that only reshapes moves no data in a contiguous buffer, so the executor runs no kernel for it: it is a
-view of its argument (`views`), and reading the view keeps the argument's storage alive."""
+A call that only reshapes moves no data in a contiguous buffer, so the executor runs no kernel for
+it: it is a view of its argument (`views`), and reading the view keeps the argument's storage alive."""
 
 from __future__ import annotations
 

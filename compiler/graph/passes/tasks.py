@@ -37,10 +37,15 @@ class Task:
 
 
 def extract_tasks(module: Module) -> list[Task]:
-    """One task per distinct PrimFunc the module calls, in order of first call; fuse first."""
-    calls = [n for n in module.nodes() if isinstance(n, CallTIR)]
-    if len(calls) != len(module.calls()):
-        first = next(n for n in module.calls() if not isinstance(n, CallTIR))
+    """One task per distinct PrimFunc the module runs, in order of first call; fuse first. Calls
+    that only reshape run no kernel (the executor makes them views), so they are no task."""
+    from compiler.graph.memory_plan import views
+
+    aliases = views(module)
+    calls = [n for n in module.nodes() if isinstance(n, CallTIR) and id(n) not in aliases]
+    unfused = [n for n in module.calls() if not isinstance(n, CallTIR)]
+    if unfused:
+        first = unfused[0]
         raise GraphError(
             first.name, "extract_tasks", "the module has unfused operator calls: run graph.optimize first"
         )

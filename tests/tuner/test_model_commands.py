@@ -1,0 +1,72 @@
+"""`tuner import` and `tuner run` on model files: the optimized graph and task table, a compiled run
+checked against the reference runtime, a tuned record picked up, and bad files refused."""
+
+import io
+
+import numpy as np
+import torch
+
+from tuner.cli import main
+from tuner.tune import tune
+
+
+def small_cnn() -> torch.nn.Module:
+    torch.manual_seed(0)
+    return torch.nn.Sequential(
+        torch.nn.Conv2d(3, 8, 3, padding=1),
+        torch.nn.BatchNorm2d(8),
+        torch.nn.ReLU(),
+        torch.nn.MaxPool2d(2),
+        torch.nn.Flatten(),
+        torch.nn.Linear(8 * 5 * 5, 4),
+    ).eval()
+
+
+def export_onnx(path) -> None:
+    buffer = io.BytesIO()
+    torch.onnx.export(small_cnn(), (torch.randn(1, 3, 11, 10),), buffer, dynamo=False, opset_version=17)
+    path.write_bytes(buffer.getvalue())
+
+
+def test_import_prints_the_fused_graph_and_its_tasks(tmp_path, capsys) -> None:
+    model = tmp_path / "cnn.onnx"
+    export_onnx(model)
+    assert main(["import", str(model)]) == 0
+    out = capsys.readouterr().out
+    assert "call_tir(fused_conv2d_add_relu" in out and "@T.prim_func" in out
+    assert "batch_norm" not in out  # folded into the conv
+    assert "3 tasks" in out  # the flatten is a view, no task and "conv2d + add + relu" in out
+    assert main(["import", str(model), "--unoptimized"]) == 0
+    assert "batch_norm(" in capsys.readouterr().out
+
+
+def test_run_checks_against_onnx_runtime_and_uses_tuned_records(tmp_path, capsys) -> None:
+    model = tmp_path / "cnn.onnx"
+    export_onnx(model)
+    x = tmp_path / "x.npy"
+    np.save(x, np.random.default_rng(0).standard_normal((1, 3, 11, 10)).astype("float32"))
+    database = f"sqlite:///{tmp_path / 'tune.db'}"
+    assert main(["run", str(model), "--input", str(x), "--repeat", "3", "--database", database]) == 0
+    captured = capsys.readouterr()
+    assert "0 tuned, 3 default" in captured.err
+    assert "ONNX Runtime" in captured.out and "tensor-tuner" in captured.out
+    error = float(captured.err.split("largest magnitude:")[1].split()[0])
+    assert error < 1e-4
+
+    from compiler import frontend, graph
+
+    (first, *_) = graph.extract_tasks(graph.optimize(frontend.from_onnx(str(model))))
+    tune(first.spec, trials=2, database=database)
+    assert main(["run", str(model), "--repeat", "2", "--database", database]) == 0
+    assert "1 tuned, 2 default" in capsys.readouterr().err
+
+
+def test_bad_model_files_are_refused_with_the_reason(tmp_path, capsys) -> None:
+    model = tmp_path / "cnn.onnx"
+    export_onnx(model)
+    truncated = tmp_path / "truncated.onnx"
+    truncated.write_bytes(model.read_bytes()[:200])
+    assert main(["import", str(truncated)]) == 2
+    assert "cannot import" in capsys.readouterr().err
+    assert main(["run", str(tmp_path / "missing.onnx")]) == 2
+    assert "missing.onnx" in capsys.readouterr().err
