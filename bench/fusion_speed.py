@@ -2,7 +2,9 @@
 epilogue (bias + relu; bias + residual add + relu, as in ResNet's basic block), each on a fresh
 database for the same number of trials, compared by the best kernel's time (the epilogue adds
 memory traffic and a few flops per output, so a fused kernel about as fast as the bare conv means
-the epilogue rides along in the conv's output tile)."""
+the epilogue rides along in the conv's output tile). The default schedules of the same functions
+(deterministic, no search) are timed too: they show the cost of the epilogue without the spread of
+a 64-trial search."""
 
 from __future__ import annotations
 
@@ -11,8 +13,12 @@ from pathlib import Path
 
 import numpy as np
 
+from bench.common import best_seconds
 from compiler import graph
-from compiler.graph import GraphBuilder, Module
+from compiler.build import build
+from compiler.graph import GraphBuilder, Module, Task
+from runner.hardware import host_hardware
+from tuner.search.default_schedule import default_schedule
 from tuner.tune import tune
 
 LAYERS = {  # (C, H, W, K): ResNet-18 stages 1 and 3
@@ -36,18 +42,37 @@ def layer(c: int, h: int, w: int, k: int, epilogue: str) -> Module:
     return b.module([out])
 
 
-def best_micros(module: Module, trials: int, directory: Path, name: str) -> tuple[float, str]:
+def task_of(module: Module) -> Task:
     (task,) = graph.extract_tasks(graph.optimize(module))
+    return task
+
+
+def tuned_micros(task: Task, trials: int, directory: Path, name: str) -> float:
     result = tune(task.spec, trials=trials, database=f"sqlite:///{directory / name}.db")
     assert result.best is not None
-    return result.best.median_secs * 1e6, " + ".join(task.ops)
+    return result.best.median_secs * 1e6
+
+
+def default_micros(task: Task) -> float:
+    target = host_hardware().target
+    kernel = build(default_schedule(task.func, target).func, target, listings=False)
+    rng = np.random.default_rng(0)
+    pointers = kernel.pointers(*(rng.standard_normal(b.shape).astype(b.dtype) for b in task.func.params))
+    return best_seconds(lambda: kernel.repeat(pointers, 10)) / 10 * 1e6
 
 
 def main(trials: int = 64) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for title, shape in LAYERS.items():
-            bare, _ = best_micros(layer(*shape, "bare"), trials, Path(tmp), "bare")
-            print(f"{title}, {trials} trials each: bare conv2d {bare:.0f} us")
-            for epilogue in ("bias+relu", "bias+residual+relu"):
-                fused, ops = best_micros(layer(*shape, epilogue), trials, Path(tmp), epilogue)
-                print(f"    {ops}: {fused:.0f} us = {fused / bare:.2f}x the bare conv's time")
+            print(f"{title}: best of {trials} trials each; default schedule")
+            bare_tuned = bare_default = 0.0
+            for epilogue in ("bare", "bias+relu", "bias+residual+relu"):
+                task = task_of(layer(*shape, epilogue))
+                tuned = tuned_micros(task, trials, Path(tmp), epilogue)
+                default = default_micros(task)
+                if epilogue == "bare":
+                    bare_tuned, bare_default = tuned, default
+                print(
+                    f"    {' + '.join(task.ops):26s} tuned {tuned:6.0f} us = {tuned / bare_tuned:.2f}x bare; "
+                    f"default {default:6.0f} us = {default / bare_default:.2f}x bare"
+                )

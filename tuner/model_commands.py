@@ -94,14 +94,15 @@ def _run(args: argparse.Namespace, console: Console) -> int:
     console.print(
         f"built {len(model.sources)} kernels ({tuned} tuned, {len(model.sources) - tuned} default) "
         f"in {time.perf_counter() - start:.1f} s; intermediates {model.peak_bytes / 1e6:.3f} MB "
-        f"(unplanned {model.plan.total_bytes / 1e6:.3f} MB)"
+        f"(unplanned {model.plan.total_bytes / 1e6:.3f} MB)",
+        soft_wrap=True,
     )
     ours = latencies(lambda: model(*inputs), args.repeat)
     rows = [("tensor-tuner", ours)]
-    name, run = _reference_runner(args.model, inputs)
+    reference, run = _reference_runner(args.model, inputs)
     error = _max_error(model(*inputs), run())
     time.sleep(0.3)  # the other runtime's idle threads spin for a while after its last call
-    rows.append((name, latencies(run, args.repeat)))
+    rows.append((reference, latencies(run, args.repeat)))
     table = Table(title=f"{Path(args.model).name}: latency of one forward pass ({args.repeat} runs)")
     for column in ("runtime", "median ms", "min ms", "max ms", "vs tensor-tuner"):
         table.add_column(column, justify="left" if column == "runtime" else "right")
@@ -116,7 +117,8 @@ def _run(args: argparse.Namespace, console: Console) -> int:
         )
     Console().print(table)
     console.print(
-        f"largest difference from {name}'s outputs, relative to their largest magnitude: {error:.1e}"
+        f"largest difference from {reference}'s outputs: {error:.1e} of their largest magnitude",
+        soft_wrap=True,
     )
     return 0
 
