@@ -25,6 +25,7 @@ from bench import (
     runner_throughput,
     search_cost,
     tuning,
+    vector_math,
 )
 
 BENCHMARKS = {
@@ -43,6 +44,7 @@ BENCHMARKS = {
     "best_query": best_query.main,
     "register_tile": register_tile.main,
     "default_schedule": default_schedule.main,
+    "vector_math": vector_math.main,
 }
 
 

@@ -23,7 +23,8 @@ import llvmlite.ir as ll
 import numpy as np
 
 from compiler.dtypes import FLOAT_DTYPES, INT_DTYPES, is_float
-from compiler.llvm_ops import FAST_MATH, Emitter, call_intrinsic
+from compiler.llvm_math import erf_f32, exp_f32
+from compiler.llvm_ops import FAST_MATH, I32, Emitter, call_intrinsic
 
 NUMERIC = FLOAT_DTYPES + INT_DTYPES
 BOOL = ("bool",)
@@ -126,6 +127,32 @@ def _libm(float32_name: str, float64_name: str) -> Emit:
     return emit
 
 
+def _float32_inline(inline: Callable[[Emitter, ll.Value], ll.Value], float64: Emit) -> Emit:
+    """float32 as inline arithmetic (compiler.llvm_math), which vectorizes: LLVM has no vector math
+    library here, so an intrinsic on a vector is one scalar libm call per lane. float64 as `float64`."""
+
+    def emit(cg: Emitter, dtype: str, args: list[ll.Value]) -> ll.Value:
+        return inline(cg, args[0]) if dtype == "float32" else float64(cg, dtype, args)
+
+    return emit
+
+
+def _lane_by_lane(scalar: Emit) -> Emit:
+    """`scalar` on each lane of a vector operand (a libm function), so that an op can declare that it
+    vectorizes when only some of its dtypes do."""
+
+    def emit(cg: Emitter, dtype: str, args: list[ll.Value]) -> ll.Value:
+        (x,) = args
+        if not isinstance(x.type, ll.VectorType):
+            return scalar(cg, dtype, args)
+        b, out = cg.builder, ll.Constant(x.type, ll.Undefined)
+        for k in range(x.type.count):
+            out = b.insert_element(out, scalar(cg, dtype, [b.extract_element(x, I32(k))]), I32(k))
+        return out
+
+    return emit
+
+
 def _arith(name: str, symbol: str, precedence: int, emit: Emit, feature: dict[str, str]) -> OpSpec:
     """An infix arithmetic op the expression language writes with the same symbol."""
     fold, numpy = _ARITH_SEMANTICS[name]
@@ -176,13 +203,18 @@ def _logic(name: str, arity: int, precedence: int, numpy: Callable[..., object])
 
 
 def _math(
-    name: str, fold: Callable[[float], float], numpy: Callable[..., object], libm: Emit | None = None
+    name: str,
+    fold: Callable[[float], float],
+    numpy: Callable[..., object],
+    emit: Emit | None = None,
+    vectorizes: bool = True,
 ) -> OpSpec:
-    """A float function: an LLVM intrinsic, which takes vectors too, or else a C library function,
-    which takes one value (then the vector code generator calls it lane by lane)."""
-    emit = libm or _intrinsic(name)
+    """A float function: an LLVM intrinsic (by default), which takes vectors too, or `emit`; one that
+    does not vectorize (a C library function, which takes one value) the vector code generator
+    computes lane by lane."""
     feature = {"float": "float_math_call"}
-    return OpSpec(name, 1, FLOAT_DTYPES, "same", fold, numpy, emit, libm is None, feature, syntax=name)
+    emit = emit or _intrinsic(name)
+    return OpSpec(name, 1, FLOAT_DTYPES, "same", fold, numpy, emit, vectorizes, feature, syntax=name)
 
 
 def _erf_numpy(x: object) -> np.ndarray:
@@ -221,12 +253,12 @@ class Op(enum.Enum):
     AND = _logic("and", 2, 2, np.logical_and)
     OR = _logic("or", 2, 1, np.logical_or)
     NOT = _logic("not", 1, 6, np.logical_not)
-    EXP = _math("exp", math.exp, np.exp)
+    EXP = _math("exp", math.exp, np.exp, _float32_inline(exp_f32, _intrinsic("exp")))
     SQRT = _math("sqrt", math.sqrt, np.sqrt)
     LOG = _math("log", math.log, np.log)
-    TANH = _math("tanh", math.tanh, np.tanh, _libm("tanhf", "tanh"))
+    TANH = _math("tanh", math.tanh, np.tanh, _libm("tanhf", "tanh"), vectorizes=False)
     FABS = _math("fabs", math.fabs, np.fabs)
-    ERF = _math("erf", math.erf, _erf_numpy, _libm("erff", "erf"))
+    ERF = _math("erf", math.erf, _erf_numpy, _float32_inline(erf_f32, _lane_by_lane(_libm("erff", "erf"))))
     POW = _pow()
 
     def __init__(self, spec: OpSpec) -> None:
