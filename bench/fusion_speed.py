@@ -57,8 +57,11 @@ def default_micros(task: Task) -> float:
     target = host_hardware().target
     kernel = build(default_schedule(task.func, target).func, target, listings=False)
     rng = np.random.default_rng(0)
-    pointers = kernel.pointers(*(rng.standard_normal(b.shape).astype(b.dtype) for b in task.func.params))
-    return best_seconds(lambda: kernel.repeat(pointers, 10)) / 10 * 1e6
+    arrays = [rng.standard_normal(b.shape).astype(b.dtype) for b in task.func.params]  # alive while timed
+    pointers = kernel.pointers(*arrays)
+    seconds = best_seconds(lambda: kernel.repeat(pointers, 10)) / 10
+    del arrays
+    return seconds * 1e6
 
 
 def main(trials: int = 64) -> None:
