@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from compiler import graph
@@ -147,7 +148,7 @@ def _load_or_report(path: str, console: Console) -> Module | None:
     try:
         return load_model(path)
     except (GraphError, ValueError, OSError, ImportError) as e:
-        console.print(f"[red]cannot import {path}[/red]: {e}")
+        console.print(f"[red]cannot import[/red] {escape(path)}: {escape(str(e))}", soft_wrap=True)
         return None
 
 

@@ -4,6 +4,7 @@ checked against the reference runtime, a tuned record picked up, and bad files r
 import io
 
 import numpy as np
+import pytest
 import torch
 
 from tuner.cli import main
@@ -20,6 +21,12 @@ def small_cnn() -> torch.nn.Module:
         torch.nn.Flatten(),
         torch.nn.Linear(8 * 5 * 5, 4),
     ).eval()
+
+
+@pytest.fixture(autouse=True)
+def wide_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    """rich wraps and truncates tables to the terminal's width; the assertions read whole cells."""
+    monkeypatch.setenv("COLUMNS", "200")
 
 
 def export_onnx(path) -> None:
