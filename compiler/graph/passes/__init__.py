@@ -5,14 +5,24 @@ from compiler.graph.passes.dead_code import eliminate_dead_code
 from compiler.graph.passes.fold_batch_norm import fold_batch_norm
 from compiler.graph.passes.fold_constants import fold_constants
 from compiler.graph.passes.fuse import fuse
+from compiler.graph.passes.layer_norm_pattern import match_layer_norm
 from compiler.graph.passes.tasks import Task, extract_tasks
 from compiler.graph.passes.verify import verify
 
-PASSES = (fold_constants, fold_batch_norm, fold_constants, eliminate_dead_code, fuse, eliminate_dead_code)
+PASSES = (
+    fold_constants,
+    fold_batch_norm,
+    fold_constants,
+    match_layer_norm,
+    eliminate_dead_code,
+    fuse,
+    eliminate_dead_code,
+)
 
 
 def optimize(module: Module, *, check: bool = False) -> Module:
-    """Fold constants and batch norms, drop what computes nothing, fuse into PrimFuncs. With `check`,
+    """Fold constants and batch norms, recognize written-out layer norms, drop what computes nothing,
+    fuse into PrimFuncs. With `check`,
     the verifier runs after every pass (the tests do this)."""
     for run in PASSES:
         module = run(module)
@@ -29,6 +39,7 @@ __all__ = [
     "fold_batch_norm",
     "fold_constants",
     "fuse",
+    "match_layer_norm",
     "optimize",
     "verify",
 ]

@@ -10,7 +10,14 @@ from compiler import graph
 from compiler.graph import CallTIR, Constant, GraphBuilder, GraphError, Module
 from compiler.graph.ir import CallTIR as CallTIRNode
 from compiler.graph.memory_plan import plan_memory
-from compiler.graph.passes import eliminate_dead_code, fold_batch_norm, fold_constants, fuse, verify
+from compiler.graph.passes import (
+    eliminate_dead_code,
+    fold_batch_norm,
+    fold_constants,
+    fuse,
+    match_layer_norm,
+    verify,
+)
 
 RNG = np.random.default_rng(0)
 
@@ -304,3 +311,38 @@ def test_a_lone_reshape_is_a_view_not_a_kernel() -> None:
     assert [s.func.split("_")[1] for s in model.steps] == ["softmax", "matmul"]
     plan = plan_memory(model.module)
     assert len(plan.storage_of) == 1  # the softmax+exp output, which both reshapes view
+
+
+def written_out_layer_norm(square: str, affine: bool, variance_axes: tuple[int, ...] = (2,)) -> Module:
+    b = GraphBuilder()
+    x = b.input("x", (2, 3, 10), "float32")
+    centered = b.call("subtract", [x, b.call("mean", [x], axes=(2,), keepdims=True)])
+    if square == "power":
+        squared = b.call("power", [centered, b.constant("two", np.float32(2))])
+    else:
+        squared = b.call("multiply", [centered, centered])
+    variance = b.call("mean", [squared], axes=variance_axes, keepdims=True)
+    std = b.call("sqrt", [b.call("add", [variance, b.constant("eps", np.float32(1e-5))])])
+    out = b.call("divide", [centered, std])
+    if affine:
+        out = b.call(
+            "add", [b.call("multiply", [out, b.constant("g", weights(10))]), b.constant("b", weights(10))]
+        )
+    return b.module([out])
+
+
+@pytest.mark.parametrize("square", ["power", "multiply"])
+@pytest.mark.parametrize("affine", [True, False])
+def test_written_out_layer_norm_becomes_one_operator(square: str, affine: bool) -> None:
+    module = written_out_layer_norm(square, affine)
+    matched = match_layer_norm(fold_constants(module))
+    verify(matched)
+    assert [c.op for c in matched.calls()] == ["layer_norm"]
+    assert len(graph.extract_tasks(graph.optimize(module))) == 1
+    compiled_matches_reference(module)
+
+
+def test_a_near_miss_is_left_written_out() -> None:
+    module = written_out_layer_norm("power", True, variance_axes=(1, 2))
+    assert "layer_norm" not in {c.op for c in match_layer_norm(fold_constants(module)).calls()}
+    compiled_matches_reference(module)
