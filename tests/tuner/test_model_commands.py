@@ -77,3 +77,15 @@ def test_bad_model_files_are_refused_with_the_reason(tmp_path, capsys) -> None:
     assert "cannot import" in capsys.readouterr().err
     assert main(["run", str(tmp_path / "missing.onnx")]) == 2
     assert "missing.onnx" in capsys.readouterr().err
+
+
+def test_a_saved_pytorch_program_runs_against_pytorch(tmp_path, capsys) -> None:
+    program = torch.export.export(small_cnn(), (torch.randn(1, 3, 11, 10),))
+    path = tmp_path / "cnn.pt2"
+    torch.export.save(program, path)
+    assert main(["import", str(path)]) == 0
+    assert "conv2d + add + relu" in capsys.readouterr().out
+    assert main(["run", str(path), "--repeat", "2"]) == 0
+    captured = capsys.readouterr()
+    assert "PyTorch" in captured.out
+    assert float(captured.err.split("outputs: ")[1].split()[0]) < 1e-4
