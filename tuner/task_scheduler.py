@@ -15,10 +15,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from compiler import Trace
 from compiler.workloads import Workload
 from runner import LocalRunner, LocalRunnerConfig, Runner
 from runner.hardware import Hardware, host_hardware
 from tuner.database import Database
+from tuner.search.default_schedule import default_schedule
 from tuner.search.space import SpaceConfig, rule_space
 from tuner.tune import DEFAULT_DATABASE, TuneResult, Tuning, as_workload, open_database
 
@@ -78,9 +80,12 @@ def tune_tasks(
     start = time.perf_counter()
     try:
         space = rule_space(SpaceConfig.for_target(hardware.target))
+        workloads = [as_workload(t.workload) for t in tasks]
         tunings = [
-            Tuning(as_workload(t.workload), db, runner, hardware, strategy, seed + i, space, batch_size)
-            for i, t in enumerate(tasks)
+            Tuning(
+                wl, db, runner, hardware, strategy, seed + i, space, batch_size, _default_trace(wl, hardware)
+            )
+            for i, wl in enumerate(workloads)
         ]
         histories = [_History() for _ in tasks]
         order: list[int] = []
@@ -128,3 +133,8 @@ def _gradient(weight: int, latencies: list[float], alpha: float = 0.2, window: i
         recent = 0.0
     optimistic = last / n
     return weight * (alpha * recent + (1 - alpha) * optimistic)
+
+
+def _default_trace(wl: Workload, hardware: Hardware) -> Trace:
+    """Each task's search starts from its default schedule (see SearchDriver's start_from)."""
+    return default_schedule(wl.func, hardware.target).trace

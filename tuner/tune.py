@@ -19,6 +19,7 @@ from compiler.workloads import Workload, workload_from_spec
 from runner import Candidate, LocalRunner, LocalRunnerConfig, Runner, RunResult, measure_confirming
 from runner.hardware import Hardware, host_hardware
 from tuner.database import Database, NewRecord, Record
+from tuner.search.default_schedule import default_schedule
 from tuner.search.driver import STRATEGIES, SearchDriver, TaskIds
 from tuner.search.space import ScheduleFn, SpaceConfig, rule_space
 from tuner.search.strategy import Proposal
@@ -89,9 +90,11 @@ def tune(
     db = open_database(database)
     own_runner = runner is None
     runner = runner or LocalRunner(LocalRunnerConfig(seed=seed), hardware.target)
+    start_from = default_schedule(wl.func, hardware.target).trace if space is None else None
     space = space or rule_space(SpaceConfig.for_target(hardware.target))
     try:
-        return Tuning(wl, db, runner, hardware, strategy, seed, space, batch_size).run(trials, progress)
+        tuning = Tuning(wl, db, runner, hardware, strategy, seed, space, batch_size, start_from)
+        return tuning.run(trials, progress)
     finally:
         if own_runner:
             runner.close()
@@ -113,6 +116,7 @@ class Tuning:
         seed: int,
         space: ScheduleFn,
         batch: int | None,
+        start_from: Trace | None = None,
     ) -> None:
         self.wl, self.db, self.runner, self.hardware, self.batch = wl, db, runner, hardware, batch
         self.start = time.perf_counter()
@@ -132,6 +136,7 @@ class Tuning:
             strategy=strategy,
             seed=seed,
             space=space,
+            start_from=start_from,
         )
         best = db.best(self.key, hardware.key)
         self.best: dict[int, float] = {task_id: best.median_secs} if best and best.median_secs else {}

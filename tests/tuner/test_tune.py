@@ -196,3 +196,27 @@ def test_a_fused_primfunc_is_tuned_and_recorded_under_its_structural_hash(db):
     outputs = wl.empty_outputs()
     compile_best(other, database=db)(*inputs, *outputs)
     np.testing.assert_allclose(outputs[0], wl.reference(*inputs)[0], rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("strategy", ["random", "evolutionary"])
+def test_the_search_starts_from_the_default_schedule_once(db, strategy):
+    """The first program measured is the untuned default's; a second run does not measure it again."""
+    from runner.hardware import host_hardware
+    from tuner.search.default_schedule import default_schedule
+
+    default = default_schedule(workload_from_spec(SPEC).func, host_hardware().target).func.structural_hash()
+    tune(SPEC, trials=4, database=db, runner=NullRunner(), strategy=strategy, batch_size=4)
+    first, *rest = records_of(db)
+    assert first.program_hash == default and default not in {r.program_hash for r in rest}
+    tune(SPEC, trials=4, database=db, runner=NullRunner(), strategy=strategy, batch_size=4)
+    assert [r.program_hash for r in records_of(db)].count(default) == 1
+
+
+def test_a_user_space_does_not_start_from_the_default_schedule(db):
+    from runner.hardware import host_hardware
+    from tuner.search.default_schedule import default_schedule
+
+    default = default_schedule(workload_from_spec(SPEC).func, host_hardware().target).func.structural_hash()
+    result = tune(SPEC, trials=50, database=db, runner=NullRunner(), space=stochastic_schedule_mm)
+    assert result.trials == 5  # every program of that space, and nothing else
+    assert default not in {r.program_hash for r in records_of(db)}

@@ -51,8 +51,10 @@ class SearchDriver:
     """Proposes unmeasured programs of one workload for one machine, and learns from their records.
 
     `exclude` names program hashes not to propose besides those the database has measured (the
-    coordinator passes what is queued but not yet measured). `search_secs` adds up the time spent
-    proposing and learning: the search's own overhead."""
+    coordinator passes what is queued but not yet measured). `start_from` is a trace of the space to
+    propose first (the default schedule's, whose heuristic choices often beat a first random batch):
+    the search then never ends worse than the untuned default, and breeds from it once measured.
+    `search_secs` adds up the time spent proposing and learning: the search's own overhead."""
 
     def __init__(
         self,
@@ -66,6 +68,7 @@ class SearchDriver:
         seed: int,
         space: ScheduleFn,
         exclude: Iterable[str] = (),
+        start_from: Trace | None = None,
     ) -> None:
         if strategy not in STRATEGIES:
             raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
@@ -74,6 +77,7 @@ class SearchDriver:
         self.hardware_key = hardware_key
         measured = db.measured_program_hashes(ids.workload_id, ids.hardware_id) | set(exclude)
         self.sampler = Sampler(wl.func, space)
+        self.start_from = start_from
         self.feature_cache: dict[str, np.ndarray] = {}
         self.search_secs = 0.0
         # Proposals handed out and not yet learned from, by program hash: their programs are built.
@@ -96,11 +100,19 @@ class SearchDriver:
         when the space is exhausted."""
         start = time.perf_counter()
         parents = [Trace.from_json(r.trace) for r in self.db.top_k(self.key, self.hardware_key, PARENTS)]
-        proposals = self.search.propose(n, best=parents)
+        first = self._start() if n else []
+        self.search.notify(first)
+        proposals = first + self.search.propose(n - len(first), best=parents)
         self.search.notify(proposals)
         self.in_flight.update((p.key, p) for p in proposals)
         self.search_secs += time.perf_counter() - start
         return proposals
+
+    def _start(self) -> list[Proposal]:
+        """The `start_from` program, once, unless the database has it already."""
+        trace, self.start_from = self.start_from, None
+        proposal = self.sampler.replay(trace) if trace is not None else None
+        return [proposal] if proposal is not None and proposal.key not in self.search.measured else []
 
     def forget(self, proposals: Iterable[Proposal]) -> None:
         """Proposals that will not be measured for this task (another task queued them first)."""

@@ -29,6 +29,7 @@ from compiler.workloads import workload_from_spec
 from tuner.database import Database, TaskInfo, TaskStatus
 from tuner.database import queue as q
 from tuner.database.owners import claim_tasks, disown, finish_task
+from tuner.search.default_schedule import default_schedule
 from tuner.search.driver import SearchDriver, TaskIds
 from tuner.search.space import SpaceConfig, rule_space
 from tuner.service.clock import utcnow
@@ -137,8 +138,9 @@ class TaskLoop:
         workload = self.db.get_workload(task.workload_id)
         queued = q.queued_program_hashes(self.db, workload_id=task.workload_id, hardware_id=task.hardware_id)
         target = next(h for h in self.db.hardware_list() if h.id == task.hardware_id).target
+        wl = workload_from_spec(workload.spec)
         driver = SearchDriver(
-            workload_from_spec(workload.spec),
+            wl,
             self.db,
             TaskIds(task.workload_id, task.hardware_id, task.id),
             target,
@@ -149,6 +151,7 @@ class TaskLoop:
             seed=task.seed + len(queued),
             space=rule_space(SpaceConfig.for_target(target)),
             exclude=queued,
+            start_from=default_schedule(wl.func, target).trace,
         )
         self.drivers[task.id] = driver
         return driver
