@@ -9,8 +9,9 @@ are immutable and compare by identity, so passes rebuild the graph instead of ed
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TypeAlias
 
 import numpy as np
@@ -56,14 +57,14 @@ class TensorType:
 
 
 @dataclass(frozen=True, eq=False)
-class Node:
+class Node(ABC):
     """One tensor of the graph. `name` is unique within a module (the printer and errors use it)."""
 
     name: str
 
     @property
-    def type(self) -> TensorType:
-        raise NotImplementedError
+    @abstractmethod
+    def type(self) -> TensorType: ...
 
     @property
     def args(self) -> tuple[Node, ...]:
@@ -94,12 +95,10 @@ class Constant(Node):
 
 
 @dataclass(frozen=True, eq=False)
-class Call(Node):
-    """A graph operator applied to tensors (`compiler.graph.op.OPS[op]`), with its attributes."""
+class Apply(Node):
+    """A tensor computed from others: what Call and CallTIR share."""
 
-    op: str
     call_args: tuple[Node, ...]
-    attrs: Attrs
     tensor_type: TensorType
 
     @property
@@ -112,24 +111,22 @@ class Call(Node):
 
 
 @dataclass(frozen=True, eq=False)
-class CallTIR(Node):
+class Call(Apply):
+    """A graph operator applied to tensors (`compiler.graph.op.OPS[op]`), with its attributes."""
+
+    op: str
+    attrs: Attrs
+
+
+@dataclass(frozen=True, eq=False)
+class CallTIR(Apply):
     """A call of the module's PrimFunc `func`: its parameters are `args` then one output of `type`.
     `ops` lists the graph operators fused into it and `flops` what they compute, for the printer
     and the task table."""
 
     func: str
-    call_args: tuple[Node, ...]
-    tensor_type: TensorType
     ops: tuple[str, ...] = ()
     flops: int = 0
-
-    @property
-    def type(self) -> TensorType:
-        return self.tensor_type
-
-    @property
-    def args(self) -> tuple[Node, ...]:
-        return self.call_args
 
 
 @dataclass(frozen=True)
@@ -242,11 +239,9 @@ def with_args(node: Node, args: Sequence[Node]) -> Node:
     """`node` over new arguments (itself when they are the same objects)."""
     if all(a is b for a, b in zip(args, node.args)):
         return node
-    if isinstance(node, Call):
-        return Call(node.name, node.op, tuple(args), node.attrs, node.tensor_type)
-    if isinstance(node, CallTIR):
-        return CallTIR(node.name, node.func, tuple(args), node.tensor_type, node.ops, node.flops)
-    raise TypeError(f"{type(node).__name__} has no arguments")
+    if not isinstance(node, Apply):
+        raise TypeError(f"{type(node).__name__} has no arguments")
+    return replace(node, call_args=tuple(args))
 
 
 def name_supply(module: Module) -> Callable[[str], str]:

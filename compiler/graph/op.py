@@ -79,7 +79,7 @@ def call(name: str, op: str, args: Sequence[Node], attrs: Mapping[str, object] |
         out = OPS[op].infer_type([a.type for a in args], frozen)
     except OpError as e:
         raise GraphError(name, op, str(e)) from None
-    return Call(name, op, tuple(args), frozen, out)
+    return Call(name, tuple(args), out, op=op, attrs=frozen)
 
 
 def attr_ints(attrs: Attrs, key: str) -> tuple[int, ...]:

@@ -173,7 +173,7 @@ def _lower_groups(module: Module, groups: list[Group]) -> Module:
             ops = tuple(m.op for m in group.members)
             flops = sum(OPS[m.op].flops([a.type for a in m.args], m.type, m.attrs) for m in group.members)
             new_args = tuple(replaced.get(id(a), a) for a in args)
-            replaced[id(node)] = CallTIR(node.name, name, new_args, node.type, ops, flops)
+            replaced[id(node)] = CallTIR(node.name, new_args, node.type, func=name, ops=ops, flops=flops)
         elif isinstance(node, CallTIR):
             replaced[id(node)] = with_args(node, [replaced.get(id(a), a) for a in node.args])
     outputs = tuple(replaced.get(id(o), o) for o in module.outputs)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from compiler.graph.ir import Call, Constant, Module, Node, name_supply, rewrite
+from compiler.graph.ir import Call, Constant, Module, Node, name_supply, rewrite, with_args
 from compiler.graph.op import attr_ints, call
 
 
@@ -26,7 +26,9 @@ def match_layer_norm(module: Module) -> Module:
             return None
         if node.op == "divide" and _scaled_and_shifted(node, users):
             return None  # matched at the add, with its gamma and beta
-        found = _match(Call(node.name, node.op, args, node.attrs, node.tensor_type))
+        rebuilt = with_args(node, args)
+        assert isinstance(rebuilt, Call)
+        found = _match(rebuilt)
         if found is None:
             return None
         x, axes, epsilon, gamma, beta = found

@@ -258,7 +258,7 @@ def test_verifier_names_the_broken_node() -> None:
     module = fuse(b.module([b.call("relu", [x], name="act")]))
     (call,) = module.outputs
     assert isinstance(call, CallTIR)
-    wrong = CallTIR(call.name, "missing", call.args, call.type)
+    wrong = CallTIR(call.name, call.args, call.type, func="missing")
     with pytest.raises(GraphError, match=r"act.*missing"):
         verify(Module(module.inputs, (wrong,), module.funcs))
 
