@@ -18,6 +18,7 @@ import numpy as np
 from compiler import frontend, graph
 from compiler.graph import CompiledModel
 from runner.hardware import host_hardware
+from tuner.model_commands import latencies, onnx_runtime
 
 
 @dataclass(frozen=True)
@@ -40,28 +41,17 @@ def zoo_models() -> list[ZooModel]:
 
 def median_ms(run: Callable[[], object], repeat: int) -> tuple[float, float, float]:
     """(median, min, max) milliseconds of `repeat` calls after two warm-up calls."""
-    run()
-    run()
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        run()
-        times.append((time.perf_counter() - start) * 1e3)
+    times = [t * 1e3 for t in latencies(run, repeat)]
     return statistics.median(times), min(times), max(times)
 
 
 def onnx_session(model: object, args: tuple, threads: int) -> Callable[[], object]:
-    import onnxruntime as ort
+    """The same model exported by the legacy exporter (opset 17), in ONNX Runtime."""
     import torch
 
     buffer = io.BytesIO()
     torch.onnx.export(model, args, buffer, dynamo=False, opset_version=17)
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = threads
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    session = ort.InferenceSession(buffer.getvalue(), options, providers=["CPUExecutionProvider"])
-    feed = {i.name: a.numpy() for i, a in zip(session.get_inputs(), args)}
-    return lambda: session.run(None, feed)
+    return onnx_runtime(buffer.getvalue(), [a.numpy() for a in args], threads)
 
 
 def kernel_table(model: CompiledModel, inputs: list[np.ndarray], top: int = 8) -> None:

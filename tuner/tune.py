@@ -9,11 +9,11 @@ are never measured twice, its records train the model).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from compiler import Trace, build
+from compiler import PrimFunc, Trace, build
 from compiler.build import Kernel
 from compiler.workloads import Workload, workload_from_spec
 from runner import Candidate, LocalRunner, LocalRunnerConfig, Runner, RunResult, measure_confirming
@@ -223,10 +223,19 @@ def compile_best(
     hardware = hardware or host_hardware()
     db = open_database(database)
     try:
-        best = db.best(wl.func.structural_hash(), hardware.key)
+        (program,) = best_programs([wl.func], db, hardware)
     finally:
         if not isinstance(database, Database):
             db.close()
-    if best is None:
+    if program is None:
         raise LookupError(f"no measured schedule of {wl.name} on this hardware; tune it first")
-    return build(Trace.from_json(best.trace).apply(wl.func).func, hardware.target, listings=False)
+    return build(program, hardware.target, listings=False)
+
+
+def best_programs(funcs: Sequence[PrimFunc], db: Database, hardware: Hardware) -> list[PrimFunc | None]:
+    """Each function with its best measured schedule on `hardware` applied (None where it has none)."""
+    out: list[PrimFunc | None] = []
+    for func in funcs:
+        best = db.best(func.structural_hash(), hardware.key)
+        out.append(Trace.from_json(best.trace).apply(func).func if best is not None else None)
+    return out

@@ -59,18 +59,14 @@ def _default(func: PrimFunc, target: Target) -> PrimFunc:
 
 def _tuned_funcs(module: Module, database: Database | str, hardware: Hardware) -> dict[str, PrimFunc]:
     """Each function's best measured schedule on `hardware`, applied (functions without one are absent)."""
-    from compiler.schedule.trace import Trace
     from tuner.database import Database
-    from tuner.tune import open_database
+    from tuner.tune import best_programs, open_database
 
     db = database if isinstance(database, Database) else open_database(database)
     try:
-        out = {}
-        for name, func in _run_funcs(module).items():
-            best = db.best(func.structural_hash(), hardware.key)
-            if best is not None:
-                out[name] = Trace.from_json(best.trace).apply(func).func
-        return out
+        funcs = _run_funcs(module)
+        programs = best_programs(list(funcs.values()), db, hardware)
+        return {name: p for name, p in zip(funcs, programs) if p is not None}
     finally:
         if not isinstance(database, Database):
             db.close()

@@ -68,7 +68,7 @@ class CompiledModel:
                 )
         self._storages = storages  # the views above point into these
         self._calls: list[tuple[Callable[..., None], tuple[int, ...]]] = [
-            (s.kernel._cfunc, s.pointers) for s in self.steps
+            (s.kernel.native, s.pointers) for s in self.steps
         ]
 
     @property

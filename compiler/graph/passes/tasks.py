@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from compiler.graph.ir import CallTIR, GraphError, Module
+from compiler.graph.memory_plan import views
 from compiler.ir import PrimFunc
 from compiler.workloads.primfunc_spec import primfunc_spec
 
@@ -39,8 +40,6 @@ class Task:
 def extract_tasks(module: Module) -> list[Task]:
     """One task per distinct PrimFunc the module runs, in order of first call; fuse first. Calls
     that only reshape run no kernel (the executor makes them views), so they are no task."""
-    from compiler.graph.memory_plan import views
-
     aliases = views(module)
     calls = [n for n in module.nodes() if isinstance(n, CallTIR) and id(n) not in aliases]
     unfused = [n for n in module.calls() if not isinstance(n, CallTIR)]
