@@ -545,6 +545,19 @@ def _layer_norm(ctx: _Context, node: torch.fx.Node, a: dict[str, Any]) -> tuple[
     return (out,)
 
 
+def _window(a: dict[str, Any]) -> dict[str, object]:
+    """max_pool2d's and avg_pool2d's window attributes from ATen's: an empty stride means the kernel
+    size, and padding is symmetric."""
+    kernel = _pair(a["kernel_size"])
+    pad_h, pad_w = _pair(a["padding"])
+    return {
+        "kernel": kernel,
+        "strides": _pair(a["stride"]) if a["stride"] else kernel,
+        "padding": (pad_h, pad_w, pad_h, pad_w),
+        "ceil_mode": bool(a["ceil_mode"]),
+    }
+
+
 def _pool(ctx: _Context, node: torch.fx.Node, a: dict[str, Any], op: str, **attrs: object) -> Node:
     """NCHW pooling; an unbatched (C, H, W) input, which ATen pools too, is pooled as a batch of one."""
     x = ctx.tensor(a["input"])
@@ -557,19 +570,7 @@ def _pool(ctx: _Context, node: torch.fx.Node, a: dict[str, Any], op: str, **attr
 
 @_converts(aten.max_pool2d_with_indices.default)
 def _max_pool2d(ctx: _Context, node: torch.fx.Node, a: dict[str, Any]) -> tuple[Node, ...]:
-    kernel = _pair(a["kernel_size"])
-    pad_h, pad_w = _pair(a["padding"])
-    out = _pool(
-        ctx,
-        node,
-        a,
-        "max_pool2d",
-        kernel=kernel,
-        strides=_pair(a["stride"]) if a["stride"] else kernel,
-        padding=(pad_h, pad_w, pad_h, pad_w),
-        dilation=_pair(a["dilation"]),
-        ceil_mode=bool(a["ceil_mode"]),
-    )
+    out = _pool(ctx, node, a, "max_pool2d", dilation=_pair(a["dilation"]), **_window(a))
     return (out,)
 
 
@@ -577,19 +578,7 @@ def _max_pool2d(ctx: _Context, node: torch.fx.Node, a: dict[str, Any]) -> tuple[
 def _avg_pool2d(ctx: _Context, node: torch.fx.Node, a: dict[str, Any]) -> Node:
     if a["divisor_override"] is not None:
         raise GraphError(node.name, _op_name(node), "divisor_override is not supported")
-    kernel = _pair(a["kernel_size"])
-    pad_h, pad_w = _pair(a["padding"])
-    return _pool(
-        ctx,
-        node,
-        a,
-        "avg_pool2d",
-        kernel=kernel,
-        strides=_pair(a["stride"]) if a["stride"] else kernel,
-        padding=(pad_h, pad_w, pad_h, pad_w),
-        ceil_mode=bool(a["ceil_mode"]),
-        count_include_pad=bool(a["count_include_pad"]),
-    )
+    return _pool(ctx, node, a, "avg_pool2d", count_include_pad=bool(a["count_include_pad"]), **_window(a))
 
 
 @_converts(aten._adaptive_avg_pool2d.default)
