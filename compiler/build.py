@@ -45,13 +45,16 @@ class CompiledKernel:
     assembly: str = field(repr=False)
 
 
-def compile_kernel(func: PrimFunc, target: Target, *, listings: bool = False) -> CompiledKernel:
+def compile_kernel(
+    func: PrimFunc, target: Target, *, listings: bool = False, pic: bool = False
+) -> CompiledKernel:
     """Lower and compile `func` to object code for `target`.
 
-    With `listings`, the optimized IR and the assembly are kept too (they cost a few ms)."""
+    With `listings`, the optimized IR and the assembly are kept too (they cost a few ms). With `pic`,
+    the object can also be linked into a shared library (`Target.target_machine`)."""
     init_llvm()
     llvm_ir = emit_llvm(lower(func), target)
-    tm = target.target_machine()
+    tm = target.target_machine(pic=pic)
     module = llvm.parse_assembly(llvm_ir)
     module.verify()
     module.triple = target.triple

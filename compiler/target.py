@@ -79,12 +79,17 @@ class Target:
         digest = hashlib.sha256(f"{self.triple}|{self.mcpu}|{self.features}".encode()).hexdigest()
         return f"{self.mcpu}-{digest[:12]}-{self.cores}c"
 
-    def target_machine(self) -> llvm.TargetMachine:
-        """A fresh TargetMachine (each JIT engine needs its own)."""
+    def target_machine(self, *, pic: bool = False) -> llvm.TargetMachine:
+        """A fresh TargetMachine (each JIT engine needs its own). `pic` makes position-independent code
+        in the small code model, which links into a shared library (the JIT's default, the large code
+        model, would need text relocations there) and which the JIT loads as well."""
         init_llvm()
-        return llvm.Target.from_triple(self.triple).create_target_machine(
-            cpu=self.mcpu, features=self.features, opt=3, jit=True
-        )
+        llvm_target = llvm.Target.from_triple(self.triple)
+        if pic:
+            return llvm_target.create_target_machine(
+                cpu=self.mcpu, features=self.features, opt=3, reloc="pic", codemodel="small"
+            )
+        return llvm_target.create_target_machine(cpu=self.mcpu, features=self.features, opt=3, jit=True)
 
 
 def parse_features(features: str) -> frozenset[str]:

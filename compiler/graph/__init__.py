@@ -4,6 +4,7 @@ and the executor that runs it compiled."""
 from compiler.graph.build import build
 from compiler.graph.builder import GraphBuilder
 from compiler.graph.executor import CompiledModel
+from compiler.graph.export import LibraryError, NativeModel, load_library
 from compiler.graph.ir import (
     Attrs,
     Call,
@@ -29,7 +30,9 @@ __all__ = [
     "GraphBuilder",
     "GraphError",
     "Input",
+    "LibraryError",
     "Module",
+    "NativeModel",
     "Node",
     "OpDef",
     "Pattern",
@@ -37,6 +40,7 @@ __all__ = [
     "TensorType",
     "build",
     "extract_tasks",
+    "load_library",
     "optimize",
     "run_reference",
     "verify",

@@ -7,10 +7,12 @@ that the compiler package keeps working on its own."""
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from compiler.build import compile_kernel, load
 from compiler.graph.executor import CompiledModel, KernelSource
+from compiler.graph.forward import symbol
 from compiler.graph.ir import Call, CallTIR, Module
 from compiler.graph.memory_plan import views
 from compiler.graph.passes import optimize
@@ -37,11 +39,11 @@ def build(
     sources = []
     for name, func in _run_funcs(module).items():
         start = time.perf_counter()
-        scheduled = tuned.get(name) or _default(func, hardware.target)
-        kernels[name] = load(compile_kernel(scheduled, hardware.target))
+        scheduled = replace(tuned.get(name) or _default(func, hardware.target), name=symbol(name))
+        kernels[name] = load(compile_kernel(scheduled, hardware.target, pic=True))
         origin = "tuned" if name in tuned else "default"
         sources.append(KernelSource(name, origin, time.perf_counter() - start))
-    return CompiledModel(module, kernels, sources)
+    return CompiledModel(module, kernels, sources, hardware.target)
 
 
 def _run_funcs(module: Module) -> dict[str, PrimFunc]:

@@ -1,18 +1,25 @@
 """The executor: a fused module's kernels compiled, its memory planned, its weights bound, and a
-forward pass that is one native call per kernel with argument addresses fixed at build time."""
+forward pass that is one native call into code calling every kernel in order."""
 
 from __future__ import annotations
 
+import ctypes
 import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
+import llvmlite.binding as llvm
 import numpy as np
 
 from compiler.build import Kernel
-from compiler.graph.ir import CallTIR, Constant, GraphError, Input, Module, Node
-from compiler.graph.memory_plan import MemoryPlan, plan_memory, views
+from compiler.graph.forward import ALIGNMENT, FORWARD, Arg, Base, ForwardPlan, emit_forward, plan_forward
+from compiler.graph.ir import Module
+from compiler.graph.memory_plan import MemoryPlan, plan_memory
+from compiler.graph.native_call import NativeForward, TensorSpec
+from compiler.runtime import load_runtime
+from compiler.target import Target, init_llvm
 
 
 @dataclass(frozen=True)
@@ -20,7 +27,7 @@ class Step:
     node: str
     func: str
     kernel: Kernel
-    pointers: tuple[int, ...]
+    args: tuple[Arg, ...]
 
 
 @dataclass(frozen=True)
@@ -33,43 +40,38 @@ class KernelSource:
 
 
 class CompiledModel:
-    """Call with numpy arrays in the model's input order; returns the outputs as new numpy arrays."""
+    """Call with numpy arrays in the model's input order; returns the outputs as new numpy arrays.
+
+    A forward pass is one native call (`compiler.graph.forward`): kernels take their arguments from
+    the caller's arrays, the weights and one arena of intermediates. Not reentrant: the arena is
+    shared, so one call at a time per model."""
 
     def __init__(
-        self, module: Module, kernels: Mapping[str, Kernel], sources: Sequence[KernelSource]
+        self,
+        module: Module,
+        kernels: Mapping[str, Kernel],
+        sources: Sequence[KernelSource],
+        target: Target,
     ) -> None:
         self.module = module
+        self.target = target
         self.sources = list(sources)
+        self.kernels = dict(kernels)
         self.plan = plan_memory(module)
-        storages = [np.empty(n, dtype=np.uint8) for n in self.plan.storage_bytes]
-        self._inputs = [np.empty(i.type.shape, i.type.dtype) for i in module.inputs]
-        arrays: dict[int, np.ndarray] = {id(i): a for i, a in zip(module.inputs, self._inputs)}
-        self._outputs: list[np.ndarray] = []
-        for out in module.outputs:
-            if id(out) not in arrays:
-                arrays[id(out)] = _constant_or_empty(out)
-            self._outputs.append(arrays[id(out)])
-        self.steps: list[Step] = []
-        aliases = views(module)
-        for node in module.nodes():
-            if isinstance(node, Constant):
-                arrays.setdefault(id(node), node.data)
-            elif id(node) in aliases:
-                arrays[id(node)] = arrays[id(node.args[0])].reshape(node.type.shape)
-            elif isinstance(node, CallTIR):
-                if id(node) not in arrays:
-                    arrays[id(node)] = _view(storages[self.plan.storage_of[node.name]], node)
-                buffers = [arrays[id(a)] for a in node.args] + [arrays[id(node)]]
-                kernel = kernels[node.func]
-                self.steps.append(Step(node.name, node.func, kernel, tuple(kernel.pointers(*buffers))))
-            elif not isinstance(node, Input):
-                raise GraphError(
-                    node.name, type(node).__name__, "build needs a fused module (graph.optimize)"
-                )
-        self._storages = storages  # the views above point into these
-        self._calls: list[tuple[Callable[..., None], tuple[int, ...]]] = [
-            (s.kernel.native, s.pointers) for s in self.steps
-        ]
+        self.forward_plan = plan_forward(module)
+        self.steps = [Step(c.node, c.func, kernels[c.func], c.args) for c in self.forward_plan.calls]
+        self._constants = [np.ascontiguousarray(c.data) for c in self.forward_plan.constants]
+        self._constant_pointers = (ctypes.c_void_p * max(1, len(self._constants)))(
+            *(c.ctypes.data for c in self._constants)
+        )
+        self._arena = _aligned_bytes(self.forward_plan.arena_bytes, ALIGNMENT)
+        self._library, forward = _link_forward(self.forward_plan, self.kernels, target)
+        arena = self._arena.ctypes.data
+        self._forward = NativeForward(
+            [TensorSpec.of(i) for i in module.inputs],
+            [TensorSpec.of(o) for o in module.outputs],
+            lambda ins, outs: forward(ins, outs, self._constant_pointers, arena),
+        )
 
     @property
     def peak_bytes(self) -> int:
@@ -77,53 +79,80 @@ class CompiledModel:
         return self.plan.peak_bytes
 
     def __call__(self, *inputs: np.ndarray) -> list[np.ndarray]:
-        self._load_inputs(inputs)
-        for fn, pointers in self._calls:
-            fn(*pointers)
-        return [o.copy() for o in self._outputs]
+        return self._forward(*inputs)
 
-    def _load_inputs(self, inputs: Sequence[np.ndarray]) -> None:
-        if len(inputs) != len(self._inputs):
-            raise TypeError(f"the model takes {len(self._inputs)} inputs, got {len(inputs)}")
-        for node, dest, value in zip(self.module.inputs, self._inputs, inputs):
-            array = np.asarray(value)
-            if array.shape != dest.shape:
-                raise ValueError(f"input {node.name}: expected shape {dest.shape}, got {array.shape}")
-            np.copyto(dest, array, casting="same_kind")
+    def export(self, path: str | Path, *, cc: str = "cc") -> tuple[Path, Path]:
+        """Write the model as one shared library at `path` and its C header beside it (same stem,
+        `.h`); returns both paths. See `compiler.graph.export`."""
+        from compiler.graph.export import export_library
+
+        return export_library(self, Path(path), cc=cc)
 
     def profile(
         self, *inputs: np.ndarray, repeat: int = 5, min_secs: float = 0.02
     ) -> list[tuple[Step, float]]:
         """Each step's median seconds per call (each step run in a native loop of enough calls to
         last `min_secs`), after one full pass so that every intermediate holds real data."""
-        self(*inputs)
+        arrays = self._forward.check_inputs(inputs)
+        outputs = [np.empty(o.shape, o.dtype) for o in self._forward.outputs]
+        self._forward.run_into(arrays, outputs)
+        bases = {
+            Base.INPUT: [a.ctypes.data for a in arrays],
+            Base.OUTPUT: [a.ctypes.data for a in outputs],
+            Base.CONSTANT: [c.ctypes.data for c in self._constants],
+        }
         out = []
         for step in self.steps:
-            number = _calls_for(step, min_secs)
+            pointers = [_address(bases, self._arena.ctypes.data, a) for a in step.args]
+            number = _calls_for(step.kernel, pointers, min_secs)
             times = []
             for _ in range(repeat):
                 start = time.perf_counter()
-                step.kernel.repeat(list(step.pointers), number)
+                step.kernel.repeat(pointers, number)
                 times.append((time.perf_counter() - start) / number)
             out.append((step, statistics.median(times)))
         return out
 
 
-def _calls_for(step: Step, min_secs: float) -> int:
+def _address(bases: Mapping[Base, list[int]], arena: int, arg: Arg) -> int:
+    return arena + arg.index if arg.base is Base.ARENA else bases[arg.base][arg.index]
+
+
+def _link_forward(
+    plan: ForwardPlan, kernels: Mapping[str, Kernel], target: Target
+) -> tuple[object, Callable[..., int]]:
+    """The kernels' objects and the forward pass linked into one JIT library, and its entry."""
+    init_llvm()
+    load_runtime()
+    forward = emit_forward(plan, {name: len(k.func.params) for name, k in kernels.items()})
+    forward.triple = target.triple
+    jit = llvm.create_lljit_compiler(target.target_machine())
+    builder = llvm.JITLibraryBuilder()
+    for kernel in kernels.values():
+        builder.add_object_img(kernel.compiled.obj)
+    library = (
+        builder.add_ir(str(forward))
+        .add_current_process()
+        .export_symbol(FORWARD)
+        .link(jit, f"{FORWARD}_{id(plan)}")
+    )
+    proto = ctypes.CFUNCTYPE(
+        ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p
+    )
+    return (jit, library), proto(library[FORWARD])
+
+
+def _aligned_bytes(nbytes: int, alignment: int) -> np.ndarray:
+    raw = np.zeros(nbytes + alignment, dtype=np.uint8)
+    skip = -raw.ctypes.data % alignment
+    return raw[skip : skip + nbytes]
+
+
+def _calls_for(kernel: Kernel, pointers: list[int], min_secs: float) -> int:
     start = time.perf_counter()
-    step.kernel.repeat(list(step.pointers), 1)
+    kernel.repeat(pointers, 1)
     once = max(time.perf_counter() - start, 1e-7)
     return max(1, int(min_secs / once))
-
-
-def _constant_or_empty(node: Node) -> np.ndarray:
-    if isinstance(node, Constant):
-        return node.data
-    return np.empty(node.type.shape, node.type.dtype)
-
-
-def _view(storage: np.ndarray, node: Node) -> np.ndarray:
-    return storage[: node.type.nbytes].view(node.type.dtype).reshape(node.type.shape)
 
 
 __all__ = ["CompiledModel", "KernelSource", "MemoryPlan", "Step"]

@@ -1,0 +1,253 @@
+"""A compiled model as one native shared library with a C header: every kernel, the forward pass
+calling them in order (`compiler.graph.forward`), and the weights embedded, exporting
+
+    int tensor_tuner_run(const float *const *inputs, float *const *outputs);
+    const char *tensor_tuner_metadata(void);  /* JSON: inputs, outputs, target */
+
+The system C compiler links it (`cc`, as TVM's export_library does): llvmlite writes object files
+but cannot link a shared library. The weights go in through the assembler's `.incbin`, so a 50 MB
+model is never spelled out as source text. Everything but the two entry points is local to the
+library, so two exported models load side by side in one process."""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import llvmlite.binding as llvm
+import numpy as np
+from llvmlite import ir
+
+from compiler.graph.forward import ALIGNMENT, FORWARD, I8P, I8PP, I32, I64, emit_forward
+from compiler.graph.native_call import NativeForward, TensorSpec
+from compiler.target import Target, init_llvm, parse_features
+
+if TYPE_CHECKING:
+    from compiler.graph.executor import CompiledModel
+
+RUN = "tensor_tuner_run"
+METADATA = "tensor_tuner_metadata"
+WEIGHTS = "tensor_tuner_weights"
+FORMAT = 1
+
+
+class LibraryError(RuntimeError):
+    """A library could not be written (no C compiler, or the compiler or linker failed) or loaded
+    (built for a CPU with features this one lacks)."""
+
+
+def export_library(model: CompiledModel, path: Path, *, cc: str = "cc") -> tuple[Path, Path]:
+    """Write `path` (the shared library) and the header beside it; returns both paths."""
+    if shutil.which(cc) is None:
+        raise LibraryError(f"no C compiler {cc!r} on PATH: exporting links with the system compiler")
+    path = Path(path)
+    header = path.with_suffix(".h")
+    metadata = _metadata(model)
+    with tempfile.TemporaryDirectory(prefix="tensor-tuner-export-") as tmp:
+        work = Path(tmp)
+        offsets = _write_weights(model, work / "weights.bin")
+        objects = [_weights_object(work, cc)]
+        for k, kernel in enumerate(model.kernels.values()):
+            objects.append(work / f"kernel{k}.o")
+            objects[-1].write_bytes(kernel.compiled.obj)
+        objects.append(work / "forward.o")
+        objects[-1].write_bytes(_entry_object(model, offsets, json.dumps(metadata)))
+        exports = work / "exports.map"
+        exports.write_text(f"{{ global: {RUN}; {METADATA}; local: *; }};\n")
+        _run(
+            [cc, "-shared", "-o", str(path), *map(str, objects), f"-Wl,--version-script={exports}"]
+            + ["-Wl,-z,text", "-Wl,-z,noexecstack", "-lgomp", "-lm"]
+        )
+    header.write_text(c_header(path.name, metadata))
+    return path, header
+
+
+class NativeModel(NativeForward):
+    """An exported library loaded into this process: called like `graph.build`'s model."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._library = ctypes.CDLL(str(path))
+        describe = getattr(self._library, METADATA)
+        describe.restype = ctypes.c_char_p
+        self.metadata: dict[str, Any] = json.loads(describe())
+        _check_cpu(path, self.metadata["target"])
+        run = getattr(self._library, RUN)
+        run.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+        run.restype = ctypes.c_int
+        super().__init__(
+            [TensorSpec.from_json(i) for i in self.metadata["inputs"]],
+            [TensorSpec.from_json(o) for o in self.metadata["outputs"]],
+            run,
+        )
+
+
+def load_library(path: str | Path) -> NativeModel:
+    """Load a library written by `CompiledModel.export`, checking that this CPU can run its code."""
+    return NativeModel(Path(path).resolve())
+
+
+def c_header(library: str, metadata: dict[str, Any]) -> str:
+    """The header declaring the entry points and every input's and output's shape."""
+    lines = [
+        f"/* The model in {library}, compiled by tensor-tuner for {metadata['target']['mcpu']}",
+        f" * ({metadata['target']['key']}).",
+        " *",
+        f" * {RUN}(inputs, outputs) runs one forward pass: inputs and outputs are the arrays below,",
+        " * in this order, C-contiguous; integer tensors are passed through the same float pointers.",
+        " * It returns 0 on success and 1 when inputs or outputs is NULL. It is not reentrant (the",
+        " * intermediates live in the library's static storage): one call at a time per process.",
+        " * Its parallel loops run on libgomp's threads (OMP_NUM_THREADS). */",
+        f"#ifndef {_guard(library)}",
+        f"#define {_guard(library)}",
+        "",
+        f"#define TENSOR_TUNER_NUM_INPUTS {len(metadata['inputs'])}",
+        f"#define TENSOR_TUNER_NUM_OUTPUTS {len(metadata['outputs'])}",
+    ]
+    for kind, tensors in (("INPUT", metadata["inputs"]), ("OUTPUT", metadata["outputs"])):
+        for k, t in enumerate(tensors):
+            shape = ", ".join(map(str, t["shape"])) or "1"
+            size = int(np.prod(t["shape"], dtype=np.int64))
+            lines += [
+                "",
+                f"/* {kind.lower()} {k}: {_comment(t['name'])}, {t['dtype']}[{shape}] */",
+                f"#define TENSOR_TUNER_{kind}{k}_NDIM {len(t['shape'])}",
+                f"#define TENSOR_TUNER_{kind}{k}_SHAPE {{{shape}}}",
+                f"#define TENSOR_TUNER_{kind}{k}_SIZE {size}",
+            ]
+    lines += [
+        "",
+        "#ifdef __cplusplus",
+        'extern "C" {',
+        "#endif",
+        f"int {RUN}(const float *const *inputs, float *const *outputs);",
+        f"const char *{METADATA}(void);",
+        "#ifdef __cplusplus",
+        "}",
+        "#endif",
+        "",
+        f"#endif /* {_guard(library)} */",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def _metadata(model: CompiledModel) -> dict[str, Any]:
+    target = model.target
+    return {
+        "format": FORMAT,
+        "inputs": [TensorSpec.of(i).to_json() for i in model.module.inputs],
+        "outputs": [TensorSpec.of(o).to_json() for o in model.module.outputs],
+        "target": {
+            "key": target.key,
+            "triple": target.triple,
+            "mcpu": target.mcpu,
+            "features": target.features,
+        },
+    }
+
+
+def _write_weights(model: CompiledModel, path: Path) -> list[int]:
+    """The constants one after another, each aligned; returns their offsets."""
+    offsets = []
+    with path.open("wb") as out:
+        for constant in model.forward_plan.constants:
+            out.write(b"\0" * (-out.tell() % ALIGNMENT))
+            offsets.append(out.tell())
+            out.write(np.ascontiguousarray(constant.data).tobytes())
+    return offsets
+
+
+def _weights_object(work: Path, cc: str) -> Path:
+    source = work / "weights.S"
+    source.write_text(
+        f'\t.section .rodata.{WEIGHTS},"a"\n'
+        f"\t.balign {ALIGNMENT}\n"
+        f"\t.globl {WEIGHTS}\n\t.hidden {WEIGHTS}\n"
+        f"{WEIGHTS}:\n"
+        f'\t.incbin "{work / "weights.bin"}"\n'
+        '\t.section .note.GNU-stack,"",@progbits\n'
+    )
+    _run([cc, "-c", "-o", str(work / "weights.o"), str(source)])
+    return work / "weights.o"
+
+
+def _entry_object(model: CompiledModel, offsets: list[int], metadata: str) -> bytes:
+    """Object code of the forward pass and the two exported entry points."""
+    arity = {name: len(k.func.params) for name, k in model.kernels.items()}
+    module = emit_forward(model.forward_plan, arity)
+    weights = ir.GlobalVariable(module, ir.ArrayType(ir.IntType(8), 0), WEIGHTS)
+    weights.linkage = "external"
+    arena = ir.GlobalVariable(
+        module, ir.ArrayType(ir.IntType(8), model.forward_plan.arena_bytes), "tensor_tuner_arena"
+    )
+    arena.linkage = "internal"
+    arena.initializer = ir.Constant(arena.value_type, None)
+    arena.align = ALIGNMENT
+    table = ir.GlobalVariable(module, ir.ArrayType(I8P, max(1, len(offsets))), "tensor_tuner_table")
+    table.linkage = "internal"
+    table.global_constant = True
+    table.initializer = ir.Constant(table.value_type, [weights.gep([I64(0), I64(k)]) for k in offsets or [0]])
+    _define_run(module, arena, table)
+    _define_metadata(module, metadata)
+    module.triple = model.target.triple
+    init_llvm()
+    parsed = llvm.parse_assembly(str(module))
+    parsed.verify()
+    return model.target.target_machine(pic=True).emit_object(parsed)
+
+
+def _define_run(module: ir.Module, arena: ir.GlobalVariable, table: ir.GlobalVariable) -> None:
+    fn = ir.Function(module, ir.FunctionType(I32, [I8PP, I8PP]), name=RUN)
+    entry, fail, run = (fn.append_basic_block(n) for n in ("entry", "fail", "run"))
+    b = ir.IRBuilder(entry)
+    missing = b.or_(
+        b.icmp_unsigned("==", fn.args[0], ir.Constant(I8PP, None)),
+        b.icmp_unsigned("==", fn.args[1], ir.Constant(I8PP, None)),
+    )
+    b.cbranch(missing, fail, run)
+    b.position_at_end(fail)
+    b.ret(I32(1))
+    b.position_at_end(run)
+    forward = module.get_global(FORWARD)
+    bases = [b.bitcast(table, I8PP), b.bitcast(arena, I8P)]
+    b.ret(b.call(forward, [fn.args[0], fn.args[1], *bases]))
+
+
+def _define_metadata(module: ir.Module, metadata: str) -> None:
+    data = bytearray(metadata.encode() + b"\0")
+    text = ir.GlobalVariable(module, ir.ArrayType(ir.IntType(8), len(data)), "tensor_tuner_json")
+    text.linkage = "internal"
+    text.global_constant = True
+    text.initializer = ir.Constant(text.value_type, data)
+    fn = ir.Function(module, ir.FunctionType(I8P, []), name=METADATA)
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    b.ret(b.bitcast(text, I8P))
+
+
+def _check_cpu(path: Path, target: dict[str, str]) -> None:
+    missing = parse_features(target["features"]) - Target.host().feature_set
+    if missing:
+        raise LibraryError(
+            f"{path} was compiled for {target['mcpu']} and this CPU lacks {', '.join(sorted(missing))}"
+        )
+
+
+def _run(command: list[str]) -> None:
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise LibraryError(f"{' '.join(command[:2])} ... failed:\n{done.stderr.strip()}")
+
+
+def _guard(library: str) -> str:
+    stem = library.split(".")[0].upper()
+    return "TENSOR_TUNER_" + "".join(c if c.isalnum() else "_" for c in stem) + "_H"
+
+
+def _comment(name: str) -> str:
+    return '"' + name.replace("*/", "* /") + '"'
