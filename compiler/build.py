@@ -82,12 +82,6 @@ class Kernel:
     def __call__(self, *arrays: np.ndarray) -> None:
         self._cfunc(*self.pointers(*arrays))
 
-    @property
-    def native(self) -> Callable[..., None]:
-        """The kernel itself, taking the data addresses from `pointers()`: no checks, for callers
-        that check their arrays once and call many times (the graph executor)."""
-        return self._cfunc
-
     def repeat(self, pointers: list[int], count: int) -> None:
         """Run the kernel `count` times in a native loop (arguments from `pointers()`)."""
         self._repeat(*pointers, count)
