@@ -1,8 +1,11 @@
-"""The `tuner` commands for whole models: import one (print its optimized graph and task table) and
-run one compiled (latency next to the reference runtime's).
+"""The `tuner` commands for whole models: import one (print its optimized graph and task table), run
+one compiled (latency next to the reference runtime's), tune every layer under one budget, and export
+the compiled model as a shared library with a C header.
 
     tuner import model.onnx [--unoptimized]
     tuner run model.onnx [--input x.npy ...] [--database URL] [--repeat 20]
+    tuner tune-model model.onnx --trials 2000 [--database URL] [--plot curve.png]
+    tuner export model.onnx -o model.so [--database URL]
 
 A model is an ONNX file (`.onnx`) or a PyTorch program saved with `torch.export.save` (`.pt2`).
 """
@@ -14,6 +17,7 @@ import statistics
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 from rich.console import Console
@@ -22,6 +26,11 @@ from rich.table import Table
 
 from compiler import graph
 from compiler.graph import GraphError, Module
+from tuner.task_scheduler import SCHEDULERS, BatchProgress
+from tuner.tune import DEFAULT_DATABASE
+
+if TYPE_CHECKING:
+    from tuner.model_tuning import ModelTuneResult
 
 Handler = Callable[[argparse.Namespace, Console], int]
 CommandFactory = Callable[..., argparse.ArgumentParser]
@@ -46,6 +55,23 @@ def add_model_commands(command: CommandFactory) -> None:
     p.add_argument("--repeat", type=int, default=20, help="timed forward passes (default 20)")
     p.add_argument("--seed", type=int, default=0)
     p.set_defaults(run=_run)
+    p = command(
+        "tune-model", "tune every layer of a model under one trial budget, then run it", workload=False
+    )
+    p.add_argument("model", help="an .onnx file or a .pt2 file saved by torch.export.save")
+    p.add_argument("--trials", type=int, default=2000, help="measurements shared by all layers")
+    p.add_argument("--scheduler", choices=SCHEDULERS, default="gradient")
+    p.add_argument("--batch-size", type=int, default=16)
+    p.add_argument("--repeat", type=int, default=20, help="timed forward passes (default 20)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--plot", help="write the estimated and measured latency against trials to this PNG")
+    p.set_defaults(run=_tune_model)
+    p = command(
+        "export", "compile a model with the database's best records into a shared library", workload=False
+    )
+    p.add_argument("model", help="an .onnx file or a .pt2 file saved by torch.export.save")
+    p.add_argument("-o", "--output", required=True, help="the library to write (a header goes beside it)")
+    p.set_defaults(run=_export)
 
 
 def load_model(path: str) -> Module:
@@ -198,3 +224,124 @@ def onnx_runtime(model: str | bytes, inputs: Sequence[np.ndarray], threads: int)
     session = ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
     feed = {i.name: a for i, a in zip(session.get_inputs(), inputs)}
     return lambda: session.run(None, feed)
+
+
+def _tune_model(args: argparse.Namespace, console: Console) -> int:
+    from tuner.model_tuning import tune_model
+
+    module = _load_or_report(args.model, console)
+    if module is None:
+        return 2
+    module = graph.optimize(module)
+    inputs = _inputs(module, [], np.random.default_rng(args.seed))
+    untuned = _median(graph.build(module), inputs, args.repeat)
+    console.print(
+        f"{len(graph.extract_tasks(module))} tasks; untuned: {untuned * 1e3:.3f} ms per forward pass"
+    )
+    tasks = graph.extract_tasks(module)
+
+    def report(p: BatchProgress) -> None:
+        task, best = tasks[p.task], p.best_secs[p.task]
+        console.print(
+            f"[{p.trials:>5}/{p.total}] {task.name} (x{task.weight}): best {best * 1e3:.3f} ms, "
+            f"{task.flops / best / 1e9:.3g} GFLOPS; model estimate {p.latency_secs * 1e3:.3f} ms",
+            soft_wrap=True,
+            highlight=False,
+        )
+
+    result = tune_model(
+        module,
+        trials=args.trials,
+        database=args.database or DEFAULT_DATABASE,
+        scheduler=args.scheduler,
+        seed=args.seed,
+        batch_size=args.batch_size,
+        progress=report,
+    )
+    Console().print(_tuned_table(result))
+    rows = [
+        ("tensor-tuner, untuned", untuned),
+        ("tensor-tuner, tuned", _median(result.model, inputs, args.repeat)),
+    ]
+    reference, run = _reference_runner(args.model, inputs)
+    time.sleep(0.3)  # the other runtime's idle threads spin for a while after its last call
+    rows.append((reference, statistics.median(latencies(run, args.repeat))))
+    Console().print(_latency_table(Path(args.model).name, rows, result.estimated_secs, args.repeat))
+    console.print(f"tuned {result.scheduled.wall_secs if result.scheduled else 0.0:.0f} s", highlight=False)
+    if args.plot:
+        _plot_model(result, rows, args.plot)
+    return 0
+
+
+def _tuned_table(result: ModelTuneResult) -> Table:
+    peak = result.model.target
+    total = result.estimated_secs
+    table = Table(title=f"{len(result.tasks)} tasks on {peak.mcpu} ({peak.cores} cores)")
+    for column in ("task", "calls", "trials", "best ms", "GFLOPS", "share"):
+        table.add_column(column, justify="left" if column == "task" else "right")
+    for t in sorted(result.tasks, key=lambda t: -t.weighted_secs):
+        ms = f"{t.best_secs * 1e3:.4f}" if t.best_secs else "-"
+        table.add_row(
+            t.task.name,
+            str(t.task.weight),
+            str(t.trials),
+            ms,
+            f"{t.best_gflops:.3g}",
+            f"{t.weighted_secs / total:.1%}" if total < float("inf") else "-",
+        )
+    return table
+
+
+def _latency_table(name: str, rows: list[tuple[str, float]], estimated: float, repeat: int) -> Table:
+    table = Table(
+        title=f"{name}: median latency of one forward pass ({repeat} runs)",
+        caption=f"estimated from the tasks' best records x calls: {estimated * 1e3:.3f} ms",
+    )
+    ours = rows[1][1]
+    for column in ("runtime", "median ms", "vs tuned"):
+        table.add_column(column, justify="left" if column == "runtime" else "right")
+    for runtime, secs in rows:
+        table.add_row(runtime, f"{secs * 1e3:.3f}", f"{secs / ours:.2f}x")
+    return table
+
+
+def _plot_model(result: ModelTuneResult, rows: list[tuple[str, float]], path: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4))
+    finite = [(n, secs * 1e3) for n, secs in result.curve if secs < float("inf")]
+    if finite:
+        ax.plot(*zip(*finite), label="estimated (best records x calls)")
+    trials = result.curve[-1][0] if result.curve else 0
+    ax.plot([0, trials], [rows[0][1] * 1e3, rows[1][1] * 1e3], "o", label="measured (untuned, tuned)")
+    for runtime, secs in rows[2:]:
+        ax.axhline(secs * 1e3, linestyle="--", color="gray", label=runtime)
+    ax.set_xlabel("trials")
+    ax.set_ylabel("latency (ms)")
+    ax.set_ylim(bottom=0)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def _export(args: argparse.Namespace, console: Console) -> int:
+    module = _load_or_report(args.model, console)
+    if module is None:
+        return 2
+    model = graph.build(graph.optimize(module), database=args.database or DEFAULT_DATABASE)
+    tuned = sum(s.origin == "tuned" for s in model.sources)
+    library, header = model.export(args.output)
+    console.print(
+        f"wrote {library} and {header}: {len(model.sources)} kernels ({tuned} tuned), "
+        f"{library.stat().st_size / 1e6:.1f} MB",
+        highlight=False,
+    )
+    return 0
+
+
+def _median(model: Callable[..., object], inputs: Sequence[np.ndarray], repeat: int) -> float:
+    return statistics.median(latencies(lambda: model(*inputs), repeat))

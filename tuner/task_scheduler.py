@@ -20,7 +20,9 @@ from compiler.workloads import Workload
 from runner import LocalRunner, LocalRunnerConfig, Runner
 from runner.hardware import Hardware, host_hardware
 from tuner.database import Database
+from tuner.search.cost_model import CostModel
 from tuner.search.default_schedule import default_schedule
+from tuner.search.driver import warm_started_model
 from tuner.search.space import SpaceConfig, rule_space
 from tuner.tune import DEFAULT_DATABASE, TuneResult, Tuning, as_workload, open_database
 
@@ -50,6 +52,22 @@ class TasksResult:
         return total
 
 
+@dataclass(frozen=True)
+class BatchProgress:
+    """After each batch: the trials spent, the task that ran it, and every task's best seconds."""
+
+    trials: int
+    total: int
+    task: int
+    best_secs: tuple[float, ...]  # inf for a task without a valid record yet
+    weights: tuple[int, ...]
+
+    @property
+    def latency_secs(self) -> float:
+        """The model's estimated latency: each task's best time, times its calls per pass."""
+        return sum(w * s for w, s in zip(self.weights, self.best_secs))
+
+
 @dataclass
 class _History:
     latencies: list[float] = field(default_factory=list)  # best seconds after each of its batches
@@ -66,11 +84,12 @@ def tune_tasks(
     seed: int = 0,
     runner: Runner | None = None,
     batch_size: int = 16,
-    progress: Callable[[int, int], None] | None = None,
+    progress: Callable[[BatchProgress], None] | None = None,
     hardware: Hardware | None = None,
 ) -> TasksResult:
     """Spend `trials` measurements over `tasks`, a batch at a time, to minimize the model's latency
-    on `hardware` (this machine by default)."""
+    on `hardware` (this machine by default). The tasks share one cost model, warm-started from the
+    database: what one layer's measurements teach about the machine guides the others' search."""
     if scheduler not in SCHEDULERS:
         raise ValueError(f"scheduler must be one of {SCHEDULERS}, got {scheduler!r}")
     hardware = hardware or host_hardware()
@@ -81,9 +100,19 @@ def tune_tasks(
     try:
         space = rule_space(SpaceConfig.for_target(hardware.target))
         workloads = [as_workload(t.workload) for t in tasks]
+        model = _shared_model(db, workloads, hardware, seed) if strategy == "evolutionary" else None
         tunings = [
             Tuning(
-                wl, db, runner, hardware, strategy, seed + i, space, batch_size, _default_trace(wl, hardware)
+                wl,
+                db,
+                runner,
+                hardware,
+                strategy,
+                seed + i,
+                space,
+                batch_size,
+                _default_trace(wl, hardware),
+                model=model,
             )
             for i, wl in enumerate(workloads)
         ]
@@ -102,7 +131,8 @@ def tune_tasks(
             histories[i].latencies.append(tunings[i].best_secs)
             order.append(i)
             if progress:
-                progress(spent, trials)
+                best = tuple(t.best_secs for t in tunings)
+                progress(BatchProgress(spent, trials, i, best, tuple(t.weight for t in tasks)))
         return TasksResult(tasks, [t.finish() for t in tunings], order, time.perf_counter() - start)
     finally:
         if own_runner:
@@ -138,3 +168,12 @@ def _gradient(weight: int, latencies: list[float], alpha: float = 0.2, window: i
 def _default_trace(wl: Workload, hardware: Hardware) -> Trace:
     """Each task's search starts from its default schedule (see SearchDriver's start_from)."""
     return default_schedule(wl.func, hardware.target).trace
+
+
+def _shared_model(db: Database, workloads: list[Workload], hardware: Hardware, seed: int) -> CostModel:
+    hardware_id = db.add_hardware(hardware)
+    ids = [
+        db.add_workload(hash=wl.func.structural_hash(), name=wl.name, spec=wl.spec, flops=wl.flops)
+        for wl in workloads
+    ]
+    return warm_started_model(db, hardware_id, ids, hardware.target, seed)

@@ -19,6 +19,7 @@ from compiler.workloads import Workload, workload_from_spec
 from runner import Candidate, LocalRunner, LocalRunnerConfig, Runner, RunResult, measure_confirming
 from runner.hardware import Hardware, host_hardware
 from tuner.database import Database, NewRecord, Record
+from tuner.search.cost_model import CostModel
 from tuner.search.default_schedule import default_schedule
 from tuner.search.driver import STRATEGIES, SearchDriver, TaskIds
 from tuner.search.space import ScheduleFn, SpaceConfig, rule_space
@@ -117,6 +118,8 @@ class Tuning:
         space: ScheduleFn,
         batch: int | None,
         start_from: Trace | None = None,
+        *,
+        model: CostModel | None = None,
     ) -> None:
         self.wl, self.db, self.runner, self.hardware, self.batch = wl, db, runner, hardware, batch
         self.start = time.perf_counter()
@@ -137,6 +140,7 @@ class Tuning:
             seed=seed,
             space=space,
             start_from=start_from,
+            model=model,
         )
         best = db.best(self.key, hardware.key)
         self.best: dict[int, float] = {task_id: best.median_secs} if best and best.median_secs else {}

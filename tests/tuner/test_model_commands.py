@@ -89,3 +89,47 @@ def test_a_saved_pytorch_program_runs_against_pytorch(tmp_path, capsys) -> None:
     captured = capsys.readouterr()
     assert "PyTorch" in captured.out
     assert float(captured.err.split("outputs: ")[1].split()[0]) < 1e-4
+
+
+def test_tune_model_spends_the_budget_continues_and_exports(tmp_path, capsys) -> None:
+    """One budget over the model's 3 tasks, a table and the latencies, a plot; again: it continues
+    from the database; then `tuner export` writes a library that computes what ONNX Runtime does."""
+    model = tmp_path / "cnn.onnx"
+    export_onnx(model)
+    database = f"sqlite:///{tmp_path / 'tune.db'}"
+    plot = tmp_path / "curve.png"
+    command = ["tune-model", str(model), "--trials", "12", "--batch-size", "4", "--repeat", "3"]
+    assert main([*command, "--database", database, "--plot", str(plot)]) == 0
+    captured = capsys.readouterr()
+    assert captured.err.count("model estimate") == 3  # one line per batch of 4
+    assert "3 tasks on" in captured.out and "fused_conv2d_add_relu" in captured.out
+    for row in ("tensor-tuner, untuned", "tensor-tuner, tuned", "ONNX Runtime", "estimated from"):
+        assert row in captured.out
+    assert plot.stat().st_size > 0
+
+    from runner.hardware import host_hardware
+    from tuner.database import Database
+    from tuner.search.training_data import hardware_records
+
+    db = Database.open(database)
+    first = hardware_records(db, host_hardware().key)
+    assert len(first) >= 12
+    assert main([*command, "--database", database]) == 0
+    again = hardware_records(db, host_hardware().key)
+    assert len(again) >= len(first) + 12
+    assert len({r.program_hash for r in again if not r.remeasured}) == len(
+        [r for r in again if not r.remeasured]
+    )
+    capsys.readouterr()
+
+    assert main(["export", str(model), "--database", database, "-o", str(tmp_path / "cnn.so")]) == 0
+    assert "3 kernels (3 tuned)" in capsys.readouterr().err
+    import onnxruntime as ort
+
+    from compiler import graph
+
+    x = np.random.default_rng(0).standard_normal((1, 3, 11, 10)).astype("float32")
+    session = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"])
+    (want,) = session.run(None, {session.get_inputs()[0].name: x})
+    (got,) = graph.load_library(tmp_path / "cnn.so")(x)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)

@@ -54,7 +54,9 @@ class SearchDriver:
     coordinator passes what is queued but not yet measured). `start_from` is a trace of the space to
     propose first (the default schedule's, whose heuristic choices often beat a first random batch):
     the search then never ends worse than the untuned default, and breeds from it once measured.
-    `search_secs` adds up the time spent proposing and learning: the search's own overhead."""
+    `search_secs` adds up the time spent proposing and learning: the search's own overhead. `model` is
+    a cost model shared with other drivers (the tasks of one model learn from each other's records,
+    as MetaSchedule's task scheduler does); by default the driver warm-starts its own."""
 
     def __init__(
         self,
@@ -69,6 +71,7 @@ class SearchDriver:
         space: ScheduleFn,
         exclude: Iterable[str] = (),
         start_from: Trace | None = None,
+        model: CostModel | None = None,
     ) -> None:
         if strategy not in STRATEGIES:
             raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
@@ -89,8 +92,9 @@ class SearchDriver:
         if strategy == "random":
             self.search: RandomSearch = RandomSearch(self.sampler, measured, seed)
         else:
-            model = self.model = CostModel(seed=seed, min_train_samples=MIN_TRAIN_SAMPLES)
-            self._train_on_database()
+            model = self.model = model or warm_started_model(
+                db, ids.hardware_id, [ids.workload_id], target, seed
+            )
             self.search = EvolutionarySearch(
                 self.sampler, measured, self._score, seed=seed, trained=lambda: model.is_trained
             )
@@ -158,12 +162,21 @@ class SearchDriver:
                 self.feature_cache[p.key] = extract_features(p.func, self.target)
         return [self.feature_cache[p.key] for p in proposals]
 
-    def _train_on_database(self) -> None:
-        """Warm start: this workload's earlier records, and other workloads' on the same hardware."""
-        own = self.db.records(workload_id=self.ids.workload_id, hardware_id=self.ids.hardware_id)
-        others = self.db.records_of_other_workloads(
-            self.ids.hardware_id, self.ids.workload_id, WARM_START_RECORDS
-        )
-        groups = groups_from_records(own + others, self.target)
-        if groups and self.model is not None:
-            self.model.update(groups)
+
+def warm_started_model(
+    db: Database, hardware_id: int, workload_ids: Sequence[int], target: Target, seed: int
+) -> CostModel:
+    """A cost model trained on these workloads' earlier records and on other workloads' on the same
+    hardware (the warm start)."""
+    model = CostModel(seed=seed, min_train_samples=MIN_TRAIN_SAMPLES)
+    own = [r for w in workload_ids for r in db.records(workload_id=w, hardware_id=hardware_id)]
+    ids = set(workload_ids)
+    others = [
+        r
+        for r in db.records_of_other_workloads(hardware_id, workload_ids[0], WARM_START_RECORDS)
+        if r.workload_id not in ids
+    ]
+    groups = groups_from_records(own + others, target)
+    if groups:
+        model.update(groups)
+    return model

@@ -1,0 +1,120 @@
+"""`tune_model`: tune every layer of a model under one trial budget, then build it from the best records.
+
+The model's fused kernels are the tasks (`graph.extract_tasks`: one per distinct program, weighted by
+its calls per forward pass); the task scheduler spends the budget where the estimated latency drops
+most, all tasks sharing one cost model. Records are keyed by each kernel's structural hash, so a layer
+that two models share is tuned once, and running again continues from the database.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from compiler import graph
+from compiler.graph import CompiledModel, Module
+from compiler.graph.passes import Task
+from runner import Runner
+from runner.hardware import Hardware, host_hardware
+from tuner.database import Database
+from tuner.task_scheduler import BatchProgress, TasksResult, tune_tasks
+from tuner.task_scheduler import Task as SchedulerTask
+from tuner.tune import DEFAULT_DATABASE, open_database
+
+
+@dataclass(frozen=True)
+class TaskReport:
+    """One task after tuning: its share of the estimated latency is weight x best seconds."""
+
+    task: Task
+    trials: int  # measured by this run
+    best_secs: float | None
+
+    @property
+    def best_gflops(self) -> float:
+        return self.task.flops / self.best_secs / 1e9 if self.best_secs else 0.0
+
+    @property
+    def weighted_secs(self) -> float:
+        return self.task.weight * (self.best_secs if self.best_secs is not None else float("inf"))
+
+
+@dataclass
+class ModelTuneResult:
+    module: Module  # the fused module that was tuned
+    tasks: list[TaskReport]
+    model: CompiledModel  # built from the best records
+    curve: list[tuple[int, float]] = field(default_factory=list)  # (trials, estimated latency secs)
+    wall_secs: float = 0.0
+    scheduled: TasksResult | None = None  # None when the budget was 0
+
+    @property
+    def estimated_secs(self) -> float:
+        """The sum over tasks of calls x best time: what a forward pass costs without overhead."""
+        return sum(t.weighted_secs for t in self.tasks)
+
+
+def tune_model(
+    module: Module,
+    *,
+    trials: int,
+    database: Database | str = DEFAULT_DATABASE,
+    scheduler: str = "gradient",
+    strategy: str = "evolutionary",
+    seed: int = 0,
+    runner: Runner | None = None,
+    batch_size: int = 16,
+    progress: Callable[[BatchProgress], None] | None = None,
+    hardware: Hardware | None = None,
+) -> ModelTuneResult:
+    """Spend `trials` measurements over the model's tasks on `hardware` (this machine by default),
+    then build the model from the database's best records (default schedules where there are none)."""
+    start = time.perf_counter()
+    if any(isinstance(n, graph.Call) for n in module.nodes()):
+        module = graph.optimize(module)
+    hardware = hardware or host_hardware()
+    tasks = graph.extract_tasks(module)
+    db = open_database(database)
+    try:
+        scheduled = None
+        curve: list[tuple[int, float]] = []
+        if trials > 0:
+
+            def on_batch(p: BatchProgress) -> None:
+                curve.append((p.trials, p.latency_secs))
+                if progress:
+                    progress(p)
+
+            scheduled = tune_tasks(
+                [SchedulerTask(t.spec, weight=t.weight) for t in tasks],
+                trials=trials,
+                database=db,
+                scheduler=scheduler,
+                strategy=strategy,
+                seed=seed,
+                runner=runner,
+                batch_size=batch_size,
+                progress=on_batch,
+                hardware=hardware,
+            )
+        reports = _reports(tasks, scheduled, db, hardware)
+        compiled = graph.build(module, database=db, hardware=hardware)
+    finally:
+        if not isinstance(database, Database):
+            db.close()
+    return ModelTuneResult(module, reports, compiled, curve, time.perf_counter() - start, scheduled)
+
+
+def _reports(
+    tasks: list[Task], scheduled: TasksResult | None, db: Database, hardware: Hardware
+) -> list[TaskReport]:
+    out = []
+    for k, task in enumerate(tasks):
+        best = db.best(task.workload_hash, hardware.key)
+        trials = scheduled.results[k].trials if scheduled else 0
+        out.append(TaskReport(task, trials, best.median_secs if best else None))
+    return out
+
+
+__all__ = ["ModelTuneResult", "TaskReport", "tune_model"]
