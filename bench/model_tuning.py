@@ -1,0 +1,100 @@
+"""Whole models tuned at growing budgets (0 = default schedules, then 500, then 2,000 trials in all:
+each step continues from the last in one SQLite database per model), each checkpoint timed at batch 1
+on this machine's cores against PyTorch eager and ONNX Runtime (all graph optimizations) in one run:
+latency, ratio to each peer, the estimate from the best records, tuning wall time, and where the
+time goes (the tasks by share of latency, GFLOPS against the measured FMA peak).
+
+    python -m bench.model_tuning [--models resnet18 bert_layer mobilenet_v2] [--budgets 0 500 2000]
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.pop("OPENBLAS_CORETYPE", None)  # an honest numpy/PyTorch baseline (bench/__main__.py)
+
+import argparse
+import tempfile
+import time
+from pathlib import Path
+
+from bench.model_latency import ZooModel, median_ms, onnx_session, zoo_models
+from bench.peak import measure_peak
+from compiler import frontend, graph
+from runner.hardware import host_hardware
+from tuner import tune_model
+from tuner.model_tuning import ModelTuneResult
+
+REPEAT = 30
+
+
+def checkpoint(
+    entry: ZooModel, result: ModelTuneResult, tuned_secs: float, peers: dict[str, float], peak: float
+) -> None:
+    inputs = [a.numpy() for a in entry.inputs()]
+    ours = median_ms(lambda: result.model(*inputs), REPEAT)[0]
+    time.sleep(0.3)
+    trials = result.curve[-1][0] if result.curve else 0
+    ratios = ", ".join(f"{name} {ms:.2f} ms ({ms / ours:.2f}x)" for name, ms in peers.items())
+    total = result.estimated_secs
+    estimate = f"{total * 1e3:.2f} ms" if total < float("inf") else "none (tasks without records)"
+    print(
+        f"{entry.name} after {trials} more trials ({tuned_secs:.0f} s of tuning in all): ours "
+        f"{ours:.2f} ms, estimated {estimate}; {ratios} (above 1x: we are faster)"
+    )
+    if total == float("inf"):
+        return
+    for report in sorted(result.tasks, key=lambda t: -t.weighted_secs)[:6]:
+        print(
+            f"    {report.task.name[:40]:40s} x{report.task.weight:<2d} {report.task.shape[:26]:26s} "
+            f"{report.weighted_secs * 1e3:7.3f} ms {report.weighted_secs / total:6.1%} "
+            f"{report.best_gflops:6.1f} GFLOPS ({report.best_gflops / peak:4.0%} of peak)"
+        )
+
+
+def peers(entry: ZooModel, threads: int) -> dict[str, float]:
+    import torch
+
+    torch.set_num_threads(threads)
+    model, args = entry.make(), entry.inputs()
+
+    def eager() -> object:
+        with torch.no_grad():
+            return model(*args)
+
+    out = {"PyTorch": median_ms(eager, REPEAT)[0]}
+    time.sleep(0.3)
+    out["ONNX Runtime"] = median_ms(onnx_session(model, args, threads), REPEAT)[0]
+    time.sleep(0.3)
+    return out
+
+
+def run(entry: ZooModel, budgets: list[int], peak: float, directory: Path) -> None:
+    threads = host_hardware().target.cores
+    module = graph.optimize(frontend.from_torch(entry.make(), entry.inputs()))
+    database = f"sqlite:///{directory / (entry.name + '.db')}"
+    reference = peers(entry, threads)
+    done, tuned_secs = 0, 0.0
+    for budget in budgets:
+        result = tune_model(module, trials=budget - done, database=database)
+        tuned_secs += result.scheduled.wall_secs if result.scheduled else 0.0
+        done = budget
+        checkpoint(entry, result, tuned_secs, reference, peak)
+
+
+def main(models: list[str] | None = None, budgets: list[int] | None = None) -> None:
+    budgets = sorted(budgets or [0, 500, 2000])
+    chosen = [m for m in zoo_models() if m.name in (models or ["resnet18", "mobilenet_v2", "bert_layer"])]
+    _, peak, _ = measure_peak()
+    print(f"FMA peak on all cores: {peak:.0f} GFLOPS; budgets {budgets}")
+    with tempfile.TemporaryDirectory() as tmp:
+        for entry in chosen:
+            run(entry, budgets, peak, Path(tmp))
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--models", nargs="*")
+    parser.add_argument("--budgets", nargs="*", type=int)
+    args = parser.parse_args()
+    main(args.models, args.budgets)
