@@ -12,6 +12,7 @@ host's; a coordinator uses the target its workers registered.
 
 from __future__ import annotations
 
+import fnmatch
 import hashlib
 import os
 from dataclasses import dataclass
@@ -90,6 +91,56 @@ class Target:
                 cpu=self.mcpu, features=self.features, opt=3, reloc="pic", codemodel="small"
             )
         return llvm_target.create_target_machine(cpu=self.mcpu, features=self.features, opt=3, jit=True)
+
+    def emulated(self, spec: str) -> Target:
+        """This target narrowed to another CPU: `spec` is "CPU[,CHANGE...]", where CPU is an LLVM CPU
+        name and each change turns a feature on ("+fma", only one this target has) or off ("-avx512f",
+        or "-avx512*" for every feature matching the pattern). The features of CPUs listed in
+        `NARROWER_CPUS` that this target has and they lack go off by themselves (`znver3`: AVX2, no
+        AVX-512). Code for the result runs here, so AVX2 code can be tuned on an AVX-512 machine.
+
+        The feature string stays complete and explicit (every feature + or -), so the CPU name sets
+        only the instruction scheduling model: it can never turn on a feature this machine lacks."""
+        cpu, *changes = (part.strip() for part in spec.split(","))
+        if not cpu:
+            raise ValueError(f"target {spec!r}: name a CPU first, e.g. znver3 or x86-64-v3")
+        flags = {f[1:]: f[0] == "+" for f in self.features.split(",") if f[:1] in "+-" and len(f) > 1}
+        for pattern in NARROWER_CPUS.get(cpu, ()):
+            flags.update((f, False) for f in flags if fnmatch.fnmatchcase(f, pattern))
+        for change in changes:
+            _apply_feature_change(flags, change, spec)
+        features = ",".join(("+" if on else "-") + name for name, on in flags.items())
+        return Target(self.triple, cpu, features, self.cores)
+
+
+# CPUs without features that newer hosts have: the patterns of the features to turn off (LLVM turns
+# a feature back on when another one that implies it stays on, so the implying ones go off too)
+NARROWER_CPUS: dict[str, tuple[str, ...]] = {
+    **{
+        cpu: ("avx512*", "amx*", "avx10*")
+        for cpu in ("x86-64-v3", "haswell", "broadwell", "skylake", "alderlake", "znver1", "znver2", "znver3")
+    },
+    # and what LLVM would turn AVX back on for: vaes, vpclmulqdq, f16c, xop, sha512, sm3, sm4 imply it
+    "x86-64-v2": (
+        *("avx*", "amx*", "fma*", "f16c", "bmi", "bmi2", "lzcnt", "movbe"),
+        *("vaes", "vpclmulqdq", "xop", "sha512", "sm3", "sm4"),
+    ),
+}
+
+
+def _apply_feature_change(flags: dict[str, bool], change: str, spec: str) -> None:
+    name = change[1:]
+    if change[:1] not in ("+", "-") or not name:
+        raise ValueError(f"target {spec!r}: {change!r} is not +FEATURE or -FEATURE")
+    if change[0] == "+":
+        if not flags.get(name):
+            raise ValueError(f"target {spec!r}: this machine has no {name!r} to turn on")
+        return
+    matching = [f for f in flags if fnmatch.fnmatchcase(f, name)]
+    if not matching:
+        raise ValueError(f"target {spec!r}: no feature matches {name!r}")
+    for f in matching:
+        flags[f] = False
 
 
 def parse_features(features: str) -> frozenset[str]:

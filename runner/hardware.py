@@ -23,9 +23,13 @@ class Hardware:
         return self.target.key
 
 
-def host_hardware() -> Hardware:
-    """This machine, with the cores this process may use (pin it first to measure on fewer)."""
-    return Hardware(Target.host(), cpu_model())
+def host_hardware(emulate: str | None = None) -> Hardware:
+    """This machine, with the cores this process may use (pin it first to measure on fewer); with
+    `emulate` ("znver3", "x86-64-v3,-fma": see `Target.emulated`), this machine narrowed to another
+    CPU's features: another kind of hardware, whose records are kept apart."""
+    if emulate is None:
+        return Hardware(Target.host(), cpu_model())
+    return Hardware(Target.host().emulated(emulate), f"{cpu_model()} as {emulate}")
 
 
 def cpu_model() -> str:

@@ -28,7 +28,7 @@ from compiler.workloads import Workload, WorkloadError, workload_from_spec
 from runner.hardware import host_hardware
 from tuner.baseline import numpy_seconds
 from tuner.database import Database
-from tuner.model_commands import add_model_commands
+from tuner.model_commands import add_model_commands, add_target_option, hardware_or_report
 from tuner.search.training_data import evaluate_model, groups_from_records, hardware_records
 from tuner.service.commands import (
     add_hardware_option,
@@ -77,6 +77,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--batch-size", type=int, help="candidates per batch (default: 16, then 32 after 64)")
     p.add_argument("--plot", help="write the best-so-far GFLOPS curve to this PNG file")
     p.add_argument("--no-baseline", action="store_true", help="skip measuring numpy")
+    add_target_option(p)
     p.set_defaults(run=_tune)
     p = command("best", "the fastest known records of a workload (on this machine, or a coordinator's)")
     p.add_argument("--top", type=int, default=1)
@@ -127,6 +128,9 @@ def _number(text: str) -> Any:
 
 def _tune(args: argparse.Namespace, console: Console) -> int:
     wl = args.workload
+    hardware = hardware_or_report(args.target, console)
+    if hardware is None:
+        return 2
     with Progress(
         TextColumn(f"tuning {wl.name}"),
         BarColumn(),
@@ -145,6 +149,7 @@ def _tune(args: argparse.Namespace, console: Console) -> int:
             seed=args.seed,
             batch_size=args.batch_size,
             progress=lambda p: bar.update(task, completed=p.trials, best=p.best_gflops),
+            hardware=hardware,
         )
     numpy_gflops = None if args.no_baseline else gflops(wl, numpy_seconds(wl.spec))
     summary = _summary(result, numpy_gflops)

@@ -26,6 +26,7 @@ from rich.table import Table
 
 from compiler import graph
 from compiler.graph import GraphError, Module
+from runner.hardware import Hardware, host_hardware
 from tuner.task_scheduler import SCHEDULERS, BatchProgress
 from tuner.tune import DEFAULT_DATABASE
 
@@ -54,6 +55,7 @@ def add_model_commands(command: CommandFactory) -> None:
     )
     p.add_argument("--repeat", type=int, default=20, help="timed forward passes (default 20)")
     p.add_argument("--seed", type=int, default=0)
+    add_target_option(p)
     p.set_defaults(run=_run)
     p = command(
         "tune-model", "tune every layer of a model under one trial budget, then run it", workload=False
@@ -65,13 +67,32 @@ def add_model_commands(command: CommandFactory) -> None:
     p.add_argument("--repeat", type=int, default=20, help="timed forward passes (default 20)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--plot", help="write the estimated and measured latency against trials to this PNG")
+    add_target_option(p)
     p.set_defaults(run=_tune_model)
     p = command(
         "export", "compile a model with the database's best records into a shared library", workload=False
     )
     p.add_argument("model", help="an .onnx file or a .pt2 file saved by torch.export.save")
     p.add_argument("-o", "--output", required=True, help="the library to write (a header goes beside it)")
+    add_target_option(p)
     p.set_defaults(run=_export)
+
+
+def add_target_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--target",
+        help="build and measure for another CPU's subset of this machine's features: CPU[,+F|-F...], "
+        "e.g. znver3 (AVX2 on an AVX-512 host) or x86-64-v3,-fma; records are kept apart",
+    )
+
+
+def hardware_or_report(target: str | None, console: Console) -> Hardware | None:
+    """This machine, or this machine emulating `target`; None (reported) for a bad target."""
+    try:
+        return host_hardware(target)
+    except ValueError as e:
+        console.print(f"[red]bad target[/red]: {escape(str(e))}", soft_wrap=True)
+        return None
 
 
 def load_model(path: str) -> Module:
@@ -112,11 +133,12 @@ def task_table(module: Module) -> Table:
 
 def _run(args: argparse.Namespace, console: Console) -> int:
     module = _load_or_report(args.model, console)
-    if module is None:
+    hardware = hardware_or_report(args.target, console)
+    if module is None or hardware is None:
         return 2
     inputs = _inputs(module, args.input, np.random.default_rng(args.seed))
     start = time.perf_counter()
-    model = graph.build(graph.optimize(module), database=args.database)
+    model = graph.build(graph.optimize(module), database=args.database, hardware=hardware)
     tuned = sum(s.origin == "tuned" for s in model.sources)
     console.print(
         f"built {len(model.sources)} kernels ({tuned} tuned, {len(model.sources) - tuned} default) "
@@ -208,8 +230,6 @@ def _reference_runner(path: str, inputs: list[np.ndarray]) -> tuple[str, Callabl
             return [t.numpy() for t in out] if isinstance(out, (list, tuple)) else out.numpy()
 
         return "PyTorch eager (exported program)", run_torch
-    from runner.hardware import host_hardware
-
     return "ONNX Runtime", onnx_runtime(path, inputs, host_hardware().target.cores)
 
 
@@ -230,11 +250,12 @@ def _tune_model(args: argparse.Namespace, console: Console) -> int:
     from tuner.model_tuning import tune_model
 
     module = _load_or_report(args.model, console)
-    if module is None:
+    hardware = hardware_or_report(args.target, console)
+    if module is None or hardware is None:
         return 2
     module = graph.optimize(module)
     inputs = _inputs(module, [], np.random.default_rng(args.seed))
-    untuned = _median(graph.build(module), inputs, args.repeat)
+    untuned = _median(graph.build(module, hardware=hardware), inputs, args.repeat)
     console.print(
         f"{len(graph.extract_tasks(module))} tasks; untuned: {untuned * 1e3:.3f} ms per forward pass"
     )
@@ -257,6 +278,7 @@ def _tune_model(args: argparse.Namespace, console: Console) -> int:
         seed=args.seed,
         batch_size=args.batch_size,
         progress=report,
+        hardware=hardware,
     )
     Console().print(_tuned_table(result))
     rows = [
@@ -330,9 +352,11 @@ def _plot_model(result: ModelTuneResult, rows: list[tuple[str, float]], path: st
 
 def _export(args: argparse.Namespace, console: Console) -> int:
     module = _load_or_report(args.model, console)
-    if module is None:
+    hardware = hardware_or_report(args.target, console)
+    if module is None or hardware is None:
         return 2
-    model = graph.build(graph.optimize(module), database=args.database or DEFAULT_DATABASE)
+    database = args.database or DEFAULT_DATABASE
+    model = graph.build(graph.optimize(module), database=database, hardware=hardware)
     tuned = sum(s.origin == "tuned" for s in model.sources)
     library, header = model.export(args.output)
     console.print(

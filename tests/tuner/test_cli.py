@@ -56,3 +56,20 @@ def test_the_numpy_baseline_runs_in_a_child_process_without_openblas_coretype(mo
     """The child refuses to measure when the variable is set, so this fails if it leaks through."""
     monkeypatch.setenv("OPENBLAS_CORETYPE", "Haswell")
     assert 0 < numpy_seconds({"op": "matmul", "params": {"M": 64, "N": 64, "K": 64}}) < 0.1
+
+
+def test_tune_for_an_emulated_target_keeps_its_records_apart(tmp_path, capsys):
+    """Tuned for x86-64-v2 (SSE only) on this machine: its records belong to that kind of hardware."""
+    from compiler.target import Target
+
+    url = f"sqlite:///{tmp_path / 'cli.db'}"
+    command = ["tune", *WORKLOAD, "--trials", "2", "--database", url, "--json", "--no-baseline"]
+    assert main([*command, "--target", "x86-64-v2"]) == 0
+    assert json.loads(capsys.readouterr().out)["trials"] == 2
+    assert main(["best", *WORKLOAD, "--database", url, "--json"]) == 1  # none for this machine itself
+    capsys.readouterr()
+    key = Target.host().emulated("x86-64-v2").key
+    assert main(["best", *WORKLOAD, "--database", url, "--json", "--hardware", key]) == 0
+    assert len(json.loads(capsys.readouterr().out)) == 1
+    assert main([*command, "--target", "x86-64-v2,+no-such-feature"]) == 2
+    assert "bad target" in capsys.readouterr().err

@@ -145,7 +145,7 @@ def add_service_commands(command: CommandFactory, *, embedded_tune: Handler) -> 
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--hardware", help="hardware key to tune for (default: the only one registered)")
     p.add_argument("--wait", action="store_true", help="follow the task until it ends")
-    p.set_defaults(run=_submit(embedded_tune), plot=None, no_baseline=True, batch_size=None)
+    p.set_defaults(run=_submit(embedded_tune), plot=None, no_baseline=True, batch_size=None, target=None)
 
     p = command("status", "tuning tasks and their progress", workload=False)
     add_remote_options(p)
