@@ -10,6 +10,7 @@ from __future__ import annotations
 import ctypes
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 
 import llvmlite.binding as llvm
 import numpy as np
@@ -17,6 +18,7 @@ import numpy as np
 from compiler.codegen import emit_llvm, repeat_name
 from compiler.ir import Buffer, PrimFunc
 from compiler.lower import lower
+from compiler.numpy_entry import entry_context, layout_ok, numpy_entry_name
 from compiler.runtime import load_runtime
 from compiler.target import Target, init_llvm
 
@@ -74,12 +76,20 @@ class Kernel:
     _library: object = field(repr=False)
     _cfunc: Callable[..., None] = field(repr=False)
     _repeat: Callable[..., None] = field(repr=False)
+    # The numpy entry with its context bound; None where numpy's layout is not the entry's.
+    _numpy: Callable[..., int] | None = field(repr=False)
+    _arity: int = field(repr=False)
 
     @property
     def func(self) -> PrimFunc:
         return self.compiled.func
 
     def __call__(self, *arrays: np.ndarray) -> None:
+        """Checked natively when the arrays pass (`compiler.numpy_entry`), else here, which raises
+        the error naming the parameter or calls with what numpy accepts (an ndarray subclass)."""
+        # CPython's id() is the object's address: what the entry reads (the tuple keeps them alive).
+        if self._numpy is not None and len(arrays) == self._arity and self._numpy(*map(id, arrays)) == 0:
+            return
         self._cfunc(*self.pointers(*arrays))
 
     def repeat(self, pointers: list[int], count: int) -> None:
@@ -129,17 +139,23 @@ def load(compiled: CompiledKernel) -> Kernel:
         .add_current_process()
         .export_symbol(name)
         .export_symbol(repeat_name(name))
+        .export_symbol(numpy_entry_name(name))
         .link(jit, f"{name}_{id(compiled)}")
     )
     n = len(compiled.func.params)
     kernel_proto = ctypes.CFUNCTYPE(None, *([ctypes.c_void_p] * n))
     repeat_proto = ctypes.CFUNCTYPE(None, *([ctypes.c_void_p] * n), ctypes.c_int64)
+    numpy_proto = ctypes.CFUNCTYPE(ctypes.c_int32, *([ctypes.c_void_p] * (n + 1)))
     return Kernel(
         compiled,
         jit,
         library,
         kernel_proto(library[name]),
         repeat_proto(library[repeat_name(name)]),
+        partial(numpy_proto(library[numpy_entry_name(name)]), ctypes.addressof(entry_context()))
+        if layout_ok()
+        else None,
+        n,
     )
 
 

@@ -36,6 +36,7 @@ from compiler.ir import (
     Var,
 )
 from compiler.llvm_ops import I8P, I32, I64, LL_TYPES, align, cast_value
+from compiler.numpy_entry import emit_numpy_entry
 from compiler.target import Target
 from compiler.visit import loads
 
@@ -71,6 +72,7 @@ class CodeGen:
         self.stmt(self.func.body)
         self.builder.ret_void()
         self._emit_repeat()
+        emit_numpy_entry(self.module, self.fn, self.func)
         return str(self.module)
 
     def _emit_repeat(self) -> None:

@@ -40,6 +40,38 @@ def test_wrong_arguments_are_refused_clearly():
         kernel(x, np.zeros(16, np.float32)[::2], x)
 
 
+def test_the_native_entry_checks_each_argument_and_leaves_refusals_to_python():
+    """Arrays are checked in native code (compiler.numpy_entry); any other argument is refused
+    there by its index, and the Python path then names the problem or accepts a subclass."""
+    kernel = build(axpy(n=8))
+    entry = kernel._numpy
+    assert entry is not None  # this interpreter's numpy has the layout the entry reads
+    x = np.arange(8, dtype=np.float32)
+    refused = [
+        np.zeros(8),
+        np.zeros(9, np.float32),
+        np.zeros((8, 1), np.float32),
+        np.zeros(16, np.float32)[::2],
+        np.zeros(8, ">f4"),
+        [0.0] * 8,
+        3,
+        x.view(type("Sub", (np.ndarray,), {})),
+    ]
+    for k in range(3):
+        for bad in refused:
+            args = [x, x, np.empty(8, np.float32)]
+            args[k] = bad
+            assert entry(*map(id, args)) == k + 1, (k, bad)
+    z = np.zeros(8, np.float32)
+    assert entry(id(x), id(x), id(z)) == 0
+    np.testing.assert_array_equal(z, 3 * x)
+    sub = np.zeros(8, np.float32).view(type("Sub", (np.ndarray,), {}))
+    kernel(x, x, sub)
+    np.testing.assert_array_equal(np.asarray(sub), 3 * x)
+    with pytest.raises(TypeError, match=r"Y: expected dtype float32, got >f4"):
+        kernel(x, np.zeros(8, ">f4"), z)
+
+
 def test_integer_floor_division_matches_python_on_negative_values():
     A = te.placeholder((11,), "int64", name="A")
     out = te.compute((11,), lambda i: (A[i] // 3) * 10 + A[i] % 3, name="out")
