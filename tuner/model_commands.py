@@ -336,7 +336,7 @@ def _plot_model(result: ModelTuneResult, rows: list[tuple[str, float]], path: st
     fig, ax = plt.subplots(figsize=(7, 4))
     finite = [(n, secs * 1e3) for n, secs in result.curve if secs < float("inf")]
     if finite:
-        ax.plot(*zip(*finite), label="estimated (best records x calls)")
+        ax.plot(*zip(*finite), "-o", markersize=3, label="estimated (best records x calls)")
     trials = result.curve[-1][0] if result.curve else 0
     ax.plot([0, trials], [rows[0][1] * 1e3, rows[1][1] * 1e3], "o", label="measured (untuned, tuned)")
     for runtime, secs in rows[2:]:
