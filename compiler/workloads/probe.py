@@ -78,14 +78,14 @@ def plan(func: PrimFunc, num_inputs: int, extent: int = PROBE_EXTENT) -> Plan:
         if out not in needed:
             boxes[block.name] = skip  # nothing needed reads what it writes
             continue
+        ranges: dict[Expr, Range]
         if nest.boxable:
-            ranges = {
-                iv.var: (lo, min(hi, iv.extent - 1)) for iv, (lo, hi) in zip(spatial, needed[out])
-            } | {iv.var: (0, iv.extent - 1) for iv in block.iter_vars if iv.kind == "R"}
+            ranges = {iv.var: (lo, min(hi, iv.extent - 1)) for iv, (lo, hi) in zip(spatial, needed[out])}
+            ranges |= {iv.var: (0, iv.extent - 1) for iv in block.iter_vars if iv.kind == "R"}
             if any(lo > hi for lo, hi in ranges.values()):
                 boxes[block.name] = skip
                 continue
-            box: Box | None = tuple((ranges[iv.var][0], ranges[iv.var][1] - ranges[iv.var][0] + 1) for iv in spatial)
+            box: Box | None = tuple((lo, hi - lo + 1) for lo, hi in (ranges[iv.var] for iv in spatial))
             iterations += math.prod(hi - lo + 1 for lo, hi in ranges.values())
         else:
             needed[out] = [(0, n - 1) for n in out.shape]  # every block writing it, whole

@@ -120,9 +120,7 @@ class Task(Base):
     owner_until: Mapped[datetime | None]
     # The token that submitted it: a client token sees and cancels its own tasks only. None for tasks
     # of the embedded tuner and those submitted before tasks had owners (an admin sees them).
-    token_id: Mapped[int | None] = mapped_column(
-        ForeignKey("api_tokens.id", ondelete="SET NULL"), index=True
-    )
+    token_id: Mapped[int | None] = mapped_column(ForeignKey("api_tokens.id", ondelete="SET NULL"), index=True)
     # Seconds one candidate is estimated to take on a worker, at submission: what a token's quota of
     # worker time counts.
     candidate_secs: Mapped[float] = mapped_column(server_default="0")

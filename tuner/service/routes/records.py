@@ -46,8 +46,8 @@ def get_record(record_id: IdPath, db: DatabaseDep, _: ClientToken) -> RecordPubl
 
 
 def ranked(db: Database, workload_hash: str, hardware: str | None, k: int) -> list[RecordPublic]:
-    if hardware is None:
-        keys = [h.key for h in db.hardware_list()]
+    if hardware is None:  # the only approved kind: one a worker registered on its own is no default
+        keys = [h.key for h in db.hardware_list() if h.approved]
         if len(keys) != 1:
             raise field_error("hardware", f"give a hardware key, one of: {', '.join(keys) or 'none yet'}")
         hardware = keys[0]
