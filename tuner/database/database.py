@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sqlite3
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import fields
 from pathlib import Path
@@ -198,6 +198,12 @@ class Database:
             query = query.where(Task.token_id == token_id)
         with self._session.begin() as session:
             return [_task_info(*row) for row in session.execute(query.order_by(Task.id))]
+
+    def task_owners(self, task_ids: Iterable[int]) -> dict[int, int | None]:
+        """The token that submitted each of these tasks (None: none did), by task id."""
+        with self._session.begin() as session:
+            rows = session.execute(select(Task.id, Task.token_id).where(Task.id.in_(list(task_ids))))
+            return {task: token for task, token in rows}
 
     def get_workload(self, workload_id: int) -> WorkloadInfo:
         """Raises KeyError for an unknown workload."""

@@ -103,7 +103,9 @@ class RecordPublic(BaseModel):
     workload_hash: str
     workload_spec: dict[str, Any]
     hardware_key: str
-    task_id: int | None
+    task_id: int | None = Field(
+        description="The task that measured it, if it is the caller's (an admin's: any); else null."
+    )
     status: Status
     median_secs: float | None
     gflops: float | None
