@@ -142,20 +142,9 @@ class Database:
             session.refresh(row)
             return _plain(HardwareInfo, row)
 
-    def add_task(
-        self,
-        *,
-        workload_id: int,
-        hardware_id: int,
-        strategy: str,
-        trials: int,
-        seed: int,
-        token_id: int | None = None,
-        candidate_secs: float = 0.0,
-    ) -> int:
-        """A new pending task: a budget of `trials` measurements of one workload on one hardware,
-        submitted with token `token_id` (see `quotas.submit_task`, which checks the token's quota in
-        the same transaction)."""
+    def add_task(self, *, workload_id: int, hardware_id: int, strategy: str, trials: int, seed: int) -> int:
+        """A new pending task of no token: a budget of `trials` measurements of one workload on one
+        hardware. The service adds its clients' tasks with `quotas.submit_task`."""
         with self._session.begin() as session:
             task = new_task(
                 workload_id=workload_id,
@@ -163,8 +152,8 @@ class Database:
                 strategy=strategy,
                 trials=trials,
                 seed=seed,
-                token_id=token_id,
-                candidate_secs=candidate_secs,
+                token_id=None,
+                candidate_secs=0.0,
             )
             session.add(task)
             session.flush()

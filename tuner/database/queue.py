@@ -258,7 +258,9 @@ def submit(
 ) -> list[Outcome]:
     """Judge and store each result, in one transaction: the records, the candidates done or held,
     the tasks' counts. `worker` is how records name the worker; `gflops_per_core` bounds what a core
-    of hardware without a registered peak can do.
+    of hardware without a registered peak can do. The best a result is compared with may be a moment
+    old (another transaction confirming a new one): bests only fall, so a stale one only makes this
+    hold a result that then needs no confirmation, never store one that did.
 
     A result for a cancelled task's candidate is kept (it is a real measurement) but not counted."""
     by_id = {s.candidate_id: s for s in submissions}
