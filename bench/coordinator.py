@@ -160,12 +160,14 @@ def with_search_loop(settings: Settings, workdir: Path) -> str:
     coordinator = Coordinator(settings, workdir).start()
     try:
         with Client(coordinator.url, admin) as api:
-            # The tasks need the workers' hardware: register it first, as a worker's start would.
+            # The tasks need the workers' hardware: register it first, as a worker's start would, and
+            # approve it, as an admin does.
             Worker(
                 WorkerConfig(coordinator_url=coordinator.url, token=worker_token, runner="null")
             )._register()
+            api.http.post("/v1/hardware/1/approve").raise_for_status()
             for seed in range(WORKERS):
-                api.submit(SPEC, trials=100_000, strategy="random", seed=seed)
+                api.submit(SPEC, trials=settings.max_trials, strategy="random", seed=seed)
         latencies, measured, seconds = _run_workers(coordinator.url, worker_token, LOOP_SECONDS)
     finally:
         coordinator.stop()

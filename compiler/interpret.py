@@ -75,9 +75,17 @@ def interpret(func: PrimFunc, *inputs: np.ndarray) -> list[np.ndarray]:
         arrays[b] = np.array(a) if b in written else np.ascontiguousarray(a)  # never the caller's
     for b in func.params[len(inputs) :] + func.allocs:
         arrays[b] = np.full(b.shape, np.nan if b.dtype in FLOAT_DTYPES else 0, b.dtype)
-    with np.errstate(all="ignore"):  # log(-1) is NaN in the kernel too; warnings would only be noise
-        _run(func.body, arrays, {})
+    run(func, arrays)
     return [arrays[b] for b in func.params[len(inputs) :]]
+
+
+def run(func: PrimFunc, arrays: dict[Buffer, np.ndarray], boxes: Mapping[str, Box] | None = None) -> None:
+    """Evaluate `func`'s body into `arrays`, which holds every buffer. A block named in `boxes` is
+    evaluated over that box of its spatial variables only ((first, count) per variable, in order; a
+    count of 0: not at all), for a caller that needs only part of the outputs
+    (`compiler.workloads.probe`)."""
+    with np.errstate(all="ignore"):  # log(-1) is NaN in the kernel too; warnings would only be noise
+        _run(func.body, arrays, {}, boxes or {})
 
 
 def reduction_parts(block: Block) -> tuple[Op, Expr] | None:
@@ -93,10 +101,10 @@ def reduction_parts(block: Block) -> tuple[Op, Expr] | None:
     return v.op, v.b
 
 
-def _run(s: Stmt, arrays: dict[Buffer, np.ndarray], env: dict[Var, int]) -> None:
+def _run(s: Stmt, arrays: dict[Buffer, np.ndarray], env: dict[Var, int], boxes: Mapping[str, Box]) -> None:
     if isinstance(s, SeqStmt):
         for k in s.stmts:
-            _run(k, arrays, env)
+            _run(k, arrays, env, boxes)
         return
     if not isinstance(s, (For, Block)):
         raise InterpretError(f"{type(s).__name__} is not part of an unscheduled PrimFunc")
@@ -106,17 +114,20 @@ def _run(s: Stmt, arrays: dict[Buffer, np.ndarray], env: dict[Var, int]) -> None
         loops.append(leaf)
         leaf = leaf.body
     if isinstance(leaf, Block):
-        _nest(loops, leaf, arrays, env)
+        _nest(loops, leaf, arrays, env, boxes.get(leaf.name))
         return
     assert isinstance(s, For)  # a loop around several statements: its iterations in order
     for value in range(s.extent):
-        _run(s.body, arrays, {**env, s.var: value})
+        _run(s.body, arrays, {**env, s.var: value}, boxes)
 
 
-def _nest(loops: list[For], block: Block, arrays: dict[Buffer, np.ndarray], env: dict[Var, int]) -> None:
+def _nest(
+    loops: list[For], block: Block, arrays: dict[Buffer, np.ndarray], env: dict[Var, int], box: Box | None
+) -> None:
     """Evaluate `block` over the loops around it: an iteration variable bound to a loop of its own is
     an axis of the evaluated domain; the others (scan steps) take the values of their bindings, with
-    the loops they use iterated in order."""
+    the loops they use iterated in order. `box` restricts the spatial axes of a block without scan
+    steps (None: all of them)."""
     if not bool(block.predicate == TRUE):
         raise InterpretError(f"block {block.name} has a predicate: it is not an unscheduled block")
     by_var = {loop.var: loop for loop in loops}
@@ -134,10 +145,12 @@ def _nest(loops: list[For], block: Block, arrays: dict[Buffer, np.ndarray], env:
         else:
             scalar.append((iv, binding))
     sequential = [loop for loop in loops if loop.var not in used]
+    if sequential or scalar:
+        box = None
     for values in itertools.product(*(range(loop.extent) for loop in sequential)):
         outer = {**env, **{loop.var: v for loop, v in zip(sequential, values)}}
         scalars = {iv.var: _bound_value(block, iv, binding, outer) for iv, binding in scalar}
-        _BlockRun(arrays, block, spatial, reduce, scalars).run()
+        _BlockRun(arrays, block, spatial, reduce, scalars).run(box)
 
 
 def _bound_value(block: Block, iv: IterVar, binding: Expr, env: Mapping[Var, int]) -> int:
@@ -207,16 +220,20 @@ class _BlockRun:
             scalars,
         )
 
-    def run(self) -> None:
-        shape = tuple(iv.extent for iv in self.spatial)
+    def run(self, region: Box | None = None) -> None:
+        """Over the whole spatial domain, or the part of it that `region` says."""
+        region = region or tuple((0, iv.extent) for iv in self.spatial)
+        if any(n == 0 for _, n in region):
+            return
         parts = reduction_parts(self.block)
         if (self.reduce or self.block.init is not None) and parts is None:
             raise InterpretError(
                 f"block {self.block.name}: a reduction must update out[...] = op(out[...], value) "
                 f"with op one of {', '.join(op.spec.name for op in COMBINERS)}"
             )
-        for box in _boxes(shape, TEMP_ELEMENTS):
-            ctx = _Ctx.of(self.spatial, box, self.scalars, 0, len(shape))
+        for tile in _boxes(tuple(n for _, n in region), TEMP_ELEMENTS):
+            box = tuple((first + lo, n) for (first, _), (lo, n) in zip(region, tile))
+            ctx = _Ctx.of(self.spatial, box, self.scalars, 0, len(region))
             box_shape = tuple(n for _, n in box)
             if parts is None:
                 value = _Eval(self.arrays, ctx).eval(self.block.body.value)

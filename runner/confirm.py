@@ -1,6 +1,7 @@
-"""The new-best rule, in one place for the embedded tuner and the worker daemon: a candidate that
-beats the best known time is measured a second time, and it is the new best only if both runs beat
-it. Its result keeps every repeat of both runs, so a lucky first run cannot carry the median alone."""
+"""The new-best rule of the embedded tuner: a candidate that beats the best known time is measured a
+second time, and it is the new best only if both runs beat it. Its result keeps every repeat of both
+runs, so a lucky first run cannot carry the median alone. (The service applies the same rule with a
+second lease, which any worker may hold: `tuner.database.queue`.)"""
 
 from __future__ import annotations
 

@@ -24,6 +24,9 @@ from compiler.target import Target
 from runner.results import BuildResult, Candidate, RunResult, Status, TimingConfig
 
 _CTX = mp.get_context("spawn")
+# How long one measurement (the check against the reference and every timed run) may take before it
+# counts as a timeout: the coordinator refuses workloads whose candidates could not finish within it.
+RUN_TIMEOUT_S = 60.0
 
 
 @dataclass(frozen=True)
@@ -31,7 +34,7 @@ class LocalRunnerConfig:
     timing: TimingConfig = field(default_factory=TimingConfig)
     build_workers: int = 2
     build_timeout_s: float = 30.0
-    run_timeout_s: float = 60.0
+    run_timeout_s: float = RUN_TIMEOUT_S
     memory_limit_bytes: int = 8 << 30
     build_tasks_per_worker: int = 64
     measure_tasks_per_process: int = 256

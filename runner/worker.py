@@ -4,8 +4,11 @@ times them with the isolated local runner, and reports the results.
 It is a plain client of the coordinator's REST API (`/v1/workers/...`):
 - register with the machine's hardware fingerprint (CPU, features, the cores it may use), then
   heartbeat from a background thread, which keeps its leases alive;
-- lease a batch, measure it candidate by candidate, submit the results; a result that beats the best
-  known time is measured a second time first (both runs are reported), so a lucky run cannot win alone;
+- lease a batch, measure it candidate by candidate, submit the results (a result that would be the
+  new best is re-measured by a second lease, which the coordinator arranges: this worker's or
+  another's, so a lucky or forged run cannot win alone);
+- say so if an admin has yet to approve this kind of hardware: until then no task targets it, and the
+  worker waits, leasing nothing;
 - when the coordinator cannot be reached, retry with exponential backoff, forever: results are
   accepted once, so re-sending a submission whose answer was lost is safe;
 - never drop measured results because the coordinator refuses them: resend them in smaller parts,
@@ -24,13 +27,11 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
-from math import inf
 from typing import Any, Literal
 
 import httpx
 
 from compiler.target import Target
-from runner.confirm import measure_confirming
 from runner.hardware import host_hardware
 from runner.local import LocalRunner, LocalRunnerConfig
 from runner.null import NullRunner
@@ -137,12 +138,18 @@ class Worker:
         self.worker_id = reply["id"]
         self.heartbeat_s = reply["heartbeat_seconds"]
         log.info("registered as worker %d (%s) for hardware %s", self.worker_id, self.config.name, hw.key)
+        if not reply.get("hardware_approved", True):
+            log.warning(
+                "hardware %s awaits an admin's approval (tuner hardware approve, or POST "
+                "/v1/hardware/{id}/approve): no task targets it until then",
+                hw.key,
+            )
 
     def _work(self, leased: list[dict[str, Any]]) -> None:
         """Measure a leased batch; stop between candidates if asked, giving the rest back."""
         results: list[dict[str, Any]] = []
-        for item, result, remeasured in self._measure(leased):
-            results.append(_result(item["id"], result, remeasured, self.config.timing))
+        for item, result in self._measure(leased):
+            results.append(_result(item["id"], result, self.config.timing))
         done = {r["candidate_id"] for r in results}
         if results:
             self._submit(results)
@@ -150,18 +157,11 @@ class Worker:
         if rest:
             self._call("POST", f"/v1/workers/{self.worker_id}/release", {"candidate_ids": rest})
 
-    def _measure(self, leased: list[dict[str, Any]]) -> Iterator[tuple[dict[str, Any], RunResult, bool]]:
-        """Each candidate's result; one that beats its task's best known time is measured again
-        (runner.confirm). The best is kept per task: a batch may mix tasks, and another workload's
-        time says nothing."""
+    def _measure(self, leased: list[dict[str, Any]]) -> Iterator[tuple[dict[str, Any], RunResult]]:
+        """Each candidate's result, one at a time, stopping between candidates if asked."""
         candidates = [Candidate(item["spec"], item["trace"]) for item in leased]
-        tasks = [item["task_id"] for item in leased]
-        best: dict[int, float] = {}
-        for item in leased:
-            if item["best_secs"] is not None:
-                best[item["task_id"]] = min(best.get(item["task_id"], inf), item["best_secs"])
-        for item, measured in zip(leased, measure_confirming(self.runner, candidates, tasks, best)):
-            yield item, measured.result, measured.remeasured
+        for item, result in zip(leased, self.runner.iter_run(candidates)):
+            yield item, result
             if self.stopping.is_set():
                 return
 
@@ -248,7 +248,7 @@ def _make_runner(config: WorkerConfig, target: Target) -> Runner:
     return LocalRunner(LocalRunnerConfig(timing=config.timing), target)
 
 
-def _result(candidate_id: int, result: RunResult, remeasured: bool, timing: TimingConfig) -> dict[str, Any]:
+def _result(candidate_id: int, result: RunResult, timing: TimingConfig) -> dict[str, Any]:
     return {
         "candidate_id": candidate_id,
         "status": result.status.value,
@@ -256,7 +256,6 @@ def _result(candidate_id: int, result: RunResult, remeasured: bool, timing: Timi
         "build_secs": result.build_secs,
         "message": clean_message(result.message),
         "timing": asdict(timing),
-        "remeasured": remeasured,
     }
 
 

@@ -7,7 +7,7 @@ records, show a record's program and trace.
     tuner evaluate-model [--holdout 0.25] [--splits 10]
     tuner import model.onnx; tuner run model.onnx [--input x.npy] (`tuner.model_commands`)
 
-and the service's commands (`tuner.service.commands`): serve, worker, token, submit, status.
+and the service's commands (`tuner.service.commands`): serve, worker, token, hardware, submit, status.
 
 A workload is an operator name and its parameters (`compiler.workloads`), or `--spec '<JSON>'`.
 """

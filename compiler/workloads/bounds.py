@@ -38,6 +38,15 @@ def check_expr(e: Expr, variables: Facts, field: str, what: str) -> None:
     _Prover(what).visit(e, variables, field)
 
 
+def expr_range(e: Expr, variables: Facts) -> Range | None:
+    """The interval an integer expression spans where `variables` span theirs, or None when it is
+    not an integer expression of them that this module can bound (a caller then assumes anything)."""
+    try:
+        return _Prover("a variable of the expression").visit(e, variables, "expr")
+    except WorkloadError:
+        return None
+
+
 class _Prover:
     def __init__(self, what: str) -> None:
         self.what = what

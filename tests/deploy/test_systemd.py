@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 
+import httpx
 import pytest
 from deploy_helpers import (
     INSTALLED_TUNER,
@@ -149,6 +150,13 @@ def test_the_units_commands_run(tmp_path):
             lambda: f"worker {name} to register:\n{worker.output()}",
         )
         assert os.sched_getaffinity(worker.popen.pid) == {int(instance)}
+        assert "awaits an admin's approval" in worker.output()
+        # As the README says: an admin approves the worker's kind of machine on the coordinator's.
+        approve = tuner_argv(["tuner", "hardware", "approve", "1"])
+        result = subprocess.run(approve, env=coordinator_env, capture_output=True, text=True, timeout=120)
+        assert result.returncode == 0, result.stdout + result.stderr
+        (kind,) = httpx.get(f"{url}/v1/hardware", headers={"Authorization": f"Bearer {admin}"}).json()
+        assert kind["approved"] and kind["key"].endswith("-1c")
         assert worker.stop() == 0, worker.output()
         assert not any(w["alive"] for w in workers(url, admin)), "the worker left without saying goodbye"
         assert coordinator.stop() == 0, coordinator.output()

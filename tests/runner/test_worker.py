@@ -64,13 +64,27 @@ def run(coordinator: Coordinator, runner: object | None = None) -> int:
     return worker.run()
 
 
-def test_a_would_be_best_is_remeasured_against_its_own_tasks_best():
-    # Task 2's candidate beats task 2's best; task 1's new best, faster still, must not hide that.
+def test_each_candidate_is_measured_once_the_coordinator_arranges_any_remeasurement():
+    """A would-be best is re-measured by a second lease the coordinator hands out (to any worker), not
+    by the worker that found it: a worker's own second run would prove nothing of a forged first."""
+    measured: list[int] = []
+    runner = NullRunner(lambda c: measured.append(c.trace["n"]) or c.trace["secs"])
     coordinator = Coordinator(
         [[item(1, task_id=1, secs=1e-3), item(2, task_id=2, secs=2e-3, best_secs=5e-3)]]
     )
-    assert run(coordinator) == 0
-    assert [(r["candidate_id"], r["remeasured"]) for r in coordinator.accepted] == [(1, True), (2, True)]
+    assert run(coordinator, runner) == 0
+    assert measured == [1, 2] and [r["candidate_id"] for r in coordinator.accepted] == [1, 2]
+    assert all("remeasured" not in r for r in coordinator.accepted)
+
+
+def test_a_worker_of_hardware_awaiting_approval_says_so(caplog: pytest.LogCaptureFixture):
+    registered = {"id": 1, "lease_seconds": 60.0, "heartbeat_seconds": 60.0, "hardware_approved": False}
+    coordinator = Coordinator(
+        [], lambda path, body: httpx.Response(201, json=registered) if path == "/v1/workers" else None
+    )
+    with caplog.at_level("WARNING", logger="tuner.worker"):
+        assert run(coordinator) == 0
+    assert any("awaits an admin's approval" in r.getMessage() for r in caplog.records)
 
 
 def test_a_batch_over_the_size_limit_is_sent_in_halves():

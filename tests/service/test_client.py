@@ -8,7 +8,7 @@ import httpx
 import pytest
 
 from tests.service.conftest import Api, in_process_client
-from tests.service.test_api import HW, SPEC, lease, register, results
+from tests.service.test_api import HW, SPEC, lease, measure, register
 from tuner.database import TaskStatus
 from tuner.service.client import ApiError, BadResponse, Client
 from tuner.service.schemas import QueuePublic, RecordPublic, TaskDetail, TaskPublic
@@ -20,7 +20,7 @@ def test_each_method_answers_with_the_model_of_its_route(api: Api):
         task = client.submit(SPEC, trials=3, strategy="random", hardware=HW.key)
         assert type(task) is TaskPublic and task.status == TaskStatus.PENDING and task.best is None
         api.loop.tick()
-        results(api, worker, lease(api, worker))
+        measure(api, worker, lease(api, worker))
         api.loop.tick()
         detail = client.task(task.id)
         assert isinstance(detail, TaskDetail) and detail.status == TaskStatus.DONE and detail.best

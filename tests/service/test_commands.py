@@ -9,7 +9,7 @@ import pytest
 
 from tests.service.conftest import OTHER, Api, hardware_body, in_process_client
 from tests.service.processes import free_port
-from tests.service.test_api import HW, SPEC, lease, register, results, submit
+from tests.service.test_api import HW, SPEC, lease, measure, register, submit
 from tuner.cli import main
 from tuner.service import commands
 from tuner.service.client import Client
@@ -31,7 +31,7 @@ def test_remote_best_and_show_take_a_hardware_key(api: Api, remote: list[str], c
     register(api, "w2", hardware_body(OTHER))
     submit(api, trials=2, hardware=HW.key)
     api.loop.tick()
-    results(api, worker, lease(api, worker))
+    measure(api, worker, lease(api, worker))
     assert main(["best", *WORKLOAD, *remote, "--json"]) == 1  # two kinds of hardware: which one?
     refusal = capsys.readouterr().err
     assert "hardware" in refusal and OTHER.key in refusal and "Traceback" not in refusal
@@ -50,7 +50,7 @@ def test_submit_wait_outlives_a_coordinator_that_is_away(api: Api, remote: list[
         if next(away, False):
             raise httpx.ConnectError("connection refused")
         api.loop.tick()
-        results(api, worker, lease(api, worker))
+        measure(api, worker, lease(api, worker))
         api.loop.tick()
         return task(self, task_id)
 
@@ -71,7 +71,7 @@ def test_json_outputs_are_the_coordinators_answers_unchanged(api: Api, remote: l
     (listed,) = api.client.get("/v1/tasks", headers=api.as_("client")).json()
     assert submitted == json.dumps(listed, indent=2) + "\n"
     api.loop.tick()
-    results(api, worker, lease(api, worker))
+    measure(api, worker, lease(api, worker))
     api.loop.tick()
     assert main(["status", *remote, "--json"]) == 0
     answer = api.client.get("/v1/tasks", headers=api.as_("client")).json()

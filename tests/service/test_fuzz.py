@@ -54,6 +54,8 @@ ROLES = {
     "GET /v1/workloads/{workload_hash}/best": "client",
     "GET /v1/records/{record_id}": "client",
     "GET /v1/workers": "client",
+    "GET /v1/hardware": "client",
+    "POST /v1/hardware/{hardware_id}/approve": "admin",
     "POST /v1/workers": "worker",
     "POST /v1/workers/{worker_id}/heartbeat": "worker",
     "POST /v1/workers/{worker_id}/lease": "worker",
@@ -142,7 +144,8 @@ def serve(kind: str, directory: Path) -> Iterator[Served]:
 
 
 def seed(client: TestClient, loop: TaskLoop, served: Served) -> None:
-    """Three workers, three tasks with candidates queued, four of them leased and three measured."""
+    """Three workers of approved hardware, three tasks with candidates queued, four of them leased and
+    three measured (held as would-be bests, leased again and re-measured)."""
 
     def post(path: str, body: dict, role: str, expect: int = 200) -> dict:
         reply = client.post(path, json=body, headers=served.as_(role))
@@ -151,13 +154,16 @@ def seed(client: TestClient, loop: TaskLoop, served: Served) -> None:
 
     for name in ("w1", "w2", "w3"):
         post("/v1/workers", {"name": name, "hardware": HARDWARE}, "worker", 201)
+    post("/v1/hardware/1/approve", {}, "admin")
     for m in (16, 24, 32):
         spec = {"op": "matmul", "params": {"M": m, "N": 16, "K": 8}}
         post("/v1/tasks", {"workload": spec, "trials": 8, "strategy": "random"}, "client", 201)
     loop.tick()
     leased = post("/v1/workers/1/lease", {"max": 4}, "worker")["candidates"]
     measured = [{"candidate_id": c["id"], "status": "ok", "run_secs": [1e-4, 2e-4]} for c in leased[:3]]
-    assert post("/v1/workers/1/results", {"results": measured}, "worker")["outcomes"] == ["accepted"] * 3
+    assert post("/v1/workers/1/results", {"results": measured}, "worker")["outcomes"] == ["confirming"] * 3
+    assert len(post("/v1/workers/2/lease", {"max": 3}, "worker")["candidates"]) == 3
+    assert post("/v1/workers/2/results", {"results": measured}, "worker")["outcomes"] == ["accepted"] * 3
 
 
 HYPOTHESIS = {

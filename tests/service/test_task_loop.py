@@ -11,7 +11,7 @@ from compiler.schedule import loop_transform
 from compiler.target import Target
 from runner.hardware import Hardware
 from tests.service.conftest import Api, hardware_body
-from tests.service.test_api import lease, register, results, submit
+from tests.service.test_api import lease, measure, register, submit
 from tuner.database import TaskStatus
 from tuner.database.owners import cancel_task
 
@@ -20,7 +20,7 @@ def test_a_task_cancelled_while_its_search_proposes_gets_no_candidates(api: Api)
     worker = register(api)
     task = submit(api, trials=20)["id"]
     api.loop.tick()
-    results(api, worker, lease(api, worker))  # the queue is empty: the next tick proposes again
+    measure(api, worker, lease(api, worker))  # the queue is empty: the next tick proposes again
     driver = api.loop.drivers[task]
     propose = driver.propose
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sqlite3
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import fields
 from pathlib import Path
@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from alembic import command
 from alembic.config import Config
-from sqlalchemy import Connection, Engine, Select, create_engine, event, select, text
+from sqlalchemy import Connection, Engine, Select, create_engine, event, func, select, text
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
@@ -111,26 +111,49 @@ class Database:
             session.execute(insert.on_conflict_do_nothing(index_elements=[Workload.hash]))
             return session.scalars(select(Workload.id).where(Workload.hash == hash)).one()
 
-    def add_hardware(self, hardware: machine.Hardware) -> int:
-        """Get or create by key: records are only comparable between machines of the same key."""
+    def add_hardware(self, hardware: machine.Hardware, *, approved: bool = True) -> int:
+        """Get or create by key: records are only comparable between machines of the same key.
+
+        `approved`: the caller may decide which kinds of machine are tuned for (the embedded tuner, on
+        its own database; an admin), so the key is approved if it was not; otherwise (a worker token)
+        a new key waits for an admin's approval, and a known key stays as it is."""
         t = hardware.target
         values = {"key": t.key, "cpu_model": hardware.cpu_model, "triple": t.triple, "mcpu": t.mcpu}
         with self._session.begin() as session:
             insert = self.insert(Hardware).values(**values, features=t.features, cores=t.cores)
             session.execute(insert.on_conflict_do_nothing(index_elements=[Hardware.key]))
-            return session.scalars(select(Hardware.id).where(Hardware.key == t.key)).one()
+            row = session.scalars(select(Hardware).where(Hardware.key == t.key)).one()
+            if approved and row.approved_at is None:
+                row.approved_at = func.now()
+            return row.id
+
+    def approve_hardware(self, hardware_id: int, *, peak_gflops: float | None = None) -> HardwareInfo:
+        """An admin's decision that tasks may target this kind of machine (and, if given, its peak,
+        beyond which no measurement is believed). Raises KeyError for an unknown id."""
+        with self._session.begin() as session:
+            row = session.get(Hardware, hardware_id)
+            if row is None:
+                raise KeyError(hardware_id)
+            if row.approved_at is None:
+                row.approved_at = func.now()
+            if peak_gflops is not None:
+                row.peak_gflops = peak_gflops
+            session.flush()
+            session.refresh(row)
+            return _plain(HardwareInfo, row)
 
     def add_task(self, *, workload_id: int, hardware_id: int, strategy: str, trials: int, seed: int) -> int:
-        """A new pending task: a budget of `trials` measurements of one workload on one hardware."""
+        """A new pending task of no token: a budget of `trials` measurements of one workload on one
+        hardware. The service adds its clients' tasks with `quotas.submit_task`."""
         with self._session.begin() as session:
-            task = Task(
+            task = new_task(
                 workload_id=workload_id,
                 hardware_id=hardware_id,
                 strategy=strategy,
                 trials=trials,
                 seed=seed,
-                status=TaskStatus.PENDING.value,
-                trials_done=0,
+                token_id=None,
+                candidate_secs=0.0,
             )
             session.add(task)
             session.flush()
@@ -155,14 +178,21 @@ class Database:
                 raise KeyError(task_id)
             return _task_info(*row)
 
-    def tasks(self, status: str | None = None) -> list[TaskInfo]:
-        query = (
-            _tasks_query()
-            if status is None
-            else _tasks_query().where(Task.status == TaskStatus(status).value)
-        )
+    def tasks(self, status: str | None = None, *, token_id: int | None = None) -> list[TaskInfo]:
+        """Every task, oldest first; those of one status, or submitted with one token, if given."""
+        query = _tasks_query()
+        if status is not None:
+            query = query.where(Task.status == TaskStatus(status).value)
+        if token_id is not None:
+            query = query.where(Task.token_id == token_id)
         with self._session.begin() as session:
             return [_task_info(*row) for row in session.execute(query.order_by(Task.id))]
+
+    def task_owners(self, task_ids: Iterable[int]) -> dict[int, int | None]:
+        """The token that submitted each of these tasks (None: none did), by task id."""
+        with self._session.begin() as session:
+            rows = session.execute(select(Task.id, Task.token_id).where(Task.id.in_(list(task_ids))))
+            return {task: token for task, token in rows}
 
     def get_workload(self, workload_id: int) -> WorkloadInfo:
         """Raises KeyError for an unknown workload."""
@@ -198,12 +228,16 @@ class Database:
         rows = []
         for record in records:
             status = Status(record.status)
+            ranked = None
+            if status is Status.OK:
+                ranked = median_secs(record.run_secs) if record.ranked_secs is None else record.ranked_secs
+            columns = {f.name: getattr(record, f.name) for f in fields(record) if f.name != "ranked_secs"}
             rows.append(
                 {
-                    **{f.name: getattr(record, f.name) for f in fields(record)},  # asdict deep-copies traces
+                    **columns,  # not asdict: it deep-copies traces
                     "status": status.value,
                     "trace_hash": trace_hash(record.trace),
-                    "median_secs": median_secs(record.run_secs) if status is Status.OK else None,
+                    "median_secs": ranked,
                 }
             )
         return connection.execute(self._record_insert, rows)
@@ -321,6 +355,30 @@ class Database:
     def _records(self, query: Select[TuningRecord, str, dict[str, Any], float, str]) -> list[Record]:
         with self._session.begin() as session:
             return [_record(*row) for row in session.execute(query)]
+
+
+def new_task(
+    *,
+    workload_id: int,
+    hardware_id: int,
+    strategy: str,
+    trials: int,
+    seed: int,
+    token_id: int | None,
+    candidate_secs: float,
+) -> Task:
+    """A pending task row with nothing done yet: `Database.add_task` and `quotas.submit_task` add it."""
+    return Task(
+        workload_id=workload_id,
+        hardware_id=hardware_id,
+        strategy=strategy,
+        trials=trials,
+        seed=seed,
+        token_id=token_id,
+        candidate_secs=candidate_secs,
+        status=TaskStatus.PENDING.value,
+        trials_done=0,
+    )
 
 
 def _create_engine(url: str) -> Engine:

@@ -6,8 +6,13 @@ the middle of a batch stops renewing, its leases expire, and its candidates go t
 asks. A candidate that loses its worker `max_attempts` times is given up and recorded as a timeout, so
 a program that kills whoever measures it cannot stall a task forever.
 
-A result is accepted once: the candidate row is locked while its record is written, so a retried or
-late submission (a worker that lost its lease but finished anyway) finds it done and stores nothing.
+A result counts only from the worker holding the candidate's lease (by worker, not by hardware: a
+second machine of the same kind cannot complete another's lease), and only once: the candidate row is
+locked while its record is written, so a retried submission finds it done and stores nothing. A
+measurement faster than the hardware can run is refused. A result that would be the new best of its
+workload and hardware is not stored at once: it is held on its candidate, which goes back to the queue
+for a second lease (any worker's) to re-measure; the record is then written from both measurements and
+ranks by the slower of the two, so no single result, forged or lucky, ever becomes the best.
 Rows are always locked in id order, candidates before tasks, so concurrent transactions on PostgreSQL
 cannot deadlock; SKIP LOCKED lets several coordinators lease from one queue without waiting. Two
 exceptions keep that true: `enqueue` locks its task first, but then only inserts rows nobody else
@@ -22,6 +27,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 from datetime import datetime, timedelta
+from math import inf
 from typing import Any
 
 from sqlalchemy import ColumnElement, Connection, Row, and_, func, select, update
@@ -29,8 +35,8 @@ from sqlalchemy.orm import Session
 
 from runner.results import Status
 from tuner.database.database import Database
-from tuner.database.records import ACTIVE, CandidateStatus, NewRecord, trace_hash
-from tuner.database.schema import Candidate, Task, TuningRecord, Worker
+from tuner.database.records import ACTIVE, CandidateStatus, NewRecord, median_secs, trace_hash
+from tuner.database.schema import Candidate, Hardware, Task, TuningRecord, Worker
 
 
 @dataclass(frozen=True)
@@ -54,14 +60,23 @@ class Submission:
     build_secs: float = 0.0
     message: str = ""
     timing: dict[str, Any] = field(default_factory=dict)
-    remeasured: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return self.status == Status.OK.value
 
 
 class Outcome(enum.StrEnum):
-    ACCEPTED = "accepted"
-    DUPLICATE = "duplicate"  # the candidate was already done: nothing stored
+    ACCEPTED = "accepted"  # stored
+    CONFIRMING = "confirming"  # would be the new best: held until a second lease re-measures it
+    DUPLICATE = "duplicate"  # its lease holder sent it again, and it is done: nothing changed
     UNKNOWN = "unknown"  # no such candidate
-    REFUSED = "refused"  # not leased to a worker of this hardware (or given back): nothing stored
+    REFUSED = "refused"  # not from the worker holding the candidate's lease: nothing stored
+    IMPOSSIBLE = "impossible"  # faster than its hardware can run: refused, nothing stored
+
+
+# What a held would-be best keeps of its first measurement (the fields of a Submission but the id).
+_HELD = ("run_secs", "build_secs", "message", "timing")
 
 
 @dataclass(frozen=True)
@@ -233,37 +248,123 @@ def release(db: Database, *, worker_id: int, candidate_ids: Sequence[int] | None
         return len(held)
 
 
-def submit(db: Database, *, worker_id: int, worker: str, submissions: Sequence[Submission]) -> list[Outcome]:
-    """Store each result once, in one transaction: the records, the candidates done, the tasks' counts.
+def submit(
+    db: Database,
+    *,
+    worker_id: int,
+    worker: str,
+    submissions: Sequence[Submission],
+    gflops_per_core: float,
+) -> list[Outcome]:
+    """Judge and store each result, in one transaction: the records, the candidates done or held,
+    the tasks' counts. `worker` is how records name the worker; `gflops_per_core` bounds what a core
+    of hardware without a registered peak can do. The best a result is compared with may be a moment
+    old (another transaction confirming a new one): bests only fall, so a stale one only makes this
+    hold a result that then needs no confirmation, never store one that did.
 
-    A result counts only from a worker registered with the candidate's hardware, for a candidate that
-    was leased and not given back (to that worker or, late, to another): a worker cannot store
-    timings for candidates of another kind of machine, nor for candidates nobody was measuring. It
-    can lie about its own hardware when it registers: worker tokens are the fleet's credentials,
-    given to trusted machines. A result for a cancelled task's candidate is kept (it is a real
-    measurement) but not counted."""
+    A result for a cancelled task's candidate is kept (it is a real measurement) but not counted."""
     by_id = {s.candidate_id: s for s in submissions}
     outcomes: dict[int, Outcome] = {}
     with db.transaction() as session:
         connection = session.connection()
-        hardware_id = connection.scalar(select(Worker.hardware_id).where(Worker.id == worker_id))
+        ceiling = _ceiling(connection, worker_id, gflops_per_core)
         rows = connection.execute(
             select(*_CANDIDATE_COLUMNS)
             .where(Candidate.id.in_(by_id))
             .order_by(Candidate.id)
             .with_for_update()
         ).all()
-        fresh = []
+        best: dict[int, float] = {}
+        done: list[tuple[Any, NewRecord]] = []
         for r in rows:
-            if r.status == CandidateStatus.DONE.value:
-                outcomes[r.id] = Outcome.DUPLICATE
-            elif r.hardware_id != hardware_id or r.worker_id is None:
-                outcomes[r.id] = Outcome.REFUSED
-            else:
-                outcomes[r.id] = Outcome.ACCEPTED
-                fresh.append((r, by_id[r.id]))
-        _finish(db, connection, fresh, worker)
+            result = by_id[r.id]
+            outcome = _judge(r, result, worker_id, db.workload(r.workload_id).flops / ceiling)
+            if outcome is Outcome.ACCEPTED and r.held_result is None and result.ok:
+                if r.workload_id not in best:
+                    best[r.workload_id] = _best_secs(connection, r.workload_id, r.hardware_id) or inf
+                if median_secs(result.run_secs) < best[r.workload_id]:
+                    outcome = Outcome.CONFIRMING
+            outcomes[r.id] = outcome
+            if outcome is Outcome.CONFIRMING:
+                _hold(connection, r, result, worker)
+            elif outcome is Outcome.ACCEPTED:
+                done.append((r, _record(r, result, worker)))
+        _finish(connection, db, done)
     return [outcomes.get(s.candidate_id, Outcome.UNKNOWN) for s in submissions]
+
+
+def _ceiling(connection: Connection, worker_id: int, gflops_per_core: float) -> float:
+    """The most flops per second the worker's hardware can run: its registered peak, else a generous
+    ceiling per core (inf for an unknown worker, whose results are refused anyway)."""
+    row = connection.execute(
+        select(Hardware.cores, Hardware.peak_gflops)
+        .join(Worker, Worker.hardware_id == Hardware.id)
+        .where(Worker.id == worker_id)
+    ).one_or_none()
+    if row is None:
+        return inf
+    return 1e9 * (row.peak_gflops if row.peak_gflops is not None else gflops_per_core * row.cores)
+
+
+def _judge(r: Any, result: Submission, worker_id: int, fastest_secs: float) -> Outcome:
+    """Whether the result counts: from the lease's holder, not done before, physically possible.
+    `fastest_secs` is the least time the workload can take on the hardware."""
+    if r.worker_id != worker_id or r.status == CandidateStatus.PENDING.value:
+        return Outcome.REFUSED
+    if r.status == CandidateStatus.DONE.value:
+        return Outcome.DUPLICATE
+    if result.ok and min(result.run_secs) < fastest_secs:
+        return Outcome.IMPOSSIBLE
+    return Outcome.ACCEPTED
+
+
+def _hold(connection: Connection, r: Any, result: Submission, worker: str) -> None:
+    """Keep a would-be best on its candidate and put the candidate back in the queue, for a second
+    lease to re-measure, with attempts of its own; a candidate withdrawn meanwhile (its task ended)
+    keeps the result, unranked, and is not measured again."""
+    held = {name: getattr(result, name) for name in _HELD} | {"worker": worker}
+    leased = r.status == CandidateStatus.LEASED.value
+    connection.execute(
+        update(Candidate)
+        .where(Candidate.id == r.id)
+        .values(
+            held_result=held,
+            status=CandidateStatus.PENDING.value if leased else r.status,
+            worker_id=None,
+            lease_expires_at=None,
+            attempts=0,
+        )
+    )
+
+
+def _record(c: Any, result: Submission, worker: str) -> NewRecord:
+    """The record of a result: on its own, or with the held result it re-measures (then it ranks by
+    the slower of the two medians, and a failed re-measurement is the record's failure)."""
+    held = c.held_result
+    measured = {name: getattr(result, name) for name in _HELD}
+    if held is not None and not result.ok:
+        measured["message"] = f"its re-measurement failed: {result.message}"
+    if held is not None and result.ok:
+        measured = {
+            "run_secs": held["run_secs"] + result.run_secs,
+            "build_secs": held["build_secs"],
+            "message": f"re-measured by {worker}",
+            "timing": held["timing"],
+            "ranked_secs": max(median_secs(held["run_secs"]), median_secs(result.run_secs)),
+        }
+        worker = held["worker"]
+    return NewRecord(
+        workload_id=c.workload_id,
+        hardware_id=c.hardware_id,
+        task_id=c.task_id,
+        candidate_id=c.id,
+        trace=c.trace,
+        program_hash=c.program_hash,
+        status=result.status,
+        worker=worker,
+        remeasured=held is not None,
+        **measured,
+    )
 
 
 _CANDIDATE_COLUMNS = (
@@ -275,30 +376,16 @@ _CANDIDATE_COLUMNS = (
     Candidate.program_hash,
     Candidate.status,
     Candidate.worker_id,
+    Candidate.held_result,
 )
 
 
-def _finish(
-    db: Database, connection: Connection, done: Sequence[tuple[Any, Submission]], worker: str
-) -> None:
-    """Store the results of locked, unfinished candidates; mark them done; count them for their tasks
+def _finish(connection: Connection, db: Database, done: Sequence[tuple[Any, NewRecord]]) -> None:
+    """Store the records of locked, unfinished candidates; mark them done; count them for their tasks
     (tasks in id order, after the candidates: the queue's locking order)."""
     if not done:
         return
-    records = [
-        NewRecord(
-            workload_id=c.workload_id,
-            hardware_id=c.hardware_id,
-            task_id=c.task_id,
-            candidate_id=c.id,
-            trace=c.trace,
-            program_hash=c.program_hash,
-            worker=worker,
-            **{f.name: getattr(result, f.name) for f in fields(result) if f.name != "candidate_id"},
-        )
-        for c, result in done
-    ]
-    db.insert_records(connection, records)
+    db.insert_records(connection, [record for _, record in done])
     connection.execute(
         update(Candidate)
         .where(Candidate.id.in_([c.id for c, _ in done]))
@@ -327,10 +414,8 @@ def give_up_expired(db: Database, *, now: datetime, max_attempts: int) -> int:
             .order_by(Candidate.id)
             .with_for_update(skip_locked=True)
         ).all()
-        lost = [
-            (r, Submission(candidate_id=r.id, status=Status.TIMEOUT.value, message=message)) for r in rows
-        ]
-        _finish(db, connection, lost, "")
+        timeout = Submission(candidate_id=0, status=Status.TIMEOUT.value, message=message)
+        _finish(connection, db, [(r, _record(r, timeout, "")) for r in rows])
         return len(rows)
 
 

@@ -71,12 +71,17 @@ class NewRecord:
     remeasured: bool = False  # a second measurement confirming a would-be best
     task_id: int | None = None
     candidate_id: int | None = None  # the queued candidate this measures (service mode)
+    # The time it ranks by, when not the median of `run_secs`: a would-be best confirmed by a second
+    # measurement ranks by the slower of the two medians, so neither run alone decides its rank.
+    ranked_secs: float | None = None
 
     def __post_init__(self) -> None:
         # Refuse here, with a clear message, what the table's CHECK constraints would refuse later.
         Status(self.status)
         if self.status == Status.OK and not self.run_secs:
             raise ValueError("an ok record needs at least one run's seconds")
+        if self.ranked_secs is not None and self.status != Status.OK:
+            raise ValueError("only an ok record ranks")
 
 
 @dataclass(frozen=True)
@@ -123,7 +128,13 @@ class HardwareInfo:
     mcpu: str
     features: str
     cores: int
+    approved_at: datetime | None  # None: no task may target it until an admin approves it
+    peak_gflops: float | None  # registered by an admin; None: unknown
     created_at: datetime
+
+    @property
+    def approved(self) -> bool:
+        return self.approved_at is not None
 
     @property
     def target(self) -> Target:
@@ -145,5 +156,7 @@ class TaskInfo:
     trials_done: int
     message: str
     traceback: str | None
+    token_id: int | None  # the token that submitted it (None: the embedded tuner, or an older task)
+    candidate_secs: float  # estimated seconds of one candidate on a worker, at submission
     created_at: datetime
     updated_at: datetime

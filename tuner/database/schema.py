@@ -90,6 +90,12 @@ class Hardware(Base):
     mcpu: Mapped[str] = mapped_column(String(200))
     features: Mapped[str] = mapped_column(Text)
     cores: Mapped[int]
+    # When an admin approved it (None: not yet). A worker token may register any kind of machine, but
+    # only an approved one can be tuned for or be a client's default: a stray key breaks nobody.
+    approved_at: Mapped[datetime | None]
+    # The machine's peak GFLOPS, as an admin registered it: a measurement beyond it is impossible.
+    # None: the coordinator's generous ceiling per core applies.
+    peak_gflops: Mapped[float | None]
     created_at: Mapped[datetime] = mapped_column(server_default=func.now())
 
 
@@ -112,6 +118,12 @@ class Task(Base):
     # renewed: one owner at a time, and a dead owner's tasks are taken over when the claim lapses.
     owner: Mapped[str | None] = mapped_column(String(200))
     owner_until: Mapped[datetime | None]
+    # The token that submitted it: a client token sees and cancels its own tasks only. None for tasks
+    # of the embedded tuner and those submitted before tasks had owners (an admin sees them).
+    token_id: Mapped[int | None] = mapped_column(ForeignKey("api_tokens.id", ondelete="SET NULL"), index=True)
+    # Seconds one candidate is estimated to take on a worker, at submission: what a token's quota of
+    # worker time counts.
+    candidate_secs: Mapped[float] = mapped_column(server_default="0")
     created_at: Mapped[datetime] = mapped_column(server_default=func.now())
     updated_at: Mapped[datetime] = mapped_column(server_default=func.now(), onupdate=func.now())
 
@@ -131,8 +143,9 @@ class Worker(Base):
 
 class Candidate(Base):
     """A trace proposed by a task's search, waiting for a worker of the task's hardware: pending, then
-    leased to one worker until `lease_expires_at` (renewed by its heartbeats), then done by the first
-    result that arrives. An expired lease makes it available again."""
+    leased to one worker until `lease_expires_at` (renewed by its heartbeats), then done by the result
+    of the worker holding the lease. An expired lease makes it available again; so does a result that
+    would be the new best, which waits in `held_result` for a second lease to re-measure it."""
 
     __tablename__ = "candidates"
     __table_args__ = (
@@ -155,6 +168,9 @@ class Candidate(Base):
     worker_id: Mapped[int | None] = mapped_column(ForeignKey("workers.id"))
     lease_expires_at: Mapped[datetime | None]
     attempts: Mapped[int]  # leases given; a candidate that keeps losing its worker is given up
+    # A result that would be the new best, held until a second lease re-measures the program: only
+    # then is a record written (from both measurements), so one forged result never ranks first.
+    held_result: Mapped[dict[str, Any] | None]
     created_at: Mapped[datetime] = mapped_column(server_default=func.now())
 
 

@@ -22,7 +22,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from tuner.database import Database
 from tuner.service.deps import TokenCache
 from tuner.service.metrics import LATENCY, REQUESTS
-from tuner.service.routes import dashboard, records, system, tasks, tokens, workers
+from tuner.service.routes import dashboard, hardware, records, system, tasks, tokens, workers
 from tuner.service.settings import Settings
 
 
@@ -47,7 +47,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.settings = settings
     app.state.tokens = TokenCache()
     app.state.workers = {}  # worker id -> its registration, which never changes
-    for module in (tasks, records, workers, tokens, system, dashboard):
+    app.state.flagged = set()  # workers whose impossible times were logged (once each)
+    for module in (tasks, records, workers, hardware, tokens, system, dashboard):
         app.include_router(module.router)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_middleware(BodyLimit, max_bytes=settings.max_request_bytes)

@@ -1,5 +1,5 @@
-"""The service's commands of `tuner`: serve, worker, token, submit, status, cancel, and the remote side
-of best and show.
+"""The service's commands of `tuner`: serve, worker, token, hardware, submit, status, cancel, and the
+remote side of best and show.
 
 Every command reads `tuner.service.settings.Settings` (environment variables `TENSOR_TUNER_*`), and its flags
 override single settings. Without a coordinator (no `--coordinator` flag, no
@@ -138,6 +138,12 @@ def add_service_commands(command: CommandFactory, *, embedded_tune: Handler) -> 
     p.add_argument("--name", default="", help="who or what holds it")
     p.set_defaults(run=_token)
 
+    p = command("hardware", "list the kinds of hardware, or approve some (in the database)", workload=False)
+    p.add_argument("action", choices=("list", "approve"))
+    p.add_argument("hardware_id", nargs="*", type=int, help="the kinds to approve (tuner hardware list)")
+    p.add_argument("--peak-gflops", type=float, help="the machine's peak: faster results are refused")
+    p.set_defaults(run=_hardware)
+
     p = command("submit", "submit a tuning task to a coordinator (embedded: tune it here)")
     add_remote_options(p)
     p.add_argument("--trials", type=int, default=64)
@@ -239,6 +245,37 @@ def _token(args: argparse.Namespace, console: Console) -> int:
             str(t.id), t.role.value, t.name, f"{t.created_at:%Y-%m-%d %H:%M}", f"{t.revoked_at or ''}"
         )
     Console().print(table)
+    return 0
+
+
+def _hardware(args: argparse.Namespace, console: Console) -> int:
+    """An admin's view of the kinds of machine: a kind a worker token registered is no task's target
+    until it is approved here (or by an admin token over the API)."""
+    if args.peak_gflops is not None and not args.peak_gflops > 0:
+        console.print("--peak-gflops must be a positive number")
+        return 2
+    with Database.open(database_url(args)) as db:
+        if args.action == "approve":
+            if not args.hardware_id:
+                console.print("give the ids of the hardware to approve (tuner hardware list)")
+                return 2
+            for hardware_id in args.hardware_id:
+                try:
+                    kind = db.approve_hardware(hardware_id, peak_gflops=args.peak_gflops)
+                except KeyError:
+                    console.print(f"no hardware {hardware_id}")
+                    return 1
+                console.print(f"hardware {kind.id} ({escape(kind.key)}) is approved")
+            return 0
+        rows = db.hardware_list()
+    table = Table(title="hardware")
+    for column in ("id", "key", "cpu model", "cores", "approved", "peak GFLOPS"):
+        table.add_column(column)
+    for h in rows:
+        approved = f"{h.approved_at:%Y-%m-%d %H:%M}" if h.approved_at else "[yellow]waiting[/yellow]"
+        peak = f"{h.peak_gflops:g}" if h.peak_gflops else "-"
+        table.add_row(str(h.id), escape(h.key), escape(h.cpu_model), str(h.cores), approved, peak)
+    Console(file=sys.stdout).print(table)
     return 0
 
 

@@ -103,7 +103,9 @@ class RecordPublic(BaseModel):
     workload_hash: str
     workload_spec: dict[str, Any]
     hardware_key: str
-    task_id: int | None
+    task_id: int | None = Field(
+        description="The task that measured it, if it is the caller's (an admin's: any); else null."
+    )
     status: Status
     median_secs: float | None
     gflops: float | None
@@ -155,6 +157,11 @@ class WorkerRegistered(BaseModel):
     id: int
     lease_seconds: float
     heartbeat_seconds: float
+    hardware_approved: bool = Field(
+        True,
+        description="Whether an admin approved the worker's kind of hardware: until then no task targets "
+        "it, and the worker waits.",
+    )
 
 
 class WorkerPublic(BaseModel):
@@ -175,7 +182,10 @@ class LeasedPublic(BaseModel):
     task_id: int
     spec: dict[str, Any]
     trace: dict[str, Any]
-    best_secs: float | None = Field(description="Best known median: a result beating it must be re-measured.")
+    best_secs: float | None = Field(
+        description="Best known median when leased. A result beating it is held by the coordinator until "
+        "a second lease re-measures it: a worker need not re-measure it itself."
+    )
     lease_expires_at: datetime
 
 
@@ -192,7 +202,10 @@ class ResultIn(Strict):
     timing: dict[Name, Annotated[float, Field(allow_inf_nan=False)] | int | bool] = Field(
         default_factory=dict, max_length=32
     )
-    remeasured: bool = False
+    remeasured: bool = Field(
+        False,
+        description="Ignored: the coordinator re-measures a would-be best itself, by a second lease.",
+    )
 
     @model_validator(mode="after")
     def _timed_if_ok(self) -> ResultIn:
@@ -205,10 +218,15 @@ class ResultsIn(Strict):
     results: list[ResultIn] = Field(min_length=1, max_length=256)
 
 
+PublicOutcome = Literal["accepted", "confirming", "duplicate", "unknown", "refused"]
+
+
 class ResultsOut(BaseModel):
-    outcomes: list[Literal["accepted", "duplicate", "unknown", "refused"]] = Field(
-        description="Per result: accepted; duplicate (already stored, nothing changed); unknown (no such "
-        "candidate); refused (not leased to a worker of this hardware, or given back)."
+    outcomes: list[PublicOutcome] = Field(
+        description="Per result: accepted (stored); confirming (it would be the new best: held until a "
+        "second lease, any worker's, re-measures it); duplicate (already stored, nothing changed); "
+        "unknown (no such candidate); refused (this worker does not hold the candidate's lease, or the "
+        "time is faster than its hardware can run: nothing stored)."
     )
 
 
@@ -220,6 +238,25 @@ class ReleaseIn(Strict):
 
 class Count(BaseModel):
     count: int
+
+
+# Hardware.
+
+
+class HardwarePublic(BaseModel):
+    id: int
+    key: str
+    cpu_model: str
+    cores: int
+    approved: bool = Field(description="Tasks may target it (an admin approved it).")
+    peak_gflops: float | None = Field(description="Its peak, as an admin registered it: no result beats it.")
+    created_at: datetime
+
+
+class HardwareApproval(Strict):
+    peak_gflops: Annotated[float, Field(gt=0, le=1e9, allow_inf_nan=False)] | None = Field(
+        None, description="The machine's peak GFLOPS, if known: results faster than it are refused."
+    )
 
 
 # Tokens.

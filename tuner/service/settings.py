@@ -55,7 +55,39 @@ class Settings(BaseSettings):
     max_request_bytes: int = Field(
         1 << 20, ge=1024, description="Largest request body accepted; larger ones get 413."
     )
-    max_trials: int = Field(100_000, ge=1, description="Largest trial budget of one task.")
+    max_trials: int = Field(10_000, ge=1, description="Largest trial budget of one task.")
+    quota_active_tasks: int = Field(
+        16,
+        ge=1,
+        description="Active (pending or running) tasks one client token may have at once. Admin tokens "
+        "have no quotas.",
+    )
+    quota_trials: int = Field(
+        50_000, ge=1, description="Trials still to measure, summed over one client token's active tasks."
+    )
+    quota_worker_hours: float = Field(
+        24.0,
+        gt=0,
+        description="Worker time one client token's active tasks may hold: their trials still to measure "
+        "times the estimated seconds of one candidate.",
+    )
+    candidate_gflops_per_core: float = Field(
+        2.0,
+        gt=0,
+        description="Throughput a candidate is assumed to reach per core of its hardware, when a task is "
+        "submitted: the estimate of one candidate's time (worker_repeat + 4 runs) that refuses a workload "
+        "whose candidates cannot finish within a worker's 60 s run timeout. Conservative: a slow "
+        "candidate, not the best.",
+    )
+    candidate_gbytes_per_second: float = Field(
+        2.0, gt=0, description="Memory bandwidth a candidate is assumed to reach, for the same estimate."
+    )
+    max_gflops_per_core: float = Field(
+        1000.0,
+        gt=0,
+        description="No measurement is believed faster than this per core of its hardware (unless an "
+        "admin registered the hardware's peak): such a result is refused and counted in /metrics.",
+    )
 
     # Worker daemon and client commands.
     coordinator_url: str = Field(
@@ -101,7 +133,7 @@ class Settings(BaseSettings):
 # Which commands read each setting, for deploy/SETTINGS.md. A new field needs an entry here: the deploy
 # tests fail until it has one and the document is regenerated.
 READ_BY: dict[str, str] = {
-    "database_url": "serve, token; tune, best, show, submit, status, evaluate-model (embedded)",
+    "database_url": "serve, token, hardware; tune, best, show, submit, status, evaluate-model (embedded)",
     "host": "serve",
     "port": "serve",
     "lease_seconds": "serve",
@@ -112,13 +144,19 @@ READ_BY: dict[str, str] = {
     "tick_seconds": "serve",
     "max_request_bytes": "serve",
     "max_trials": "serve",
+    "quota_active_tasks": "serve",
+    "quota_trials": "serve",
+    "quota_worker_hours": "serve",
+    "candidate_gflops_per_core": "serve",
+    "candidate_gbytes_per_second": "serve",
+    "max_gflops_per_core": "serve",
     "coordinator_url": "worker; submit, status, cancel, best, show (remote)",
     "token": "worker; submit, status, cancel, best, show (remote)",
     "worker_name": "worker",
     "worker_batch": "worker",
     "worker_cpus": "worker",
     "worker_runner": "worker",
-    "worker_repeat": "worker",
+    "worker_repeat": "worker; serve (the estimate of a candidate's time)",
     "worker_min_repeat_ms": "worker",
     "worker_max_backoff_seconds": "worker",
 }

@@ -84,3 +84,34 @@ def test_revision_0002_rows_migrate_on_both_backends(database_url: str):
             0.001,
         )
         assert db.best(workload.hash, first.key) is not None
+
+
+def test_revision_0003_rows_migrate_on_both_backends(database_url: str):
+    """Hardware registered before approvals existed is approved (tasks and clients already use it);
+    tasks submitted before they had owners are an admin's alone, and count no worker time."""
+    engine = sa.create_engine(database_url)
+    with engine.begin() as connection:
+        command.upgrade(alembic_config(connection), "0003")
+        connection.execute(
+            sa.text("INSERT INTO workloads (hash, name, spec, flops) VALUES ('h', 'matmul', :spec, 1.0)"),
+            {"spec": '{"op": "matmul", "params": {"M": 64, "N": 48, "K": 40}}'},
+        )
+        connection.execute(
+            sa.text(
+                "INSERT INTO hardware (key, cpu_model, triple, mcpu, features, cores) "
+                "VALUES ('bench-hw', 'x', '', '', '', 2)"
+            )
+        )
+        connection.execute(
+            sa.text(
+                "INSERT INTO tasks (workload_id, hardware_id, strategy, trials, seed, status, trials_done) "
+                "VALUES (1, 1, 'random', 8, 0, 'pending', 0)"
+            )
+        )
+    engine.dispose()
+    with Database.open(database_url) as db:
+        (hardware,) = db.hardware_list()
+        assert hardware.approved and hardware.approved_at == hardware.created_at
+        assert hardware.peak_gflops is None
+        (task,) = db.tasks()
+        assert (task.token_id, task.candidate_secs) == (None, 0.0)

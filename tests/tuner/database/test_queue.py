@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from sqlalchemy import select
 
-from tests.tuner.database.test_database import add_pair
+from tests.tuner.database.test_database import add_pair, hw_key, record
 from tuner.database import Database, TaskStatus, owners, trace_hash
 from tuner.database import queue as q
 from tuner.database.fleet import heartbeat, register_worker, stop_worker, workers
@@ -72,6 +72,22 @@ def lease(db, worker, hid, n, now=T0, max_attempts=3):
 
 def ok(candidate_id: int, secs: float = 1e-3) -> q.Submission:
     return q.Submission(candidate_id=candidate_id, status="ok", run_secs=[secs] * 3, timing={"repeat": 3})
+
+
+def submit(db: Database, worker: int, *results: q.Submission) -> list[q.Outcome]:
+    """Results of `worker` (named w<id> in records), judged against a generous 1000 GFLOPS per core."""
+    name = {1: "w1", 2: "w2"}.get(worker, "elsewhere")
+    return q.submit(db, worker_id=worker, worker=name, submissions=results, gflops_per_core=1000.0)
+
+
+BEST = 1e-4
+WORKLOAD_HASH = "w0".ljust(64, "0")
+
+
+def seed_best(db: Database, wid: int, hid: int) -> None:
+    """A best record of BEST seconds, so results slower than it are stored at once."""
+    seed = {"version": 1, "instructions": [{"kind": "seed"}]}
+    db.add_record(record(wid, hid, seed, status="ok", run_secs=[BEST], worker="seed", remeasured=True))
 
 
 def test_enqueue_skips_traces_queued_for_the_pair_by_any_task(setup):
@@ -165,44 +181,98 @@ def test_an_expired_lease_is_dispatched_again_and_heartbeats_keep_leases(setup):
     assert {c.id for c in lease(db, w1, hid, 10, now=later(51))} == theirs
 
 
-def test_results_are_accepted_once(setup):
+def test_results_count_once_and_only_from_the_lease_holder(setup):
     db, task, wid, hid, (w1, w2, _) = setup
+    seed_best(db, wid, hid)
     a, b, c = lease(db, w1, hid, 3)
-    assert q.submit(db, worker_id=w1, worker="w1", submissions=[ok(a.id), ok(b.id, 2e-3)]) == [
-        "accepted",
-        "accepted",
-    ]
-    # A retried submission, and a late one from a worker that lost the lease, store nothing.
-    again = q.submit(db, worker_id=w1, worker="w1", submissions=[ok(a.id), ok(c.id), ok(10_000)])
+    assert submit(db, w1, ok(a.id), ok(b.id, 2e-3)) == ["accepted", "accepted"]
+    # A retried submission stores nothing; nor does a result for a candidate done by another.
+    again = submit(db, w1, ok(a.id), ok(c.id), ok(10_000))
     assert again == [q.Outcome.DUPLICATE, q.Outcome.ACCEPTED, q.Outcome.UNKNOWN]
-    assert q.submit(db, worker_id=w2, worker="w2", submissions=[ok(c.id, 1e-6)]) == [q.Outcome.DUPLICATE]
-    records = db.records(workload_id=wid, hardware_id=hid)
+    assert submit(db, w2, ok(c.id, 1e-6)) == [q.Outcome.REFUSED]
+    records = db.records(workload_id=wid, hardware_id=hid)[1:]
     assert len(records) == 3 and {r.worker for r in records} == {"w1"}
     assert records[0].task_id == task and records[0].timing == {"repeat": 3}
+    assert not any(r.remeasured for r in records)
     assert db.get_task(task).trials_done == 3
     assert q.counts(db, task_id=task) == q.QueueCounts(pending=2, leased=0, done=3)
-    # The best known time travels with the next lease, for the worker's re-measurement rule.
-    assert lease(db, w2, hid, 1)[0].best_secs == 1e-3
+    assert lease(db, w2, hid, 1)[0].best_secs == BEST
 
 
-def test_results_from_workers_that_never_held_the_candidate_are_refused(setup):
+def test_a_worker_cannot_complete_another_workers_lease(setup):
+    """The issue's reproduction: a worker of the same hardware (its own token) submitting results for
+    candidates leased to another was accepted, and the real holder's result came back a duplicate."""
     db, _, wid, hid, (w1, w2, other) = setup
+    seed_best(db, wid, hid)
     a, b = lease(db, w1, hid, 2)
     pending = lease(db, w2, hid, 3)[-1]
     q.release(db, worker_id=w2, candidate_ids=[pending.id])
-    # Another machine's worker, and a worker reporting a candidate it gave back: nothing is stored.
-    assert q.submit(db, worker_id=other, worker="elsewhere", submissions=[ok(a.id)]) == [q.Outcome.REFUSED]
-    assert q.submit(db, worker_id=w2, worker="w2", submissions=[ok(pending.id)]) == [q.Outcome.REFUSED]
-    # A worker of the same hardware whose lease ran out may still deliver (the first result wins).
-    assert q.submit(db, worker_id=w2, worker="w2", submissions=[ok(b.id)]) == [q.Outcome.ACCEPTED]
-    assert [r.worker for r in db.records(workload_id=wid, hardware_id=hid)] == ["w2"]
+    assert submit(db, w2, ok(a.id), ok(b.id)) == [q.Outcome.REFUSED] * 2  # same hardware, not its lease
+    assert submit(db, other, ok(a.id)) == [q.Outcome.REFUSED]  # another machine's worker
+    assert submit(db, w2, ok(pending.id)) == [q.Outcome.REFUSED]  # given back
+    assert len(db.records(workload_id=wid, hardware_id=hid)) == 1  # nothing stored
+    assert submit(db, w1, ok(a.id)) == [q.Outcome.ACCEPTED]  # the holder's result still counts
+    # w1's lease of b expires and w2 leases b: from then on b is w2's to measure, not w1's.
+    assert [c.id for c in lease(db, w2, hid, 1, now=later(31))] == [b.id]
+    assert submit(db, w1, ok(b.id)) == [q.Outcome.REFUSED]
+    assert submit(db, w2, ok(b.id)) == [q.Outcome.ACCEPTED]
+    assert [r.worker for r in db.records(workload_id=wid, hardware_id=hid)] == ["seed", "w1", "w2"]
+
+
+def test_a_would_be_best_is_held_until_a_second_lease_remeasures_it(setup):
+    db, task, wid, hid, (w1, w2, _) = setup
+    a, b = lease(db, w1, hid, 2)
+    # No best yet: each ok result would be the best, so each waits for its re-measurement.
+    assert submit(db, w1, ok(a.id, 1e-3), ok(b.id, 2e-3)) == [q.Outcome.CONFIRMING] * 2
+    assert db.records(workload_id=wid, hardware_id=hid) == [] and db.get_task(task).trials_done == 0
+    assert q.counts(db, task_id=task) == q.QueueCounts(pending=5, leased=0, done=0)
+    assert submit(db, w1, ok(a.id)) == [q.Outcome.REFUSED]  # no longer leased to w1
+    # Any worker may re-measure; the held candidates are the oldest, so they go first.
+    assert [c.id for c in lease(db, w2, hid, 2)] == [a.id, b.id]
+    assert submit(db, w2, ok(a.id, 1.2e-3), ok(b.id, 1.5e-3)) == [q.Outcome.ACCEPTED] * 2
+    first, second = db.records(workload_id=wid, hardware_id=hid)
+    assert first.run_secs == [1e-3] * 3 + [1.2e-3] * 3 and first.median_secs == 1.2e-3
+    assert (first.remeasured, first.worker, first.message) == (True, "w1", "re-measured by w2")
+    assert second.median_secs == 2e-3  # the slower of the two medians: its own first run here
+    assert db.best(WORKLOAD_HASH, hw_key("hw0")).id == first.id
+    assert db.get_task(task).trials_done == 2
+    # Slower than the best: stored at once. Faster: held again.
+    c, d = lease(db, w1, hid, 2)
+    assert submit(db, w1, ok(c.id, 5e-3), ok(d.id, 1e-4)) == [q.Outcome.ACCEPTED, q.Outcome.CONFIRMING]
+
+
+def test_a_single_forged_result_never_becomes_the_best(setup):
+    db, _, wid, hid, (w1, w2, _) = setup
+    a, b = lease(db, w1, hid, 2)
+    assert submit(db, w1, ok(a.id, 1e-6), ok(b.id, 1e-6)) == [q.Outcome.CONFIRMING] * 2
+    c, d = lease(db, w2, hid, 2)
+    crash = q.Submission(candidate_id=d.id, status="wrong_result", message="Y: 3 elements differ")
+    assert submit(db, w2, ok(c.id, 1e-3), crash) == [q.Outcome.ACCEPTED] * 2
+    honest, failed = db.records(workload_id=wid, hardware_id=hid)
+    assert honest.median_secs == 1e-3 and db.best(WORKLOAD_HASH, hw_key("hw0")).id == honest.id
+    assert (failed.status, failed.median_secs, failed.remeasured) == ("wrong_result", None, True)
+    assert failed.message == "its re-measurement failed: Y: 3 elements differ"
+
+
+def test_a_time_faster_than_the_hardware_can_run_is_refused(setup):
+    """The issue's reproduction: run_secs [1e-12] became the best record, 524,288,000 GFLOPS."""
+    db, task, wid, hid, (w1, _, _) = setup
+    seed_best(db, wid, hid)
+    (a,) = lease(db, w1, hid, 1)
+    assert submit(db, w1, ok(a.id, 1e-12)) == [q.Outcome.IMPOSSIBLE]
+    assert len(db.records(workload_id=wid, hardware_id=hid)) == 1
+    assert q.counts(db, task_id=task).leased == 1  # its lease stands: it expires, as a silent worker's
+    # A registered peak is the ceiling: 0.1 GFLOPS runs the workload's 245,760 flops in 2.5 ms at best.
+    assert db.approve_hardware(hid, peak_gflops=0.1).peak_gflops == 0.1
+    assert submit(db, w1, ok(a.id, 2e-3)) == [q.Outcome.IMPOSSIBLE]
+    assert submit(db, w1, ok(a.id, 3e-3)) == [q.Outcome.ACCEPTED]
 
 
 def test_failures_are_recorded_too(setup):
     db, _, wid, hid, (w1, _, _) = setup
     (a,) = lease(db, w1, hid, 1)
     crash = q.Submission(candidate_id=a.id, status="runtime_error", message="SIGSEGV")
-    assert q.submit(db, worker_id=w1, worker="w1", submissions=[crash]) == [q.Outcome.ACCEPTED]
+    assert submit(db, w1, crash) == [q.Outcome.ACCEPTED]
     (record,) = db.records(workload_id=wid, hardware_id=hid)
     assert (record.status, record.message, record.median_secs) == ("runtime_error", "SIGSEGV", None)
 
@@ -288,16 +358,17 @@ def test_a_claim_is_renewed_at_half_time_and_leaves_updated_at_alone(setup):
 
 def test_cancel_withdraws_unfinished_candidates(setup):
     db, task, wid, hid, (w1, _, _) = setup
-    a, b = lease(db, w1, hid, 2)
-    q.submit(db, worker_id=w1, worker="w1", submissions=[ok(a.id)])
+    seed_best(db, wid, hid)
+    a, b, c = lease(db, w1, hid, 3)
+    assert submit(db, w1, ok(a.id), ok(c.id, 1e-5)) == [q.Outcome.ACCEPTED, q.Outcome.CONFIRMING]
     assert cancel_task(db, task_id=task, message="not needed")
     assert not cancel_task(db, task_id=task, message="twice")
     info = db.get_task(task)
     assert (info.status, info.message) == (TaskStatus.CANCELLED, "not needed")
-    assert lease(db, w1, hid, 10) == []
+    assert lease(db, w1, hid, 10) == []  # the held would-be best too: nobody re-measures it now
     # A result that was on its way is still kept (it is a real measurement) but not counted.
-    assert q.submit(db, worker_id=w1, worker="w1", submissions=[ok(b.id)]) == [q.Outcome.ACCEPTED]
-    assert db.get_task(task).trials_done == 1 and len(db.records(workload_id=wid, hardware_id=hid)) == 2
+    assert submit(db, w1, ok(b.id)) == [q.Outcome.ACCEPTED]
+    assert db.get_task(task).trials_done == 1 and len(db.records(workload_id=wid, hardware_id=hid)) == 3
     assert claim_tasks(db, owner="a", now=T0, claim_secs=10) == []
     with pytest.raises(KeyError):
         cancel_task(db, task_id=task + 100, message="")

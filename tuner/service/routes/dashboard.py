@@ -1,6 +1,7 @@
 """The dashboard: one static page that asks for a token, then reads the API with it (tasks, their
 status, a live tuning curve per task). The page holds no data itself, so it is served without a token;
-every request it makes carries one."""
+every request it makes carries one, so it shows what that token may see: its own tasks (an admin
+token's: every task)."""
 
 from __future__ import annotations
 

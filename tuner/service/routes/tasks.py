@@ -1,13 +1,21 @@
-"""Tasks: submit a workload to tune on a kind of hardware, follow it, cancel it."""
+"""Tasks: submit a workload to tune on a kind of hardware, follow it, cancel it.
+
+A task belongs to the token that submitted it: a client token lists, reads and cancels its own tasks
+only, and another's task is a 404, as if it did not exist (its id says nothing); an admin token sees
+every task. The best-record queries (`records`) are shared: records are the fleet's, whoever asked.
+"""
 
 from __future__ import annotations
 
 from fastapi import APIRouter, HTTPException, status
 
 from compiler.workloads import Workload, WorkloadError, workload_from_spec
-from tuner.database import Database, TaskInfo, TaskStatus
+from compiler.workloads.probe import check_finite
+from tuner.database import Database, HardwareInfo, Role, TaskInfo, TaskStatus, quotas
 from tuner.database import queue as q
 from tuner.database.owners import cancel_task
+from tuner.database.tokens import TokenInfo
+from tuner.service import admission
 from tuner.service.deps import ClientToken, DatabaseDep, SettingsDep
 from tuner.service.errors import AUTH, BODY, documented, field_error
 from tuner.service.schemas import Best, IdPath, QueuePublic, TaskCreate, TaskDetail, TaskPublic
@@ -15,34 +23,51 @@ from tuner.service.schemas import Best, IdPath, QueuePublic, TaskCreate, TaskDet
 router = APIRouter(prefix="/v1/tasks", tags=["tasks"], responses=documented(*AUTH))
 
 
-@router.post("", status_code=status.HTTP_201_CREATED, responses=documented(*BODY))
-def submit_task(body: TaskCreate, db: DatabaseDep, settings: SettingsDep, _: ClientToken) -> TaskPublic:
-    """Queue a tuning task; a coordinator's search loop picks it up within a tick."""
+@router.post("", status_code=status.HTTP_201_CREATED, responses=documented(*BODY, 429))
+def submit_task(body: TaskCreate, db: DatabaseDep, settings: SettingsDep, holder: ClientToken) -> TaskPublic:
+    """Queue a tuning task; a coordinator's search loop picks it up within a tick. Refused (422) if one
+    candidate of the workload could not finish within a worker's run timeout, or its reference is not
+    finite; 429 if the token's quotas are used up."""
     if body.trials > settings.max_trials:
         raise field_error("trials", f"must be <= {settings.max_trials}")
     wl = parse_workload(body.workload, "workload")
-    hardware_id = resolve_hardware(db, body.hardware, body.cpu_model)
+    hardware = resolve_hardware(db, body.hardware, body.cpu_model)
+    cost = admission.estimate(wl, hardware, settings)
+    if not cost.fits:
+        raise field_error("workload", admission.refusal(wl, hardware, settings, cost))
+    try:
+        check_finite(wl)
+    except WorkloadError as e:
+        raise field_error(f"workload.{e.field}", e.message) from None
     workload_id = db.add_workload(hash=wl.func.structural_hash(), name=wl.name, spec=wl.spec, flops=wl.flops)
-    task_id = db.add_task(
-        workload_id=workload_id,
-        hardware_id=hardware_id,
-        strategy=body.strategy,
-        trials=body.trials,
-        seed=body.seed,
-    )
+    try:
+        task_id = quotas.submit_task(
+            db,
+            token_id=holder.id,
+            quota=admission.quota(holder, settings),
+            workload_id=workload_id,
+            hardware_id=hardware.id,
+            strategy=body.strategy,
+            trials=body.trials,
+            seed=body.seed,
+            candidate_secs=cost.candidate_secs,
+        )
+    except quotas.OverQuota as e:
+        raise HTTPException(status.HTTP_429_TOO_MANY_REQUESTS, f"over quota: {e}") from None
     return task_public(db, db.get_task(task_id))
 
 
 @router.get("")
-def list_tasks(db: DatabaseDep, _: ClientToken, status: TaskStatus | None = None) -> list[TaskPublic]:
-    tasks = db.tasks(status)
+def list_tasks(db: DatabaseDep, holder: ClientToken, status: TaskStatus | None = None) -> list[TaskPublic]:
+    """This token's tasks (an admin token's: every task), oldest first."""
+    tasks = db.tasks(status, token_id=None if holder.role == Role.ADMIN else holder.id)
     best = db.best_of_tasks([t.id for t in tasks])
     return [task_with_best(db, t, best.get(t.id)) for t in tasks]
 
 
 @router.get("/{task_id}", responses=documented(404))
-def get_task(task_id: IdPath, db: DatabaseDep, _: ClientToken) -> TaskDetail:
-    task = find_task(db, task_id)
+def get_task(task_id: IdPath, db: DatabaseDep, holder: ClientToken) -> TaskDetail:
+    task = find_task(db, task_id, holder)
     flops = db.workload(task.workload_id).flops
     counts = q.counts(db, task_id=task.id)
     return TaskDetail(
@@ -54,9 +79,9 @@ def get_task(task_id: IdPath, db: DatabaseDep, _: ClientToken) -> TaskDetail:
 
 
 @router.post("/{task_id}/cancel", responses=documented(404, 409))
-def cancel(task_id: IdPath, db: DatabaseDep, _: ClientToken) -> TaskPublic:
+def cancel(task_id: IdPath, db: DatabaseDep, holder: ClientToken) -> TaskPublic:
     """Stop the task and withdraw its queued candidates; results already on their way are kept."""
-    find_task(db, task_id)
+    find_task(db, task_id, holder)
     if not cancel_task(db, task_id=task_id, message="cancelled by a client"):
         raise HTTPException(status.HTTP_409_CONFLICT, f"task {task_id} has already ended")
     return task_public(db, db.get_task(task_id))
@@ -69,9 +94,10 @@ def parse_workload(spec: object, field: str) -> Workload:
         raise field_error(f"{field}.{e.field}", e.message) from None
 
 
-def resolve_hardware(db: Database, key: str | None, cpu_model: str | None) -> int:
-    """The hardware a task is for: by key, by CPU model, or the only kind registered."""
-    known = db.hardware_list()
+def resolve_hardware(db: Database, key: str | None, cpu_model: str | None) -> HardwareInfo:
+    """The hardware a task is for: by key, by CPU model, or the only kind registered. Only hardware an
+    admin approved counts: a key a worker registered on its own is nobody's default, nor a target."""
+    known = [h for h in db.hardware_list() if h.approved]
     if key is not None:
         matches = [h for h in known if h.key == key]
         field = "hardware"
@@ -81,18 +107,22 @@ def resolve_hardware(db: Database, key: str | None, cpu_model: str | None) -> in
     else:
         matches, field = known, "hardware"
     if len(matches) == 1:
-        return matches[0].id
-    keys = ", ".join(h.key for h in known) or "none yet: start a worker first"
+        return matches[0]
+    keys = ", ".join(h.key for h in known) or "none yet: start a worker, and approve its hardware"
     if not matches:
-        raise field_error(field, f"no registered hardware matches; known hardware keys: {keys}")
+        raise field_error(field, f"no approved hardware matches; approved hardware keys: {keys}")
     raise field_error(field, f"several kinds of hardware match; give one of: {keys}")
 
 
-def find_task(db: Database, task_id: int) -> TaskInfo:
+def find_task(db: Database, task_id: int, holder: TokenInfo) -> TaskInfo:
+    """The task, if this token may see it: 404 for another token's, as for one that does not exist."""
     try:
-        return db.get_task(task_id)
+        task = db.get_task(task_id)
     except KeyError:
-        raise HTTPException(status.HTTP_404_NOT_FOUND, f"no task {task_id}") from None
+        task = None
+    if task is None or (holder.role != Role.ADMIN and task.token_id != holder.id):
+        raise HTTPException(status.HTTP_404_NOT_FOUND, f"no task {task_id}")
+    return task
 
 
 def task_public(db: Database, task: TaskInfo) -> TaskPublic:

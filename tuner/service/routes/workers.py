@@ -1,11 +1,18 @@
 """The worker protocol: register, heartbeat, lease candidates, submit results, give leases back.
 
-A worker token acts only for the workers it registered (an admin token for any): one compromised
-benchmark machine cannot submit results in another's name. It can still register as any kind of
-hardware and report timings for it: give worker tokens to trusted machines only.
+A worker token acts only for the workers it registered (an admin token for any), and a result counts
+only from the worker holding the candidate's lease: one benchmark machine cannot submit results in
+another's name, nor for another's lease. It may register as a kind of hardware nobody registered
+before, but no task targets that kind until an admin approves it. A time faster than the hardware can
+run is refused and flagged (logged once per worker, counted in /metrics), and a would-be best counts
+only once a second lease has re-measured it. A worker token can still lie consistently about its own
+measurements within those bounds: give worker tokens to trusted machines only.
 """
 
 from __future__ import annotations
+
+import logging
+from typing import cast
 
 from fastapi import APIRouter, HTTPException, Request, status
 
@@ -32,6 +39,7 @@ from tuner.service.schemas import (
     Lease,
     LeasedPublic,
     LeaseRequest,
+    PublicOutcome,
     ReleaseIn,
     ResultsIn,
     ResultsOut,
@@ -41,17 +49,23 @@ from tuner.service.schemas import (
 )
 
 router = APIRouter(prefix="/v1/workers", tags=["workers"], responses=documented(*AUTH))
+log = logging.getLogger(__name__)
 
 
 @router.post("", status_code=status.HTTP_201_CREATED, responses=documented(*BODY))
 def register(
     body: WorkerRegister, db: DatabaseDep, settings: SettingsDep, holder: WorkerToken
 ) -> WorkerRegistered:
-    """A worker starting on a machine: its hardware is recorded, and it learns the lease timings."""
-    hardware_id = db.add_hardware(body.hardware.hardware())
+    """A worker starting on a machine: its hardware is recorded (a new kind waits for an admin's
+    approval, unless an admin token registers it), and it learns the lease timings."""
+    hardware_id = db.add_hardware(body.hardware.hardware(), approved=holder.role == Role.ADMIN)
     worker_id = register_worker(db, name=body.name, hardware_id=hardware_id, now=utcnow(), token_id=holder.id)
+    approved = next(h.approved for h in db.hardware_list() if h.id == hardware_id)
     return WorkerRegistered(
-        id=worker_id, lease_seconds=settings.lease_seconds, heartbeat_seconds=settings.heartbeat_seconds
+        id=worker_id,
+        lease_seconds=settings.lease_seconds,
+        heartbeat_seconds=settings.heartbeat_seconds,
+        hardware_approved=approved,
     )
 
 
@@ -111,16 +125,57 @@ def lease(
 
 @router.post("/{worker_id}/results", responses=documented(404, *BODY))
 def submit(
-    request: Request, worker_id: IdPath, body: ResultsIn, db: DatabaseDep, holder: WorkerToken
+    request: Request,
+    worker_id: IdPath,
+    body: ResultsIn,
+    db: DatabaseDep,
+    settings: SettingsDep,
+    holder: WorkerToken,
 ) -> ResultsOut:
-    """Results of leased candidates, each accepted once: a repeated submission is a 'duplicate' and
-    stores nothing, so a worker may retry a submission whose answer it never received."""
+    """Results of candidates leased to this worker, each accepted once: a repeated submission is a
+    'duplicate' and stores nothing, so a worker may retry a submission whose answer it never
+    received. A would-be best is 'confirming' until a second lease re-measures it."""
     worker = own_worker(request, db, worker_id, holder)
-    submissions = [q.Submission(**r.model_dump()) for r in body.results]
-    outcomes = q.submit(db, worker_id=worker.id, worker=f"{worker.name}#{worker.id}", submissions=submissions)
+    submissions = [q.Submission(**r.model_dump(exclude={"remeasured"})) for r in body.results]
+    outcomes = q.submit(
+        db,
+        worker_id=worker.id,
+        worker=f"{worker.name}#{worker.id}",
+        submissions=submissions,
+        gflops_per_core=settings.max_gflops_per_core,
+    )
     for outcome in outcomes:
         RESULTS.labels(outcome=outcome.value).inc()
-    return ResultsOut(outcomes=[o.value for o in outcomes])
+    impossible = [s for s, o in zip(submissions, outcomes) if o is q.Outcome.IMPOSSIBLE]
+    if impossible:
+        flag(request, worker, impossible[0])
+    return ResultsOut(outcomes=[_public(o) for o in outcomes])
+
+
+def _public(outcome: q.Outcome) -> PublicOutcome:
+    """An impossible time is refused like any result that does not count; /metrics tells them apart."""
+    public = q.Outcome.REFUSED if outcome is q.Outcome.IMPOSSIBLE else outcome
+    return cast(PublicOutcome, public.value)
+
+
+def flag(request: Request, worker: WorkerInfo, result: q.Submission) -> None:
+    """Log a worker's first impossible time (in this process): a broken clock or a forger, which an
+    operator should look at; the rest are only counted, so a flood of them cannot flood the log."""
+    flagged: set[int] = request.app.state.flagged
+    if worker.id in flagged:
+        return
+    flagged.add(worker.id)
+    log.warning(
+        "worker %s#%d (hardware %s, token %s) reported candidate %d in %.3g s, faster than its hardware "
+        "can run: refused. Its further impossible results are counted in /metrics "
+        '(tuner_results_total{outcome="impossible"}), not logged.',
+        worker.name,
+        worker.id,
+        worker.hardware_key,
+        worker.token_id,
+        result.candidate_id,
+        min(result.run_secs),
+    )
 
 
 @router.post("/{worker_id}/release", responses=documented(404, *BODY))
