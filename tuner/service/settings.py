@@ -56,6 +56,13 @@ class Settings(BaseSettings):
         1 << 20, ge=1024, description="Largest request body accepted; larger ones get 413."
     )
     max_trials: int = Field(100_000, ge=1, description="Largest trial budget of one task.")
+    database_timeout_seconds: float = Field(
+        10.0,
+        gt=0,
+        le=3600,
+        description="Longest an API request waits on the database (to connect, for a lock, for an "
+        "answer) before it gets 503 with Retry-After; /healthz waits at most a second.",
+    )
 
     # Worker daemon and client commands.
     coordinator_url: str = Field(
@@ -112,6 +119,7 @@ READ_BY: dict[str, str] = {
     "tick_seconds": "serve",
     "max_request_bytes": "serve",
     "max_trials": "serve",
+    "database_timeout_seconds": "serve",
     "coordinator_url": "worker; submit, status, cancel, best, show (remote)",
     "token": "worker; submit, status, cancel, best, show (remote)",
     "worker_name": "worker",
