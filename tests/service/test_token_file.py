@@ -7,7 +7,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.service.conftest import Api, in_process_client
+from tests.service.conftest import Api, in_process_client, service_settings
 from tests.service.processes import Coordinator, Process, environment, wait_until
 from tuner.cli import _parser, main
 from tuner.database import Database
@@ -66,7 +66,9 @@ def test_client_commands_send_the_files_token(
         main(["status", *remote, "--token-file", str(tmp_path / "missing")])
 
 
-def test_a_worker_reads_its_token_from_a_file_not_its_command_line(settings: Settings, tmp_path: Path):
+def test_a_worker_reads_its_token_from_a_file_not_its_command_line(tmp_path: Path):
+    """How the token reaches the worker does not depend on the database: SQLite only."""
+    settings = service_settings(f"sqlite:///{tmp_path / 'tuning.db'}")
     with Database.open(settings.database_url) as db:
         secret = create_token(db, role="worker", name="bench")[1]
         admin = create_token(db, role="admin", name="admin")[1]
