@@ -47,7 +47,7 @@ _MEANING = {
     status.HTTP_409_CONFLICT: "The object is not in a state that allows this.",
     status.HTTP_413_CONTENT_TOO_LARGE: "The request body is over the coordinator's max_request_bytes.",
     status.HTTP_503_SERVICE_UNAVAILABLE: "The coordinator cannot reach its database, or the database did "
-    "not answer within database_timeout_seconds: nothing was done; retry after Retry-After seconds.",
+    "not answer within database_timeout_seconds: retry after Retry-After seconds.",
 }
 _HEADERS = {
     status.HTTP_401_UNAUTHORIZED: {"WWW-Authenticate": {"schema": {"type": "string"}}},

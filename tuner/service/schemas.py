@@ -59,20 +59,20 @@ def _storable(value: object) -> object:
 
 
 def _check_text(where: str, value: object) -> None:
-    if not isinstance(value, str):
-        return
+    if isinstance(value, str) and not _is_storable(value):
+        raise PydanticCustomError(
+            "string_unicode",
+            "{where}: text must be valid Unicode without NUL",
+            {"where": printable(where[:200]) or "the value"},
+        )
+
+
+def _is_storable(text: str) -> bool:
     try:
-        value.encode("utf-8")
+        text.encode("utf-8")
     except UnicodeEncodeError:  # a lone surrogate
-        pass
-    else:
-        if "\x00" not in value:
-            return
-    raise PydanticCustomError(
-        "string_unicode",
-        "{where}: text must be valid Unicode without NUL",
-        {"where": printable(where[:200]) or "the value"},
-    )
+        return False
+    return "\x00" not in text
 
 
 # A JSON object given as data (a workload spec), its strings checked as the named string fields are.
