@@ -146,9 +146,10 @@ def unit(path: Path) -> dict[str, dict[str, list[str]]]:
     return sections
 
 
-def expand_specifiers(text: str, instance: str = "") -> str:
-    """The specifiers these units use; any other one fails the test rather than pass unexpanded."""
-    known = {"i": instance, "I": instance, "H": socket.gethostname(), "%": "%"}
+def expand_specifiers(text: str, instance: str = "", credentials: str = "") -> str:
+    """The specifiers these units use; any other one fails the test rather than pass unexpanded.
+    `credentials` is the unit's credentials directory (%d)."""
+    known = {"i": instance, "I": instance, "H": socket.gethostname(), "d": credentials, "%": "%"}
 
     def expand(m: re.Match[str]) -> str:
         if m.group(1) not in known:
@@ -156,6 +157,14 @@ def expand_specifiers(text: str, instance: str = "") -> str:
         return known[m.group(1)]
 
     return re.sub(r"%(.)", expand, text)
+
+
+def unit_environment(path: Path, instance: str = "", credentials: str = "") -> dict[str, str]:
+    """The variables a unit's Environment= lines set, specifiers expanded."""
+    assignments = [
+        word for line in unit(path)["Service"].get("Environment", []) for word in shlex.split(line)
+    ]
+    return dict(expand_specifiers(a, instance, credentials).partition("=")[::2] for a in assignments)
 
 
 def env_file(path: Path) -> dict[str, str]:

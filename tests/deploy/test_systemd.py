@@ -22,6 +22,7 @@ from deploy_helpers import (
     settings_from,
     tuner_argv,
     unit,
+    unit_environment,
     wait_until,
     workers,
 )
@@ -87,6 +88,25 @@ def test_a_worker_instance_is_its_cpu_list():
     assert argv[argv.index("--cpus") + 1] == "4-7"
 
 
+def worker_credential() -> str:
+    """The name of the worker unit's one credential, the token, loaded from where the README puts it."""
+    (line,) = unit(WORKER)["Service"]["LoadCredential"]
+    name, _, source = line.partition(":")
+    assert source == "/etc/tensor-tuner/worker.token", "deploy/README.md installs the token there"
+    return name
+
+
+def test_the_worker_token_is_a_credential_in_no_command_line_or_environment_file():
+    """The token reaches the worker as a file only (TENSOR_TUNER_TOKEN_FILE in the credentials
+    directory): a command line is readable by every user, and an environment is inherited by every
+    measurement process."""
+    assert unit_environment(WORKER, credentials="/run/credentials/x") == {
+        "TENSOR_TUNER_TOKEN_FILE": f"/run/credentials/x/{worker_credential()}"
+    }
+    assert not {"TENSOR_TUNER_TOKEN", "TENSOR_TUNER_TOKEN_FILE"} & set(env_file(ENV_FILES[WORKER]))
+    assert "token" not in unit(WORKER)["Service"]["ExecStart"][0]
+
+
 @pytest.mark.parametrize("path", [COORDINATOR, WORKER], ids=lambda p: p.name)
 def test_env_file_sets_known_settings_that_parse(path):
     settings_from(example_environment(path))
@@ -138,8 +158,14 @@ def test_the_units_commands_run(tmp_path):
             admin = create_token(db, role="admin", name="test")[1]
 
         instance = str(max(os.sched_getaffinity(0)))
+        # What systemd does with LoadCredential=: the token file, copied into the unit's own directory.
+        credentials = tmp_path / "credentials"
+        credentials.mkdir(mode=0o700)
+        (credentials / worker_credential()).write_text(token + "\n")
         worker_env = clean_environment(
-            example_environment(WORKER), {"TENSOR_TUNER_COORDINATOR_URL": url, "TENSOR_TUNER_TOKEN": token}
+            example_environment(WORKER),
+            unit_environment(WORKER, instance, str(credentials)),
+            {"TENSOR_TUNER_COORDINATOR_URL": url},
         )
         worker = Process(exec_start(WORKER, instance), worker_env, tmp_path / "worker.log")
         started.append(worker)

@@ -21,6 +21,7 @@ from sqlalchemy.pool import StaticPool
 
 from runner import hardware as machine
 from runner.results import Status
+from tuner.database import outage
 from tuner.database.records import (
     HardwareInfo,
     NewRecord,
@@ -79,12 +80,17 @@ class Database:
         )
 
     @classmethod
-    def open(cls, url: str) -> Database:
+    def open(cls, url: str, *, timeout_seconds: float | None = None) -> Database:
         """Connect and migrate to the newest schema: opening is the only set-up step, for a new file as
         for a database an older tensor-tuner wrote. `sqlite://` opens a private in-memory database for tests:
-        one connection, so use it from one thread at a time."""
-        db = cls(_create_engine(url))
+        one connection, so use it from one thread at a time.
+
+        With `timeout_seconds`, every transaction after the migration (which may take long) waits that
+        long at most for the database, then fails as an outage (`outage.is_outage`)."""
+        db = cls(_create_engine(url, timeout_seconds))
         _migrate(db.engine)
+        if timeout_seconds is not None:
+            outage.limit_waits(db.engine, timeout_seconds)
         return db
 
     def close(self) -> None:
@@ -381,13 +387,23 @@ def new_task(
     )
 
 
-def _create_engine(url: str) -> Engine:
+def _create_engine(url: str, timeout_seconds: float | None = None) -> Engine:
     parsed = make_url(url)
     if parsed.get_backend_name() != "sqlite":
-        # pre_ping: a coordinator outlives restarts of its PostgreSQL server. No server-side prepared
-        # statements: psycopg prepares a query after 5 runs, and the generic plans PostgreSQL then
-        # uses made the best-record query 2.4x slower (3.8 -> 1.6 ms without, bench best_query).
-        return create_engine(parsed, pool_pre_ping=True, connect_args={"prepare_threshold": None})
+        # pre_ping: a coordinator outlives restarts of its PostgreSQL server (with a timeout, the ping
+        # is outage.limit_waits's). No server-side prepared statements: psycopg prepares a query after
+        # 5 runs, and the generic plans PostgreSQL then uses made the best-record query 2.4x slower
+        # (3.8 -> 1.6 ms without, bench best_query).
+        if timeout_seconds is None:
+            return create_engine(parsed, pool_pre_ping=True, connect_args={"prepare_threshold": None})
+        return create_engine(
+            parsed,
+            pool_timeout=timeout_seconds,
+            connect_args={
+                "prepare_threshold": None,
+                "connect_timeout": outage.connect_timeout(timeout_seconds),
+            },
+        )
     if parsed.database in (None, "", ":memory:"):
         # Each connection to :memory: is a new empty database: share one connection between threads.
         engine = create_engine(parsed, poolclass=StaticPool, connect_args={"check_same_thread": False})

@@ -13,14 +13,13 @@ import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-import pydantic_core
-from fastapi import FastAPI, Request, Response
-from fastapi.encoders import jsonable_encoder
-from fastapi.exceptions import RequestValidationError
+import anyio
+from fastapi import FastAPI
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from tuner.database import Database
 from tuner.service.deps import TokenCache
+from tuner.service.errors import EVERY_ROUTE, documented, install_error_handlers
 from tuner.service.metrics import LATENCY, REQUESTS
 from tuner.service.routes import dashboard, hardware, records, system, tasks, tokens, workers
 from tuner.service.settings import Settings
@@ -32,7 +31,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        app.state.db = Database.open(settings.database_url)
+        app.state.db = Database.open(settings.database_url, timeout_seconds=settings.database_timeout_seconds)
         try:
             yield
         finally:
@@ -43,14 +42,16 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         version="1",
         description="Submit tuning tasks, follow them, and ask the best-schedule database what is fastest.",
         lifespan=lifespan,
+        responses=documented(*EVERY_ROUTE),
     )
     app.state.settings = settings
     app.state.tokens = TokenCache()
     app.state.workers = {}  # worker id -> its registration, which never changes
     app.state.flagged = set()  # workers whose impossible times were logged (once each)
+    app.state.health_probes = anyio.CapacityLimiter(1)
     for module in (tasks, records, workers, hardware, tokens, system, dashboard):
         app.include_router(module.router)
-    app.add_exception_handler(RequestValidationError, _validation_error)
+    install_error_handlers(app)
     app.add_middleware(BodyLimit, max_bytes=settings.max_request_bytes)
     app.add_middleware(CountRequests)
     return app
@@ -89,14 +90,6 @@ def create_api() -> FastAPI:
     """The API alone, configured from the environment: the factory `tuner serve --workers N` gives
     uvicorn, whose worker processes each build their own app (the search loop runs beside them)."""
     return create_app(Settings())
-
-
-async def _validation_error(request: Request, exc: Exception) -> Response:
-    """FastAPI's own 422, except that a NaN or an infinity in the input (Python's JSON parser reads
-    them) is echoed as null: FastAPI's handler cannot write it as JSON, and answered 500."""
-    assert isinstance(exc, RequestValidationError)
-    body = pydantic_core.to_json({"detail": jsonable_encoder(exc.errors())}, inf_nan_mode="null")
-    return Response(body, status_code=422, media_type="application/json")
 
 
 class BodyLimit:

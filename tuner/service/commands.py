@@ -44,6 +44,7 @@ _OVERRIDES = {
     "port": "port",
     "coordinator": "coordinator_url",
     "token": "token",
+    "token_file": "token_file",
     "name": "worker_name",
     "batch": "worker_batch",
     "cpus": "worker_cpus",
@@ -58,6 +59,10 @@ def settings_from(args: argparse.Namespace) -> Settings:
     overrides = {
         field: getattr(args, flag) for flag, field in _OVERRIDES.items() if getattr(args, flag, None)
     }
+    # A token flag wins over the other way of giving one in the environment (both flags: an error).
+    for given, other in (("token", "token_file"), ("token_file", "token")):
+        if given in overrides and other not in overrides:
+            overrides[other] = None
     try:
         return Settings(**overrides)
     except ValidationError as e:
@@ -77,7 +82,14 @@ def add_remote_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--coordinator", help="coordinator URL (or TENSOR_TUNER_COORDINATOR_URL); default: embedded"
     )
-    p.add_argument("--token", help="API token (or TENSOR_TUNER_TOKEN)")
+    p.add_argument(
+        "--token-file",
+        help="file holding the API token (or TENSOR_TUNER_TOKEN_FILE, or the token itself in "
+        "TENSOR_TUNER_TOKEN)",
+    )
+    p.add_argument(
+        "--token", help="the API token: every user of this machine can read it here; prefer --token-file"
+    )
 
 
 def add_hardware_option(p: argparse.ArgumentParser) -> None:
@@ -89,7 +101,14 @@ def add_hardware_option(p: argparse.ArgumentParser) -> None:
 
 def client(args: argparse.Namespace) -> Client:
     settings = settings_from(args)
-    return Client(settings.coordinator_url, settings.token)
+    return Client(settings.coordinator_url, bearer_token(settings))
+
+
+def bearer_token(settings: Settings) -> str | None:
+    try:
+        return settings.bearer_token()
+    except OSError as e:
+        raise SystemExit(f"cannot read the token file: {e}") from None
 
 
 def run_reporting_coordinator_errors(args: argparse.Namespace, console: Console) -> int:
@@ -197,15 +216,16 @@ def _worker(args: argparse.Namespace, console: Console) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per request drowns what matters
     s = settings_from(args)
-    if not s.token:
+    token = bearer_token(s)
+    if not token:
         console.print(
-            "[red]a worker needs a token[/red]: --token or TENSOR_TUNER_TOKEN "
+            "[red]a worker needs a token[/red]: --token-file, TENSOR_TUNER_TOKEN_FILE or TENSOR_TUNER_TOKEN "
             "(from: tuner token create --role worker)"
         )
         return 2
     config = WorkerConfig(
         coordinator_url=s.coordinator_url,
-        token=s.token,
+        token=token,
         batch=s.worker_batch,
         runner=s.worker_runner,
         timing=TimingConfig(repeat=s.worker_repeat, min_repeat_ms=s.worker_min_repeat_ms),

@@ -1,15 +1,37 @@
 """Errors in the shape FastAPI gives its own validation errors, so a client reads one format: a 422
 whose detail lists each culprit's location (`loc`) and what is wrong with it (`msg`); every other error
 is `{"detail": "..."}`. `documented(...)` declares the latter in the OpenAPI schema, so a client (and
-the fuzz test) knows every status a route can answer."""
+the fuzz test) knows every status a route can answer.
+
+The handlers here echo what the client sent (a culprit's value, a key in its location), so they
+write whatever they are given as valid JSON in UTF-8: a lone surrogate (the JSON escape "\\ud800"
+decodes to one) as its escape text, NaN as null, a deeply nested value cut off. An error handler that
+fails answers 500 and drops the connection, whatever the request did wrong.
+"""
 
 from __future__ import annotations
 
+import json
+import logging
+import math
 import re
+from collections.abc import Mapping
 from typing import Any
 
-from fastapi import HTTPException, status
+from fastapi import FastAPI, HTTPException, Request, Response, status
+from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from tuner.database.outage import is_outage
+
+log = logging.getLogger("tuner.service")
+# What a 503 asks a client to wait before it tries again.
+RETRY_AFTER_SECONDS = 5
+# How deep an echoed value is written; below, it is cut off.
+ECHO_DEPTH = 8
 
 
 class ErrorPublic(BaseModel):
@@ -25,13 +47,17 @@ _MEANING = {
     status.HTTP_409_CONFLICT: "The object is not in a state that allows this.",
     status.HTTP_413_CONTENT_TOO_LARGE: "The request body is over the coordinator's max_request_bytes.",
     status.HTTP_429_TOO_MANY_REQUESTS: "The token's quota is used up until some of its tasks end.",
-    status.HTTP_503_SERVICE_UNAVAILABLE: "The coordinator cannot reach its database.",
+    status.HTTP_503_SERVICE_UNAVAILABLE: "The coordinator cannot reach its database, or the database did "
+    "not answer within database_timeout_seconds: retry after Retry-After seconds.",
 }
 _HEADERS = {
     status.HTTP_401_UNAUTHORIZED: {"WWW-Authenticate": {"schema": {"type": "string"}}},
+    status.HTTP_503_SERVICE_UNAVAILABLE: {"Retry-After": {"schema": {"type": "integer"}}},
 }
 
-# Every route that takes a token, and every route that takes a body.
+# What any route may answer (the app's `responses=`); every route that takes a token, and every route
+# that takes a body.
+EVERY_ROUTE = (status.HTTP_503_SERVICE_UNAVAILABLE,)
 AUTH = (status.HTTP_401_UNAUTHORIZED, status.HTTP_403_FORBIDDEN)
 BODY = (status.HTTP_400_BAD_REQUEST, status.HTTP_413_CONTENT_TOO_LARGE)
 
@@ -55,3 +81,75 @@ def field_error(field: str, message: str) -> HTTPException:
         status.HTTP_422_UNPROCESSABLE_CONTENT,
         [{"type": "value_error", "loc": loc, "msg": f"{field}: {message}"}],
     )
+
+
+def printable(text: str) -> str:
+    """`text` with what UTF-8 cannot encode (a lone surrogate) written as its escape, `\\ud800`."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    """Validation errors and HTTP errors written so that no input can make them fail; a database that
+    is away or too slow a 503 with Retry-After on every route (`EVERY_ROUTE` documents it), logged
+    in one line, where it was a 500 with a traceback per request."""
+    app.add_exception_handler(RequestValidationError, _validation_error)
+    app.add_exception_handler(StarletteHTTPException, _http_error)
+    app.add_exception_handler(DBAPIError, _database_away)
+    app.add_exception_handler(PoolTimeout, _database_away)
+
+
+async def _validation_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, RequestValidationError)
+    return _json(status.HTTP_422_UNPROCESSABLE_CONTENT, {"detail": _echo(list(exc.errors()))})
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, StarletteHTTPException)
+    if exc.status_code in (status.HTTP_204_NO_CONTENT, status.HTTP_304_NOT_MODIFIED):
+        return Response(status_code=exc.status_code, headers=exc.headers)
+    return _json(exc.status_code, {"detail": _echo(exc.detail)}, exc.headers)
+
+
+async def _database_away(request: Request, exc: Exception) -> Response:
+    """503 for a database outage; anything else is a bug, re-raised to be the 500 it is (with its
+    traceback in the log)."""
+    if not is_outage(exc):
+        raise exc
+    cause = getattr(exc, "orig", None) or exc
+    first_line = printable(str(cause)).strip().split("\n")[0][:200]
+    log.warning(
+        "%s %s: 503, database unavailable (%s: %s)",
+        request.method,
+        request.url.path,
+        type(cause).__name__,
+        first_line,
+    )
+    return _json(
+        status.HTTP_503_SERVICE_UNAVAILABLE,
+        {"detail": "the database is unavailable; retry later"},
+        {"Retry-After": str(RETRY_AFTER_SECONDS)},
+    )
+
+
+def _json(code: int, content: object, headers: Mapping[str, str] | None = None) -> Response:
+    body = json.dumps(content, ensure_ascii=False, allow_nan=False).encode("utf-8")
+    return Response(body, status_code=code, headers=headers, media_type="application/json")
+
+
+def _echo(value: object, depth: int = 0) -> object:
+    """`value` as JSON that can always be written: printable strings (keys too), non-finite numbers
+    as null, anything else (an exception in a validation error's context) as its text, and nothing
+    deeper than ECHO_DEPTH."""
+    if value is None or isinstance(value, bool | int):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, str):
+        return printable(value)
+    if depth >= ECHO_DEPTH:
+        return "..."
+    if isinstance(value, dict):
+        return {printable(str(k)): _echo(v, depth + 1) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_echo(v, depth + 1) for v in value]
+    return printable(str(value))

@@ -1,5 +1,11 @@
 """The REST API's messages, one model per direction (what a client sends, what it gets back), with the
-limits that keep a malformed or oversized request a 422 that names its field, never a 5xx."""
+limits that keep a malformed or oversized request a 422 that names its field, never a 5xx.
+
+Requests are strict: a number must be a JSON number and a flag a JSON boolean (`"trials": "10"`,
+`1000.0` and `true` are refused, not read as 10, 1000 and 1), and every string, down to the keys and
+values inside a workload spec, must be text the database can store: valid Unicode (a JSON escape of a
+lone UTF-16 surrogate, `"\\ud800"`, is not) without NUL.
+"""
 
 from __future__ import annotations
 
@@ -7,13 +13,15 @@ from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from fastapi import Path
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+from pydantic_core import PydanticCustomError
 
 from compiler.target import Target
 from runner import Status
 from runner.hardware import Hardware
 from tuner.database import Role, TaskStatus
 from tuner.search.driver import Strategy
+from tuner.service.errors import printable
 
 # PostgreSQL stores no NUL character in text, nor in a JSONB string: such a string is a 422 here.
 NO_NUL = r"^[^\x00]*$"
@@ -32,17 +40,59 @@ Seconds = Annotated[float, Field(ge=0, le=1e6, allow_inf_nan=False)]
 RunSeconds = Annotated[float, Field(ge=1e-12, le=1e6, allow_inf_nan=False)]
 
 
-class Strict(BaseModel):
-    """Unknown fields are refused: a typo in a request is an error, not silently ignored."""
+def _storable(value: object) -> object:
+    """`value` as given, if every string in it (keys too, at any depth) is text the database can
+    store; else a 422 naming the first culprit's path inside the field."""
+    stack: list[tuple[str, object]] = [("", value)]
+    while stack:
+        path, item = stack.pop()
+        if isinstance(item, dict):
+            for key, child in item.items():
+                where = f"{path}.{key}" if path else str(key)
+                _check_text(where, key)
+                stack.append((where, child))
+        elif isinstance(item, list):
+            stack.extend((f"{path}[{i}]", child) for i, child in enumerate(item))
+        else:
+            _check_text(path, item)
+    return value
 
-    model_config = ConfigDict(extra="forbid")
+
+def _check_text(where: str, value: object) -> None:
+    if isinstance(value, str) and not _is_storable(value):
+        raise PydanticCustomError(
+            "string_unicode",
+            "{where}: text must be valid Unicode without NUL",
+            {"where": printable(where[:200]) or "the value"},
+        )
+
+
+def _is_storable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate
+        return False
+    return "\x00" not in text
+
+
+# A JSON object given as data (a workload spec), its strings checked as the named string fields are.
+JsonObject = Annotated[dict[str, Any], BeforeValidator(_storable)]
+# Enums are matched by value: strict mode would accept only the enum's Python members.
+ByValue = Field(strict=False)
+
+
+class Strict(BaseModel):
+    """Unknown fields are refused (a typo in a request is an error, not silently ignored), and types are
+    not coerced: "10" is not a number, 1000.0 not an integer, true not 1."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
 
 
 # Tasks.
 
 
 class TaskCreate(Strict):
-    workload: dict[str, Any] = Field(
+    workload: JsonObject = Field(
         description="A workload spec: {'op': 'matmul', 'params': {'M': 512, ...}}, a custom "
         "{'expr': ..., 'inputs': {...}}, or a serialized PrimFunc {'primfunc': {...}, 'num_inputs': n} "
         "(see the README).",
@@ -120,7 +170,7 @@ class RecordPublic(BaseModel):
 
 
 class BestQuery(Strict):
-    workload: dict[str, Any] | None = Field(None, description="The workload spec (or give workload_hash).")
+    workload: JsonObject | None = Field(None, description="The workload spec (or give workload_hash).")
     workload_hash: Hash | None = None
     hardware: Name | None = Field(
         None, description="Hardware key; default: the only kind of hardware registered."
@@ -195,7 +245,7 @@ class Lease(BaseModel):
 
 class ResultIn(Strict):
     candidate_id: int = Field(ge=1, lt=MAX_ID)
-    status: Status
+    status: Annotated[Status, ByValue]
     run_secs: list[RunSeconds] = Field(default_factory=list, max_length=10_000)
     build_secs: Seconds = 0.0
     message: LongText = ""
@@ -263,7 +313,7 @@ class HardwareApproval(Strict):
 
 
 class TokenCreate(Strict):
-    role: Role
+    role: Annotated[Role, ByValue]
     name: Name
 
 

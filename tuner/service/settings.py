@@ -7,6 +7,7 @@ it from this class (a test keeps the two in step).
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Literal, get_args, get_origin
 
 from pydantic import Field, model_validator
@@ -88,13 +89,27 @@ class Settings(BaseSettings):
         description="No measurement is believed faster than this per core of its hardware (unless an "
         "admin registered the hardware's peak): such a result is refused and counted in /metrics.",
     )
+    database_timeout_seconds: float = Field(
+        10.0,
+        gt=0,
+        le=3600,
+        description="Longest an API request waits on the database (to connect, for a lock, for an "
+        "answer) before it gets 503 with Retry-After; /healthz waits at most a second.",
+    )
 
     # Worker daemon and client commands.
     coordinator_url: str = Field(
         "http://127.0.0.1:8000", description="Where workers and clients find the coordinator."
     )
     token: str | None = Field(
-        None, description="Bearer token of a worker or client (see `tuner token create`)."
+        None,
+        description="Bearer token of a worker or client (see `tuner token create`). Prefer token_file: "
+        "a token given as a flag is on the command line, which every user of the machine can read.",
+    )
+    token_file: str | None = Field(
+        None,
+        description="A file holding the bearer token (its first line), e.g. a systemd credential or a "
+        "Docker secret; instead of token.",
     )
     worker_name: str | None = Field(
         None, description="The worker's name in the fleet (default: host name and pid)."
@@ -114,6 +129,20 @@ class Settings(BaseSettings):
     worker_max_backoff_seconds: float = Field(
         30.0, gt=0, description="Longest wait between retries when the coordinator cannot be reached."
     )
+
+    @model_validator(mode="after")
+    def _one_token(self) -> Settings:
+        if self.token is not None and self.token_file is not None:
+            raise ValueError("give token or token_file, not both")
+        return self
+
+    def bearer_token(self) -> str | None:
+        """The token: token_file's first line if that is given, else token; None if neither (or the
+        file is empty). Raises OSError for a file that cannot be read."""
+        if self.token_file is None:
+            return self.token
+        first = next(iter(Path(self.token_file).read_text().splitlines()), "").strip()
+        return first or None
 
     @model_validator(mode="after")
     def _lease_outlasts_heartbeats(self) -> Settings:
@@ -150,8 +179,10 @@ READ_BY: dict[str, str] = {
     "candidate_gflops_per_core": "serve",
     "candidate_gbytes_per_second": "serve",
     "max_gflops_per_core": "serve",
+    "database_timeout_seconds": "serve",
     "coordinator_url": "worker; submit, status, cancel, best, show (remote)",
     "token": "worker; submit, status, cancel, best, show (remote)",
+    "token_file": "worker; submit, status, cancel, best, show (remote)",
     "worker_name": "worker",
     "worker_batch": "worker",
     "worker_cpus": "worker",

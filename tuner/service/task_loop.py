@@ -23,11 +23,10 @@ import traceback
 import uuid
 from typing import Protocol
 
-from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
-
 from compiler.workloads import workload_from_spec
 from tuner.database import Database, TaskInfo, TaskStatus
 from tuner.database import queue as q
+from tuner.database.outage import is_outage
 from tuner.database.owners import claim_tasks, disown, finish_task
 from tuner.search.default_schedule import default_schedule
 from tuner.search.driver import SearchDriver, TaskIds
@@ -70,12 +69,20 @@ class TaskLoop:
         """Tick until `stop` is set (or the process `parent` is gone), then release this loop's claims
         so another coordinator, or this one restarted, resumes the tasks at once."""
         self._stop = stop
+        away = False  # the database is: an outage is logged when it starts and when it ends
         try:
             while not stop.is_set() and (parent is None or os.getppid() == parent):
                 try:
                     self.tick()
-                except Exception:  # the database may be away for a moment; the loop must outlive it
-                    log.exception("task loop tick failed; retrying")
+                    if away:
+                        log.warning("database available again")
+                    away = False
+                except Exception as e:  # the database may be away for a moment; the loop must outlive it
+                    if not is_outage(e):
+                        log.exception("task loop tick failed; retrying")
+                    elif not away:
+                        log.warning("database unavailable (%s); retrying every tick", type(e).__name__)
+                        away = True
                 stop.wait(self.settings.tick_seconds)
         finally:
             disown(self.db, owner=self.owner)
@@ -94,7 +101,7 @@ class TaskLoop:
             try:
                 self._advance(self.db.get_task(task_id))
             except Exception as e:
-                if _database_away(e):
+                if is_outage(e):
                     raise  # not the task's fault: the next tick tries again
                 # A bug in a primitive or the search, a row the database refuses: that task fails
                 # with its traceback (counted in /metrics), and the tasks after it still advance.
@@ -161,14 +168,6 @@ class TaskLoop:
             self.db, task_id=task_id, owner=self.owner, status=status, message=message, traceback=trace
         )
         self.drivers.pop(task_id, None)
-
-
-def _database_away(error: Exception) -> bool:
-    """The database is unreachable, restarting or busy (a lost connection, a lock timeout, a
-    deadlock victim), as opposed to refusing what one task asked of it."""
-    return isinstance(error, OperationalError | InterfaceError) or (
-        isinstance(error, DBAPIError) and error.connection_invalidated
-    )
 
 
 class TaskLoopProcess:
