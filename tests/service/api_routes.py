@@ -4,7 +4,7 @@ route is covered without touching the tests, and a valid request body of each re
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, get_args
 
 from fastapi import FastAPI
 from fastapi.routing import APIRoute, iter_route_contexts
@@ -35,6 +35,7 @@ EXAMPLES: dict[str, dict[str, Any]] = {
     },
     "ReleaseIn": {"candidate_ids": [1, 2]},
     "TokenCreate": {"role": "client", "name": "someone"},
+    "HardwareApproval": {"peak_gflops": 250.0},
 }
 
 
@@ -62,12 +63,18 @@ def endpoints(app: FastAPI) -> list[Endpoint]:
         for method in sorted((context.methods or set()) - {"HEAD"}):
             documented = (method, context.path) in schema
             if isinstance(route, APIRoute):
-                body = route.body_field.field_info.annotation.__name__ if route.body_field else None
+                body = _model_name(route.body_field.field_info.annotation) if route.body_field else None
                 query = tuple(p.name for p in route.dependant.query_params)
                 found.append(Endpoint(method, context.path, body, query, documented))
             else:
                 found.append(Endpoint(method, context.path, None, (), documented))
     return found
+
+
+def _model_name(annotation: Any) -> str:
+    """The request model's name, also of an optional body (`Model | None`)."""
+    models = [a for a in get_args(annotation) if a is not type(None)] or [annotation]
+    return str(models[0].__name__)
 
 
 # The routes of an app that is never started (serving the schema opens no database).

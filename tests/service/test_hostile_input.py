@@ -188,6 +188,7 @@ def seed(served: Served, loop: TaskLoop) -> None:
 
     for name in ("w1", "w2", "w3"):
         post("/v1/workers", {"name": name, "hardware": HARDWARE}, "worker")
+    post("/v1/hardware/1/approve", {}, "admin")  # a worker token's new kind of machine waits for it
     for m in (16, 24, 32):
         post("/v1/tasks", {"workload": {**SPEC, "params": {**SPEC["params"], "M": m}}, "trials": 8}, "client")
     loop.tick()
