@@ -12,6 +12,7 @@ import sys
 from bench import (
     best_query,
     build_cost,
+    call_cost,
     compute_location,
     conv2d,
     coordinator,
@@ -33,6 +34,7 @@ BENCHMARKS = {
     "matmul": matmul.main,
     "conv2d": conv2d.main,
     "build_cost": build_cost.main,
+    "call_cost": call_cost.main,
     "runner": runner_throughput.main,
     "tuning": tuning.main,
     "models": models.main,
