@@ -76,6 +76,8 @@ OPS: dict[str, Callable[..., Tensors]] = {
 
 
 def prim_func(spec: dict[str, Any]) -> tvm.tirx.PrimFunc:
+    if spec.get("dtype", "float32") != "float32":
+        raise SystemExit(f"tvm_peer: the TVM versions are float32, not {spec['dtype']}")
     if spec["op"] not in OPS:
         raise SystemExit(f"tvm_peer: no TVM version of {spec['op']!r}; add one to OPS")
     return te.create_prim_func(OPS[spec["op"]](**spec["params"]))
