@@ -103,8 +103,8 @@ def curve(work_dir: str, flops: int) -> list[float]:
     best, out = 0.0, []
     with open(os.path.join(work_dir, "database_tuning_record.json")) as records:
         for line in records:
-            run_secs = json.loads(line)[1][1] or [FAILED_SECS * 10]
-            secs = sum(run_secs) / len(run_secs)
+            run_secs = json.loads(line)[1][1] or []
+            secs = sum(run_secs) / len(run_secs) if run_secs else FAILED_SECS
             if secs < FAILED_SECS:
                 best = max(best, flops / secs / 1e9)
             out.append(best)
