@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint format bench clean
+.PHONY: demo test lint format bench bench-peers clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -43,5 +43,26 @@ format: $(STAMP)
 bench: $(STAMP)
 	$(PY) -m bench
 
+# TVM MetaSchedule, the peer of bench-peers, lives in its own venv: never a dependency of ours.
+# apache-tvm-ffi is pinned because newer ones segfault in MetaSchedule's database; the popen-pool extra
+# brings what its builder and runner import (psutil, cloudpickle); its cost model needs XGBoost, taken
+# as the CPU-only build (as ours: the plain one pulls NVIDIA's NCCL) at the version validated with it.
+TVM_VENV := .venv-tvm
+TVM_STAMP := $(TVM_VENV)/.installed
+TVM_PACKAGES := 'apache-tvm[popen-pool]==0.27.0.post1' apache-tvm-ffi==0.1.14.post0 xgboost-cpu==3.2.0 numpy
+
+$(TVM_STAMP):
+	$(PYTHON) -m venv $(TVM_VENV)
+	$(TVM_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(TVM_VENV)/bin/python -m pip install --quiet $(TVM_PACKAGES)
+	touch $(TVM_STAMP)
+
+# Our tuner and TVM's on the layer shapes of bench/peer_suite.py, timed side by side: hours at 64
+# and 256 trials, so run it on a quiet machine. A part: make bench-peers TRIALS=64 SHAPES="mlp.fc1 bert.proj"
+TRIALS ?= 64 256
+SHAPES ?=
+bench-peers: $(STAMP) $(TVM_STAMP)
+	$(PY) -m bench.peers --trials $(TRIALS) $(if $(strip $(SHAPES)),--shapes $(SHAPES))
+
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache .hypothesis
+	rm -rf $(VENV) $(TVM_VENV) .pytest_cache .ruff_cache .mypy_cache .hypothesis

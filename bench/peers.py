@@ -1,0 +1,340 @@
+"""Our tuner side by side with TVM MetaSchedule on real layer shapes (bench/peer_suite.py):
+`make bench-peers [TRIALS="64 256"] [SHAPES="bert.ffn_up mlp.fc1"]`, or
+`python -m bench.peers --trials 64 256 --shapes bert.ffn_up mlp.fc1`.
+
+For each trial budget and shape, both tuners start from nothing (a fresh SQLite database; a fresh
+MetaSchedule work dir) and tune the same computation on this machine's cores, one after the other:
+ours through `tuner.tune`, TVM through `tune_tir` in bench/tvm_peer.py, which runs in .venv-tvm
+(TVM is a benchmark peer, never a dependency). Tuning wall time is measured around each call
+(`tune`, `tune_tir`), so neither side pays for its interpreter or imports. Both compile for the same
+CPU and features (`Target.host()`): the LLVM CPU name alone is not enough, since a VM may report
+an AVX-512 CPU (znver4) with AVX-512 masked off, and TVM would emit instructions it lacks.
+
+Each best schedule then becomes a shared library (ours: `compile_kernel(..., pic=True)` linked with
+cc; TVM's: `export_library`), and bench/peer_timing.py times all of them and numpy in one process by
+one method, after checking each against numpy (its docstring says how). Printed: a markdown table per
+budget (for bench/RESULTS.md), geometric means, and, for each shape where TVM wins, both traces.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bench.peak import measure_peak
+from bench.peer_suite import SHAPES, SUITE, PeerShape
+from compiler import Trace
+from compiler.build import compile_kernel
+from compiler.workloads import Workload, workload_from_spec
+from runner.hardware import Hardware, host_hardware
+from tuner.tune import tune
+
+ROOT = Path(__file__).resolve().parent.parent
+TVM_PYTHON = ROOT / ".venv-tvm" / "bin" / "python"
+TIMING = {"repeat": 7, "min_batch_secs": 0.05, "pause_secs": 0.3}
+
+
+@dataclass
+class Side:
+    """One tuner's outcome on one shape at one budget."""
+
+    wall_secs: float
+    curve: list[float]  # best GFLOPS so far after each trial, as the tuner measured it
+    trace: str = ""
+    library: Path | None = None
+    error: str | None = None
+    secs: float | None = None  # per call from Python, from the timing process
+    native_secs: float | None = None  # per call from native code
+
+    @property
+    def trials_to_90(self) -> int | None:
+        """Trials the search needed to reach 90% of its final best."""
+        final = self.curve[-1] if self.curve else 0.0
+        return next((i + 1 for i, g in enumerate(self.curve) if g >= 0.9 * final), None) if final else None
+
+
+@dataclass
+class Entry:
+    shape: PeerShape
+    workload: Workload
+    trials: int
+    ours: Side
+    tvm: Side
+    numpy_secs: float | None = None
+
+    def gflops(self, secs: float | None) -> float | None:
+        return self.workload.flops / secs / 1e9 if secs else None
+
+
+def child_env(cores: int) -> dict[str, str]:
+    """Children see this machine's cores as TVM threads, and no OPENBLAS_CORETYPE (see peer_timing)."""
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_CORETYPE"}
+    env["TVM_NUM_THREADS"] = str(cores)
+    return env
+
+
+def tvm_target(hardware: Hardware) -> dict[str, Any]:
+    t = hardware.target
+    return {"kind": "llvm", "mcpu": t.mcpu, "mattr": t.features.split(","), "num-cores": t.cores}
+
+
+def link(obj: bytes, work: Path) -> Path:
+    """Our object code as a plain shared library, as `compiler.graph.export` links a model's."""
+    (work / "ours.o").write_bytes(obj)
+    library = work / "ours.so"
+    subprocess.run(["cc", "-shared", "-o", library, work / "ours.o", "-lgomp", "-lm"], check=True)
+    return library
+
+
+def tune_ours(wl: Workload, trials: int, work: Path, hardware: Hardware) -> Side:
+    """Our tuner on a fresh database, then its best schedule as a shared library. A failure is the
+    shape's result, not the end of a run that takes hours."""
+    try:
+        return _tune_ours(wl, trials, work, hardware)
+    except Exception as e:
+        return Side(0.0, [], error=f"{type(e).__name__}: {e}")
+
+
+def _tune_ours(wl: Workload, trials: int, work: Path, hardware: Hardware) -> Side:
+    start = time.perf_counter()
+    result = tune(wl, trials=trials, database=f"sqlite:///{work / 'ours.db'}", hardware=hardware)
+    side = Side(time.perf_counter() - start, result.curve)
+    if result.best is None:
+        side.error = f"no correct schedule in {result.trials} trials"
+        return side
+    sch = Trace.from_json(result.best.trace).apply(wl.func)
+    side.trace = str(sch.trace)
+    side.library = link(compile_kernel(sch.func, hardware.target, pic=True).obj, work)
+    return side
+
+
+def tune_tvm(wl: Workload, trials: int, work: Path, hardware: Hardware) -> Side:
+    command = [str(TVM_PYTHON), str(ROOT / "bench" / "tvm_peer.py"), json.dumps(wl.spec)]
+    command += ["--trials", str(trials), "--flops", str(wl.flops), "--out", str(work)]
+    command += ["--target", json.dumps(tvm_target(hardware))]
+    done = subprocess.run(
+        command, env=child_env(hardware.target.cores), capture_output=True, text=True, check=False
+    )
+    (work / "tvm.log").write_text(done.stdout + done.stderr)
+    if done.returncode != 0:
+        tail = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["(no output)"]
+        return Side(0.0, [], error=f"tvm_peer.py exited {done.returncode}: {tail[0]} (see {work}/tvm.log)")
+    result = json.loads((work / "tvm.json").read_text())
+    library = work / "tvm.so" if result["error"] is None else None
+    return Side(result["wall_secs"], result["curve"], result["trace"] or "", library, result["error"])
+
+
+def manifest(entries: list[Entry]) -> dict[str, Any]:
+    """What the timing process needs: per shape, the inputs' and output's shapes and every library."""
+    shapes: dict[str, dict[str, Any]] = {}
+    for e in entries:
+        wl = e.workload
+        shape = shapes.setdefault(
+            e.shape.name,
+            {
+                "name": e.shape.name,
+                "op": wl.spec["op"],
+                "params": wl.spec["params"],
+                "inputs": [list(b.shape) for b in wl.inputs],
+                "output": list(wl.outputs[0].shape),
+                "kernels": {},
+            },
+        )
+        if e.ours.library:
+            shape["kernels"][f"ours@{e.trials}"] = {
+                "kind": "ours",
+                "path": str(e.ours.library),
+                "symbol": wl.func.name,
+            }
+        if e.tvm.library:
+            shape["kernels"][f"tvm@{e.trials}"] = {"kind": "tvm", "path": str(e.tvm.library)}
+    return {"method": TIMING, "shapes": list(shapes.values())}
+
+
+def time_all(entries: list[Entry], work: Path, cores: int) -> None:
+    """Time every library and numpy in one process (in .venv-tvm) and fill the entries in."""
+    (work / "manifest.json").write_text(json.dumps(manifest(entries)))
+    script = ROOT / "bench" / "peer_timing.py"
+    subprocess.run(
+        [str(TVM_PYTHON), str(script), str(work / "manifest.json"), str(work / "timing.json")],
+        env=child_env(cores),
+        check=True,
+    )
+    timing = json.loads((work / "timing.json").read_text())
+    for e in entries:
+        result = timing[e.shape.name]
+        e.numpy_secs = result["secs"].get("numpy")
+        for name, side in (("ours", e.ours), ("tvm", e.tvm)):
+            label = f"{name}@{e.trials}"
+            side.secs = result["secs"].get(label)
+            side.native_secs = result["secs"].get(f"{label} native")
+            side.error = side.error or result["errors"].get(label)
+
+
+def ratio(a: float | None, b: float | None) -> float | None:
+    return a / b if a and b else None
+
+
+def geomean(values: list[float | None]) -> str:
+    known = [v for v in values if v]
+    if not known:
+        return "n/a"
+    mean = math.exp(sum(map(math.log, known)) / len(known))
+    return f"**{mean:.2f}**" + ("" if len(known) == len(values) else f" (of {len(known)})")
+
+
+def fmt(value: float | None, spec: str = ".2f") -> str:
+    return "n/a" if value is None else f"{value:{spec}}"
+
+
+def per_call(side: Side) -> str:
+    """Microseconds per call from Python and from native code: for a small kernel, the difference is
+    the cost of calling it from Python."""
+    if side.secs is None or side.native_secs is None:
+        return "n/a"
+    return " / ".join(
+        f"{s * 1e6:.1f}" if s < 1e-4 else f"{s * 1e6:.0f}" for s in (side.secs, side.native_secs)
+    )
+
+
+COLUMNS = (
+    "shape",
+    "ours GFLOPS",
+    "TVM GFLOPS",
+    "ours / TVM",
+    "ours / numpy",
+    "% of peak (ours / TVM)",
+    "90% of best at trial (ours / TVM)",
+    "tuning wall s (ours / TVM)",
+    "wall ours / TVM",
+    "us per call, Python / native (ours; TVM)",
+)
+
+
+def table(entries: list[Entry], peak: float) -> list[str]:
+    """The markdown table of one budget, its geometric means last."""
+    lines = ["| " + " | ".join(COLUMNS) + " |", "|" + " --- |" * len(COLUMNS)]
+    vs_tvm, vs_numpy, walls = [], [], []
+    for e in entries:
+        ours, tvm = e.gflops(e.ours.secs), e.gflops(e.tvm.secs)
+        numpy = e.gflops(e.numpy_secs)
+        vs_tvm.append(ratio(ours, tvm) if not (e.ours.error or e.tvm.error) else None)
+        vs_numpy.append(ratio(ours, numpy) if not e.ours.error else None)
+        walls.append(ratio(e.ours.wall_secs, e.tvm.wall_secs))
+        cells = [
+            f"{e.shape.name}: {e.shape.source}",
+            "n/a" if e.ours.error else fmt(ours, ".0f"),
+            "n/a" if e.tvm.error else fmt(tvm, ".0f"),
+            fmt(vs_tvm[-1]),
+            fmt(vs_numpy[-1]),
+            f"{fmt(ratio(ours, peak), '.0%')} / {fmt(ratio(tvm, peak), '.0%')}",
+            f"{e.ours.trials_to_90 or 'n/a'} / {e.tvm.trials_to_90 or 'n/a'}",
+            f"{e.ours.wall_secs:.0f} / {e.tvm.wall_secs:.0f}",
+            fmt(walls[-1]),
+            f"{per_call(e.ours)}; {per_call(e.tvm)}",
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    means = ["geometric mean", "", "", geomean(vs_tvm), geomean(vs_numpy), "", "", "", geomean(walls), ""]
+    lines.append("| " + " | ".join(means) + " |")
+    return lines
+
+
+def problems(entries: list[Entry]) -> list[str]:
+    return [
+        f"- {e.shape.name}: {name}: {side.error}"
+        for e in entries
+        for name, side in (("ours", e.ours), ("TVM", e.tvm))
+        if side.error
+    ]
+
+
+def lost(entries: list[Entry]) -> list[str]:
+    """Both traces of every shape TVM wins: which loop structure beats ours."""
+    lines = []
+    for e in entries:
+        r = ratio(e.gflops(e.ours.secs), e.gflops(e.tvm.secs))
+        if r is None or r >= 1 or e.ours.error or e.tvm.error:
+            continue
+        lines += [f"### {e.shape.name} at {e.trials} trials: ours / TVM = {r:.2f}", ""]
+        lines += ["TVM's best trace:", "```python", e.tvm.trace, "```", ""]
+        lines += ["Our best trace:", "```python", e.ours.trace, "```", ""]
+    return lines
+
+
+def report(entries: list[Entry], budgets: list[int], hardware: Hardware, peak: float) -> None:
+    t = hardware.target
+    isa = "AVX-512" if "avx512f" in t.feature_set else "AVX2" if "avx2" in t.feature_set else "SSE"
+    print(f"\n# {hardware.cpu_model} ({t.mcpu}, {isa}), {t.cores} cores, FMA peak {peak:.0f} GFLOPS")
+    print("command: " + " ".join(["python -m bench.peers", *sys.argv[1:]]))
+    for trials in budgets:
+        chosen = [e for e in entries if e.trials == trials]
+        print(f"\n## {trials} trials\n")
+        print("\n".join(table(chosen, peak)))
+        issues = problems(chosen)
+        if issues:
+            print("\nLeft out of the means:\n" + "\n".join(issues))
+    losses = lost(entries)
+    if losses:
+        print("\n## Shapes TVM wins\n")
+        print("\n".join(losses))
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m bench.peers", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--trials", type=int, nargs="+", default=[64, 256], help="trial budgets")
+    parser.add_argument("--shapes", nargs="+", default=[s.name for s in SUITE], help="suite names")
+    parser.add_argument("--list", action="store_true", help="list the suite and exit")
+    parser.add_argument("--keep", type=Path, help="keep databases, libraries and logs in this directory")
+    args = parser.parse_args(argv)
+    if args.keep and args.keep.exists() and any(args.keep.iterdir()):
+        parser.error(f"--keep {args.keep}: not empty (each run starts from fresh databases)")
+    unknown = [name for name in args.shapes if name not in SHAPES]
+    if unknown:
+        parser.error(f"unknown shapes {unknown}; the suite: {', '.join(SHAPES)}")
+    return args
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    if args.list:
+        for s in SUITE:
+            print(f"{s.name:26} {s.source}")
+        return
+    if not TVM_PYTHON.exists():
+        raise SystemExit(f"{TVM_PYTHON} is missing: `make bench-peers` creates it")
+    hardware = host_hardware()
+    _, peak, _ = measure_peak()
+    with tempfile.TemporaryDirectory(prefix="bench-peers-") as tmp:
+        root = args.keep or Path(tmp)
+        entries = []
+        for trials in args.trials:
+            for name in args.shapes:
+                shape, work = SHAPES[name], root / f"{name}@{trials}"
+                (work / "ours").mkdir(parents=True, exist_ok=True)
+                (work / "tvm").mkdir(exist_ok=True)
+                wl = workload_from_spec(shape.spec)
+                ours = tune_ours(wl, trials, work / "ours", hardware)
+                theirs = tune_tvm(wl, trials, work / "tvm", hardware)
+                entries.append(Entry(shape, wl, trials, ours, theirs))
+                print(
+                    f"tuned {name} @{trials}: ours {ours.curve[-1] if ours.curve else 0:.0f} GFLOPS in "
+                    f"{ours.wall_secs:.0f} s, TVM {theirs.curve[-1] if theirs.curve else 0:.0f} GFLOPS in "
+                    f"{theirs.wall_secs:.0f} s (as each measured them)",
+                    file=sys.stderr,
+                    flush=True,
+                )
+        time_all(entries, root, hardware.target.cores)
+    report(entries, args.trials, hardware, peak)
+
+
+if __name__ == "__main__":
+    main()

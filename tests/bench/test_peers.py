@@ -1,0 +1,106 @@
+"""`make bench-peers` without TVM (CI never installs it): the suite is valid workloads with the flops
+both sides are judged by, every operator in it has a TVM version and a numpy baseline, the baselines
+compute what our references compute, and the report keeps failures out of its means."""
+
+import ast
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from bench.peer_numpy import BASELINES, numpy_kernel
+from bench.peer_suite import SUITE
+from bench.peers import Entry, Side, table
+from compiler.workloads import workload_from_spec
+
+BENCH = Path(__file__).resolve().parents[2] / "bench"
+
+
+def _out(size: int, kernel: int, stride: int, padding: int) -> int:
+    return (size + 2 * padding - kernel) // stride + 1
+
+
+def expected_flops(op: str, p: dict) -> int:
+    """Two flops per multiply-add, counted from the layer's definition."""
+    if op == "matmul":
+        return 2 * p["M"] * p["N"] * p["K"]
+    if op == "batch_matmul":
+        return 2 * p["B"] * p["M"] * p["N"] * p["K"]
+    oh = _out(p["H"], p["R"], p["stride"], p["padding"])
+    ow = _out(p["W"], p["S"], p["stride"], p["padding"])
+    per_output = p["R"] * p["S"] * (p["C"] if op == "conv2d_nchw" else 1)
+    channels = p["K"] if op == "conv2d_nchw" else p["C"]
+    return 2 * p["N"] * channels * oh * ow * per_output
+
+
+def test_the_suite_is_real_layers_of_every_kind():
+    names = [s.name for s in SUITE]
+    assert len(SUITE) >= 16
+    assert len(set(names)) == len(names)
+    ops = {s.spec["op"] for s in SUITE}
+    assert ops == {"conv2d_nchw", "depthwise_conv2d_nchw", "matmul", "batch_matmul"}
+    assert any(s.spec["op"] == "matmul" and s.spec["params"]["M"] == 1 for s in SUITE)  # batch-1 dense
+    assert any(s.spec["params"].get("stride", 1) == 2 for s in SUITE)
+
+
+@pytest.mark.parametrize("shape", SUITE, ids=lambda s: s.name)
+def test_every_shape_is_a_workload_with_the_layers_flops(shape):
+    workload = workload_from_spec(shape.spec)
+    assert workload.flops == expected_flops(shape.spec["op"], workload.spec["params"])
+
+
+def test_every_operator_has_a_tvm_version_and_a_numpy_baseline():
+    """tvm_peer.py imports TVM, so its table of operators is read from its source."""
+    tree = ast.parse((BENCH / "tvm_peer.py").read_text())
+    (ops,) = [
+        node.value
+        for node in ast.walk(tree)
+        if isinstance(node, ast.AnnAssign) and getattr(node.target, "id", "") == "OPS"
+    ]
+    tvm_ops = {key.value for key in ops.keys}
+    for shape in SUITE:
+        assert shape.spec["op"] in tvm_ops
+        assert shape.spec["op"] in BASELINES
+
+
+def spec(op: str, **params: int) -> dict:
+    return {"op": op, "params": params}
+
+
+SMALL = [
+    spec("conv2d_nchw", N=2, C=5, H=11, W=11, K=7, R=3, S=3, stride=2, padding=1),
+    spec("conv2d_nchw", N=1, C=6, H=9, W=9, K=4, R=1, S=1),
+    spec("conv2d_nchw", N=1, C=3, H=20, W=20, K=4, R=7, S=7, stride=2, padding=3),
+    spec("depthwise_conv2d_nchw", N=1, C=6, H=13, W=13, R=3, S=3, stride=2, padding=1),
+    spec("depthwise_conv2d_nchw", N=2, C=4, H=7, W=7, R=3, S=3, padding=1),
+    spec("matmul", M=7, N=5, K=3),
+    spec("batch_matmul", B=3, M=4, N=5, K=6),
+]
+
+
+@pytest.mark.parametrize("small", SMALL, ids=lambda s: s["op"])
+def test_numpy_baselines_compute_the_reference(small):
+    workload = workload_from_spec(small)
+    inputs = workload.random_inputs(np.random.default_rng(0))
+    (out,) = workload.empty_outputs()
+    numpy_kernel(small["op"], workload.spec["params"])(*inputs, out)
+    np.testing.assert_allclose(out, workload.reference(*inputs)[0], rtol=1e-4, atol=1e-4)
+
+
+def _entry(ours_secs: float, tvm_secs: float, tvm_error: str | None = None) -> Entry:
+    shape = SUITE[0]
+    entry = Entry(shape, workload_from_spec(shape.spec), 64, Side(10.0, [1.0, 2.0]), Side(40.0, [2.0]))
+    entry.ours.secs, entry.tvm.secs, entry.numpy_secs = ours_secs, tvm_secs, ours_secs
+    entry.tvm.error = tvm_error
+    return entry
+
+
+def test_the_table_leaves_failures_out_of_its_geometric_means():
+    entries = [_entry(1.0, 2.0), _entry(1.0, 0.5), _entry(1.0, 1.0, tvm_error="wrong result")]
+    *rows, means = table(entries, peak=100.0)
+    assert len(rows) == 2 + 3
+    cells = [c.strip() for c in means.strip("|").split("|")]
+    assert cells[3] == "**1.00** (of 2)"  # ours / TVM: 2.0 and 0.5; the wrong TVM kernel is left out
+    assert cells[4] == "**1.00**"  # ours / numpy, all three
+    assert cells[8] == "**0.25**"  # wall: 10 s against 40 s
+    assert "| n/a |" in rows[-1]
