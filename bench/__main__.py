@@ -15,6 +15,7 @@ from bench import (
     call_cost,
     compute_location,
     conv2d,
+    conv_layout,
     coordinator,
     cost_model,
     default_schedule,
@@ -49,6 +50,7 @@ BENCHMARKS = {
     "register_tile": register_tile.main,
     "default_schedule": default_schedule.main,
     "vector_math": vector_math.main,
+    "conv_layout": conv_layout.main,
 }
 
 

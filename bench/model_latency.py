@@ -3,11 +3,13 @@ default schedules, timed at batch 1 on this machine's cores against PyTorch eage
 (all graph optimizations) in one run; then where our time goes, kernel by kernel.
 
     python -m bench model_latency
+    THREADS=1 taskset -c 1 python -m bench model_latency     # one core, for a machine that is busy
 """
 
 from __future__ import annotations
 
 import io
+import os
 import statistics
 import time
 from collections.abc import Callable
@@ -15,6 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from bench.common import set_kernel_threads
 from compiler import frontend, graph
 from compiler.graph import CompiledModel
 from runner.hardware import host_hardware
@@ -110,7 +113,8 @@ def measure(entry: ZooModel, repeat: int, threads: int) -> None:
 
 
 def main(names: list[str] | None = None, repeat: int = 20) -> None:
-    threads = host_hardware().target.cores
+    threads = int(os.environ.get("THREADS", host_hardware().target.cores))
+    set_kernel_threads(threads)
     for entry in zoo_models():
         if not names or entry.name in names:
             measure(entry, repeat, threads)

@@ -1,6 +1,7 @@
 """numpy's way to compute each operator of bench/peer_suite.py, as a numpy user would write it: a
 matmul is one BLAS call, a conv2d im2col + one matmul (the usual way to run a convolution on a BLAS),
-a depthwise conv2d (no matmul in it) a sum of shifted products. Imports numpy only: it runs in the
+a channel-blocked conv2d im2col + one batched matmul over the blocks, a depthwise conv2d (no matmul
+in it) a sum of shifted products. Imports numpy only: it runs in the
 timing process of `make bench-peers` (.venv-tvm) as well as in the tests.
 """
 
@@ -17,15 +18,30 @@ def im2col_conv2d(data: np.ndarray, weight: np.ndarray, stride: int, padding: in
     stride-1 convolution's columns are the image itself (no copy)."""
     k, c, r, s = weight.shape
     filters = weight.reshape(k, c * r * s)
+    for n, cols in enumerate(_columns(data, r, s, stride, padding)):
+        np.matmul(filters, cols, out=out[n].reshape(k, cols.shape[1]))
+
+
+def im2col_conv2d_kblock(
+    data: np.ndarray, weight: np.ndarray, stride: int, padding: int, out: np.ndarray
+) -> None:
+    """Weights [K/kb, C, R, S, kb], output [N, K/kb, OH, OW, kb]: the columns transposed times each
+    block of filters, one batched matmul per image, all views but the columns."""
+    kblocks, c, r, s, kb = weight.shape
+    filters = weight.reshape(kblocks, c * r * s, kb)
+    for n, cols in enumerate(_columns(data, r, s, stride, padding)):
+        np.matmul(cols.T[None], filters, out=out[n].reshape(kblocks, cols.shape[1], kb))
+
+
+def _columns(data: np.ndarray, r: int, s: int, stride: int, padding: int) -> list[np.ndarray]:
+    """Per image, its windows as columns [C*R*S, OH*OW]."""
+    c = data.shape[1]
+    if r == s == 1 and stride == 1 and padding == 0:
+        return [image.reshape(c, -1) for image in data]
     padded = np.pad(data, ((0, 0), (0, 0), (padding, padding), (padding, padding)))
     windows = np.lib.stride_tricks.sliding_window_view(padded, (r, s), axis=(2, 3))[:, :, ::stride, ::stride]
     oh, ow = windows.shape[2], windows.shape[3]
-    for n in range(data.shape[0]):
-        if r == s == 1 and stride == 1 and padding == 0:
-            cols = data[n].reshape(c, oh * ow)
-        else:
-            cols = windows[n].transpose(0, 3, 4, 1, 2).reshape(c * r * s, oh * ow)
-        np.matmul(filters, cols, out=out[n].reshape(k, oh * ow))
+    return [w.transpose(0, 3, 4, 1, 2).reshape(c * r * s, oh * ow) for w in windows]
 
 
 def depthwise_conv2d(
@@ -60,6 +76,11 @@ def _conv2d(params: dict[str, Any]) -> Kernel:
     return lambda data, weight, out: im2col_conv2d(data, weight, stride, padding, out)
 
 
+def _conv2d_kblock(params: dict[str, Any]) -> Kernel:
+    stride, padding = _window(params)
+    return lambda data, weight, out: im2col_conv2d_kblock(data, weight, stride, padding, out)
+
+
 def _depthwise(params: dict[str, Any]) -> Kernel:
     stride, padding = _window(params)
     return lambda data, weight, out: depthwise_conv2d(data, weight, stride, padding, out)
@@ -69,6 +90,7 @@ BASELINES: dict[str, Callable[[dict[str, Any]], Kernel]] = {
     "matmul": _product,
     "batch_matmul": _product,
     "conv2d_nchw": _conv2d,
+    "conv2d_nchw_kblock": _conv2d_kblock,
     "depthwise_conv2d_nchw": _depthwise,
 }
 

@@ -34,6 +34,13 @@ def _conv(C: int, HW: int, K: int, RS: int, stride: int = 1, padding: int = 0) -
     return {"op": "conv2d_nchw", "params": params}
 
 
+def _conv_kblock(C: int, HW: int, K: int, RS: int, padding: int = 0) -> dict[str, Any]:
+    """A conv as the model graph runs it on images of 28x28 and less: output channels in blocks of 16
+    (compiler/graph/passes/block_conv_channels.py); TVM tunes the same blocked computation."""
+    spec = _conv(C, HW, K, RS, 1, padding)
+    return {"op": "conv2d_nchw_kblock", "params": {**spec["params"], "kb": 16}}
+
+
 def _depthwise(C: int, HW: int, stride: int = 1) -> dict[str, Any]:
     params = {"N": 1, "C": C, "H": HW, "W": HW, "R": 3, "S": 3, "stride": stride, "padding": 1}
     return {"op": "depthwise_conv2d_nchw", "params": params}
@@ -80,6 +87,21 @@ SUITE: tuple[PeerShape, ...] = (
         "resnet50.conv5_x_reduce",
         "ResNet-50 conv5_x bottleneck: reduce 1x1, 2048 -> 512 at 7x7",
         _conv(2048, 7, 512, 1),
+    ),
+    PeerShape(
+        "resnet18.conv4_x.kblock",
+        "ResNet-18 conv4_x as our model graph runs it: output channels in blocks of 16",
+        _conv_kblock(256, 14, 256, 3, 1),
+    ),
+    PeerShape(
+        "resnet18.conv5_x.kblock",
+        "ResNet-18 conv5_x as our model graph runs it: output channels in blocks of 16",
+        _conv_kblock(512, 7, 512, 3, 1),
+    ),
+    PeerShape(
+        "resnet50.conv5_x_reduce.kblock",
+        "ResNet-50 conv5_x reduce 1x1 as our model graph runs it: output channels in blocks of 16",
+        _conv_kblock(2048, 7, 512, 1),
     ),
     PeerShape(
         "mobilenetv2.expand",

@@ -58,6 +58,28 @@ def conv2d_nchw(
     return [data, weight, topi.nn.conv2d_nchw(data, weight, stride, padding, dilation, "float32")]
 
 
+def conv2d_nchw_kblock(
+    N: int, C: int, H: int, W: int, K: int, R: int, S: int, stride: int, padding: int, dilation: int, kb: int
+) -> Tensors:
+    """Ours (compiler.topi.conv2d_nchw_kblock): weights [K/kb, C, R, S, kb] -> [N, K/kb, OH, OW, kb]."""
+    data = te.placeholder((N, C, H, W), "float32", "data")
+    weight = te.placeholder((K // kb, C, R, S, kb), "float32", "weight")
+    padded = topi.nn.pad(data, (0, 0, padding, padding), name="pad_temp")
+    oh = (H + 2 * padding - dilation * (R - 1) - 1) // stride + 1
+    ow = (W + 2 * padding - dilation * (S - 1) - 1) // stride + 1
+    rc, ry, rx = te.reduce_axis((0, C), "rc"), te.reduce_axis((0, R), "ry"), te.reduce_axis((0, S), "rx")
+    out = te.compute(
+        (N, K // kb, oh, ow, kb),
+        lambda n, fo, y, x, fi: te.sum(
+            padded[n, rc, y * stride + ry * dilation, x * stride + rx * dilation]
+            * weight[fo, rc, ry, rx, fi],
+            axis=[rc, ry, rx],
+        ),
+        name="conv2d_nchw_kblock",
+    )
+    return [data, weight, out]
+
+
 def depthwise_conv2d_nchw(
     N: int, C: int, H: int, W: int, R: int, S: int, stride: int, padding: int, dilation: int
 ) -> Tensors:
@@ -71,6 +93,7 @@ OPS: dict[str, Callable[..., Tensors]] = {
     "matmul": matmul,
     "batch_matmul": batch_matmul,
     "conv2d_nchw": conv2d_nchw,
+    "conv2d_nchw_kblock": conv2d_nchw_kblock,
     "depthwise_conv2d_nchw": depthwise_conv2d_nchw,
 }
 

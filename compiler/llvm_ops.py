@@ -51,9 +51,11 @@ def like(value: ll.Value, scalar: ll.Type) -> ll.Type:
 
 
 def intrinsic_suffix(ty: ll.Type) -> str:
-    """LLVM's overload suffix: f32, f64, v16f32, ..."""
+    """LLVM's overload suffix: f32, f64, i32, v16f32, ..."""
     if isinstance(ty, ll.VectorType):
         return f"v{ty.count}{intrinsic_suffix(ty.element)}"
+    if isinstance(ty, ll.IntType):
+        return f"i{ty.width}"
     return "f32" if isinstance(ty, ll.FloatType) else "f64"
 
 

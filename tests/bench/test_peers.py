@@ -28,8 +28,9 @@ def expected_flops(op: str, p: dict) -> int:
         return 2 * p["B"] * p["M"] * p["N"] * p["K"]
     oh = _out(p["H"], p["R"], p["stride"], p["padding"])
     ow = _out(p["W"], p["S"], p["stride"], p["padding"])
-    per_output = p["R"] * p["S"] * (p["C"] if op == "conv2d_nchw" else 1)
-    channels = p["K"] if op == "conv2d_nchw" else p["C"]
+    dense = op in ("conv2d_nchw", "conv2d_nchw_kblock")
+    per_output = p["R"] * p["S"] * (p["C"] if dense else 1)
+    channels = p["K"] if dense else p["C"]
     return 2 * p["N"] * channels * oh * ow * per_output
 
 
@@ -38,7 +39,7 @@ def test_the_suite_is_real_layers_of_every_kind():
     assert len(SUITE) >= 16
     assert len(set(names)) == len(names)
     ops = {s.spec["op"] for s in SUITE}
-    assert ops == {"conv2d_nchw", "depthwise_conv2d_nchw", "matmul", "batch_matmul"}
+    assert ops == {"conv2d_nchw", "conv2d_nchw_kblock", "depthwise_conv2d_nchw", "matmul", "batch_matmul"}
     assert any(s.spec["op"] == "matmul" and s.spec["params"]["M"] == 1 for s in SUITE)  # batch-1 dense
     assert any(s.spec["params"].get("stride", 1) == 2 for s in SUITE)
 
@@ -71,6 +72,8 @@ SMALL = [
     spec("conv2d_nchw", N=2, C=5, H=11, W=11, K=7, R=3, S=3, stride=2, padding=1),
     spec("conv2d_nchw", N=1, C=6, H=9, W=9, K=4, R=1, S=1),
     spec("conv2d_nchw", N=1, C=3, H=20, W=20, K=4, R=7, S=7, stride=2, padding=3),
+    spec("conv2d_nchw_kblock", N=2, C=5, H=9, W=8, K=6, R=3, S=3, stride=2, padding=1, kb=3),
+    spec("conv2d_nchw_kblock", N=1, C=6, H=7, W=7, K=8, R=1, S=1, kb=4),
     spec("depthwise_conv2d_nchw", N=1, C=6, H=13, W=13, R=3, S=3, stride=2, padding=1),
     spec("depthwise_conv2d_nchw", N=2, C=4, H=7, W=7, R=3, S=3, padding=1),
     spec("matmul", M=7, N=5, K=3),

@@ -12,9 +12,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from compiler import topi
 from compiler.visit import blocks
 from compiler.workloads import OPS, Workload, WorkloadError, workload_from_spec
-from compiler.workloads.ops.conv import conv2d_nchw_ref, conv2d_nhwc_ref, depthwise_conv2d_nchw_ref
+from compiler.workloads.ops.conv import (
+    conv2d_nchw_kblock_ref,
+    conv2d_nchw_ref,
+    conv2d_nhwc_ref,
+    depthwise_conv2d_nchw_ref,
+)
 from compiler.workloads.ops.nn import cumsum_ref, softmax_ref
 
 # Small odd and prime extents, so no kernel gets away with assuming divisibility.
@@ -28,6 +34,7 @@ CASES = [
     ("conv2d_nchw", {"N": 2, "C": 3, "H": 13, "W": 11, "K": 5, "R": 3, "S": 5, "stride": 2, "padding": 1}),
     ("conv2d_nhwc", {"N": 2, "C": 3, "H": 11, "W": 13, "K": 7, "R": 5, "S": 3, "padding": 2, "dilation": 2}),
     ("depthwise_conv2d_nchw", {"N": 1, "C": 5, "H": 13, "W": 7, "R": 3, "S": 3, "stride": 2, "padding": 1}),
+    ("conv2d_nchw_kblock", {"N": 2, "C": 3, "H": 9, "W": 7, "K": 6, "R": 3, "S": 2, "padding": 1, "kb": 3}),
     ("softmax", {"M": 7, "N": 97}),
     ("add", {"shape": [7, 13, 3]}),
     ("relu", {"shape": [97]}),
@@ -248,6 +255,11 @@ def test_conv2d_references_match_naive_loops(stride, padding, dilation):
     np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
     (nhwc,) = conv2d_nhwc_ref(x.transpose(0, 2, 3, 1), w.transpose(2, 3, 1, 0), stride, padding, dilation)
     np.testing.assert_allclose(nhwc, want.transpose(0, 2, 3, 1), rtol=1e-12, atol=1e-12)
+    (blocked,) = conv2d_nchw_kblock_ref(x, topi.pack_kblock(w, 2), stride, padding, dilation)
+    n, k, oh, ow = want.shape
+    np.testing.assert_allclose(
+        blocked, want.reshape(n, k // 2, 2, oh, ow).transpose(0, 1, 3, 4, 2), rtol=1e-12
+    )
 
 
 @pytest.mark.parametrize(("stride", "padding", "dilation"), CONV_SETTINGS)

@@ -30,6 +30,9 @@ The rules are `space.apply_rules`; the choices (`Heuristic`) are:
   streams a long contiguous run of the weights (`_stream_tiles`; 1.9x faster than 64 columns);
 - S2 and S1 are 1; S0, the parallel loop, gets every tile outside the register tile: thousands of
   iterations for a conv2d layer, enough for every core and balanced by the static schedule;
+- within S0, the loops the largest operand does not depend on run innermost, so consecutive parallel
+  iterations (and so each core's) reuse its panel from cache: a 128x3072 by 3072x768 matmul swept all
+  of B for each row tile, 9.0 -> 6.1 ms (one core) with the row tiles inside each column tile;
 - a producer (padding) stays at the root, computed in parallel before its consumer;
 - a non-tiled block vectorizes the largest tile of its innermost spatial loop the space allows. A
   non-tiled reduction (pooling, a softmax's row max) keeps its innermost spatial loop out of the
@@ -126,11 +129,19 @@ class Heuristic:
                 out.append(None)
         return out
 
+    def outer_order(self, func: PrimFunc, name: str, kinds: list[str]) -> list[int]:
+        nest = _Nest.of(func, name, kinds)
+        spatial = [k for k, kind in enumerate(kinds) if kind == "S"]
+        largest = max(nest.operands, key=lambda o: math.prod(nest.extents[k] for k in o.loops), default=None)
+        if largest is None:
+            return list(range(len(spatial)))
+        return sorted(range(len(spatial)), key=lambda p: spatial[p] not in largest.loops)
+
     def compute_location(self) -> int | None:
         return -1
 
     def vector_tile(self, extent: int) -> Decision:
-        inner = _largest_divisor(extent, self.cfg.max_innermost_factor)
+        inner = _largest_divisor(extent, self.cfg.max_vector_row)
         return [extent // inner, inner]
 
     def parallel_loops(self, extents: list[int], reduction_inside: bool) -> int:

@@ -49,6 +49,10 @@ class SpaceConfig:
     the innermost spatial tile, which the code generator keeps in vector registers."""
 
     max_innermost_factor: int = 64
+    # The longest row a non-tiled block (padding, pooling, an epilogue) vectorizes whole: the code
+    # generator emits any length as power-of-two vectors, so a prime row (a 113-wide padded image)
+    # need not run one element per parallel iteration (ResNet-18's max pool: see `parallelize_vectorize`).
+    max_vector_row: int = 256
     unroll_steps: tuple[int, ...] = UNROLL_STEPS
     vector_lanes: int = 16  # float32 lanes per vector register
     vector_registers: int = 32
@@ -90,6 +94,12 @@ class Decisions(Protocol):
         four tiles for an "S" loop, two for an "R" loop, nothing for a "-" loop."""
         ...
 
+    def outer_order(self, func: PrimFunc, name: str, kinds: list[str]) -> list[int]:
+        """The order of the tiled block's outermost spatial tiles (S0, the parallel loop), as indices
+        of its "S" loops: consecutive parallel iterations share the operands that the loops placed
+        last do not index."""
+        ...
+
     def compute_location(self) -> int | None:
         """The index into a producer's compute-location candidates; -1 leaves it at the root."""
         ...
@@ -122,6 +132,9 @@ class Sampled:
 
     def tiles(self, func: PrimFunc, name: str, kinds: list[str]) -> list[Decision]:
         return [None] * len(kinds)
+
+    def outer_order(self, func: PrimFunc, name: str, kinds: list[str]) -> list[int]:
+        return list(range(kinds.count("S")))
 
     def compute_location(self) -> int | None:
         return None
@@ -255,6 +268,7 @@ def _multi_level_tile(sch: Schedule, name: str, cfg: SpaceConfig, decide: Decisi
         for depth, part in enumerate(sch.split(loop, tiles)):
             levels[kind][depth].insert(0, part)
     s, r = levels["S"], levels["R"]
+    s[0] = [s[0][k] for k in decide.outer_order(sch.func, name, kinds)]
     sch.reorder(*s[0], *s[1], *r[0], *s[2], *r[1], *s[3])
     if follower is not None and _attempt(sch.reverse_compute_at, follower, s[level - 1][-1]):
         placed.add(follower.name)
@@ -325,7 +339,7 @@ def parallelize_vectorize(sch: Schedule, name: str, cfg: SpaceConfig, decide: De
     if loops and kinds[-1] == "S":
         extent = find_loop(sch.func.body, loops[-1].name)[1].extent
         tiles = sch.sample_perfect_tile(
-            loops[-1], n=2, max_innermost_factor=cfg.max_innermost_factor, decision=decide.vector_tile(extent)
+            loops[-1], n=2, max_innermost_factor=cfg.max_vector_row, decision=decide.vector_tile(extent)
         )
         outer, inner = sch.split(loops[-1], tiles)
         _attempt(sch.vectorize, inner)

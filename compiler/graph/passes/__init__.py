@@ -1,6 +1,7 @@
 """Graph passes, each a function Module -> Module; `optimize` runs them in order."""
 
 from compiler.graph.ir import Module
+from compiler.graph.passes.block_conv_channels import block_conv_channels
 from compiler.graph.passes.dead_code import eliminate_dead_code
 from compiler.graph.passes.fold_batch_norm import fold_batch_norm
 from compiler.graph.passes.fold_constants import fold_constants
@@ -15,6 +16,7 @@ PASSES = (
     fold_constants,
     match_layer_norm,
     eliminate_dead_code,
+    block_conv_channels,
     fuse,
     eliminate_dead_code,
 )
@@ -22,7 +24,7 @@ PASSES = (
 
 def optimize(module: Module, *, check: bool = False) -> Module:
     """Fold constants and batch norms, recognize written-out layer norms, drop what computes nothing,
-    fuse into PrimFuncs. With `check`,
+    block the output channels of convs on small images, fuse into PrimFuncs. With `check`,
     the verifier runs after every pass (the tests do this)."""
     for run in PASSES:
         module = run(module)
@@ -34,6 +36,7 @@ def optimize(module: Module, *, check: bool = False) -> Module:
 __all__ = [
     "PASSES",
     "Task",
+    "block_conv_channels",
     "eliminate_dead_code",
     "extract_tasks",
     "fold_batch_norm",

@@ -3,7 +3,9 @@ then the conv block.
 
 Layouts: conv2d_nchw takes data [N, C, H, W] and weights [K, C, R, S] (OIHW) -> [N, K, OH, OW];
 conv2d_nhwc takes data [N, H, W, C] and weights [R, S, C, K] (HWIO) -> [N, OH, OW, K];
-depthwise_conv2d_nchw takes data [N, C, H, W] and weights [C, 1, R, S] (multiplier 1) -> [N, C, OH, OW].
+depthwise_conv2d_nchw takes data [N, C, H, W] and weights [C, 1, R, S] (multiplier 1) -> [N, C, OH, OW];
+conv2d_nchw_kblock takes data [N, C, H, W] and weights packed in blocks of kb output channels
+[K/kb, C, R, S, kb] -> [N, K/kb, OH, OW, kb] (what the model graph runs for convs on small images).
 Padding is symmetric on H and W; with padding=0 there is no padding block.
 """
 
@@ -94,6 +96,35 @@ def conv2d_nhwc(
     return OpGraph([data, weight], [out], ref, 2 * N * K * oh * ow * C * R * S)
 
 
+@register("conv2d_nchw_kblock", **CONV_PARAMS, K=REQUIRED, kb=Param(16))
+def conv2d_nchw_kblock(
+    N: int,
+    C: int,
+    H: int,
+    W: int,
+    K: int,
+    R: int,
+    S: int,
+    stride: int,
+    padding: int,
+    dilation: int,
+    kb: int,
+    dtype: str,
+) -> OpGraph:
+    if K % kb:
+        raise WorkloadError("params.kb", f"the block of output channels ({kb}) must divide K={K}")
+    oh = _out_size(H, R, stride, padding, dilation, "params.R")
+    ow = _out_size(W, S, stride, padding, dilation, "params.S")
+    data = te.placeholder((N, C, H, W), dtype, "data")
+    weight = te.placeholder((K // kb, C, R, S, kb), dtype, "weight")
+    p = padding
+    out = topi.conv2d_nchw_kblock(
+        data, weight, (stride, stride), (p, p, p, p), (dilation, dilation), "conv2d_nchw_kblock", "pad_temp"
+    )
+    ref = partial(conv2d_nchw_kblock_ref, stride=stride, padding=padding, dilation=dilation)
+    return OpGraph([data, weight], [out], ref, 2 * N * K * oh * ow * C * R * S)
+
+
 @register("depthwise_conv2d_nchw", **CONV_PARAMS)
 def depthwise_conv2d_nchw(
     N: int, C: int, H: int, W: int, R: int, S: int, stride: int, padding: int, dilation: int, dtype: str
@@ -121,6 +152,16 @@ def conv2d_nhwc_ref(
         data.transpose(0, 3, 1, 2), weight.transpose(3, 2, 0, 1), stride, padding, dilation
     )
     return [np.ascontiguousarray(out.transpose(0, 2, 3, 1))]
+
+
+def conv2d_nchw_kblock_ref(
+    data: np.ndarray, weight: np.ndarray, stride: int = 1, padding: int = 0, dilation: int = 1
+) -> list[np.ndarray]:
+    """data [N, C, H, W], weight [K/kb, C, R, S, kb] -> [N, K/kb, OH, OW, kb], via the NCHW reference."""
+    KB, *_, kb = weight.shape
+    out = _conv_ref(data, topi.unpack_kblock(weight), stride, padding, dilation, 1)
+    N, _, OH, OW = out.shape
+    return [np.ascontiguousarray(out.reshape(N, KB, kb, OH, OW).transpose(0, 1, 3, 4, 2))]
 
 
 def depthwise_conv2d_nchw_ref(

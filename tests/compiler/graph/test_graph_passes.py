@@ -11,6 +11,7 @@ from compiler.graph import CallTIR, Constant, GraphBuilder, GraphError, Module
 from compiler.graph.ir import CallTIR as CallTIRNode
 from compiler.graph.memory_plan import plan_memory
 from compiler.graph.passes import (
+    block_conv_channels,
     eliminate_dead_code,
     fold_batch_norm,
     fold_constants,
@@ -87,6 +88,56 @@ def test_batch_norm_folds_into_the_conv_weights() -> None:
     np.testing.assert_allclose(
         graph.run_reference(folded, inputs)[0], graph.run_reference(module, inputs)[0], rtol=1e-4, atol=1e-5
     )
+
+
+def test_convs_on_small_images_compute_in_channel_blocks_and_match_numpy() -> None:
+    """16 channels at 7x7 with batch norms and a residual add: both convs become conv2d_kblock on
+    packed weights, the epilogues still fuse into them, and the results do not change."""
+    b = GraphBuilder()
+    x = b.input("x", (1, 16, 7, 7), "float32")
+    h = b.call("relu", [batch_norm(b, conv(b, x, 16, 16), 16)])
+    h = batch_norm(b, conv(b, h, 32, 16, bias=False, stride=2), 32)
+    module = b.module([b.call("relu", [h])])
+    optimized = graph.optimize(module, check=True)
+    calls = [n for n in optimized.nodes() if isinstance(n, CallTIRNode)]
+    assert [c.ops for c in calls] == [("conv2d_kblock", "add", "relu"), ("conv2d_kblock", "add", "relu")]
+    constants = [a for c in calls for a in c.args if isinstance(a, Constant)]
+    packed = {a.type.shape for a in constants if len(a.type.shape) == 5}
+    assert packed == {(1, 16, 3, 3, 16), (2, 16, 3, 3, 16)}
+    compiled_matches_reference(module)
+
+
+@pytest.mark.parametrize(
+    "shape, k, groups, reason",
+    [
+        ((1, 16, 56, 56), 16, 1, "a 56x56 image vectorizes along its width"),
+        ((1, 16, 7, 7), 24, 1, "24 channels are not whole blocks of 16"),
+        ((1, 16, 7, 7), 16, 16, "a depthwise conv has no reduction over channels to block"),
+        ((1, 7, 7, 7), 16, 1, "7 x 3 x 3 taps are too short a reduction to pay for the copy to NCHW"),
+    ],
+)
+def test_other_convs_stay_nchw(shape, k, groups, reason) -> None:
+    b = GraphBuilder()
+    x = b.input("x", shape, "float32")
+    module = b.module([conv(b, x, k, shape[1], groups=groups)])
+    assert [c.op for c in block_conv_channels(module).calls()] == ["conv2d", "add"], reason
+
+
+def test_a_strided_conv_is_blocked_on_any_image() -> None:
+    """Along the width a strided conv's input is strided: every NCHW vector would be gathered."""
+    b = GraphBuilder()
+    x = b.input("x", (1, 8, 64, 64), "float32")
+    module = b.module([conv(b, x, 16, 8, stride=2)])
+    assert [c.op for c in block_conv_channels(module).calls()] == ["conv2d_kblock", "add"]
+    compiled_matches_reference(module)
+
+
+def test_a_conv_with_computed_weights_stays_nchw() -> None:
+    b = GraphBuilder()
+    x, w = b.input("x", (1, 16, 7, 7), "float32"), b.input("w", (16, 16, 1, 1), "float32")
+    attrs = {"strides": (1, 1), "padding": (0, 0, 0, 0), "dilation": (1, 1), "groups": 1}
+    module = b.module([b.call_attrs("conv2d", [x, w], attrs)])
+    assert [c.op for c in block_conv_channels(module).calls()] == ["conv2d"]
 
 
 def test_batch_norm_without_a_conv_becomes_multiply_add() -> None:
