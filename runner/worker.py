@@ -9,8 +9,11 @@ It is a plain client of the coordinator's REST API (`/v1/workers/...`):
   another's, so a lucky or forged run cannot win alone);
 - say so if an admin has yet to approve this kind of hardware: until then no task targets it, and the
   worker waits, leasing nothing;
-- when the coordinator cannot be reached, retry with exponential backoff, forever: results are
-  accepted once, so re-sending a submission whose answer was lost is safe;
+- know one coordinator or several (each a process serving the same database): when the one in use
+  cannot be reached or fails (5xx), move to the next at once, and back off exponentially once every
+  one has failed in a row, retrying forever: results are accepted once, so re-sending a submission
+  whose answer was lost is safe. A coordinator of another database does not know this worker:
+  register with it anew;
 - never drop measured results because the coordinator refuses them: resend them in smaller parts,
   and a result it refuses alone as a runtime_error saying why;
 - on SIGTERM or SIGINT, finish the candidate being measured, submit what is done, give the rest of
@@ -44,7 +47,7 @@ MESSAGE_LIMIT = 20_000
 
 @dataclass(frozen=True)
 class WorkerConfig:
-    coordinator_url: str
+    coordinator_url: str  # one URL, or several separated by commas: the coordinators to fail over between
     token: str
     name: str = field(default_factory=lambda: f"{socket.gethostname()}:{os.getpid()}")
     batch: int = 4
@@ -69,6 +72,19 @@ class Refused(Fatal):
         self.status = status
 
 
+class UnknownWorker(Refused):
+    """A coordinator answered 404 for this worker: it serves another database than the one the worker
+    registered with."""
+
+
+def coordinator_urls(text: str) -> list[str]:
+    """'http://a:8000, http://b:8000/' -> ['http://a:8000', 'http://b:8000']."""
+    urls = [url.strip().rstrip("/") for url in text.split(",") if url.strip()]
+    if not urls:
+        raise ValueError(f"no coordinator URL in {text!r}")
+    return urls
+
+
 def parse_cpus(text: str) -> frozenset[int]:
     """'0-3,6' -> {0, 1, 2, 3, 6}."""
     cpus: set[int] = set()
@@ -90,12 +106,14 @@ class Worker:
         self.hardware = host_hardware()
         self.runner = runner or _make_runner(config, self.hardware.target)
         self.stopping = threading.Event()
+        self.urls = coordinator_urls(config.coordinator_url)
+        self.url = self.urls[0]  # the coordinator in use; the heartbeat thread and the loop share it
+        self._failover = threading.Lock()
         self.client = httpx.Client(
-            base_url=config.coordinator_url.rstrip("/"),
-            headers={"Authorization": f"Bearer {config.token}"},
-            timeout=config.request_timeout_s,
+            headers={"Authorization": f"Bearer {config.token}"}, timeout=config.request_timeout_s
         )
         self.worker_id: int | None = None
+        self.registered_with: str | None = None  # the URL whose coordinator gave `worker_id`
         self.heartbeat_s = 10.0
 
     def install_signal_handlers(self) -> None:
@@ -109,7 +127,7 @@ class Worker:
             heartbeat = threading.Thread(target=self._heartbeat, name="heartbeat", daemon=True)
             heartbeat.start()
             while not self.stopping.is_set():
-                leased = self._call("POST", f"/v1/workers/{self.worker_id}/lease", {"max": self.config.batch})
+                leased = self._call("POST", "/v1/workers/{worker}/lease", {"max": self.config.batch})
                 if leased is None:
                     break
                 if not leased["candidates"]:
@@ -137,7 +155,13 @@ class Worker:
             raise Fatal("stopped before the coordinator could be reached")
         self.worker_id = reply["id"]
         self.heartbeat_s = reply["heartbeat_seconds"]
-        log.info("registered as worker %d (%s) for hardware %s", self.worker_id, self.config.name, hw.key)
+        log.info(
+            "registered with %s as worker %d (%s) for hardware %s",
+            self.registered_with,
+            self.worker_id,
+            self.config.name,
+            hw.key,
+        )
         if not reply.get("hardware_approved", True):
             log.warning(
                 "hardware %s awaits an admin's approval (tuner hardware approve, or POST "
@@ -155,7 +179,7 @@ class Worker:
             self._submit(results)
         rest = [item["id"] for item in leased if item["id"] not in done]
         if rest:
-            self._call("POST", f"/v1/workers/{self.worker_id}/release", {"candidate_ids": rest})
+            self._call("POST", "/v1/workers/{worker}/release", {"candidate_ids": rest})
 
     def _measure(self, leased: list[dict[str, Any]]) -> Iterator[tuple[dict[str, Any], RunResult]]:
         """Each candidate's result, one at a time, stopping between candidates if asked."""
@@ -171,7 +195,7 @@ class Worker:
         alone is replaced by a runtime_error saying why, so that its candidate is done instead of
         going round the fleet."""
         try:
-            self._call("POST", f"/v1/workers/{self.worker_id}/results", {"results": results}, patient=True)
+            self._call("POST", "/v1/workers/{worker}/results", {"results": results}, patient=True)
         except Refused as e:
             if len(results) == 1:
                 self._replace(results[0], e)
@@ -188,16 +212,14 @@ class Worker:
             "message": clean_message(f"the coordinator refused the result: {refusal}", 500),
         }
         try:
-            self._call(
-                "POST", f"/v1/workers/{self.worker_id}/results", {"results": [replacement]}, patient=True
-            )
+            self._call("POST", "/v1/workers/{worker}/results", {"results": [replacement]}, patient=True)
         except Refused as e:  # nothing left to try: the lease expires and another worker measures it
             log.error("the coordinator refused candidate %d's result: %s", result["candidate_id"], e)
 
     def _heartbeat(self) -> None:
         while not self.stopping.wait(self.heartbeat_s):
             try:
-                self._request("POST", f"/v1/workers/{self.worker_id}/heartbeat", None)
+                self._request("POST", "/v1/workers/{worker}/heartbeat", None)
             except (httpx.HTTPError, Fatal) as e:
                 log.warning("heartbeat failed: %s", e)
 
@@ -205,19 +227,30 @@ class Worker:
         if self.worker_id is None:
             return
         try:
-            self._request("POST", f"/v1/workers/{self.worker_id}/stop", None)
+            self._request("POST", "/v1/workers/{worker}/stop", None)
         except (httpx.HTTPError, Fatal) as e:  # its leases expire on their own
             log.warning("could not say goodbye: %s", e)
 
     def _call(self, method: str, path: str, body: dict[str, Any] | None, *, patient: bool = False) -> Any:
-        """A request, retried with exponential backoff while the coordinator is unreachable or failing.
-        Returns None if the worker is asked to stop meanwhile; a `patient` call (a submission of
-        measured results, worth keeping) goes on retrying for up to one longest backoff after that."""
-        delay, deadline = 0.25, None
+        """A request (`path` may name `{worker}`), retried while no coordinator can be reached or
+        answers: on the next coordinator at once, then, once all have failed in a row, after an
+        exponential backoff. Returns None if the worker is asked to stop meanwhile; a `patient` call
+        (a submission of measured results, worth keeping) goes on retrying for up to one longest
+        backoff after that. A coordinator that does not know this worker gets it registered anew."""
+        delay, deadline, failures = 0.25, None, 0
         while True:
             try:
                 return self._request(method, path, body)
+            except UnknownWorker as e:
+                if self.stopping.is_set():
+                    return None
+                log.warning("%s; registering with it", e)
+                self._register()
+                continue
             except httpx.HTTPError as e:
+                failures += 1
+                if failures % len(self.urls):
+                    continue  # on the next coordinator, at once
                 log.warning("%s %s failed (%s); retrying in %.1f s", method, path, e, delay)
             if self.stopping.is_set():
                 deadline = deadline or time.monotonic() + self.config.max_backoff_s
@@ -229,17 +262,35 @@ class Worker:
             delay = min(delay * 2, self.config.max_backoff_s)
 
     def _request(self, method: str, path: str, body: dict[str, Any] | None) -> Any:
-        response = self.client.request(method, path, json=body)
+        """One request to the coordinator in use; if it cannot be reached or fails, the next one is
+        in use from then on, and the error is raised."""
+        url, path = self.url, path.format(worker=self.worker_id)
+        try:
+            answer = self._answer(method, path, self.client.request(method, url + path, json=body), url)
+        except httpx.HTTPError as e:
+            with self._failover:  # the loop and the heartbeat thread may fail at once: move on once
+                if self.url == url and len(self.urls) > 1:
+                    self.url = self.urls[(self.urls.index(url) + 1) % len(self.urls)]
+                    log.warning("%s %s on %s failed (%s); moving to %s", method, path, url, e, self.url)
+            raise
+        if path == "/v1/workers":
+            self.registered_with = url
+        return answer
+
+    def _answer(self, method: str, path: str, response: httpx.Response, url: str) -> Any:
         code = response.status_code
         if code in (401, 403):
             raise Fatal(f"the coordinator refused {method} {path}: {code} {response.text[:500]}")
+        if code == 404 and path.startswith(f"/v1/workers/{self.worker_id}/") and url != self.registered_with:
+            raise UnknownWorker(code, f"{url} does not know worker {self.worker_id}")
         if 400 <= code < 500 and code not in (408, 429):
             raise Refused(code, f"{method} {path}: {code} {response.text[:500]}")
         response.raise_for_status()  # 5xx, 408, 429: retried by the caller
         try:
-            return response.json()
+            answer = response.json()
         except ValueError as e:  # say, a proxy's page: retried, as if the coordinator were away
             raise httpx.DecodingError(f"{method} {path}: a {code} answer that is not JSON") from e
+        return answer
 
 
 def _make_runner(config: WorkerConfig, target: Target) -> Runner:

@@ -7,7 +7,8 @@ records, show a record's program and trace.
     tuner evaluate-model [--holdout 0.25] [--splits 10]
     tuner import model.onnx; tuner run model.onnx [--input x.npy] (`tuner.model_commands`)
 
-and the service's commands (`tuner.service.commands`): serve, worker, token, hardware, submit, status.
+and the service's commands (`tuner.service.commands`): serve, worker, token, hardware, submit, status;
+(`tuner.service.model_commands`) submit-model, model-artifact.
 
 A workload is an operator name and its parameters (`compiler.workloads`), or `--spec '<JSON>'`.
 """
@@ -39,6 +40,7 @@ from tuner.service.commands import (
     remote_best,
     run_reporting_coordinator_errors,
 )
+from tuner.service.model_commands import add_model_service_commands
 from tuner.tune import DEFAULT_DATABASE, STRATEGIES, TuneResult, gflops, tune
 
 
@@ -96,6 +98,7 @@ def _parser() -> argparse.ArgumentParser:
     p.set_defaults(run=_evaluate_model)
     add_service_commands(command, embedded_tune=_tune)
     add_model_commands(command)
+    add_model_service_commands(command)
     return parser
 
 

@@ -11,7 +11,7 @@ no valid schedule yet comes first: the model cannot run without one.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -69,8 +69,12 @@ class BatchProgress:
 
 
 @dataclass
-class _History:
-    latencies: list[float] = field(default_factory=list)  # best seconds after each of its batches
+class TaskHistory:
+    """What the scheduler knows of one task: its best seconds after each of its batches (inf while it
+    has no valid record), and whether its search has nothing left to propose. The coordinator's model
+    loop rebuilds it from the database each tick; the embedded loop keeps it in memory."""
+
+    latencies: list[float] = field(default_factory=list)
     exhausted: bool = False
 
 
@@ -116,11 +120,11 @@ def tune_tasks(
             )
             for i, wl in enumerate(workloads)
         ]
-        histories = [_History() for _ in tasks]
+        histories = [TaskHistory() for _ in tasks]
         order: list[int] = []
         spent = 0
         while spent < trials:
-            i = _pick(scheduler, tasks, histories, len(order))
+            i = pick_task(scheduler, [t.weight for t in tasks], histories)
             if i is None:
                 break
             results = tunings[i].step(min(batch_size, trials - spent))
@@ -141,7 +145,9 @@ def tune_tasks(
             db.close()
 
 
-def _pick(scheduler: str, tasks: list[Task], histories: list[_History], batches: int) -> int | None:
+def pick_task(scheduler: str, weights: Sequence[int], histories: Sequence[TaskHistory]) -> int | None:
+    """The task to give the next batch (None when every task is exhausted). `weights` are the tasks'
+    calls per forward pass."""
     live = [i for i, h in enumerate(histories) if not h.exhausted]
     if not live:
         return None
@@ -150,7 +156,7 @@ def _pick(scheduler: str, tasks: list[Task], histories: list[_History], batches:
     untried = [i for i in live if not histories[i].latencies]
     if untried:
         return untried[0]
-    return max(live, key=lambda i: (_gradient(tasks[i].weight, histories[i].latencies), -i))
+    return max(live, key=lambda i: (_gradient(weights[i], histories[i].latencies), -i))
 
 
 def _gradient(weight: int, latencies: list[float], alpha: float = 0.2, window: int = 3) -> float:

@@ -2,8 +2,10 @@
 re-measures, and how it delivers results the coordinator refuses or answers it cannot read."""
 
 import json
+import threading
 import time
 from collections.abc import Callable
+from itertools import pairwise
 
 import httpx
 import pytest
@@ -158,3 +160,56 @@ def test_no_heartbeat_follows_the_goodbye_when_the_coordinator_refuses_us(status
     time.sleep(0.1)
     assert coordinator.paths("/heartbeat") and coordinator.requests[-1][0] == "/v1/workers/1/stop"
     assert coordinator.worker.stopping.is_set()
+
+
+def test_a_worker_fails_over_to_the_next_coordinator_and_registers_there_if_unknown():
+    """Coordinator a goes away after the first batch; b serves another database (it answers 404 for
+    worker 1): the worker moves to b, registers there as worker 7, and goes on."""
+    a = Coordinator([[item(1, 1, 1e-3)], [item(2, 1, 1e-3)]])
+    b = Coordinator([[item(3, 1, 1e-3)]])
+    calls: list[str] = []
+
+    def route(request: httpx.Request) -> httpx.Response:
+        calls.append(f"{request.url.host} {request.url.path}")
+        if request.url.host == "a":
+            if a.paths("/results"):  # a answered one batch, then went away
+                raise httpx.ConnectError("connection refused")
+            return a(request)
+        if request.url.path.startswith("/v1/workers/1/"):
+            return httpx.Response(404, json={"detail": "no worker 1"})
+        if request.url.path == "/v1/workers":
+            b.requests.append((request.url.path, {}))
+            return httpx.Response(201, json={"id": 7, "lease_seconds": 60.0, "heartbeat_seconds": 60.0})
+        return b(request)
+
+    config = WorkerConfig(
+        coordinator_url="http://a, http://b/", token="t", idle_poll_s=0.01, max_backoff_s=0.1
+    )
+    worker = Worker(config, NullRunner(lambda c: c.trace["secs"]))
+    worker.client = httpx.Client(transport=httpx.MockTransport(route))
+    a.worker = b.worker = worker
+    assert worker.run() == 0
+    assert [r["candidate_id"] for r in a.accepted] == [1]
+    assert [r["candidate_id"] for r in b.accepted] == [3]
+    assert calls[:2] == ["a /v1/workers", "a /v1/workers/1/lease"]
+    assert "b /v1/workers" in calls and calls[-1] == "b /v1/workers/7/stop"
+    assert worker.url == "http://b" and worker.worker_id == 7
+
+
+def test_every_coordinator_away_means_backoff_not_a_busy_loop():
+    """With both coordinators unreachable the worker tries each once, then waits, doubling the wait."""
+    tries: list[float] = []
+
+    def away(request: httpx.Request) -> httpx.Response:
+        tries.append(time.monotonic())
+        raise httpx.ConnectError("connection refused")
+
+    config = WorkerConfig(coordinator_url="http://a,http://b", token="t", max_backoff_s=0.4)
+    worker = Worker(config, NullRunner())
+    worker.client = httpx.Client(transport=httpx.MockTransport(away))
+    threading.Timer(1.5, worker.stopping.set).start()
+    assert worker.run() == 2  # stopped before any coordinator could be reached
+    gaps = [later - earlier for earlier, later in pairwise(tries)]
+    # In pairs, a then b at once; between pairs 0.25 s, then 0.4 s (the longest); the last wait is cut
+    # short by the stop, and one more pair follows it.
+    assert len(tries) <= 12 and max(gaps[::2]) < 0.1 and min(gaps[1:-2:2]) >= 0.2, gaps

@@ -10,10 +10,12 @@ from fastapi import FastAPI
 from fastapi.routing import APIRoute, iter_route_contexts
 
 from tests.service.conftest import HARDWARE
+from tests.service.onnx_models import encoded, mlp
 from tuner.service.app import create_app
 from tuner.service.settings import Settings
 
 SPEC = {"op": "matmul", "params": {"M": 16, "N": 16, "K": 8}}
+ONNX_MLP = encoded(mlp())
 # A valid body of each request model, by model name (test_hostile_input checks that none is missing).
 EXAMPLES: dict[str, dict[str, Any]] = {
     "TaskCreate": {"workload": SPEC, "trials": 4, "strategy": "random", "seed": 1},
@@ -36,6 +38,7 @@ EXAMPLES: dict[str, dict[str, Any]] = {
     "ReleaseIn": {"candidate_ids": [1, 2]},
     "TokenCreate": {"role": "client", "name": "someone"},
     "HardwareApproval": {"peak_gflops": 250.0},
+    "ModelCreate": {"onnx": ONNX_MLP, "trials": 8, "name": "mlp", "scheduler": "round-robin", "seed": 1},
 }
 
 

@@ -16,13 +16,14 @@ from pathlib import Path
 import httpx
 import pytest
 from selenium import webdriver
-from selenium.common.exceptions import WebDriverException
+from selenium.common.exceptions import StaleElementReferenceException, WebDriverException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support.ui import WebDriverWait
 
 from tests.service.conftest import HARDWARE, HW, service_settings
+from tests.service.onnx_models import encoded, mlp
 from tests.service.processes import Coordinator, wait_until
 from tuner.database import Database
 from tuner.database.tokens import create_token
@@ -211,3 +212,70 @@ def test_a_refused_token_shows_an_error_and_the_form_again(service: LiveService,
     open_with_token(browser, service.url, service.tokens["worker"])
     wait.until(lambda d: "403" in d.find_element(By.ID, "error").text)
     assert browser.find_element(By.ID, "login").is_displayed()
+
+
+def play_worker_until_done(service: LiveService, worker: int, model_id: int, secs: float = 1e-3) -> dict:
+    """Measure whatever the coordinator queues for the model's layers until the model ends."""
+    detail: dict = {}
+
+    def ended() -> bool:
+        nonlocal detail
+        leased = service.call("POST", f"/v1/workers/{worker}/lease", "worker", json={"max": 8})["candidates"]
+        if leased:
+            results = [
+                {"candidate_id": c["id"], "status": "ok", "run_secs": [secs * (1 + c["id"] / 50)] * 3}
+                for c in leased
+            ]
+            service.call("POST", f"/v1/workers/{worker}/results", "worker", json={"results": results})
+        detail = service.call("GET", f"/v1/models/{model_id}", "client")
+        return detail["status"] not in ("pending", "running")
+
+    wait_until(ended, 120, f"model {model_id} to end")
+    return detail
+
+
+def texts(driver: WebDriver, selector: str) -> list[str]:
+    """The text of every element `selector` matches, read at one moment."""
+    script = "return [...document.querySelectorAll(arguments[0])].map((e) => e.textContent)"
+    return driver.execute_script(script, selector)
+
+
+def test_the_model_page_shows_its_layers_their_curves_and_the_latency_curve(
+    service: LiveService, browser: WebDriver
+):
+    worker = service.call("POST", "/v1/workers", "worker", json={"name": "bench-1", "hardware": HARDWARE})[
+        "id"
+    ]
+    (kind,) = service.call("GET", "/v1/hardware", "client")
+    service.call("POST", f"/v1/hardware/{kind['id']}/approve", "admin")
+    body = {"onnx": encoded(mlp()), "trials": 20, "name": "mlp"}
+    submitted = service.call("POST", "/v1/models", "client", json=body)
+    model = play_worker_until_done(service, worker, submitted["id"])
+    assert model["status"] == "done", model
+
+    open_with_token(browser, service.url, service.tokens["client"])
+    # The page redraws at every poll: what it shows is read in one script, never from an element
+    # found before a redraw.
+    wait = WebDriverWait(browser, PAGE_TIMEOUT, ignored_exceptions=[StaleElementReferenceException])
+    row = f'tr[data-model="{submitted["id"]}"]'
+    wait.until(lambda d: "20 / 20" in " ".join(texts(d, row)))
+    assert "mlp" in texts(browser, f"{row} td") and "done" in texts(browser, f"{row} td")
+    browser.find_element(By.CSS_SELECTOR, row).click()
+    wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#layers tr")) == 2)
+    known = [p for p in model["curve"] if p["estimated_secs"] is not None]
+    points = "return document.getElementById('latency').getAttribute('points')"
+    wait.until(lambda d: len(d.execute_script(points).split()) == len(known))
+    for layer in model["layers"]:
+        cells = texts(browser, f'#layers tr[data-task="{layer["task_id"]}"] td')
+        assert float(cells[5]) == pytest.approx(layer["best_secs"] * 1e3, rel=1e-3)
+        assert cells[7].startswith(f"{100 * layer['share']:.1f}%")
+    # A layer's row draws its own tuning curve: one point per measured trial.
+    second = model["layers"][1]
+    wait.until(
+        lambda d: d.find_element(By.CSS_SELECTOR, f'#layers tr[data-task="{second["task_id"]}"]')
+    ).click()
+    trials = len(service.call("GET", f"/v1/tasks/{second['task_id']}", "client")["curve"])
+    wait.until(lambda d: curve_points(d) == trials)
+    assert script_errors(browser) == []
+    browser.find_element(By.ID, "back").click()
+    wait.until(lambda d: d.find_element(By.ID, "tasks").is_displayed())

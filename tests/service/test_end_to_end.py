@@ -7,8 +7,10 @@ that submits the same results twice. Every task must still complete with exactly
 trial: nothing lost, nothing duplicated.
 """
 
+import io
 import os
 import signal
+import tarfile
 from pathlib import Path
 
 import httpx
@@ -17,7 +19,9 @@ import pytest
 from sqlalchemy import func, select
 
 from compiler import Trace, build
+from compiler.graph import load_library
 from compiler.workloads import workload_from_spec
+from tests.service.onnx_models import mlp, reference
 from tests.service.processes import Coordinator, start_worker, wait_until
 from tuner.database import Database
 from tuner.database.schema import Candidate, TuningRecord
@@ -210,3 +214,31 @@ def measurement_processes(worker_pid: int) -> list[int]:
         if ppid == worker_pid and "unlimited" not in address_space:
             found.append(int(entry.name))
     return found
+
+
+def test_a_model_is_tuned_by_a_real_worker_and_its_artifact_computes_the_model(
+    settings, service, tokens, tmp_path
+):
+    """`tuner serve` and a `tuner worker` that really builds and times the layers' candidates: the
+    model ends with its budget measured, and its artifact, built from those records, runs the MLP."""
+    worker = start_worker(service, tokens["worker"], "w0", tmp_path, *FAST)
+    try:
+        with Client(service.url, tokens["admin"]) as api:
+            wait_for_workers(api, 1)
+            model = api.submit_model(mlp(), trials=8, name="mlp")
+            done = wait_until(
+                lambda: (m := api.model(model.id)).status not in ("pending", "running") and m,
+                240,
+                f"model {model.id} to end",
+                interval=0.5,
+            )
+            assert done.status == "done" and done.trials_done == 8, done
+            assert done.estimated_secs and all(layer.best_secs for layer in done.layers)
+            with tarfile.open(fileobj=io.BytesIO(api.model_artifact(model.id))) as tar:
+                tar.extractall(tmp_path / "artifact", filter="data")
+        x = np.random.default_rng(2).standard_normal((4, 16)).astype(np.float32)
+        (y,) = load_library(tmp_path / "artifact" / "model.so")(x)
+        np.testing.assert_allclose(y, reference(x), rtol=1e-4, atol=1e-4)
+    finally:
+        code = worker.stop()
+    assert code == 0, worker.output()[-2000:]

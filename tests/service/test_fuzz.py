@@ -31,6 +31,7 @@ from schemathesis.specs.openapi.checks import (
 )
 
 from tests.conftest import fresh_database
+from tests.service.api_routes import EXAMPLES
 from tests.service.conftest import HARDWARE, service_settings
 from tuner.database.tokens import create_token
 from tuner.service.app import create_app
@@ -65,6 +66,11 @@ ROLES = {
     "GET /v1/tokens": "admin",
     "POST /v1/tokens": "admin",
     "DELETE /v1/tokens/{token_id}": "admin",
+    "POST /v1/models": "client",
+    "GET /v1/models": "client",
+    "GET /v1/models/{model_id}": "client",
+    "POST /v1/models/{model_id}/cancel": "client",
+    "GET /v1/models/{model_id}/artifact": "client",
     "GET /metrics": "any",
     "GET /healthz": "none",
 }
@@ -145,7 +151,7 @@ def serve(kind: str, directory: Path) -> Iterator[Served]:
 
 def seed(client: TestClient, loop: TaskLoop, served: Served) -> None:
     """Three workers of approved hardware, three tasks with candidates queued, four of them leased and
-    three measured (held as would-be bests, leased again and re-measured)."""
+    three measured (held as would-be bests, leased again and re-measured), and a model."""
 
     def post(path: str, body: dict, role: str, expect: int = 200) -> dict:
         reply = client.post(path, json=body, headers=served.as_(role))
@@ -158,6 +164,7 @@ def seed(client: TestClient, loop: TaskLoop, served: Served) -> None:
     for m in (16, 24, 32):
         spec = {"op": "matmul", "params": {"M": m, "N": 16, "K": 8}}
         post("/v1/tasks", {"workload": spec, "trials": 8, "strategy": "random"}, "client", 201)
+    post("/v1/models", EXAMPLES["ModelCreate"], "client", 201)
     loop.tick()
     leased = post("/v1/workers/1/lease", {"max": 4}, "worker")["candidates"]
     measured = [{"candidate_id": c["id"], "status": "ok", "run_secs": [1e-4, 2e-4]} for c in leased[:3]]

@@ -159,7 +159,8 @@ class Served:
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
-    """The app on a SQLite file with ids 1..3 of workers, tasks, candidates, records and tokens."""
+    """The app on a SQLite file with ids 1..3 of workers, tasks, candidates, records and tokens, and a
+    model."""
     with fresh_database("sqlite", tmp_path_factory.mktemp("hostile")) as url:
         settings = service_settings(url)
         app = create_app(settings)
@@ -191,6 +192,7 @@ def seed(served: Served, loop: TaskLoop) -> None:
     post("/v1/hardware/1/approve", {}, "admin")  # a worker token's new kind of machine waits for it
     for m in (16, 24, 32):
         post("/v1/tasks", {"workload": {**SPEC, "params": {**SPEC["params"], "M": m}}, "trials": 8}, "client")
+    post("/v1/models", EXAMPLES["ModelCreate"], "client")
     loop.tick()
     leased = post("/v1/workers/1/lease", {"max": 4}, "worker")["candidates"]
     measured = [{"candidate_id": c["id"], "status": "ok", "run_secs": [1e-4]} for c in leased[:3]]

@@ -38,7 +38,7 @@ Call = Callable[[str, str, dict | None], httpx.Response]
 
 def url_of(endpoint: Endpoint) -> str:
     return endpoint.path.replace("{workload_hash}", "abc").format(
-        task_id=1, worker_id=1, record_id=1, token_id=1, hardware_id=1
+        task_id=1, worker_id=1, record_id=1, token_id=1, hardware_id=1, model_id=1
     )
 
 

@@ -55,9 +55,10 @@ def test_a_task_the_database_refuses_fails_alone_and_a_lost_database_waits(api: 
         raise OperationalError("SELECT ...", {}, Exception("server closed the connection"))
 
     monkeypatch.setattr(api.loop, "_advance", away)
+    waiting = submit(api, trials=4)["id"]  # a task to advance: `fine` has its 4 trials queued
     with pytest.raises(OperationalError):
         api.loop.tick()
-    assert api.db.get_task(fine).status == TaskStatus.RUNNING
+    assert api.db.get_task(fine).status == api.db.get_task(waiting).status == TaskStatus.RUNNING
 
 
 AVX2 = Hardware(Target("x86_64-unknown-linux-gnu", "znver3", "+avx,+avx2,+fma,-avx512f", 64), "Test EPYC")
@@ -96,3 +97,19 @@ def test_a_bug_in_a_primitive_fails_the_task_with_its_traceback_and_is_counted(a
     assert "broken_split" in failed["traceback"] and "in split" in failed["traceback"]
     metrics = api.client.get("/metrics", headers=api.as_("client")).text
     assert "tuner_search_errors 1.0" in metrics
+
+
+def test_tasks_on_one_hardware_share_a_cost_model_and_a_dropped_search_resumes_its_learning(api: Api):
+    worker = register(api)
+    api.loop.settings = api.loop.settings.model_copy(update={"max_searches": 1})
+    first = submit(api, trials=16, strategy="evolutionary")["id"]
+    api.loop.tick()
+    model = api.loop.drivers[first].model
+    measure(api, worker, lease(api, worker))  # 8 records, which no search has learned from yet
+    other = {"op": "matmul", "params": {"M": 8, "N": 8, "K": 8}}
+    submit(api, trials=16, strategy="evolutionary", workload=other)
+    # The second task's search is built (with the same model) and dropped for the first's, rebuilt,
+    # which learns the 8 records its dropped predecessor had not.
+    api.loop.tick()
+    assert list(api.loop.drivers) == [first] and api.loop.drivers[first].model is model
+    assert list(api.loop.models.values()) == [model] and model.num_samples == 8

@@ -1,16 +1,18 @@
 """Workers: the measuring daemons on benchmark machines, known by name and hardware, alive while
-their heartbeats arrive."""
+their heartbeats arrive. A worker that is no longer alive loses its leases: its candidates go to the
+next worker that asks, a few heartbeats after it died rather than a whole lease later."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import Select, select
+from sqlalchemy import Select, select, update
 
 from tuner.database.database import Database
-from tuner.database.queue import release, renew_leases
-from tuner.database.schema import Hardware, Worker
+from tuner.database.queue import lock_candidates, release, renew_leases
+from tuner.database.records import CandidateStatus
+from tuner.database.schema import Candidate, Hardware, Worker
 
 
 class WorkerStopped(Exception):
@@ -25,6 +27,28 @@ def alive_since(now: datetime, heartbeat_secs: float) -> datetime:
     """Workers seen since then, and not stopped, are alive: the one definition the API's worker list
     and the metrics share."""
     return now - timedelta(seconds=MISSED_HEARTBEATS * heartbeat_secs)
+
+
+def expire_silent(db: Database, *, now: datetime, heartbeat_secs: float) -> int:
+    """End now the leases of workers that are no longer alive (killed, hung, cut off): they are
+    available at once, as expired leases, to the next lease request and to `give_up_expired`. Returns
+    how many ended. The caller must have seen the database for as long as a worker may stay silent:
+    heartbeats that could not arrive while it was away say nothing about the workers."""
+    silent = select(Worker.id).where(Worker.last_seen_at < alive_since(now, heartbeat_secs))
+    with db.transaction() as session:
+        held = lock_candidates(
+            session,
+            Candidate.status == CandidateStatus.LEASED.value,
+            Candidate.lease_expires_at >= now,
+            Candidate.worker_id.in_(silent),
+        )
+        if held:
+            session.execute(
+                update(Candidate)
+                .where(Candidate.id.in_(held))
+                .values(lease_expires_at=alive_since(now, heartbeat_secs))
+            )
+        return len(held)
 
 
 @dataclass(frozen=True)

@@ -82,9 +82,12 @@ def disown(db: Database, *, owner: str) -> None:
         session.execute(update(Task).where(Task.owner == owner).values(owner=None, owner_until=None))
 
 
-def cancel_task(db: Database, *, task_id: int, message: str) -> bool:
+def cancel_task(
+    db: Database, *, task_id: int, message: str, status: TaskStatus = TaskStatus.CANCELLED
+) -> bool:
     """Stop an active task whoever owns it, and withdraw its candidates that no worker has finished;
-    False if it had already ended. Raises KeyError for an unknown task."""
+    False if it had already ended. Raises KeyError for an unknown task. `status` is what it ends as:
+    cancelled, or done when the model it is a layer of has ended."""
     with db.transaction() as session:
         leftovers = _lock_unfinished(session, task_id)
         # NO KEY UPDATE: a concurrent cancel or finish holds the row FOR KEY SHARE too, and waits.
@@ -93,7 +96,7 @@ def cancel_task(db: Database, *, task_id: int, message: str) -> bool:
             raise KeyError(task_id)
         if task.status not in ACTIVE:
             return False
-        task.status, task.message = TaskStatus.CANCELLED.value, message
+        task.status, task.message = status.value, message
         task.owner, task.owner_until = None, None
         _withdraw(session, leftovers)
         return True

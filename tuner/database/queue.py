@@ -30,7 +30,7 @@ from datetime import datetime, timedelta
 from math import inf
 from typing import Any
 
-from sqlalchemy import ColumnElement, Connection, Row, and_, func, select, update
+from sqlalchemy import ColumnElement, Connection, Row, Select, and_, func, select, update
 from sqlalchemy.orm import Session
 
 from runner.results import Status
@@ -148,9 +148,9 @@ def lease(
     max_attempts: int,
 ) -> list[LeasedCandidate]:
     """Up to `limit` candidates for a worker of this hardware: first leased ones whose lease expired
-    (unless they have used up their attempts: their tasks have waited longest), then pending ones,
-    oldest first. Each group is one UPDATE that walks the queue index in order and stops at `limit`;
-    one query for both, with an OR, made PostgreSQL read and sort the whole queue every time."""
+    (unless they have used up their attempts: their tasks have waited longest), oldest first; then
+    pending ones in fair order (`_fair_order`). Each group is one UPDATE; one query for both, with an
+    OR, made PostgreSQL read and sort the whole queue every time."""
     expires = now + timedelta(seconds=lease_secs)
     expired = and_(
         Candidate.status == CandidateStatus.LEASED.value,
@@ -161,9 +161,9 @@ def lease(
     with db.transaction() as session:
         connection = session.connection()  # plain Core execution: the ORM's bulk machinery costs more
         rows: list[Row[*tuple[Any, ...]]] = []
-        for available in (expired, pending):
+        for available, fair in ((expired, False), (pending, True)):
             if len(rows) < limit:
-                take = _take(hardware_id, available, limit - len(rows), worker_id, expires)
+                take = _take(hardware_id, available, fair, limit - len(rows), worker_id, expires)
                 rows += connection.execute(take).all()
         best = {wid: _best_secs(connection, wid, hardware_id) for wid in {r.workload_id for r in rows}}
     return [
@@ -175,19 +175,20 @@ def lease(
 
 
 def _take(
-    hardware_id: int, available: ColumnElement[bool], limit: int, worker_id: int, expires: datetime
+    hardware_id: int,
+    available: ColumnElement[bool],
+    fair: bool,
+    limit: int,
+    worker_id: int,
+    expires: datetime,
 ) -> Any:
-    """UPDATE ... RETURNING that leases the first `limit` available candidates; rows another
-    transaction holds are skipped, never waited for. No candidate of an ended task is available:
-    ending a task withdraws its candidates, and `enqueue` adds none to a task that ended."""
-    chosen = (
-        select(Candidate.id)
-        .where(Candidate.hardware_id == hardware_id, available)
-        .order_by(Candidate.id)
-        .limit(limit)
-        .with_for_update(skip_locked=True)
-        .scalar_subquery()
-    )
+    """UPDATE ... RETURNING that leases the first `limit` available candidates, oldest first or in
+    fair order; rows another transaction holds are skipped, never waited for. No candidate of an
+    ended task is available: ending a task withdraws its candidates, and `enqueue` adds none to a task
+    that ended."""
+    query = select(Candidate.id).where(Candidate.hardware_id == hardware_id, available)
+    query = _fair_order(query, hardware_id, available) if fair else query.order_by(Candidate.id)
+    chosen = query.limit(limit).with_for_update(skip_locked=True, of=Candidate).scalar_subquery()
     return (
         update(Candidate)
         .where(Candidate.id.in_(chosen))
@@ -198,6 +199,52 @@ def _take(
             attempts=Candidate.attempts + 1,
         )
         .returning(Candidate.id, Candidate.task_id, Candidate.trace, Candidate.workload_id)
+    )
+
+
+def _fair_order(query: Select[int], hardware_id: int, available: ColumnElement[bool]) -> Select[int]:
+    """The queue in the order that shares the hardware's workers fairly: clients (tokens) first, then
+    their tasks. A would-be best waiting for its re-measurement goes before all (its task learns of it
+    only then), then the candidates of the token with the fewest candidates being measured right now
+    (its share of the fleet at this moment; tasks without a token count as one client), then those
+    of the task least advanced: measured, being measured, and ahead of it in its task's queue, so a
+    task that just started goes first and a batch spreads over the tasks that wait. Ordering by
+    candidate id alone served tasks in the order they were submitted: 200 tasks submitted at once left
+    the last ones waiting for all the others' queued candidates."""
+    client = func.coalesce(Task.token_id, 0)
+    leased = and_(Candidate.hardware_id == hardware_id, Candidate.status == CandidateStatus.LEASED.value)
+    by_task = (
+        select(Candidate.task_id, func.count().label("n"))
+        .where(leased)
+        .group_by(Candidate.task_id)
+        .subquery()
+    )
+    by_client = (
+        select(client.label("client"), func.count().label("n"))
+        .select_from(Candidate)
+        .join(Task, Task.id == Candidate.task_id)
+        .where(leased)
+        .group_by(client)
+        .subquery()
+    )
+    # Row locks and window functions do not mix in one SELECT: the places in line are a subquery.
+    place = func.row_number().over(partition_by=Candidate.task_id, order_by=Candidate.id)
+    ahead = (
+        select(Candidate.id, place.label("place"))
+        .where(Candidate.hardware_id == hardware_id, available)
+        .subquery()
+    )
+    return (
+        query.join(ahead, ahead.c.id == Candidate.id)
+        .join(Task, Task.id == Candidate.task_id)
+        .outerjoin(by_client, by_client.c.client == client)
+        .outerjoin(by_task, by_task.c.task_id == Candidate.task_id)
+        .order_by(
+            Candidate.held_result.is_(None),
+            func.coalesce(by_client.c.n, 0),
+            Task.trials_done + func.coalesce(by_task.c.n, 0) + ahead.c.place,
+            Candidate.id,
+        )
     )
 
 
@@ -428,6 +475,41 @@ def counts(db: Database, *, task_id: int) -> QueueCounts:
         ).all()
     by_status = {status: n for status, n in rows}
     return QueueCounts(**{f.name: by_status.get(f.name, 0) for f in fields(QueueCounts)})
+
+
+@dataclass(frozen=True)
+class TaskProgress:
+    """Where a task stands, for the search loop to choose what to advance: its budget, its client,
+    its candidates by status."""
+
+    task_id: int
+    token_id: int | None
+    trials: int
+    counts: QueueCounts
+
+
+def progress(db: Database, *, task_ids: Sequence[int]) -> list[TaskProgress]:
+    """Each of these tasks' progress, in two queries whatever their number (the loop asks every tick)."""
+    with db.transaction() as session:
+        budgets = select(Task.id, Task.token_id, Task.trials).where(Task.id.in_(task_ids))
+        tasks = session.execute(budgets).all()
+        rows = session.execute(
+            select(Candidate.task_id, Candidate.status, func.count())
+            .where(Candidate.task_id.in_(task_ids))
+            .group_by(Candidate.task_id, Candidate.status)
+        ).all()
+    by_task: dict[int, dict[str, int]] = {}
+    for task_id, status, n in rows:
+        by_task.setdefault(task_id, {})[status] = n
+    return [
+        TaskProgress(
+            t.id,
+            t.token_id,
+            t.trials,
+            QueueCounts(**{f.name: by_task.get(t.id, {}).get(f.name, 0) for f in fields(QueueCounts)}),
+        )
+        for t in sorted(tasks)
+    ]
 
 
 def queued_program_hashes(db: Database, *, workload_id: int, hardware_id: int) -> set[str]:

@@ -1,5 +1,5 @@
-"""Per-token quotas: how much of the fleet one token's active tasks may hold at once (tasks, trials
-still to measure, and the worker time those trials are estimated to take), so one client cannot
+"""Per-token quotas: how much of the fleet one token's active tasks and models may hold at once (tasks,
+trials still to measure, and the worker time those trials are estimated to take), so one client cannot
 occupy every worker. What ended no longer counts: a quota frees up as tasks finish or are cancelled.
 
 A submission is checked and inserted in one transaction that first locks the token's row, so two
@@ -16,7 +16,7 @@ from sqlalchemy.orm import Session
 
 from tuner.database.database import Database, new_task
 from tuner.database.records import ACTIVE
-from tuner.database.schema import ApiToken, Task
+from tuner.database.schema import ApiToken, Model, Task
 
 
 @dataclass(frozen=True)
@@ -38,13 +38,32 @@ class OverQuota(Exception):
 
 
 def usage(session: Session, token_id: int) -> Usage:
+    """A model counts as one task holding its whole budget (its member tasks do not count again)."""
     left = case((Task.trials > Task.trials_done, Task.trials - Task.trials_done), else_=0)
     tasks, trials, secs = session.execute(
         select(func.count(), func.sum(left), func.sum(left * Task.candidate_secs)).where(
-            Task.token_id == token_id, Task.status.in_(ACTIVE)
+            Task.token_id == token_id, Task.status.in_(ACTIVE), Task.model_id.is_(None)
         )
     ).one()
-    return Usage(tasks, int(trials or 0), float(secs or 0.0))
+    model_left = case((Model.trials > Model.trials_done, Model.trials - Model.trials_done), else_=0)
+    models, model_trials, model_secs = session.execute(
+        select(func.count(), func.sum(model_left), func.sum(model_left * Model.candidate_secs)).where(
+            Model.token_id == token_id, Model.status.in_(ACTIVE)
+        )
+    ).one()
+    return Usage(
+        tasks + models,
+        int(trials or 0) + int(model_trials or 0),
+        float(secs or 0.0) + float(model_secs or 0.0),
+    )
+
+
+def check_quota(session: Session, token_id: int, asked: Usage, quota: Quota | None) -> None:
+    """Lock the token's row (two submissions of one token at once cannot both pass on the same
+    count), then raise OverQuota if `asked` would take it past `quota` (None: no limit)."""
+    session.execute(select(ApiToken.id).where(ApiToken.id == token_id).with_for_update())
+    if quota is not None:
+        _check(usage(session, token_id), asked, quota)
 
 
 def submit_task(
@@ -62,9 +81,7 @@ def submit_task(
     """A new pending task of token `token_id`, if it stays within `quota` (None: no limit, an admin's
     token); raises OverQuota otherwise."""
     with db.transaction() as session:
-        session.execute(select(ApiToken.id).where(ApiToken.id == token_id).with_for_update())
-        if quota is not None:
-            _check(usage(session, token_id), Usage(1, trials, trials * candidate_secs), quota)
+        check_quota(session, token_id, Usage(1, trials, trials * candidate_secs), quota)
         task = new_task(
             workload_id=workload_id,
             hardware_id=hardware_id,

@@ -158,5 +158,7 @@ class TaskInfo:
     traceback: str | None
     token_id: int | None  # the token that submitted it (None: the embedded tuner, or an older task)
     candidate_secs: float  # estimated seconds of one candidate on a worker, at submission
+    model_id: int | None  # the model it is a layer of (None: a task of its own)
+    weight: int  # how many times one forward pass of its model runs it
     created_at: datetime
     updated_at: datetime

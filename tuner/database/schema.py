@@ -15,6 +15,7 @@ from sqlalchemy import (
     Dialect,
     ForeignKey,
     Index,
+    LargeBinary,
     MetaData,
     String,
     Text,
@@ -124,6 +125,43 @@ class Task(Base):
     # Seconds one candidate is estimated to take on a worker, at submission: what a token's quota of
     # worker time counts.
     candidate_secs: Mapped[float] = mapped_column(server_default="0")
+    # The model this task is a layer of (None: a task of its own), and how many times one forward
+    # pass of the model runs it. A member's `trials` is what the model's scheduler has given it so
+    # far; its model's quota counts, not its own.
+    model_id: Mapped[int | None] = mapped_column(ForeignKey("models.id", ondelete="CASCADE"), index=True)
+    weight: Mapped[int] = mapped_column(server_default="1")
+    created_at: Mapped[datetime] = mapped_column(server_default=func.now())
+    updated_at: Mapped[datetime] = mapped_column(server_default=func.now(), onupdate=func.now())
+
+
+class Model(Base):
+    """A whole model tuned under one trial budget: its layers are member tasks (`Task.model_id`),
+    and the coordinator's model loop gives them batches of that budget as the task scheduler picks.
+    `source` is the model as submitted (ONNX bytes): the artifact is rebuilt from it."""
+
+    __tablename__ = "models"
+    __table_args__ = (CheckConstraint(_one_of("status", TaskStatus), name="status"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    name: Mapped[str] = mapped_column(String(200))
+    source: Mapped[bytes] = mapped_column(LargeBinary)
+    source_format: Mapped[str] = mapped_column(String(16))
+    hardware_id: Mapped[int] = mapped_column(ForeignKey("hardware.id"))
+    scheduler: Mapped[str] = mapped_column(String(32))
+    trials: Mapped[int]
+    # Trials its members measured, summed (kept by the model loop): what its quota still holds.
+    trials_done: Mapped[int] = mapped_column(server_default="0")
+    seed: Mapped[int] = mapped_column(BigInteger)
+    status: Mapped[str] = mapped_column(String(16), index=True)
+    message: Mapped[str] = mapped_column(Text, server_default="")
+    # The batches given so far, in order: {"task": member task id, "trials": n, "done": bool}.
+    batches: Mapped[list[Any]] = mapped_column(JSON_TYPE)
+    # After each finished batch: [trials measured, estimated latency in seconds or null].
+    curve: Mapped[list[Any]] = mapped_column(JSON_TYPE)
+    token_id: Mapped[int | None] = mapped_column(ForeignKey("api_tokens.id", ondelete="SET NULL"), index=True)
+    # The largest estimated seconds of one candidate among its members: what its quota of worker time
+    # counts per trial.
+    candidate_secs: Mapped[float]
     created_at: Mapped[datetime] = mapped_column(server_default=func.now())
     updated_at: Mapped[datetime] = mapped_column(server_default=func.now(), onupdate=func.now())
 

@@ -18,10 +18,11 @@ from fastapi import FastAPI
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from tuner.database import Database
+from tuner.service.artifact import ArtifactCache
 from tuner.service.deps import TokenCache
 from tuner.service.errors import EVERY_ROUTE, documented, install_error_handlers
 from tuner.service.metrics import LATENCY, REQUESTS
-from tuner.service.routes import dashboard, hardware, records, system, tasks, tokens, workers
+from tuner.service.routes import dashboard, hardware, models, records, system, tasks, tokens, workers
 from tuner.service.settings import Settings
 
 
@@ -49,10 +50,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.workers = {}  # worker id -> its registration, which never changes
     app.state.flagged = set()  # workers whose impossible times were logged (once each)
     app.state.health_probes = anyio.CapacityLimiter(1)
-    for module in (tasks, records, workers, hardware, tokens, system, dashboard):
+    app.state.artifacts = ArtifactCache(settings.artifact_cache_bytes)
+    for module in (tasks, models, records, workers, hardware, tokens, system, dashboard):
         app.include_router(module.router)
     install_error_handlers(app)
-    app.add_middleware(BodyLimit, max_bytes=settings.max_request_bytes)
+    app.add_middleware(
+        BodyLimit, max_bytes=settings.max_request_bytes, larger={MODEL_UPLOAD: model_body_bytes(settings)}
+    )
     app.add_middleware(CountRequests)
     return app
 
@@ -92,24 +96,36 @@ def create_api() -> FastAPI:
     return create_app(Settings())
 
 
-class BodyLimit:
-    """413 for a request body over `max_bytes`, whether it declares its length or streams it; 400 for
-    a declared length that is not a number."""
+# The route that takes a model file: its body may be as large as the model, in base64, and a little.
+MODEL_UPLOAD = ("POST", "/v1/models")
 
-    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+
+def model_body_bytes(settings: Settings) -> int:
+    return -(-settings.max_model_bytes // 3) * 4 + 64 * 1024
+
+
+class BodyLimit:
+    """413 for a request body over `max_bytes` (or the limit `larger` gives its method and path),
+    whether it declares its length or streams it; 400 for a declared length that is not a number."""
+
+    def __init__(
+        self, app: ASGIApp, max_bytes: int, larger: dict[tuple[str, str], int] | None = None
+    ) -> None:
         self.app = app
-        self.max_bytes = max_bytes
+        self.default_bytes = max_bytes
+        self.larger = larger or {}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        limit = self.larger.get((scope["method"], scope["path"].rstrip("/")), self.default_bytes)
         declared = dict(scope["headers"]).get(b"content-length")
         if declared is not None and not declared.isdigit():
             await _refuse(send, 400, "Content-Length is not a number")
             return
-        if declared is not None and int(declared) > self.max_bytes:
-            await _refuse(send, 413, f"request body over the limit of {self.max_bytes} bytes")
+        if declared is not None and int(declared) > limit:
+            await _refuse(send, 413, f"request body over the limit of {limit} bytes")
             return
         seen, too_large = 0, False
 
@@ -120,7 +136,7 @@ class BodyLimit:
                 return {"type": "http.disconnect"}
             message = await receive()
             seen += len(message.get("body", b""))
-            if seen > self.max_bytes:
+            if seen > limit:
                 too_large = True
                 return {"type": "http.disconnect"}
             return message
@@ -135,7 +151,7 @@ class BodyLimit:
             if not too_large:
                 raise
         if too_large:
-            await _refuse(send, 413, f"request body over the limit of {self.max_bytes} bytes")
+            await _refuse(send, 413, f"request body over the limit of {limit} bytes")
 
 
 async def _refuse(send: Send, status: int, detail: str) -> None:

@@ -1,9 +1,10 @@
-"""A small typed client of the coordinator's REST API, for the `tuner submit/status/best/show` commands
-and for scripts: each method is one request, its body built from the API's request model and its answer
-validated into the response model its route declares (`tuner.service.schemas`)."""
+"""A small typed client of the coordinator's REST API, for the `tuner submit/submit-model/status/best/show`
+commands and for scripts: each method is one request, its body built from the API's request model and
+its answer validated into the response model its route declares (`tuner.service.schemas`)."""
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, TypeVar, get_args, get_origin
@@ -11,7 +12,18 @@ from typing import Any, TypeVar, get_args, get_origin
 import httpx
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
-from tuner.service.schemas import BestQuery, RecordPublic, Strategy, TaskCreate, TaskDetail, TaskPublic
+from tuner.service.schemas import (
+    BestQuery,
+    ModelCreate,
+    ModelDetail,
+    ModelPublic,
+    RecordPublic,
+    Scheduler,
+    Strategy,
+    TaskCreate,
+    TaskDetail,
+    TaskPublic,
+)
 
 T = TypeVar("T")
 
@@ -98,6 +110,49 @@ class Client:
         with _refused_before_sending():
             body = BestQuery(workload=workload, hardware=hardware, k=k)
         return self._call("POST", "/v1/best", list[RecordPublic], body)
+
+    def submit_model(
+        self,
+        onnx: bytes | None = None,
+        *,
+        graph: dict[str, Any] | None = None,
+        trials: int,
+        name: str | None = None,
+        hardware: str | None = None,
+        scheduler: Scheduler = "gradient",
+        seed: int = 0,
+    ) -> ModelPublic:
+        """Submit an ONNX model's bytes (sent base64-encoded), or a graph's JSON form
+        (`compiler.graph.serialize`), to be tuned under one trial budget."""
+        with _refused_before_sending():
+            body = ModelCreate(
+                onnx=base64.b64encode(onnx).decode() if onnx is not None else None,
+                graph=graph,
+                trials=trials,
+                name=name,
+                hardware=hardware,
+                scheduler=scheduler,
+                seed=seed,
+            )
+        return self._call("POST", "/v1/models", ModelPublic, body)
+
+    def models(self) -> list[ModelPublic]:
+        return self._call("GET", "/v1/models", list[ModelPublic])
+
+    def model(self, model_id: int) -> ModelDetail:
+        return self._call("GET", f"/v1/models/{model_id}", ModelDetail)
+
+    def cancel_model(self, model_id: int) -> ModelPublic:
+        return self._call("POST", f"/v1/models/{model_id}/cancel", ModelPublic)
+
+    def model_artifact(self, model_id: int, *, hardware: str | None = None, timeout: float = 1800.0) -> bytes:
+        """The model compiled from the best records on `hardware` (default: the one it was tuned for):
+        a .tar.gz of model.so and model.h. The first download of new records waits for the build."""
+        params = {"hardware": hardware} if hardware else None
+        response = self.http.get(f"/v1/models/{model_id}/artifact", params=params, timeout=timeout)
+        if response.is_error:
+            raise ApiError(response.status_code, _detail(response))
+        return response.content
 
     def _call(self, method: str, path: str, answer: type[T], body: BaseModel | None = None) -> T:
         """Send the body as given (unset fields take the coordinator's defaults) and validate the answer."""

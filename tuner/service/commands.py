@@ -1,5 +1,5 @@
-"""The service's commands of `tuner`: serve, worker, token, hardware, submit, status, cancel, and the
-remote side of best and show.
+"""The service's commands of `tuner`: serve, worker, token, hardware, submit, status, cancel, the
+remote side of best and show, and (`model_commands`) submit-model and model-artifact.
 
 Every command reads `tuner.service.settings.Settings` (environment variables `TENSOR_TUNER_*`), and its flags
 override single settings. Without a coordinator (no `--coordinator` flag, no
@@ -27,7 +27,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from runner.results import TimingConfig
-from runner.worker import Worker, WorkerConfig, parse_cpus
+from runner.worker import Worker, WorkerConfig, coordinator_urls, parse_cpus
 from tuner.database import Database, Role, TaskStatus
 from tuner.database.tokens import create_token, revoke_token, tokens
 from tuner.service.client import ApiError, BadResponse, Client
@@ -59,6 +59,8 @@ def settings_from(args: argparse.Namespace) -> Settings:
     overrides = {
         field: getattr(args, flag) for flag, field in _OVERRIDES.items() if getattr(args, flag, None)
     }
+    if isinstance(overrides.get("coordinator_url"), list):  # --coordinator given once or more
+        overrides["coordinator_url"] = ",".join(overrides["coordinator_url"])
     # A token flag wins over the other way of giving one in the environment (both flags: an error).
     for given, other in (("token", "token_file"), ("token_file", "token")):
         if given in overrides and other not in overrides:
@@ -80,7 +82,11 @@ def is_remote(args: argparse.Namespace) -> bool:
 
 def add_remote_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
-        "--coordinator", help="coordinator URL (or TENSOR_TUNER_COORDINATOR_URL); default: embedded"
+        "--coordinator",
+        action="append",
+        help="coordinator URL (or TENSOR_TUNER_COORDINATOR_URL); default: embedded. A worker takes "
+        "several (repeated, or separated by commas) and fails over between them; other commands use "
+        "the first",
     )
     p.add_argument(
         "--token-file",
@@ -101,7 +107,7 @@ def add_hardware_option(p: argparse.ArgumentParser) -> None:
 
 def client(args: argparse.Namespace) -> Client:
     settings = settings_from(args)
-    return Client(settings.coordinator_url, bearer_token(settings))
+    return Client(coordinator_urls(settings.coordinator_url)[0], bearer_token(settings))
 
 
 def bearer_token(settings: Settings) -> str | None:
@@ -222,6 +228,11 @@ def _worker(args: argparse.Namespace, console: Console) -> int:
             "[red]a worker needs a token[/red]: --token-file, TENSOR_TUNER_TOKEN_FILE or TENSOR_TUNER_TOKEN "
             "(from: tuner token create --role worker)"
         )
+        return 2
+    try:
+        coordinator_urls(s.coordinator_url)
+    except ValueError as e:
+        console.print(f"[red]bad coordinator URL[/red]: {escape(str(e))}")
         return 2
     config = WorkerConfig(
         coordinator_url=s.coordinator_url,

@@ -332,3 +332,85 @@ class TokenCreated(TokenPublic):
 class Health(BaseModel):
     status: Literal["ok"]
     database: str
+
+
+# Models.
+
+# tuner.task_scheduler.SCHEDULERS, as a type the schema can state (a test keeps the two in step).
+Scheduler = Literal["gradient", "round-robin"]
+
+
+class ModelCreate(Strict):
+    onnx: str | None = Field(
+        None,
+        min_length=1,
+        description="The ONNX model's bytes, base64-encoded (RFC 4648, with padding; no more than "
+        "max_model_bytes once decoded). Its operators must be ones the frontend supports.",
+    )
+    graph: JsonObject | None = Field(
+        None,
+        description="Or: the model in our graph's JSON form (compiler/graph/serialize.py): inputs, "
+        "constants (base64 data), nodes of graph operators, outputs.",
+    )
+    name: Name | None = Field(None, description="What to call it; default: 'model'.")
+    trials: int = Field(
+        ge=1, description="Measurements shared by all its layers; at least one per layer (task)."
+    )
+    hardware: Name | None = Field(
+        None, description="Hardware key to tune for; default: the only kind of hardware registered."
+    )
+    scheduler: Scheduler = Field(
+        "gradient",
+        description="How the budget is spent: 'gradient' gives the next batch to the layer whose "
+        "improvement promises the largest drop in the model's latency; 'round-robin' takes turns.",
+    )
+    seed: int = Field(0, ge=0, lt=2**62)
+
+    @model_validator(mode="after")
+    def _one_model(self) -> ModelCreate:
+        if (self.onnx is None) == (self.graph is None):
+            raise ValueError("give exactly one of onnx (a file, base64) and graph (its JSON form)")
+        return self
+
+
+class ModelTaskPublic(BaseModel):
+    task_id: int
+    workload_name: str
+    workload_hash: str
+    weight: int = Field(description="Calls per forward pass.")
+    flops: float = Field(description="Of one call.")
+    trials: int = Field(description="Trials the model's scheduler has given it.")
+    trials_done: int
+    status: TaskStatus
+    best_secs: float | None
+    gflops: float | None
+    share: float | None = Field(
+        description="Its part of the estimated latency (weight x best / the sum), once every layer has one."
+    )
+
+
+class CurvePoint(BaseModel):
+    trials: int
+    estimated_secs: float | None = Field(description="Null until every layer has a valid record.")
+
+
+class ModelPublic(BaseModel):
+    id: int
+    name: str
+    hardware_key: str
+    scheduler: str
+    trials: int
+    trials_done: int
+    status: TaskStatus
+    message: str
+    tasks: int = Field(description="Its layers: distinct fused kernels.")
+    estimated_secs: float | None = Field(
+        description="Sum over its layers of calls x best seconds (null until every layer has a record)."
+    )
+    created_at: datetime
+    updated_at: datetime
+
+
+class ModelDetail(ModelPublic):
+    layers: list[ModelTaskPublic]
+    curve: list[CurvePoint] = Field(description="The estimated latency after each finished batch.")

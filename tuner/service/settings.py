@@ -52,6 +52,19 @@ class Settings(BaseSettings):
     queue_depth: int = Field(
         16, ge=1, le=1024, description="Candidates kept queued per running task, ahead of the workers."
     )
+    max_queued: int = Field(
+        256,
+        ge=1,
+        description="Pending candidates a coordinator's search loop keeps queued across all its tasks: "
+        "with many tasks, each gets a few candidates soon instead of the first ones queue_depth each.",
+    )
+    max_searches: int = Field(
+        32,
+        ge=1,
+        description="Tasks whose search (cost model, population) a coordinator's search loop keeps in "
+        "memory, those advanced last; another task's search is rebuilt from the database when it next "
+        "needs candidates. Bounds the loop's memory whatever the number of tasks.",
+    )
     tick_seconds: float = Field(0.2, gt=0, description="How often the search loop looks at its tasks.")
     max_request_bytes: int = Field(
         1 << 20, ge=1024, description="Largest request body accepted; larger ones get 413."
@@ -89,6 +102,31 @@ class Settings(BaseSettings):
         description="No measurement is believed faster than this per core of its hardware (unless an "
         "admin registered the hardware's peak): such a result is refused and counted in /metrics.",
     )
+    max_model_bytes: int = Field(
+        64 << 20,
+        ge=1024,
+        description="Largest ONNX model `POST /v1/models` accepts (its bytes, before base64; the request "
+        "body may be 4/3 of this plus 64 KiB, whatever max_request_bytes says).",
+    )
+    max_model_nodes: int = Field(10_000, ge=1, description="Most nodes an ONNX model's graph may have.")
+    model_import_seconds: float = Field(
+        120.0,
+        gt=0,
+        description="Longest the coordinator spends importing one submitted model (in a child process) "
+        "before it refuses it.",
+    )
+    model_memory_bytes: int = Field(
+        4 << 30,
+        ge=256 << 20,
+        description="Address space of the child process that imports a submitted model or builds its "
+        "artifact: a model whose import would need more is refused, not the coordinator's memory.",
+    )
+    artifact_cache_bytes: int = Field(
+        512 << 20,
+        ge=0,
+        description="Memory each API process keeps built model artifacts in (the newest first), so a "
+        "repeated download is not a rebuild.",
+    )
     database_timeout_seconds: float = Field(
         10.0,
         gt=0,
@@ -99,7 +137,10 @@ class Settings(BaseSettings):
 
     # Worker daemon and client commands.
     coordinator_url: str = Field(
-        "http://127.0.0.1:8000", description="Where workers and clients find the coordinator."
+        "http://127.0.0.1:8000",
+        description="Where workers and clients find the coordinator. Several URLs separated by commas "
+        "(coordinators of one database): a worker moves to the next when the one it uses cannot be "
+        "reached or fails; client commands use the first.",
     )
     token: str | None = Field(
         None,
@@ -170,6 +211,8 @@ READ_BY: dict[str, str] = {
     "max_attempts": "serve",
     "claim_seconds": "serve",
     "queue_depth": "serve",
+    "max_queued": "serve",
+    "max_searches": "serve",
     "tick_seconds": "serve",
     "max_request_bytes": "serve",
     "max_trials": "serve",
@@ -179,10 +222,15 @@ READ_BY: dict[str, str] = {
     "candidate_gflops_per_core": "serve",
     "candidate_gbytes_per_second": "serve",
     "max_gflops_per_core": "serve",
+    "max_model_bytes": "serve",
+    "max_model_nodes": "serve",
+    "model_import_seconds": "serve",
+    "model_memory_bytes": "serve",
+    "artifact_cache_bytes": "serve",
     "database_timeout_seconds": "serve",
-    "coordinator_url": "worker; submit, status, cancel, best, show (remote)",
-    "token": "worker; submit, status, cancel, best, show (remote)",
-    "token_file": "worker; submit, status, cancel, best, show (remote)",
+    "coordinator_url": "worker; submit, submit-model, status, cancel, best, show (remote)",
+    "token": "worker; submit, submit-model, status, cancel, best, show (remote)",
+    "token_file": "worker; submit, submit-model, status, cancel, best, show (remote)",
     "worker_name": "worker",
     "worker_batch": "worker",
     "worker_cpus": "worker",

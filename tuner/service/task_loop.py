@@ -1,10 +1,26 @@
 """The coordinator's task loop: it runs the search of every task this process owns.
 
-Each tick it claims the active tasks without a live owner (renewing its own claims), gives up
-candidates whose workers keep dying, and for each owned task: its search driver (tuner.search.driver,
-the same the embedded tuner uses) learns from the records that arrived since the last tick; the task
-ends when its budget is spent or its space exhausted, and otherwise `queue_depth` candidates are kept
-queued ahead of the workers. An error in a search fails its task with the traceback.
+Each tick it takes a step of every model (`model_loop`: which of a model's layer tasks gets the next
+batch of its budget; a layer that measured its batch waits for the next), claims the active tasks
+without a live owner (renewing its own claims), takes the leases of workers that stopped beating,
+gives up candidates whose workers keep dying, and ends the tasks whose budget is spent. Then it tops
+up the queue of the tasks that run low: clients take turns (the one with the fewest candidates
+queued first), and each client's neediest task goes first (fewest queued, then least advanced); each
+such task's search driver (tuner.search.driver, the same the embedded tuner uses) learns from the
+records that arrived since it last looked and proposes up to `queue_depth` candidates. The queue of
+all this loop's tasks holds about `max_queued` pending candidates at most, and a tick stops
+proposing after a quarter of a claim's time: many tasks each get a few candidates soon, rather than
+the first ones many, and the loop renews its claims in time. An error in a search fails its task
+with the traceback.
+
+The searches of all tasks on one kind of hardware share one cost model, warm-started once from the
+database and trained by every task's records (as the tasks of a model do in the embedded tuner's task
+scheduler): a task starts without training a model of its own, which took seconds per task. Drivers
+(each with its population and feature cache) are kept for the `max_searches` tasks advanced last: a
+flood of tasks does not grow the loop's memory; a task whose driver was dropped gets one rebuilt from
+the database when it next needs candidates, and it learns from where the dropped one stopped (a task
+new to this loop learns all its records). A shared model holding more than SHARED_MODEL_SAMPLES
+measurements starts afresh, warm-started again, and the searches that used it are rebuilt.
 
 Nothing lives only in memory: the candidates are rows, results are records, and the search object is
 rebuilt from the database by whichever process owns the task next (after a restart, or a takeover when
@@ -19,19 +35,27 @@ import os
 import signal
 import socket
 import threading
+import time
 import traceback
 import uuid
+from collections import Counter, OrderedDict, defaultdict
+from datetime import datetime
+from itertools import zip_longest
 from typing import Protocol
 
+from compiler.target import Target
 from compiler.workloads import workload_from_spec
 from tuner.database import Database, TaskInfo, TaskStatus
 from tuner.database import queue as q
+from tuner.database.fleet import alive_since, expire_silent
 from tuner.database.outage import is_outage
 from tuner.database.owners import claim_tasks, disown, finish_task
+from tuner.search.cost_model import CostModel
 from tuner.search.default_schedule import default_schedule
-from tuner.search.driver import SearchDriver, TaskIds
+from tuner.search.driver import SearchDriver, TaskIds, warm_started_model
 from tuner.search.space import SpaceConfig, rule_space
 from tuner.service.clock import utcnow
+from tuner.service.model_loop import step_models
 from tuner.service.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -39,6 +63,10 @@ log = logging.getLogger(__name__)
 # Shorter than the grace periods in deploy/ (90 s), so the loop is never killed by systemd or docker
 # along with the API: killed, its claims would hold the tasks until they lapse.
 STOP_SECONDS = 40.0
+# Measurements a shared cost model holds before it is replaced by a fresh warm-started one, so that its
+# memory and its retraining stay bounded: a measurement is 3 x 165 float32 features, about 2 kB, so
+# 20 MB (twice that while it trains).
+SHARED_MODEL_SAMPLES = 10_000
 
 
 class Event(Protocol):
@@ -62,8 +90,14 @@ class TaskLoop:
         self.db = db
         self.settings = settings
         self.owner = owner or owner_id()
-        self.drivers: dict[int, SearchDriver] = {}
+        # The searches kept in memory, the one advanced last at the end.
+        self.drivers: OrderedDict[int, SearchDriver] = OrderedDict()
+        self.models: dict[int, CostModel] = {}  # by hardware id: the cost model its tasks' searches share
+        self.learned: dict[int, int] = {}  # by task: the last record its search learned from
         self._stop: Event = threading.Event()
+        # Since when this loop has seen the database without a break: heartbeats that could not
+        # arrive before then say nothing about the workers.
+        self._seen_since: datetime | None = None
 
     def run(self, stop: Event, parent: int | None = None) -> None:
         """Tick until `stop` is set (or the process `parent` is gone), then release this loop's claims
@@ -78,6 +112,7 @@ class TaskLoop:
                         log.warning("database available again")
                     away = False
                 except Exception as e:  # the database may be away for a moment; the loop must outlive it
+                    self._seen_since = None
                     if not is_outage(e):
                         log.exception("task loop tick failed; retrying")
                     elif not away:
@@ -91,12 +126,19 @@ class TaskLoop:
     def tick(self) -> None:
         now = utcnow()
         s = self.settings
+        self._seen_since = self._seen_since or now
+        if self._seen_since <= alive_since(now, s.heartbeat_seconds):
+            expire_silent(self.db, now=now, heartbeat_secs=s.heartbeat_seconds)
         q.give_up_expired(self.db, now=now, max_attempts=s.max_attempts)
+        step_models(self.db)
         owned = claim_tasks(self.db, owner=self.owner, now=now, claim_secs=s.claim_seconds)
         for task_id in set(self.drivers) - set(owned):
             del self.drivers[task_id]  # cancelled, finished, or taken over by another coordinator
-        for task_id in owned:
-            if self._stop.is_set():
+        for task_id in set(self.learned) - set(owned):
+            del self.learned[task_id]
+        deadline = time.monotonic() + s.claim_seconds / 4
+        for task_id in self._due(q.progress(self.db, task_ids=owned)):
+            if self._stop.is_set() or time.monotonic() > deadline:
                 return
             try:
                 self._advance(self.db.get_task(task_id))
@@ -108,19 +150,43 @@ class TaskLoop:
                 log.exception("task %d failed", task_id)
                 self._end(task_id, TaskStatus.FAILED, f"{type(e).__name__}: {e}", traceback.format_exc())
 
+    def _due(self, tasks: list[q.TaskProgress]) -> list[int]:
+        """The tasks to advance this tick, in order: those whose budget is spent (they end), then
+        those whose queue runs low, clients taking turns (the client with the fewest candidates
+        queued first) and each client's neediest task first (fewest queued, then least advanced),
+        until `max_queued` candidates would be pending."""
+        depth = self.settings.queue_depth
+        queued: Counter[int | None] = Counter()
+        low: dict[int | None, list[q.TaskProgress]] = defaultdict(list)
+        for t in tasks:
+            outstanding = t.counts.pending + t.counts.leased
+            queued[t.token_id] += outstanding
+            if outstanding <= depth // 2 and t.counts.done + outstanding < t.trials:
+                low[t.token_id].append(t)
+        for group in low.values():
+            group.sort(key=lambda t: (t.counts.pending + t.counts.leased, t.counts.done, t.task_id))
+        clients = sorted(low, key=lambda client: (queued[client], client or 0))
+        turns = zip_longest(*(low[client] for client in clients))
+        order = [t.task_id for turn in turns for t in turn if t is not None]
+        room = self.settings.max_queued - sum(t.counts.pending for t in tasks)
+        ended = [t.task_id for t in tasks if t.counts.done >= t.trials]
+        return ended + order[: max(0, -(-room // depth))]
+
     def _advance(self, task: TaskInfo) -> None:
-        driver = self.drivers.get(task.id) or self._resume(task)
-        driver.learn()
         # One consistent read of the queue: the task row's count may lag results that arrive meanwhile.
         counts = q.counts(self.db, task_id=task.id)
         if counts.done >= task.trials:
-            self._end(task.id, TaskStatus.DONE, "")
+            if task.model_id is None:  # a model's layer waits for its next batch (model_loop)
+                self._end(task.id, TaskStatus.DONE, "")
             return
         outstanding = counts.pending + counts.leased
         room = task.trials - counts.done - outstanding
         depth = self.settings.queue_depth
         if room <= 0 or outstanding > depth // 2:
             return
+        driver = self._driver(task)
+        driver.learn()
+        self.learned[task.id] = driver.last_record_id
         proposals = driver.propose(min(depth - outstanding, room))
         if not proposals:
             if outstanding == 0:
@@ -138,6 +204,17 @@ class TaskLoop:
         # rest first, and a task cancelled or taken over meanwhile queues nothing.
         driver.forget(p for p in proposals if p.key not in queued)
 
+    def _driver(self, task: TaskInfo) -> SearchDriver:
+        """The task's search, kept among the `max_searches` used last (rebuilt if it was dropped)."""
+        driver = self.drivers.pop(task.id, None)
+        if driver is None or (driver.model is not None and driver.model.num_samples > SHARED_MODEL_SAMPLES):
+            driver = self._resume(task)
+            driver.last_record_id = self.learned.get(task.id, 0)
+        self.drivers[task.id] = driver
+        while len(self.drivers) > self.settings.max_searches:
+            self.drivers.popitem(last=False)
+        return driver
+
     def _resume(self, task: TaskInfo) -> SearchDriver:
         """The task's search, rebuilt from the database: it learns every record there is, and will
         not propose what is queued already. The programs run on the workers' machines, not on this
@@ -146,7 +223,8 @@ class TaskLoop:
         queued = q.queued_program_hashes(self.db, workload_id=task.workload_id, hardware_id=task.hardware_id)
         target = next(h for h in self.db.hardware_list() if h.id == task.hardware_id).target
         wl = workload_from_spec(workload.spec)
-        driver = SearchDriver(
+        model = None if task.strategy == "random" else self._shared_model(task, target)
+        return SearchDriver(
             wl,
             self.db,
             TaskIds(task.workload_id, task.hardware_id, task.id),
@@ -159,9 +237,24 @@ class TaskLoop:
             space=rule_space(SpaceConfig.for_target(target)),
             exclude=queued,
             start_from=default_schedule(wl.func, target).trace,
+            model=model,
         )
-        self.drivers[task.id] = driver
-        return driver
+
+    def _shared_model(self, task: TaskInfo, target: Target) -> CostModel:
+        """The cost model of the task's hardware, warm-started when first needed, and again (the
+        drivers that used the old one dropped) once it holds SHARED_MODEL_SAMPLES measurements."""
+        model = self.models.get(task.hardware_id)
+        if model is not None and model.num_samples <= SHARED_MODEL_SAMPLES:
+            return model
+        if model is not None:
+            for task_id in [t for t, d in self.drivers.items() if d.model is model]:
+                del self.drivers[task_id]
+        model = warm_started_model(self.db, task.hardware_id, [task.workload_id], target, task.seed)
+        self.models[task.hardware_id] = model
+        # The warm start has this task's records (those of its workload) already.
+        latest = self.db.task_records(task.id)
+        self.learned[task.id] = latest[-1].id if latest else 0
+        return model
 
     def _end(self, task_id: int, status: TaskStatus, message: str, trace: str | None = None) -> None:
         finish_task(

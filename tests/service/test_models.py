@@ -1,0 +1,387 @@
+"""Models as service tasks, in process (the loop ticked by hand, workers played by the test): a small
+MLP from submission to done under one budget, its progress and latency curve, its artifact compiled
+from the best records and checked against numpy, ownership, cancel, and the refusals of bad models."""
+
+from __future__ import annotations
+
+import io
+import json
+import tarfile
+from pathlib import Path
+from typing import get_args
+
+import numpy as np
+import onnx
+import pytest
+from onnx import numpy_helper
+
+from compiler import frontend
+from compiler.graph import load_library
+from compiler.graph.serialize import module_to_json
+from tests.service.conftest import Api, in_process_client
+from tests.service.onnx_models import encoded, mlp, reference
+from tests.service.test_api import lease, measure, register
+from tuner.cli import main
+from tuner.search.driver import SearchDriver
+from tuner.service import commands, model_commands
+from tuner.service.client import Client
+from tuner.service.model_loop import BATCH_TRIALS
+from tuner.service.schemas import ModelDetail, Scheduler
+from tuner.task_scheduler import SCHEDULERS
+
+RNG = np.random.default_rng(1)
+
+
+def submit_model(api: Api, trials: int = 40, role: str = "client", **extra) -> dict:
+    body = {"onnx": encoded(mlp()), "trials": trials, "name": "mlp", **extra}
+    reply = api.client.post("/v1/models", json=body, headers=api.as_(role))
+    assert reply.status_code == 201, reply.text
+    return reply.json()
+
+
+def model(api: Api, model_id: int, role: str = "client") -> dict:
+    reply = api.client.get(f"/v1/models/{model_id}", headers=api.as_(role))
+    assert reply.status_code == 200, reply.text
+    return reply.json()
+
+
+def run_to_end(api: Api, worker: int, model_id: int, secs: float = 1e-3) -> dict:
+    """Tick and measure until the model ends; each layer's times fall as it is measured more."""
+    for _ in range(200):
+        api.loop.tick()
+        leased = lease(api, worker, 8)
+        if leased:
+            measure(api, worker, leased, secs)
+        detail = model(api, model_id)
+        if detail["status"] not in ("pending", "running"):
+            return detail
+    raise AssertionError(f"model {model_id} did not end: {detail}")
+
+
+def test_a_model_is_tuned_under_one_budget_and_reports_its_latency(api: Api):
+    worker = register(api)
+    submitted = submit_model(api, trials=40)
+    assert (submitted["status"], submitted["tasks"], submitted["trials"]) == ("pending", 2, 40)
+    assert submitted["estimated_secs"] is None
+    api.loop.tick()
+    first = model(api, submitted["id"])
+    # Every layer gets a first batch at once; the rest of the budget waits for the scheduler.
+    assert [layer["trials"] for layer in first["layers"]] == [BATCH_TRIALS, BATCH_TRIALS]
+    done = run_to_end(api, worker, submitted["id"])
+    assert done["status"] == "done", done["message"]
+    layers = done["layers"]
+    assert sum(layer["trials_done"] for layer in layers) == done["trials_done"] == 40
+    assert [layer["weight"] for layer in layers] == [1, 1]
+    assert all(layer["status"] == "done" for layer in layers)
+    total = sum(layer["weight"] * layer["best_secs"] for layer in layers)
+    assert done["estimated_secs"] == pytest.approx(total)
+    assert sum(layer["share"] for layer in layers) == pytest.approx(1.0)
+    assert all(
+        layer["gflops"] == pytest.approx(layer["flops"] / layer["best_secs"] / 1e9) for layer in layers
+    )
+    # One point per finished batch: the two first batches, then 40 - 32 = 8 trials in one more.
+    curve = done["curve"]
+    assert [p["trials"] for p in curve][-1] == 40 and len(curve) == 3
+    assert curve[0]["estimated_secs"] is None or curve[0]["estimated_secs"] >= curve[-1]["estimated_secs"]
+    assert curve[-1]["estimated_secs"] == pytest.approx(total)
+    listed = api.client.get("/v1/models", headers=api.as_("client")).json()
+    assert [m["id"] for m in listed] == [submitted["id"]]
+
+
+def test_the_artifact_is_built_from_the_best_records_and_computes_the_model(api: Api, tmp_path: Path):
+    worker = register(api)
+    submitted = submit_model(api, trials=4)
+    path = f"/v1/models/{submitted['id']}/artifact"
+    api.loop.tick()
+    early = api.client.get(path, headers=api.as_("client"))
+    assert early.status_code == 409 and "no valid record" in early.json()["detail"]
+    run_to_end(api, worker, submitted["id"])
+    reply = api.client.get(path, headers=api.as_("client"))
+    assert reply.status_code == 200, reply.text
+    assert reply.headers["content-type"] == "application/gzip"
+    with tarfile.open(fileobj=io.BytesIO(reply.content)) as tar:
+        assert sorted(tar.getnames()) == ["model.h", "model.so"]
+        tar.extractall(tmp_path, filter="data")
+    assert "TENSOR_TUNER_INPUT0_SHAPE {4, 16}" in (tmp_path / "model.h").read_text()
+    native = load_library(tmp_path / "model.so")
+    x = RNG.standard_normal((4, 16)).astype(np.float32)
+    (y,) = native(x)
+    np.testing.assert_allclose(y, reference(x), rtol=1e-4, atol=1e-4)
+    # The same best records: the same bytes, without a second build.
+    again = api.client.get(path, headers=api.as_("client"))
+    assert again.content == reply.content and api.client.app.state.artifacts.builds == 1
+    unknown = api.client.get(path, params={"hardware": "nowhere"}, headers=api.as_("client"))
+    assert unknown.status_code == 404 and "nowhere" in unknown.json()["detail"]
+
+
+def test_a_model_is_its_tokens_and_cancel_stops_its_layers(api: Api):
+    register(api)
+    submitted = submit_model(api, trials=40)
+    api.loop.tick()
+    path = f"/v1/models/{submitted['id']}"
+    assert api.client.get(path, headers=api.as_("worker")).status_code == 403
+    assert model(api, submitted["id"], role="admin")["id"] == submitted["id"]
+    other = api.client.post("/v1/tokens", json={"role": "client", "name": "b"}, headers=api.as_("admin"))
+    someone = {"Authorization": f"Bearer {other.json()['token']}"}
+    assert api.client.get(path, headers=someone).status_code == 404
+    assert api.client.post(f"{path}/cancel", headers=someone).status_code == 404
+    assert api.client.get("/v1/models", headers=someone).json() == []
+    cancelled = api.client.post(f"{path}/cancel", headers=api.as_("client"))
+    assert cancelled.status_code == 200 and cancelled.json()["status"] == "cancelled"
+    assert {layer["status"] for layer in model(api, submitted["id"])["layers"]} == {"cancelled"}
+    assert api.client.post(f"{path}/cancel", headers=api.as_("client")).status_code == 409
+
+
+def bad_models() -> list[tuple[dict, str]]:
+    truncated = encoded(mlp()[:40])
+    return [
+        ({"onnx": "not base64!", "trials": 8}, "not base64"),
+        ({"onnx": truncated, "trials": 8}, "not an ONNX model"),
+        ({"onnx": encoded(mlp("Celu")), "trials": 8}, "node 'act' (Celu): unsupported operator"),
+        ({"onnx": encoded(mlp()), "trials": 1}, "the model has 2 layers"),
+        ({"onnx": encoded(mlp()), "trials": "8"}, "valid integer"),
+        ({"onnx": encoded(mlp()), "trials": 8, "scheduler": "fastest"}, "gradient"),
+    ]
+
+
+@pytest.mark.parametrize(("body", "message"), bad_models(), ids=lambda v: str(v)[:30])
+def test_a_bad_model_is_a_422_naming_the_problem(api: Api, body: dict, message: str):
+    register(api)
+    reply = api.client.post("/v1/models", json=body, headers=api.as_("client"))
+    assert reply.status_code == 422, reply.text
+    assert message in str(reply.json()["detail"])
+
+
+def test_model_limits(api: Api):
+    register(api)
+    settings = api.client.app.state.settings
+    big = onnx.load_model_from_string(mlp())
+    settings_nodes, settings.max_model_nodes = settings.max_model_nodes, 2
+    try:
+        reply = api.client.post(
+            "/v1/models", json={"onnx": encoded(mlp()), "trials": 8}, headers=api.as_("client")
+        )
+    finally:
+        settings.max_model_nodes = settings_nodes
+    assert reply.status_code == 422 and "3 nodes, more than max_nodes=2" in str(reply.json()["detail"])
+    settings.max_model_bytes = 1024
+    reply = api.client.post(
+        "/v1/models", json={"onnx": encoded(big.SerializeToString()), "trials": 8}, headers=api.as_("client")
+    )
+    assert reply.status_code == 422 and "over max_model_bytes=1024" in str(reply.json()["detail"])
+
+
+def test_a_model_body_may_be_larger_than_other_requests(api: Api):
+    """The model's route takes a body of its model's size, in base64, while other routes keep theirs."""
+    register(api)
+    proto = onnx.load_model_from_string(mlp())
+    proto.graph.initializer.append(numpy_helper.from_array(np.zeros(20_000, np.float32), "unused"))
+    source = encoded(proto.SerializeToString())
+    assert len(source) > api.client.app.state.settings.max_request_bytes
+    reply = api.client.post("/v1/models", json={"onnx": source, "trials": 8}, headers=api.as_("client"))
+    assert reply.status_code == 201, reply.text
+    padded = {"workload": {"op": "matmul", "params": {"M": 8, "N": 8, "K": 8}}, "x": "a" * len(source)}
+    assert api.client.post("/v1/tasks", json=padded, headers=api.as_("client")).status_code == 413
+
+
+@pytest.fixture
+def remote(api: Api, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The flags that point a command at the in-process coordinator, with a client token."""
+    monkeypatch.setattr(commands, "Client", lambda url, token: in_process_client(api, token))
+    return ["--coordinator", "http://testserver", "--token", api.tokens["client"]]
+
+
+def test_submit_model_waits_with_progress_lines_and_the_artifact_downloads(
+    api: Api, remote: list[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys
+):
+    worker = register(api)
+    (tmp_path / "mlp.onnx").write_bytes(mlp())
+    poll = Client.model
+
+    def measured(self: Client, model_id: int) -> ModelDetail:
+        api.loop.tick()
+        leased = lease(api, worker, 8)
+        if leased:
+            measure(api, worker, leased)
+        return poll(self, model_id)
+
+    monkeypatch.setattr(Client, "model", measured)
+    monkeypatch.setattr(model_commands.time, "sleep", lambda _: None)
+    assert main(["submit-model", str(tmp_path / "mlp.onnx"), *remote, "--trials", "20", "--wait"]) == 0
+    captured = capsys.readouterr()
+    assert "model 1 (mlp): 2 layers, 20 trials" in captured.err
+    assert "[   20/20] estimated latency" in captured.err
+    assert "share" in captured.out and "model 1: done" in captured.out
+    out = tmp_path / "model.tar.gz"
+    assert main(["model-artifact", "1", "-o", str(out), *remote]) == 0
+    with tarfile.open(out) as tar:
+        assert sorted(tar.getnames()) == ["model.h", "model.so"]
+    assert main(["submit-model", str(tmp_path / "missing.onnx"), *remote]) == 2
+
+
+def memory_bomb() -> bytes:
+    """A model whose import would fill a 40 GB constant: ConstantOfShape of a static shape is computed
+    while importing."""
+    shape = numpy_helper.from_array(np.array([100_000, 100_000], np.int64), "shape")
+    nodes = [
+        onnx.helper.make_node("ConstantOfShape", ["shape"], ["big"], name="bomb"),
+        onnx.helper.make_node("Add", ["x", "big"], ["y"], name="add"),
+    ]
+    graph = onnx.helper.make_graph(
+        nodes,
+        "bomb",
+        [onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [100_000, 100_000])],
+        [onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [100_000, 100_000])],
+        [shape],
+    )
+    return onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 17)]).SerializeToString()
+
+
+def test_a_model_whose_import_needs_too_much_memory_is_refused_and_the_coordinator_lives(api: Api):
+    register(api)
+    api.client.app.state.settings.model_memory_bytes = 1 << 30
+    reply = api.client.post(
+        "/v1/models", json={"onnx": encoded(memory_bomb()), "trials": 8}, headers=api.as_("client")
+    )
+    assert reply.status_code == 422, reply.text
+    assert "could not be imported (MemoryError: Unable to allocate 37.3 GiB" in str(reply.json()["detail"])
+    assert api.client.get("/healthz").status_code == 200
+
+
+def test_a_model_counts_as_one_task_holding_its_whole_budget(api: Api):
+    register(api)
+    settings = api.client.app.state.settings
+    settings.quota_trials, settings.quota_active_tasks = 30, 2
+    first = submit_model(api, trials=20)
+    api.loop.tick()  # its two layers are tasks now, but the model counts once
+    over = api.client.post(
+        "/v1/models", json={"onnx": encoded(mlp()), "trials": 20}, headers=api.as_("client")
+    )
+    assert over.status_code == 429 and "over its quota of 30" in over.json()["detail"]
+    task = {"workload": {"op": "matmul", "params": {"M": 8, "N": 8, "K": 8}}, "trials": 10}
+    assert api.client.post("/v1/tasks", json=task, headers=api.as_("client")).status_code == 201
+    assert api.client.post("/v1/tasks", json=task, headers=api.as_("client")).status_code == 429
+    api.client.post(f"/v1/models/{first['id']}/cancel", headers=api.as_("client"))
+    assert api.client.post("/v1/tasks", json=task, headers=api.as_("client")).status_code == 201
+
+
+def measure_layers(api: Api, worker: int, leased: list[dict], slow_task: int) -> None:
+    """Results as a worker sends them, the slow layer's 10x slower; a would-be best is re-measured."""
+
+    def post(candidates: list[dict]) -> list[str]:
+        body = {
+            "results": [
+                {
+                    "candidate_id": c["id"],
+                    "status": "ok",
+                    "run_secs": [(1e-2 if c["task_id"] == slow_task else 1e-3)] * 3,
+                }
+                for c in candidates
+            ]
+        }
+        reply = api.client.post(f"/v1/workers/{worker}/results", json=body, headers=api.as_("worker"))
+        assert reply.status_code == 200, reply.text
+        return reply.json()["outcomes"]
+
+    held = [c for c, outcome in zip(leased, post(leased)) if outcome == "confirming"]
+    if held:
+        assert post(lease(api, worker, len(held))) == ["accepted"] * len(held)
+
+
+@pytest.mark.parametrize(
+    ("scheduler", "trials"),
+    [("gradient", [4 * BATCH_TRIALS, BATCH_TRIALS]), ("round-robin", [3 * BATCH_TRIALS, 2 * BATCH_TRIALS])],
+)
+def test_the_scheduler_spends_the_budget_where_the_latency_is(api: Api, scheduler: str, trials: list[int]):
+    """After every layer's first batch, gradient gives each batch to the layer whose next one promises
+    the largest drop in latency (the slow one, 10x slower, every time); round-robin takes turns."""
+    worker = register(api)
+    submitted = submit_model(api, trials=5 * BATCH_TRIALS, scheduler=scheduler)
+    slow = model(api, submitted["id"])["layers"][0]["task_id"]
+    for _ in range(200):
+        api.loop.tick()
+        leased = lease(api, worker, 8)
+        if leased:
+            measure_layers(api, worker, leased, slow)
+        detail = model(api, submitted["id"])
+        if detail["status"] == "done":
+            break
+    assert detail["status"] == "done", detail
+    assert [layer["trials"] for layer in detail["layers"]] == trials
+    assert [layer["trials_done"] for layer in detail["layers"]] == trials
+    assert len(detail["curve"]) == 5
+
+
+def test_identical_layers_of_two_models_share_their_records(api: Api):
+    worker = register(api)
+    first = submit_model(api, trials=4)
+    run_to_end(api, worker, first["id"])
+    second = submit_model(api, trials=4)
+    detail = model(api, second["id"])
+    assert detail["estimated_secs"] == pytest.approx(model(api, first["id"])["estimated_secs"])
+    assert [layer["workload_hash"] for layer in detail["layers"]] == [
+        layer["workload_hash"] for layer in model(api, first["id"])["layers"]
+    ]
+
+
+def test_a_model_in_the_graphs_json_form_is_tuned_and_built_like_an_onnx_one(api: Api, tmp_path: Path):
+    worker = register(api)
+    form = module_to_json(frontend.from_onnx(mlp()))
+    reply = api.client.post("/v1/models", json={"graph": form, "trials": 4}, headers=api.as_("client"))
+    assert reply.status_code == 201, reply.text
+    assert reply.json()["tasks"] == 2
+    run_to_end(api, worker, reply.json()["id"])
+    artifact = api.client.get(f"/v1/models/{reply.json()['id']}/artifact", headers=api.as_("client"))
+    assert artifact.status_code == 200, artifact.text
+    with tarfile.open(fileobj=io.BytesIO(artifact.content)) as tar:
+        tar.extractall(tmp_path, filter="data")
+    x = RNG.standard_normal((4, 16)).astype(np.float32)
+    np.testing.assert_allclose(load_library(tmp_path / "model.so")(x)[0], reference(x), rtol=1e-4, atol=1e-4)
+    form["nodes"][0]["op"] = "celu"
+    bad = api.client.post("/v1/models", json={"graph": form, "trials": 4}, headers=api.as_("client"))
+    assert bad.status_code == 422
+    (error,) = bad.json()["detail"]
+    assert error["loc"] == ["body", "graph"] and "(celu): unsupported operator" in error["msg"]
+    both = api.client.post(
+        "/v1/models", json={"graph": form, "onnx": encoded(mlp()), "trials": 4}, headers=api.as_("client")
+    )
+    assert both.status_code == 422 and "exactly one of onnx" in str(both.json()["detail"])
+
+
+def test_submit_model_sends_a_json_file_as_the_graph_form(
+    api: Api, remote: list[str], tmp_path: Path, capsys
+):
+    register(api)
+    (tmp_path / "graph.json").write_text(json.dumps(module_to_json(frontend.from_onnx(mlp()))))
+    assert main(["submit-model", str(tmp_path / "graph.json"), *remote, "--trials", "4", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["tasks"] == 2
+    (tmp_path / "broken.json").write_text("{")
+    assert main(["submit-model", str(tmp_path / "broken.json"), *remote]) == 2
+
+
+def test_a_layer_whose_search_fails_fails_the_model_and_stops_the_others(api: Api, monkeypatch):
+    register(api)
+    submitted = submit_model(api, trials=40)
+    propose = SearchDriver.propose
+    first_layer = {}
+
+    def broken(self: SearchDriver, n: int):
+        first_layer.setdefault("task", self.ids.task_id)
+        if self.ids.task_id == first_layer["task"]:
+            raise RuntimeError("a bug in the search")
+        return propose(self, n)
+
+    monkeypatch.setattr(SearchDriver, "propose", broken)
+    api.loop.tick()  # the layers get their batches; the first layer's search fails
+    api.loop.tick()  # the model sees it
+    failed = model(api, submitted["id"])
+    assert failed["status"] == "failed", failed
+    assert (
+        failed["message"]
+        == f"the search of its task {first_layer['task']} failed: RuntimeError: a bug in the search"
+    )
+    assert [layer["status"] for layer in failed["layers"]] == ["failed", "cancelled"]
+
+
+def test_the_api_offers_the_schedulers_the_task_scheduler_has():
+    assert get_args(Scheduler) == SCHEDULERS

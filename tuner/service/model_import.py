@@ -1,0 +1,80 @@
+"""A submitted model, imported by the coordinator: ONNX bytes parsed with the onnx library (never run:
+no ONNX Runtime here) and converted by our frontend (which knows its operators and refuses others by
+node and op), or our graph's JSON form (`compiler.graph.serialize`); then optimized and cut into
+tasks, all in a child process (`isolated`) with a memory limit and a deadline. What comes back is
+plain data: each layer's workload spec and calls per forward pass."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from compiler import frontend, graph
+from compiler.graph import Module
+from compiler.graph.serialize import GraphFormatError, module_from_json
+from tuner.service.isolated import IsolatedError, run_isolated
+from tuner.service.settings import Settings
+
+# How a model may be submitted: an ONNX file's bytes, or the graph's JSON form (as UTF-8 bytes).
+SOURCE_FORMATS = ("onnx", "graph")
+
+
+class ModelRefused(ValueError):
+    """The model cannot be tuned: not ONNX, malformed, too large, or an operator our frontend does not
+    support; the message names the problem (the node and its op, where there is one)."""
+
+
+@dataclass(frozen=True)
+class Layer:
+    """One task of the model: a distinct fused kernel, as a workload spec, run `weight` times a pass."""
+
+    name: str
+    spec: dict[str, Any]
+    weight: int
+    ops: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class ImportedModel:
+    layers: tuple[Layer, ...]
+    nodes: int  # graph nodes after optimization, for the message of a refused layer
+
+
+def import_model(source_format: str, source: bytes, settings: Settings) -> ImportedModel:
+    """The model's layers; ModelRefused for a model that cannot be imported, whatever the reason."""
+    try:
+        return run_isolated(
+            _import,
+            source_format,
+            source,
+            settings.max_model_bytes,
+            settings.max_model_nodes,
+            seconds=settings.model_import_seconds,
+            memory_bytes=settings.model_memory_bytes,
+        )
+    except IsolatedError as e:
+        raise ModelRefused(f"the model could not be imported: {e}") from None
+
+
+def load_module(source_format: str, source: bytes, *, max_bytes: int, max_nodes: int) -> Module:
+    """The graph of a submitted model (`SOURCE_FORMATS`), before optimization."""
+    if source_format == "onnx":
+        return frontend.from_onnx(source, max_bytes=max_bytes, max_nodes=max_nodes)
+    if len(source) > max_bytes:
+        raise ModelRefused(f"the graph is {len(source)} bytes, more than max_bytes={max_bytes}")
+    return module_from_json(json.loads(source), max_nodes=max_nodes)
+
+
+def _import(source_format: str, source: bytes, max_bytes: int, max_nodes: int) -> ImportedModel:
+    try:
+        module = graph.optimize(load_module(source_format, source, max_bytes=max_bytes, max_nodes=max_nodes))
+        tasks = graph.extract_tasks(module)
+    except (frontend.FrontendError, graph.GraphError, GraphFormatError) as e:
+        raise ModelRefused(str(e)) from None
+    except Exception as e:  # bytes from anyone may reach a corner of the importer: still their model's fault
+        raise ModelRefused(f"the model could not be imported ({type(e).__name__}: {e})") from None
+    if not tasks:
+        raise ModelRefused("the model computes nothing to tune: it has no kernel after optimization")
+    layers = tuple(Layer(t.name, t.spec, t.weight, t.ops) for t in tasks)
+    return ImportedModel(layers, len(module.nodes()))

@@ -1,0 +1,293 @@
+"""Models: submit a whole model (ONNX) to tune under one trial budget, follow it, cancel it, and
+download it compiled for a kind of hardware.
+
+The coordinator imports the model in a child process with limits (`model_import`), makes one member
+task per distinct fused kernel (weighted by calls per forward pass), and its model loop spends the
+budget over them (`model_loop`). A model belongs to the token that submitted it, as a task does: a
+client token sees its own models only (another's is a 404), an admin token sees every model.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import logging
+from typing import Annotated, Any
+
+from fastapi import APIRouter, HTTPException, Query, Request, Response, status
+from starlette.concurrency import run_in_threadpool
+
+from compiler.graph import LibraryError
+from compiler.workloads import WorkloadError
+from compiler.workloads.probe import check_finite
+from tuner.database import Database, HardwareInfo, Role, TaskInfo, quotas
+from tuner.database import models as m
+from tuner.database.tokens import TokenInfo
+from tuner.service import admission
+from tuner.service.artifact import BUILD_SECONDS, MissingRecords, artifact_key, build_artifact
+from tuner.service.deps import ClientToken, DatabaseDep, SettingsDep
+from tuner.service.errors import AUTH, BODY, documented, field_error
+from tuner.service.isolated import IsolatedError, run_isolated
+from tuner.service.model_import import ImportedModel, ModelRefused, import_model
+from tuner.service.routes.tasks import gflops, parse_workload, resolve_hardware
+from tuner.service.schemas import (
+    NO_NUL,
+    CurvePoint,
+    IdPath,
+    ModelCreate,
+    ModelDetail,
+    ModelPublic,
+    ModelTaskPublic,
+)
+from tuner.service.settings import Settings
+
+log = logging.getLogger(__name__)
+router = APIRouter(prefix="/v1/models", tags=["models"], responses=documented(*AUTH))
+ARTIFACT_TYPE = "application/gzip"
+
+
+@router.post("", status_code=status.HTTP_201_CREATED, responses=documented(*BODY, 429))
+def submit_model(
+    body: ModelCreate, db: DatabaseDep, settings: SettingsDep, holder: ClientToken
+) -> ModelPublic:
+    """Queue a model to tune: `onnx` is the model file, base64-encoded (or `graph`, its JSON form).
+    Refused (422, naming the node and its op) if it is not ONNX, is malformed, is over the size or
+    node limits, uses an operator the frontend does not support, or has a layer whose candidates could
+    not finish within a worker's run timeout; 429 if the token's quotas are used up (a model counts as
+    one task holding its budget)."""
+    if body.trials > settings.max_trials:
+        raise field_error("trials", f"must be <= {settings.max_trials}")
+    source_format, field = ("onnx", "onnx") if body.onnx is not None else ("graph", "graph")
+    source = _decoded(body.onnx, settings) if body.onnx is not None else _encoded(body.graph, settings)
+    hardware = resolve_hardware(db, body.hardware, None)
+    try:
+        imported = import_model(source_format, source, settings)
+    except ModelRefused as e:
+        raise field_error(field, str(e)) from None
+    if body.trials < len(imported.layers):
+        raise field_error(
+            "trials", f"the model has {len(imported.layers)} layers to tune: give each at least one trial"
+        )
+    members = _members(db, imported, hardware, settings, field)
+    try:
+        model_id = m.submit_model(
+            db,
+            token_id=holder.id,
+            quota=admission.quota(holder, settings),
+            name=body.name or "model",
+            source=source,
+            source_format=source_format,
+            hardware_id=hardware.id,
+            scheduler=body.scheduler,
+            trials=body.trials,
+            seed=body.seed,
+            members=members,
+        )
+    except quotas.OverQuota as e:
+        raise HTTPException(status.HTTP_429_TOO_MANY_REQUESTS, f"over quota: {e}") from None
+    return model_public(db, m.get_model(db, model_id))
+
+
+@router.get("")
+def list_models(db: DatabaseDep, holder: ClientToken) -> list[ModelPublic]:
+    """This token's models (an admin token's: every model), oldest first."""
+    found = m.models(db, token_id=None if holder.role == Role.ADMIN else holder.id)
+    return [model_public(db, model) for model in found]
+
+
+@router.get("/{model_id}", responses=documented(404))
+def get_model(model_id: IdPath, db: DatabaseDep, holder: ClientToken) -> ModelDetail:
+    """Its layers' progress (trials given and measured, best time, GFLOPS, share of the estimated
+    latency) and the estimated latency after each finished batch."""
+    model = find_model(db, model_id, holder)
+    layers = _layers(db, model)
+    return ModelDetail(
+        **_public(model, layers).model_dump(),
+        layers=layers,
+        curve=[CurvePoint(trials=n, estimated_secs=secs) for n, secs in model.curve],
+    )
+
+
+@router.post("/{model_id}/cancel", responses=documented(404, 409))
+def cancel(model_id: IdPath, db: DatabaseDep, holder: ClientToken) -> ModelPublic:
+    """Stop the model and its layers' tasks; records already measured are kept (and shared)."""
+    find_model(db, model_id, holder)
+    if not m.cancel_model(db, model_id=model_id, message="cancelled by a client"):
+        raise HTTPException(status.HTTP_409_CONFLICT, f"model {model_id} has already ended")
+    return model_public(db, m.get_model(db, model_id))
+
+
+@router.get(
+    "/{model_id}/artifact",
+    response_class=Response,
+    responses={
+        200: {
+            "content": {ARTIFACT_TYPE: {}},
+            "description": "A gzipped tar of model.so and model.h: the model compiled from the best "
+            "records on the hardware.",
+        },
+        **documented(404, 409),
+    },
+)
+async def artifact(
+    model_id: IdPath,
+    request: Request,
+    db: DatabaseDep,
+    settings: SettingsDep,
+    holder: ClientToken,
+    hardware: Annotated[str | None, Query(min_length=1, max_length=200, pattern=NO_NUL)] = None,
+) -> Response:
+    """The model compiled for `hardware` (a key; default: the hardware it was tuned for) from the best
+    record of each of its layers there, as model.so and model.h in a .tar.gz. 409 while a layer has no
+    valid record on that hardware. The first request builds it (seconds to minutes); later ones, until
+    a better record arrives, get the same bytes at once."""
+    model = await run_in_threadpool(find_model, db, model_id, holder)
+    kind = await run_in_threadpool(_hardware, db, hardware or model.hardware_key)
+    try:
+        key = await run_in_threadpool(artifact_key, db, model_id, kind)
+    except MissingRecords as e:
+        raise HTTPException(
+            status.HTTP_409_CONFLICT,
+            f"model {model_id} has no valid record on {kind.key} for {len(e.layers)} of its layers ({e}): "
+            "wait for its tuning to measure them, or tune it for that hardware",
+        ) from None
+    data = await run_in_threadpool(request.app.state.artifacts.get, key, lambda: _build(settings, key))
+    return Response(
+        data,
+        media_type=ARTIFACT_TYPE,
+        headers={"Content-Disposition": f'attachment; filename="model-{model_id}.tar.gz"'},
+    )
+
+
+def _build(settings: Settings, key: tuple[int, str, tuple[int, ...]]) -> bytes:
+    try:
+        return run_isolated(
+            build_artifact,
+            settings.database_url,
+            key[0],
+            key[1],
+            seconds=BUILD_SECONDS,
+            memory_bytes=settings.model_memory_bytes,
+        )
+    except (
+        IsolatedError,
+        LibraryError,
+    ) as e:  # no C compiler here, or the build died: not the client's doing
+        log.error("the artifact of model %d for %s failed to build: %s", key[0], key[1], e)
+        raise HTTPException(status.HTTP_500_INTERNAL_SERVER_ERROR, f"the build failed: {e}") from None
+
+
+def _encoded(graph: dict[str, Any] | None, settings: Settings) -> bytes:
+    """The graph's JSON form as it is stored (and imported, and rebuilt from for the artifact)."""
+    source = json.dumps(graph, separators=(",", ":"), allow_nan=False).encode()
+    if len(source) > settings.max_model_bytes:
+        raise field_error(
+            "graph", f"the graph is {len(source)} bytes, over max_model_bytes={settings.max_model_bytes}"
+        )
+    return source
+
+
+def _decoded(text: str, settings: Settings) -> bytes:
+    try:
+        source = base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError):
+        raise field_error("onnx", "not base64 (RFC 4648, with padding): encode the file's bytes") from None
+    if len(source) > settings.max_model_bytes:
+        raise field_error(
+            "onnx", f"the model is {len(source)} bytes, over max_model_bytes={settings.max_model_bytes}"
+        )
+    return source
+
+
+def _members(
+    db: Database, imported: ImportedModel, hardware: HardwareInfo, settings: Settings, field: str
+) -> list[m.Member]:
+    """Each layer as a workload of the database, once it passes what a task must pass."""
+    out = []
+    for layer in imported.layers:
+        where = f"layer {layer.name} ({' + '.join(layer.ops)})"
+        wl = parse_workload(layer.spec, field)
+        cost = admission.estimate(wl, hardware, settings)
+        if not cost.fits:
+            raise field_error(field, f"{where}: {admission.refusal(wl, hardware, settings, cost)}")
+        try:
+            check_finite(wl)
+        except WorkloadError as e:
+            raise field_error(field, f"{where}: {e.message}") from None
+        workload_id = db.add_workload(
+            hash=wl.func.structural_hash(), name=wl.name, spec=wl.spec, flops=wl.flops
+        )
+        out.append(m.Member(workload_id, layer.weight, cost.candidate_secs))
+    return out
+
+
+def _hardware(db: Database, key: str) -> HardwareInfo:
+    found = next((h for h in db.hardware_list() if h.key == key), None)
+    if found is None:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, f"no hardware {key!r}")
+    return found
+
+
+def find_model(db: Database, model_id: int, holder: TokenInfo) -> m.ModelInfo:
+    """The model, if this token may see it: 404 for another token's, as for one that does not exist."""
+    try:
+        model = m.get_model(db, model_id)
+    except KeyError:
+        model = None
+    if model is None or (holder.role != Role.ADMIN and model.token_id != holder.id):
+        raise HTTPException(status.HTTP_404_NOT_FOUND, f"no model {model_id}")
+    return model
+
+
+def model_public(db: Database, model: m.ModelInfo) -> ModelPublic:
+    return _public(model, _layers(db, model))
+
+
+def _public(model: m.ModelInfo, layers: list[ModelTaskPublic]) -> ModelPublic:
+    return ModelPublic(
+        id=model.id,
+        name=model.name,
+        hardware_key=model.hardware_key,
+        scheduler=model.scheduler,
+        trials=model.trials,
+        trials_done=model.trials_done,
+        status=model.status,
+        message=model.message,
+        tasks=len(layers),
+        estimated_secs=_estimated([(layer.weight, layer.best_secs) for layer in layers]),
+        created_at=model.created_at,
+        updated_at=model.updated_at,
+    )
+
+
+def _layers(db: Database, model: m.ModelInfo) -> list[ModelTaskPublic]:
+    tasks = m.members(db, model.id)
+    best = db.best_of_tasks([t.id for t in tasks])
+    secs = [best[t.id][1] if t.id in best else None for t in tasks]
+    total = _estimated([(t.weight, s) for t, s in zip(tasks, secs)])
+    return [_layer(db, t, s, total) for t, s in zip(tasks, secs)]
+
+
+def _layer(db: Database, task: TaskInfo, best: float | None, total: float | None) -> ModelTaskPublic:
+    workload = db.workload(task.workload_id)
+    return ModelTaskPublic(
+        task_id=task.id,
+        workload_name=task.workload_name,
+        workload_hash=workload.hash,
+        weight=task.weight,
+        flops=workload.flops,
+        trials=task.trials,
+        trials_done=task.trials_done,
+        status=task.status,
+        best_secs=best,
+        gflops=gflops(workload.flops, best) if best else None,
+        share=task.weight * best / total if best and total else None,
+    )
+
+
+def _estimated(layers: list[tuple[int, float | None]]) -> float | None:
+    """Calls x best seconds summed over the layers; None while a layer has no valid record."""
+    if any(secs is None for _, secs in layers):
+        return None
+    return sum(weight * (secs or 0.0) for weight, secs in layers)
