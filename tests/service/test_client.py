@@ -107,3 +107,35 @@ def test_an_error_that_is_not_fastapis_json_is_refused_with_its_text():
     ):
         client.tasks()
     assert e.value.status == 500 and e.value.summary == '["oops"]'
+
+
+UNAVAILABLE = httpx.Response(503, headers={"Retry-After": "0.01"}, json={"detail": "retry later"})
+
+
+def test_a_read_answered_503_is_retried_after_retry_after_and_a_write_never():
+    answers = [UNAVAILABLE, UNAVAILABLE, httpx.Response(200, json=[])]
+    sent = []
+
+    def coordinator(request: httpx.Request) -> httpx.Response:
+        sent.append(request.method)
+        return answers.pop(0) if request.method == "GET" else UNAVAILABLE
+
+    with answering(coordinator) as client:
+        assert client.tasks() == []
+        with pytest.raises(ApiError) as write:
+            client.cancel(1)
+    assert sent == ["GET", "GET", "GET", "POST"] and write.value.status == 503
+
+
+def test_a_read_gives_up_when_the_coordinator_stays_unavailable():
+    sent = []
+
+    def coordinator(request: httpx.Request) -> httpx.Response:
+        sent.append(request.method)
+        return UNAVAILABLE
+
+    with answering(coordinator) as client:
+        client.unavailable_seconds = 0.2
+        with pytest.raises(ApiError) as read:
+            client.tasks()
+    assert read.value.status == 503 and read.value.summary == "retry later" and 2 <= len(sent) <= 4

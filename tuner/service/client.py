@@ -5,6 +5,7 @@ its answer validated into the response model its route declares (`tuner.service.
 from __future__ import annotations
 
 import base64
+import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, TypeVar, get_args, get_origin
@@ -68,11 +69,18 @@ def _culprit(error: Mapping[str, Any], skip: int = 1) -> str:
 
 
 class Client:
-    """One coordinator, with one token; a context manager that closes its connections."""
+    """One coordinator, with one token; a context manager that closes its connections.
 
-    def __init__(self, url: str, token: str | None, timeout: float = 30.0) -> None:
+    A read the coordinator answers with 503 (its database away or slow: a restart, an outage) is
+    retried after the Retry-After it names, for up to `unavailable_seconds` in all, so `--wait` and
+    scripts that poll ride out a blip; a write is never retried, since it may have taken effect."""
+
+    def __init__(
+        self, url: str, token: str | None, timeout: float = 30.0, unavailable_seconds: float = 60.0
+    ) -> None:
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         self.http = httpx.Client(base_url=url.rstrip("/"), headers=headers, timeout=timeout)
+        self.unavailable_seconds = unavailable_seconds
 
     def __enter__(self) -> Client:
         return self
@@ -149,7 +157,7 @@ class Client:
         """The model compiled from the best records on `hardware` (default: the one it was tuned for):
         a .tar.gz of model.so and model.h. The first download of new records waits for the build."""
         params = {"hardware": hardware} if hardware else None
-        response = self.http.get(f"/v1/models/{model_id}/artifact", params=params, timeout=timeout)
+        response = self._send("GET", f"/v1/models/{model_id}/artifact", params=params, timeout=timeout)
         if response.is_error:
             raise ApiError(response.status_code, _detail(response))
         return response.content
@@ -157,13 +165,33 @@ class Client:
     def _call(self, method: str, path: str, answer: type[T], body: BaseModel | None = None) -> T:
         """Send the body as given (unset fields take the coordinator's defaults) and validate the answer."""
         request = body.model_dump(mode="json", exclude_unset=True) if body else None
-        response = self.http.request(method, path, json=request)
+        response = self._send(method, path, json=request)
         if response.is_error:
             raise ApiError(response.status_code, _detail(response))
         try:
             return TypeAdapter(answer).validate_json(response.content)
         except ValidationError as e:
             raise BadResponse(f"{method} {path}", _name(answer), e) from e
+
+    def _send(self, method: str, path: str, **options: Any) -> httpx.Response:
+        """One request; a GET answered 503 again after Retry-After while the budget lasts."""
+        deadline = time.monotonic() + self.unavailable_seconds
+        while True:
+            response = self.http.request(method, path, **options)
+            if method != "GET" or response.status_code != httpx.codes.SERVICE_UNAVAILABLE:
+                return response
+            pause = min(_retry_after(response), deadline - time.monotonic())
+            if pause <= 0:
+                return response
+            time.sleep(pause)
+
+
+def _retry_after(response: httpx.Response) -> float:
+    """The pause a 503 asks for, in seconds (one second when it names none or names a date)."""
+    try:
+        return max(float(response.headers.get("Retry-After", "1")), 0.1)
+    except ValueError:
+        return 1.0
 
 
 @contextmanager

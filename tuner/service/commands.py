@@ -301,7 +301,7 @@ def _hardware(args: argparse.Namespace, console: Console) -> int:
         rows = db.hardware_list()
     table = Table(title="hardware")
     for column in ("id", "key", "cpu model", "cores", "approved", "peak GFLOPS"):
-        table.add_column(column)
+        table.add_column(column, **_whole(column == "key", [h.key for h in rows]))
     for h in rows:
         approved = f"{h.approved_at:%Y-%m-%d %H:%M}" if h.approved_at else "[yellow]waiting[/yellow]"
         peak = f"{h.peak_gflops:g}" if h.peak_gflops else "-"
@@ -390,7 +390,7 @@ def _status(args: argparse.Namespace, console: Console) -> int:
         return 0
     table = Table(title="tasks")
     for column in ("task", "workload", "hardware", "status", "trials", "best GFLOPS"):
-        table.add_column(column)
+        table.add_column(column, **_whole(column == "hardware", [t.hardware_key for t in rows]))
     for t in rows:
         best = f"{t.best.gflops:.1f}" if t.best else "-"
         table.add_row(
@@ -398,6 +398,14 @@ def _status(args: argparse.Namespace, console: Console) -> int:
         )
     Console(file=sys.stdout).print(table)
     return 0
+
+
+def _whole(identifier: bool, values: Sequence[str]) -> dict[str, Any]:
+    """Column options that keep an identifier whole: a hardware key is copied into `--hardware`, so
+    a narrow terminal squeezes the other columns rather than cut the key with an ellipsis."""
+    if not identifier:
+        return {}
+    return {"no_wrap": True, "min_width": max((len(v) for v in values), default=0)}
 
 
 def _cancel(args: argparse.Namespace, console: Console) -> int:
