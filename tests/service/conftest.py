@@ -97,3 +97,17 @@ def pytest_runtest_makereport(
     report = yield
     setattr(item, f"report_{report.when}", report)
     return report
+
+
+@pytest.fixture(autouse=True)
+def logs_of_a_failure(request: pytest.FixtureRequest) -> Iterator[None]:
+    """After a failed test that started processes, the end of each one's log (coordinators, workers)
+    in the report: a fault test that times out under CI's load says what the processes were doing."""
+    directory = request.getfixturevalue("tmp_path") if "tmp_path" in request.fixturenames else None
+    yield
+    report = getattr(request.node, "report_call", None)
+    if directory is None or report is None or not report.failed:
+        return
+    for log in sorted(directory.rglob("*.log")):
+        print(f"--- the end of {log.name} ({log.parent.name}) ---")
+        print(log.read_text(errors="replace")[-3000:])

@@ -63,11 +63,20 @@ def wait_for_workers(api: Client, n: int) -> None:
 
 
 def wait_for_task(api: Client, task_id: int, timeout: float = 240) -> TaskDetail:
-    def finished() -> TaskDetail | None:
-        task = api.task(task_id)
-        return task if task.status in ("done", "failed", "cancelled") else None
+    last: list[TaskDetail] = []
 
-    return wait_until(finished, timeout, f"task {task_id} to finish", interval=0.25)
+    def finished() -> TaskDetail | None:
+        last[:] = [api.task(task_id)]
+        return last[0] if last[0].status in ("done", "failed", "cancelled") else None
+
+    try:
+        return wait_until(finished, timeout, f"task {task_id} to finish", interval=0.25)
+    except AssertionError as e:
+        if not last:
+            raise
+        task = last[0]
+        seen = f"{task.status}, {task.trials_done}/{task.trials} trials, {task.queue}"
+        raise AssertionError(f"{e}; last seen: {seen}") from None
 
 
 def assert_complete(settings: Settings, task: TaskDetail, trials: int) -> None:
