@@ -312,6 +312,27 @@ def test_the_scheduler_spends_the_budget_where_the_latency_is(api: Api, schedule
     assert len(detail["curve"]) == 5
 
 
+@pytest.mark.parametrize(
+    ("in_flight", "trials"), [(1, [BATCH_TRIALS] * 2), (2, [2 * BATCH_TRIALS, BATCH_TRIALS])]
+)
+def test_batches_stay_in_flight_while_another_is_measured(api: Api, in_flight: int, trials: list[int]):
+    """Once a layer's first batch is back, it gets another while the other layer's first is still
+    measured, up to `model_batches_in_flight` batches out; a layer whose first batch is out gets none."""
+    api.loop.settings.model_batches_in_flight = in_flight
+    worker = register(api)
+    submitted = submit_model(api, trials=6 * BATCH_TRIALS)
+    for _ in range(10):  # the first layer's first batch measured; the second's leased, never measured
+        api.loop.tick()
+        first, second = model(api, submitted["id"])["layers"]
+        if first["trials_done"] == BATCH_TRIALS:
+            break
+        measure(api, worker, [c for c in lease(api, worker, 64) if c["task_id"] == first["task_id"]])
+    for _ in range(3):
+        assert [layer["trials"] for layer in model(api, submitted["id"])["layers"]] == trials
+        api.loop.tick()
+    assert second["trials_done"] == 0
+
+
 def test_identical_layers_of_two_models_share_their_records(api: Api):
     worker = register(api)
     first = submit_model(api, trials=4)

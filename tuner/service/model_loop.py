@@ -4,10 +4,12 @@ a time, as the embedded `tune_model` does (`tuner.task_scheduler.pick_task`).
 Each tick, for each active model: a batch is finished when its member has measured every trial it
 was given and has nothing queued (or its search ended); the member's best seconds then join the
 scheduler's history of it, and the model's estimated latency (sum of calls x best seconds) joins the
-latency curve. Every member first gets one batch, all at once; after that one batch is out at a time,
-given to the member the scheduler picks, since the gradient scheduler decides from the last batch's
-result. The model ends when its budget is spent (or every member's search is exhausted); a member
-whose search failed fails the model. The task loop measures the members like any other task.
+latency curve. Every member first gets one batch, all at once; after that a few batches are out at
+a time (`model_batches_in_flight`), each given to the member the scheduler picks: the gradient
+scheduler decides from the batches that came back, and counts a batch still out as one that brought
+nothing, so a second batch goes to the same member only if it still promises the most. The model
+ends when its budget is spent (or every member's search is exhausted); a member whose search failed
+fails the model. The task loop measures the members like any other task.
 
 Every decision is made from the database, in one transaction that holds the model's row: any
 coordinator may take the step, and a restart loses nothing.
@@ -41,6 +43,9 @@ from tuner.task_scheduler import TaskHistory, pick_task
 log = logging.getLogger(__name__)
 # Trials per batch, as `tune_model` (and MetaSchedule's task scheduler) measures them by default.
 BATCH_TRIALS = 16
+# Batches a model keeps out at once after its first round: while one is measured the search of the
+# next proposes, so the fleet is not idle between batches (the `model_batches_in_flight` setting).
+BATCHES_IN_FLIGHT = 2
 
 
 @dataclass(frozen=True)
@@ -70,12 +75,12 @@ class MemberState:
         return self.ended or (self.done >= self.trials and self.outstanding == 0)
 
 
-def step_models(db: Database, batch_trials: int = BATCH_TRIALS) -> None:
+def step_models(db: Database, batch_trials: int = BATCH_TRIALS, in_flight: int = BATCHES_IN_FLIGHT) -> None:
     """One step of every active model, then the members of ended models are ended too (a
     coordinator that died between ending a model and its members leaves them running)."""
     for model_id in active_model_ids(db):
         try:
-            ended = step_model(db, model_id, batch_trials)
+            ended = step_model(db, model_id, batch_trials, in_flight)
         except Exception as e:
             if is_outage(e):
                 raise  # not the model's fault: the next tick tries again
@@ -89,7 +94,9 @@ def step_models(db: Database, batch_trials: int = BATCH_TRIALS) -> None:
         end_members(db, model_id=model_id, status=TaskStatus(status), message="its model has ended")
 
 
-def step_model(db: Database, model_id: int, batch_trials: int) -> tuple[TaskStatus, str] | None:
+def step_model(
+    db: Database, model_id: int, batch_trials: int, in_flight: int = BATCHES_IN_FLIGHT
+) -> tuple[TaskStatus, str] | None:
     """Finish the model's measured batches and give out the next; returns how its members must end
     if the model ended in this step (None while it runs)."""
     with db.transaction() as session:
@@ -106,7 +113,7 @@ def step_model(db: Database, model_id: int, batch_trials: int) -> tuple[TaskStat
             model.status = TaskStatus.FAILED.value
             model.message = f"the search of its task {failed.id} failed: {failed.message}"
         else:
-            batches += _next_batches(session, model, members, batches, batch_trials)
+            batches += _next_batches(session, model, members, batches, batch_trials, in_flight)
             if not any(not b.done for b in batches):
                 model.status = TaskStatus.DONE.value
                 model.message = _done_message(model, members)
@@ -132,40 +139,57 @@ def _finish_batches(
 
 
 def _next_batches(
-    session: Session, model: Model, members: Sequence[MemberState], batches: list[Batch], batch_trials: int
+    session: Session,
+    model: Model,
+    members: Sequence[MemberState],
+    batches: list[Batch],
+    batch_trials: int,
+    in_flight: int,
 ) -> list[Batch]:
-    """First one batch for every member that never had one; then, with no batch out, one for the
-    member the scheduler picks. Nothing once the budget is spent."""
+    """First one batch for every member that never had one; then batches for the members the
+    scheduler picks until `in_flight` are out. Nothing once the budget is spent."""
     left = model.trials - sum(m.spent for m in members)
     given = {b.task_id for b in batches}
     fresh = [m for m in members if m.id not in given and not m.ended]
     if fresh:
         chosen = fresh
-    elif any(not b.done for b in batches):
-        return []
     else:
-        histories = [
-            TaskHistory(
-                [
-                    inf if b.best_secs is None else b.best_secs
-                    for b in batches
-                    if b.task_id == m.id and b.done
-                ],
-                exhausted=m.ended,
-            )
-            for m in members
-        ]
-        pick = pick_task(model.scheduler, [m.weight for m in members], histories)
-        chosen = [] if pick is None else [members[pick]]
+        chosen = _picks(model.scheduler, members, batches, in_flight - sum(not b.done for b in batches))
     out = []
+    added: dict[int, int] = {}
     for k, m in enumerate(chosen):
-        n = min(batch_trials, left // (len(chosen) - k))  # a small budget is shared by every layer
+        # A small budget is shared by every layer of the first round; a pick gets a whole batch.
+        n = min(batch_trials, left // (len(chosen) - k) if fresh else left)
         if n <= 0:
             break
-        set_member_trials(session, m.id, m.trials + n)
+        added[m.id] = added.get(m.id, 0) + n
+        set_member_trials(session, m.id, m.trials + added[m.id])
         out.append(Batch(m.id, n))
         left -= n
     return out
+
+
+def _picks(
+    scheduler: str, members: Sequence[MemberState], batches: list[Batch], count: int
+) -> list[MemberState]:
+    """`count` picks of the task scheduler, as if each batch out had already come back no better
+    than its member's last: a member may get a second batch while its first is measured (the
+    scheduler's own estimate of its return then falls), but none before its first batch is back."""
+    histories = []
+    for m in members:
+        back = [inf if b.best_secs is None else b.best_secs for b in batches if b.task_id == m.id and b.done]
+        out = sum(b.task_id == m.id and not b.done for b in batches)
+        histories.append(TaskHistory(back + back[-1:] * out, exhausted=m.ended or (out > 0 and not back)))
+    weights = [m.weight for m in members]
+    chosen = []
+    for _ in range(count):
+        pick = pick_task(scheduler, weights, histories)
+        if pick is None:
+            break
+        chosen.append(members[pick])
+        history = histories[pick]
+        history.latencies.append(history.latencies[-1] if history.latencies else inf)
+    return chosen
 
 
 def estimated_latency(members: Sequence[MemberState]) -> float | None:

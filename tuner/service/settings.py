@@ -121,6 +121,13 @@ class Settings(BaseSettings):
         description="Address space of the child process that imports a submitted model or builds its "
         "artifact: a model whose import would need more is refused, not the coordinator's memory.",
     )
+    model_batches_in_flight: int = Field(
+        2,
+        ge=1,
+        le=64,
+        description="Batches of 16 trials a model task keeps out at once after every layer's first: "
+        "more keeps a larger fleet busy, fewer follows the task scheduler's choices more closely.",
+    )
     artifact_cache_bytes: int = Field(
         512 << 20,
         ge=0,
@@ -226,6 +233,7 @@ READ_BY: dict[str, str] = {
     "max_model_nodes": "serve",
     "model_import_seconds": "serve",
     "model_memory_bytes": "serve",
+    "model_batches_in_flight": "serve",
     "artifact_cache_bytes": "serve",
     "database_timeout_seconds": "serve",
     "coordinator_url": "worker; submit, submit-model, status, cancel, best, show (remote)",

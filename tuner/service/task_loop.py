@@ -130,7 +130,7 @@ class TaskLoop:
         if self._seen_since <= alive_since(now, s.heartbeat_seconds):
             expire_silent(self.db, now=now, heartbeat_secs=s.heartbeat_seconds)
         q.give_up_expired(self.db, now=now, max_attempts=s.max_attempts)
-        step_models(self.db)
+        step_models(self.db, in_flight=s.model_batches_in_flight)
         owned = claim_tasks(self.db, owner=self.owner, now=now, claim_secs=s.claim_seconds)
         for task_id in set(self.drivers) - set(owned):
             del self.drivers[task_id]  # cancelled, finished, or taken over by another coordinator
