@@ -31,7 +31,7 @@ import numpy as np
 from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import func, select
 
-from bench.proc import rss_mb, search_loop_pid
+from bench.proc import cpu_seconds, rss_mb, search_loop_pid
 from runner.hardware import host_hardware
 from tests.postgres import temporary_database
 from tests.service.processes import Coordinator, Process, environment, wait_until
@@ -93,8 +93,10 @@ def start_workers(service: Service, token: str, n: int, workdir: Path) -> list[P
 
 def watch(service: Service, seconds: float, interval: float, pids: tuple[int, int]) -> tuple[int, float]:
     """Print, every `interval` seconds of the window, the results stored so far, the rate over the
-    interval and the two processes' memory. Returns the results stored in the window and its length."""
+    interval and the two processes' memory; at the end, the CPU each used in the window (which of them
+    the workers wait on). Returns the results stored in the window and its length."""
     api, loop = pids
+    cpu = cpu_seconds(api), cpu_seconds(loop)
     print(f"{'s':>5} {'results':>8} {'per s':>6} {'API RSS MB':>11} {'loop RSS MB':>12}")
     start, first = time.monotonic(), service.stored()
     print(f"{0:5.0f} {0:8d} {'':>6} {rss_mb(api):11.0f} {rss_mb(loop):12.0f}", flush=True)
@@ -109,7 +111,13 @@ def watch(service: Service, seconds: float, interval: float, pids: tuple[int, in
             flush=True,
         )
         last_t, last_n = now, n
-    return last_n - first, last_t - start
+    used = [cpu_seconds(pid) - before for pid, before in zip(pids, cpu)]
+    elapsed = last_t - start
+    print(
+        f"CPU in the window: API process {used[0]:.0f} s ({used[0] / elapsed:.0%} of a core), "
+        f"search loop {used[1]:.0f} s ({used[1] / elapsed:.0%})"
+    )
+    return last_n - first, elapsed
 
 
 def stop_workers(workers: list[Process], workdir: Path) -> list[dict[str, Any]]:
