@@ -80,13 +80,12 @@ class Service:
 
 def start_workers(service: Service, token: str, n: int, workdir: Path) -> list[Process]:
     env = environment(service.coordinator.settings)
+    names = [f"null-{i}" for i in range(n)]
     workers = []
-    for i in range(n):
-        name = f"null-{i}"
+    for name in names:
         args = ["--coordinator", service.coordinator.url, "--token", token, "--name", name]
         args += ["--report", str(workdir / f"{name}.json")]
         workers.append(Process(args, env, workdir / f"{name}.log", module="bench.soak_worker"))
-    names = [f"null-{i}" for i in range(n)]
     wait_until(lambda: service.registered(names) == n, 120, f"{n} workers registered")
     return workers
 
