@@ -19,11 +19,13 @@ from bench import (
     coordinator,
     cost_model,
     default_schedule,
+    fleet_soak,
     fusion_speed,
     matmul,
     model_latency,
     model_tuning,
     models,
+    recovery,
     register_tile,
     runner_throughput,
     search_cost,
@@ -51,6 +53,8 @@ BENCHMARKS = {
     "default_schedule": default_schedule.main,
     "vector_math": vector_math.main,
     "conv_layout": conv_layout.main,
+    "fleet_soak": lambda: fleet_soak.main([]),  # their defaults; `python -m bench.<name> --help` for more
+    "recovery": lambda: recovery.main([]),
 }
 
 

@@ -16,6 +16,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench.proc import rss_mb, search_loop_pid
 from runner.hardware import host_hardware
 from tests.postgres import temporary_database
 from tests.service.processes import Coordinator, Process, start_worker
@@ -30,21 +31,6 @@ WORKERS = 2
 def spec(i: int) -> dict:
     """The i-th task's workload: small matmuls, each of its own shape, so no two tasks share one."""
     return {"op": "matmul", "params": {"M": 16 + 8 * (i % 25), "N": 16 + 8 * (i // 25), "K": 64}}
-
-
-def search_loop_pid(coordinator_pid: int) -> int | None:
-    """The coordinator's search-loop child: the one multiprocessing spawned (not its resource tracker)."""
-    children = Path(f"/proc/{coordinator_pid}/task/{coordinator_pid}/children").read_text().split()
-    for child in children:
-        if b"spawn_main" in Path(f"/proc/{child}/cmdline").read_bytes():
-            return int(child)
-    return None
-
-
-def rss_mb(pid: int) -> float:
-    status = Path(f"/proc/{pid}/status").read_text()
-    kb = next(line.split()[1] for line in status.splitlines() if line.startswith("VmRSS:"))
-    return int(kb) / 1024
 
 
 def progress(db: Database, task_ids: list[int]) -> tuple[int, int, int]:

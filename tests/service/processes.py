@@ -50,13 +50,14 @@ def _die_with_parent() -> None:
 
 
 class Process:
-    """A `tuner` subprocess whose output goes to a log file (read it when a test fails)."""
+    """A `tuner` subprocess (or `python -m module`) whose output goes to a log file (read it when a
+    test fails)."""
 
-    def __init__(self, args: list[str], env: dict[str, str], log: Path) -> None:
+    def __init__(self, args: list[str], env: dict[str, str], log: Path, module: str = "tuner.cli") -> None:
         self.log = log
         self._out = open(log, "ab")  # noqa: SIM115 (closed in stop)
         self.popen = subprocess.Popen(
-            [sys.executable, "-m", "tuner.cli", *args],
+            [sys.executable, "-m", module, *args],
             cwd=ROOT,
             env=env,
             stdout=self._out,
