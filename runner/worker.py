@@ -3,7 +3,8 @@ times them with the isolated local runner, and reports the results.
 
 It is a plain client of the coordinator's REST API (`/v1/workers/...`):
 - register with the machine's hardware fingerprint (CPU, features, the cores it may use), then
-  heartbeat from a background thread, which keeps its leases alive;
+  heartbeat from a background thread, naming the leases it holds: those stay alive, and one whose
+  answer never arrived (its coordinator killed mid-request) expires and goes to another worker;
 - lease a batch, measure it candidate by candidate, submit the results (a result that would be the
   new best is re-measured by a second lease, which the coordinator arranges: this worker's or
   another's, so a lucky or forged run cannot win alone);
@@ -115,6 +116,10 @@ class Worker:
         self.worker_id: int | None = None
         self.registered_with: str | None = None  # the URL whose coordinator gave `worker_id`
         self.heartbeat_s = 10.0
+        # The candidates whose lease answer arrived and that are not yet submitted or given back:
+        # heartbeats renew these only, so a lease whose answer was lost expires.
+        self.holding: set[int] = set()
+        self._holding_lock = threading.Lock()
 
     def install_signal_handlers(self) -> None:
         for sig in (signal.SIGTERM, signal.SIGINT):
@@ -133,7 +138,11 @@ class Worker:
                 if not leased["candidates"]:
                     self.stopping.wait(self.config.idle_poll_s)
                     continue
-                self._work(leased["candidates"])
+                self._hold(leased["candidates"], True)
+                try:
+                    self._work(leased["candidates"])
+                finally:
+                    self._hold(leased["candidates"], False)
             return 0
         except Fatal as e:
             log.error("%s", e)
@@ -181,6 +190,11 @@ class Worker:
         if rest:
             self._call("POST", "/v1/workers/{worker}/release", {"candidate_ids": rest})
 
+    def _hold(self, leased: list[dict[str, Any]], holding: bool) -> None:
+        with self._holding_lock:
+            ids = {item["id"] for item in leased}
+            self.holding = self.holding | ids if holding else self.holding - ids
+
     def _measure(self, leased: list[dict[str, Any]]) -> Iterator[tuple[dict[str, Any], RunResult]]:
         """Each candidate's result, one at a time, stopping between candidates if asked."""
         candidates = [Candidate(item["spec"], item["trace"]) for item in leased]
@@ -219,7 +233,9 @@ class Worker:
     def _heartbeat(self) -> None:
         while not self.stopping.wait(self.heartbeat_s):
             try:
-                self._request("POST", "/v1/workers/{worker}/heartbeat", None)
+                with self._holding_lock:
+                    holding = sorted(self.holding)
+                self._request("POST", "/v1/workers/{worker}/heartbeat", {"holding": holding})
             except (httpx.HTTPError, Fatal) as e:
                 log.warning("heartbeat failed: %s", e)
 

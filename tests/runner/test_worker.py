@@ -213,3 +213,18 @@ def test_every_coordinator_away_means_backoff_not_a_busy_loop():
     # In pairs, a then b at once; between pairs 0.25 s, then 0.4 s (the longest); the last wait is cut
     # short by the stop, and one more pair follows it.
     assert len(tries) <= 12 and max(gaps[::2]) < 0.1 and min(gaps[1:-2:2]) >= 0.2, gaps
+
+
+def test_heartbeats_name_the_leases_the_worker_holds():
+    """The coordinator renews only the leases a heartbeat names, so a lease whose answer was lost
+    expires: each heartbeat names the batch being measured, and nothing once it is submitted."""
+
+    def fast_beats(path: str, body: dict) -> httpx.Response | None:
+        if path == "/v1/workers":
+            return httpx.Response(201, json={"id": 1, "lease_seconds": 60.0, "heartbeat_seconds": 0.01})
+        return None
+
+    coordinator = Coordinator([[item(1, 1, 1e-3), item(2, 1, 1e-3)], [item(3, 1, 1e-3)]], fast_beats)
+    assert run(coordinator, NullRunner(lambda c: time.sleep(0.1) or c.trace["secs"])) == 0
+    named = [tuple(body["holding"]) for body in coordinator.paths("/heartbeat")]
+    assert set(named) <= {(), (1, 2), (3,)} and {(1, 2), (3,)} <= set(named)

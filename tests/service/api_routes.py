@@ -36,6 +36,7 @@ EXAMPLES: dict[str, dict[str, Any]] = {
         ]
     },
     "ReleaseIn": {"candidate_ids": [1, 2]},
+    "HeartbeatIn": {"holding": [1, 2]},
     "TokenCreate": {"role": "client", "name": "someone"},
     "HardwareApproval": {"peak_gflops": 250.0},
     "ModelCreate": {"onnx": ONNX_MLP, "trials": 8, "name": "mlp", "scheduler": "round-robin", "seed": 1},

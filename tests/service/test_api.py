@@ -146,6 +146,9 @@ def test_a_worker_that_stops_gives_its_leases_back(api: Api):
     assert released.json() == {"count": 1}
     assert [c["id"] for c in lease(api, w2, 1)] == [held[0]["id"]]
     assert api.client.post(f"/v1/workers/{w1}/heartbeat", headers=api.as_("worker")).json() == {"count": 3}
+    named = {"holding": [held[1]["id"], held[0]["id"]]}  # the second is no longer its own
+    beat = api.client.post(f"/v1/workers/{w1}/heartbeat", json=named, headers=api.as_("worker"))
+    assert beat.json() == {"count": 1}
     assert api.client.post(f"/v1/workers/{w1}/stop", headers=api.as_("worker")).json() == {"count": 3}
     assert len(lease(api, w2, 8)) == 3
     # A heartbeat that arrives after the goodbye is refused: it must not revive the worker.

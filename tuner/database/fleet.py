@@ -4,6 +4,7 @@ next worker that asks, a few heartbeats after it died rather than a whole lease 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -85,11 +86,14 @@ def get_worker(db: Database, worker_id: int) -> WorkerInfo:
         return _info(*row)
 
 
-def heartbeat(db: Database, *, worker_id: int, lease_secs: float, now: datetime) -> int:
-    """The worker is alive: note the time and extend its leases. Returns how many leases it holds;
-    raises WorkerStopped if it said goodbye (a heartbeat that arrives late must not revive it)."""
+def heartbeat(
+    db: Database, *, worker_id: int, lease_secs: float, now: datetime, holding: Sequence[int] | None = None
+) -> int:
+    """The worker is alive: note the time and extend the leases it names (`holding`; None: all).
+    Returns how many it renewed; raises WorkerStopped if it said goodbye (a heartbeat that arrives
+    late must not revive it)."""
     _seen(db, worker_id, now, stopped=False)
-    return renew_leases(db, worker_id=worker_id, lease_secs=lease_secs, now=now)
+    return renew_leases(db, worker_id=worker_id, lease_secs=lease_secs, now=now, holding=holding)
 
 
 def stop_worker(db: Database, *, worker_id: int, now: datetime) -> int:

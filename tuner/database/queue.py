@@ -258,12 +258,25 @@ def _best_secs(connection: Connection, workload_id: int, hardware_id: int) -> fl
     )
 
 
-def renew_leases(db: Database, *, worker_id: int, lease_secs: float, now: datetime) -> int:
-    """Extend every lease the worker holds (its heartbeat); returns how many it holds."""
+def renew_leases(
+    db: Database,
+    *,
+    worker_id: int,
+    lease_secs: float,
+    now: datetime,
+    holding: Sequence[int] | None = None,
+) -> int:
+    """Extend the leases the worker holds (its heartbeat); returns how many it renewed.
+
+    `holding` names the candidates the worker knows it holds (None: all, as older workers beat). A
+    lease it does not name is not renewed: one whose answer never reached the worker (its
+    coordinator killed mid-request, the connection cut after the commit) then expires as a lease
+    does, instead of being kept alive by the worker's heartbeats for as long as it runs."""
+    where = [Candidate.worker_id == worker_id, Candidate.status == CandidateStatus.LEASED]
+    if holding is not None:
+        where.append(Candidate.id.in_(holding))
     with db.transaction() as session:
-        held = lock_candidates(
-            session, Candidate.worker_id == worker_id, Candidate.status == CandidateStatus.LEASED
-        )
+        held = lock_candidates(session, *where)
         if held:
             session.execute(
                 update(Candidate)

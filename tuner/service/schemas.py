@@ -286,6 +286,15 @@ class ReleaseIn(Strict):
     )
 
 
+class HeartbeatIn(Strict):
+    holding: list[Annotated[int, Field(ge=1, lt=MAX_ID)]] | None = Field(
+        None,
+        max_length=1024,
+        description="The candidates the worker holds, whose leases are renewed; a lease it does not "
+        "name expires (its answer never reached the worker). Null renews all of them.",
+    )
+
+
 class Count(BaseModel):
     count: int
 

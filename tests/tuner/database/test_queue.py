@@ -389,3 +389,14 @@ def test_tokens_are_stored_hashed_and_can_be_revoked(tuning_db: Database):
     assert [t.revoked_at is not None for t in tokens(tuning_db)] == [True, False]
     with pytest.raises(ValueError):
         create_token(tuning_db, role="root", name="x")
+
+
+def test_a_heartbeat_renews_only_the_leases_it_names(setup):
+    """A lease whose answer never reached the worker is not in its heartbeats: it expires as if the
+    worker were gone, while the ones it names stay with it."""
+    db, _, _, hid, (w1, w2, _) = setup
+    known, lost = lease(db, w1, hid, 1), lease(db, w1, hid, 2)
+    assert heartbeat(db, worker_id=w1, lease_secs=LEASE, now=later(20), holding=[known[0].id]) == 1
+    again = {c.id for c in lease(db, w2, hid, 10, now=later(40))}  # the lost two, and two never leased
+    assert len(again) == 4 and {c.id for c in lost} <= again and known[0].id not in again
+    assert heartbeat(db, worker_id=w1, lease_secs=LEASE, now=later(45), holding=None) == 1

@@ -35,6 +35,7 @@ from tuner.service.errors import AUTH, BODY, documented
 from tuner.service.metrics import LEASED, RESULTS
 from tuner.service.schemas import (
     Count,
+    HeartbeatIn,
     IdPath,
     Lease,
     LeasedPublic,
@@ -85,15 +86,24 @@ def list_workers(db: DatabaseDep, settings: SettingsDep, _: ClientToken) -> list
     ]
 
 
-@router.post("/{worker_id}/heartbeat", responses=documented(404, 409))
+@router.post("/{worker_id}/heartbeat", responses=documented(404, 409, *BODY))
 def beat(
-    request: Request, worker_id: IdPath, db: DatabaseDep, settings: SettingsDep, holder: WorkerToken
+    request: Request,
+    worker_id: IdPath,
+    db: DatabaseDep,
+    settings: SettingsDep,
+    holder: WorkerToken,
+    body: HeartbeatIn | None = None,
 ) -> Count:
-    """Alive: extends every lease the worker holds. Returns how many it holds; 409 once the worker
-    has stopped (a daemon starting again registers as a new worker)."""
+    """Alive: extends the leases the worker names (no body, or `holding` null: all it holds).
+    Returns how many it renewed; 409 once the worker has stopped (a daemon starting again registers
+    as a new worker)."""
     own_worker(request, db, worker_id, holder)
+    holding = body.holding if body is not None else None
     try:
-        held = heartbeat(db, worker_id=worker_id, lease_secs=settings.lease_seconds, now=utcnow())
+        held = heartbeat(
+            db, worker_id=worker_id, lease_secs=settings.lease_seconds, now=utcnow(), holding=holding
+        )
     except WorkerStopped:
         raise HTTPException(status.HTTP_409_CONFLICT, f"worker {worker_id} has stopped") from None
     return Count(count=held)
