@@ -29,6 +29,7 @@ import httpx
 import numpy as np
 
 from bench.common import random_matmul_traces
+from bench.soak_worker import TimedWorker
 from compiler.workloads import workload_from_spec
 from runner.hardware import host_hardware
 from runner.worker import Worker, WorkerConfig
@@ -47,41 +48,38 @@ LOOP_SECONDS = 20.0
 SPEC = {"op": "matmul", "params": {"M": 64, "N": 64, "K": 64}}
 
 
-class TimedWorker(Worker):
-    """The real worker daemon, with every request to the coordinator timed. With `until_idle` it stops
-    at its first empty lease (the queue is drained)."""
+class DrainingWorker(TimedWorker):
+    """The soak's timed worker daemon, also noting the wall clock of its first lease and last result.
+    With `until_idle` it stops at its first empty lease (the queue is drained)."""
 
     def __init__(self, config: WorkerConfig, until_idle: bool) -> None:
         super().__init__(config)
         self.until_idle = until_idle
-        self.latencies: dict[str, list[float]] = defaultdict(list)
-        self.measured = 0
-        self.first = self.last = 0.0  # wall clock of the first lease and the last result
+        self.first = self.last = 0.0
 
     def _request(self, method: str, path: str, body: dict[str, Any] | None) -> Any:
-        start = time.perf_counter()
         reply = super()._request(method, path, body)
-        kind = path.rsplit("/", 1)[-1]
-        if kind == "lease" and not reply["candidates"]:
-            kind = "idle-lease"  # nothing to do: load on the coordinator, but no candidate's cost
-            if self.until_idle:
+        if path.endswith("/lease"):
+            if reply["candidates"]:
+                self.first = self.first or time.time()
+            elif self.until_idle:
                 self.stopping.set()
-        self.latencies[kind].append(time.perf_counter() - start)
-        if kind == "lease" and not self.first:
-            self.first = time.time()
-        if kind == "results":
-            self.measured += sum(o == "accepted" for o in reply["outcomes"])
+        if path.endswith("/results"):
             self.last = time.time()
         return reply
+
+    @property
+    def measured(self) -> int:
+        return self.outcomes["accepted"]
 
 
 def _work(url: str, token: str, index: int, seconds: float | None, out: Any) -> None:
     config = WorkerConfig(coordinator_url=url, token=token, name=f"null-{index}", runner="null")
-    worker = TimedWorker(config, until_idle=seconds is None)
+    worker = DrainingWorker(config, until_idle=seconds is None)
     if seconds is not None:
         threading.Timer(seconds, worker.stopping.set).start()
     worker.run()
-    out.put((dict(worker.latencies), worker.measured, worker.first, worker.last))
+    out.put((dict(worker.seconds), worker.measured, worker.first, worker.last))
 
 
 def _run_workers(

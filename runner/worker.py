@@ -191,9 +191,12 @@ class Worker:
             self._call("POST", "/v1/workers/{worker}/release", {"candidate_ids": rest})
 
     def _hold(self, leased: list[dict[str, Any]], holding: bool) -> None:
+        ids = {item["id"] for item in leased}
         with self._holding_lock:
-            ids = {item["id"] for item in leased}
-            self.holding = self.holding | ids if holding else self.holding - ids
+            if holding:
+                self.holding |= ids
+            else:
+                self.holding -= ids
 
     def _measure(self, leased: list[dict[str, Any]]) -> Iterator[tuple[dict[str, Any], RunResult]]:
         """Each candidate's result, one at a time, stopping between candidates if asked."""

@@ -187,8 +187,8 @@ def _picks(
         if pick is None:
             break
         chosen.append(members[pick])
-        history = histories[pick]
-        history.latencies.append(history.latencies[-1] if history.latencies else inf)
+        history = histories[pick]  # a pick had a batch back: one out and none back is exhausted
+        history.latencies.append(history.latencies[-1])
     return chosen
 
 
