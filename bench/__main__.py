@@ -19,6 +19,7 @@ from bench import (
     coordinator,
     cost_model,
     default_schedule,
+    dense_layout,
     fleet_soak,
     fusion_speed,
     matmul,
@@ -53,6 +54,7 @@ BENCHMARKS = {
     "default_schedule": default_schedule.main,
     "vector_math": vector_math.main,
     "conv_layout": conv_layout.main,
+    "dense_layout": dense_layout.main,
     "fleet_soak": lambda: fleet_soak.main([]),  # their defaults; `python -m bench.<name> --help` for more
     "recovery": lambda: recovery.main([]),
 }

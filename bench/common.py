@@ -7,8 +7,12 @@ import ctypes.util
 import json
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from compiler.runtime import load_runtime
+
+if TYPE_CHECKING:
+    from compiler.graph import CompiledModel, Module
 
 
 def best_seconds(fn: Callable[[], object], repeat: int = 7, min_repeat_s: float = 0.05) -> float:
@@ -65,3 +69,55 @@ def random_matmul_traces(spec: dict, count: int, seed: int = 0) -> list[dict]:
         data = sch.trace.to_json()
         traces.setdefault(json.dumps(data, sort_keys=True), data)
     return list(traces.values())
+
+
+def with_and_without(module: Module, graph_pass: Callable[[Module], Module]) -> dict[str, CompiledModel]:
+    """The module optimized and built twice: "with" the graph pass and "without" it."""
+    from compiler import graph
+    from compiler.graph import passes
+
+    builds = {"with": graph.build(graph.optimize(module))}
+    saved = passes.PASSES
+    passes.PASSES = tuple(p for p in saved if p is not graph_pass)
+    try:
+        builds["without"] = graph.build(graph.optimize(module))
+    finally:
+        passes.PASSES = saved
+    return builds
+
+
+def alternated_ms(
+    builds: dict[str, CompiledModel], inputs: list, rounds: int, calls: int, pause_s: float = 0.3
+) -> dict[str, list[float]]:
+    """Milliseconds of `calls` forward passes of each build per round, the builds alternated round by
+    round so that a noisy neighbour hits them alike."""
+    from tuner.model_commands import latencies
+
+    times: dict[str, list[float]] = {k: [] for k in builds}
+    for _ in range(rounds):
+        for key, compiled in builds.items():
+            times[key] += [t * 1e3 for t in latencies(lambda c=compiled: c(*inputs), calls)]
+            time.sleep(pause_s)
+    return times
+
+
+def zoo_model_ms(
+    name: str, graph_pass: Callable[[Module], Module], rounds: int = 5
+) -> dict[str, list[float]]:
+    """Milliseconds per forward pass of a zoo model (`bench.model_latency.zoo_models`) built "with"
+    and "without" the graph pass, both checked against PyTorch, alternated round by round."""
+    import numpy as np
+    import torch
+
+    from bench.model_latency import zoo_models
+    from compiler import frontend
+
+    entry = {m.name: m for m in zoo_models()}[name]
+    model, args = entry.make(), entry.inputs()
+    builds = with_and_without(frontend.from_torch(model, args), graph_pass)
+    inputs = [a.numpy() for a in args]
+    with torch.no_grad():
+        want = model(*args).numpy()
+    for compiled in builds.values():
+        np.testing.assert_allclose(compiled(*inputs)[0], want, rtol=1e-3, atol=1e-3)
+    return alternated_ms(builds, inputs, rounds, calls=5)

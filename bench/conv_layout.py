@@ -16,12 +16,11 @@ from typing import Any
 
 import numpy as np
 
-from bench.common import set_kernel_threads
-from compiler import Target, build, frontend, graph
+from bench.common import alternated_ms, set_kernel_threads, with_and_without, zoo_model_ms
+from compiler import Target, build, graph
 from compiler.graph import passes
 from compiler.workloads import workload_from_spec
 from runner.evaluate import evaluate
-from tuner.model_commands import latencies
 from tuner.search.default_schedule import default_schedule
 
 PAUSE_S = 0.3
@@ -66,26 +65,6 @@ def layer_gflops(op: str, layer: tuple[int, ...], target: Target, rng: np.random
     return wl.flops / min(evaluate(kernel, [*inputs, out], repeat=7, min_repeat_ms=50)) / 1e9
 
 
-def _with_and_without_blocking(module: graph.Module) -> dict[str, graph.CompiledModel]:
-    builds = {"blocked": graph.build(graph.optimize(module))}
-    saved = passes.PASSES
-    passes.PASSES = tuple(p for p in saved if p is not passes.block_conv_channels)
-    try:
-        builds["nchw"] = graph.build(graph.optimize(module))
-    finally:
-        passes.PASSES = saved
-    return builds
-
-
-def _alternated_ms(builds: dict[str, graph.CompiledModel], inputs: list, rounds: int, calls: int) -> dict:
-    times: dict[str, list[float]] = {k: [] for k in builds}
-    for _ in range(rounds):
-        for key, compiled in builds.items():
-            times[key] += [t * 1e3 for t in latencies(lambda c=compiled: c(*inputs), calls)]
-            time.sleep(PAUSE_S)
-    return times
-
-
 def fused_layer_ms(layer: tuple[int, ...], rng: np.random.Generator) -> dict[str, list[float]]:
     """conv + bias + relu as one graph, built with and without blocking (checked to agree)."""
     C, HW, K, RS, stride, padding = layer
@@ -94,27 +73,10 @@ def fused_layer_ms(layer: tuple[int, ...], rng: np.random.Generator) -> dict[str
     w = b.constant("w", (rng.standard_normal((K, C, RS, RS)) * 0.1).astype("float32"))
     attrs = {"strides": (stride, stride), "padding": (padding,) * 4, "dilation": (1, 1), "groups": 1}
     y = b.call("add", [b.call_attrs("conv2d", [x, w], attrs), b.constant("b", np.ones((K, 1, 1), "float32"))])
-    builds = _with_and_without_blocking(b.module([b.call("relu", [y])]))
+    builds = with_and_without(b.module([b.call("relu", [y])]), passes.block_conv_channels)
     data = rng.standard_normal((1, C, HW, HW)).astype("float32")
-    np.testing.assert_allclose(builds["blocked"](data)[0], builds["nchw"](data)[0], rtol=1e-3, atol=1e-3)
-    return _alternated_ms(builds, [data], rounds=3, calls=20)
-
-
-def model_ms(name: str, rounds: int = 5) -> dict[str, list[float]]:
-    """Milliseconds per forward pass of a zoo model built with and without channel blocking,
-    alternated round by round so that a noisy neighbour hits both alike."""
-    import torch
-
-    from bench import zoo
-
-    model, args = getattr(zoo, name)(), zoo.image_inputs()
-    builds = _with_and_without_blocking(frontend.from_torch(model, args))
-    inputs = [a.numpy() for a in args]
-    with torch.no_grad():
-        want = model(*args).numpy()
-    for compiled in builds.values():
-        np.testing.assert_allclose(compiled(*inputs)[0], want, rtol=1e-3, atol=1e-3)
-    return _alternated_ms(builds, inputs, rounds, calls=5)
+    np.testing.assert_allclose(builds["with"](data)[0], builds["without"](data)[0], rtol=1e-3, atol=1e-3)
+    return alternated_ms(builds, [data], rounds=3, calls=20)
 
 
 def main() -> None:
@@ -136,12 +98,12 @@ def main() -> None:
     for layer in FUSED_LAYERS:
         times = fused_layer_ms(layer, rng)
         C, HW, K, RS, stride, _ = layer
-        nchw_ms, blocked_ms = min(times["nchw"]), min(times["blocked"])
+        nchw_ms, blocked_ms = min(times["without"]), min(times["with"])
         print(f"| {C}, {HW}x{HW}, {K}, {RS}x{RS}, {stride} | {nchw_ms:.3f} | {blocked_ms:.3f} |", flush=True)
     for name in ("resnet18", "mobilenet_v2"):
-        times = model_ms(name)
+        times = zoo_model_ms(name, passes.block_conv_channels)
         shown = {k: f"median {statistics.median(v):.2f} ms, min {min(v):.2f}" for k, v in times.items()}
-        print(f"{name}: channel-blocked {shown['blocked']}; NCHW {shown['nchw']}", flush=True)
+        print(f"{name}: channel-blocked {shown['with']}; NCHW {shown['without']}", flush=True)
 
 
 __all__ = ["main"]

@@ -193,6 +193,36 @@ def matmul(a: te.Tensor, b: te.Tensor, name: str) -> te.Tensor:
     return te.compute((*batch, m, n), body, name=name, axis_names=[*names, "i", "j"])
 
 
+def matmul_nblock(a: te.Tensor, packed: te.Tensor, name: str) -> te.Tensor:
+    """a [..., M, K] @ packed [N/nb, K, nb] (`pack_nblock`) -> [..., M, N/nb, nb]: the output columns
+    in blocks of nb, innermost, which in memory is the [..., M, N] result itself. Each block of
+    columns reads its weights as one contiguous run of K x nb: a tile sweeping the reduction streams
+    them in order, where plain [K, N] weights give one short run per step of k, a row (and a page)
+    apart, which hardware prefetchers do not follow once the weights are out of cache."""
+    *batch, m, kk = a.shape
+    nblocks, _, nb = packed.shape
+    k = te.reduce_axis((0, kk), "k")
+
+    def body(*idx: Expr) -> Expr:
+        *bi, i, jo, ji = idx
+        return te.sum(a[(*bi, i, k)] * packed[jo, k, ji], axis=k)
+
+    names = [f"n{d}" for d in range(len(batch))]
+    return te.compute((*batch, m, nblocks, nb), body, name=name, axis_names=[*names, "i", "jo", "ji"])
+
+
+def pack_nblock(weight: np.ndarray, nb: int) -> np.ndarray:
+    """Weights [K, N] as [N/nb, K, nb], the layout matmul_nblock reads."""
+    K, N = weight.shape
+    return np.ascontiguousarray(weight.reshape(K, N // nb, nb).transpose(1, 0, 2))
+
+
+def unpack_nblock(packed: np.ndarray) -> np.ndarray:
+    """Weights [N/nb, K, nb] back as [K, N]: what `pack_nblock` inverts."""
+    NB, K, nb = packed.shape
+    return packed.transpose(1, 0, 2).reshape(K, NB * nb)
+
+
 def reduced_shape(shape: Sequence[int], axes: Sequence[int], keepdims: bool) -> tuple[int, ...]:
     """The shape after reducing `axes`; (1,) when every axis goes without keepdims (there are no
     rank-0 tensors)."""

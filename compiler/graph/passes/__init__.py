@@ -2,6 +2,7 @@
 
 from compiler.graph.ir import Module
 from compiler.graph.passes.block_conv_channels import block_conv_channels
+from compiler.graph.passes.block_matmul_columns import block_matmul_columns
 from compiler.graph.passes.dead_code import eliminate_dead_code
 from compiler.graph.passes.fold_batch_norm import fold_batch_norm
 from compiler.graph.passes.fold_constants import fold_constants
@@ -17,6 +18,7 @@ PASSES = (
     match_layer_norm,
     eliminate_dead_code,
     block_conv_channels,
+    block_matmul_columns,
     fuse,
     eliminate_dead_code,
 )
@@ -37,6 +39,7 @@ __all__ = [
     "PASSES",
     "Task",
     "block_conv_channels",
+    "block_matmul_columns",
     "eliminate_dead_code",
     "extract_tasks",
     "fold_batch_norm",

@@ -12,6 +12,7 @@ from compiler.graph.ir import CallTIR as CallTIRNode
 from compiler.graph.memory_plan import plan_memory
 from compiler.graph.passes import (
     block_conv_channels,
+    block_matmul_columns,
     eliminate_dead_code,
     fold_batch_norm,
     fold_constants,
@@ -19,6 +20,7 @@ from compiler.graph.passes import (
     match_layer_norm,
     verify,
 )
+from compiler.graph.passes.block_matmul_columns import NBLOCK
 
 RNG = np.random.default_rng(0)
 
@@ -138,6 +140,36 @@ def test_a_conv_with_computed_weights_stays_nchw() -> None:
     attrs = {"strides": (1, 1), "padding": (0, 0, 0, 0), "dilation": (1, 1), "groups": 1}
     module = b.module([b.call_attrs("conv2d", [x, w], attrs)])
     assert [c.op for c in block_conv_channels(module).calls()] == ["conv2d"]
+
+
+def test_dense_layers_read_weights_packed_in_column_blocks_and_match_numpy() -> None:
+    """A batched dense layer with bias and gelu, then one without an epilogue: both become
+    matmul_nblock on packed weights, the first still fuses its epilogue, and results do not change."""
+    b = GraphBuilder()
+    x = b.input("x", (2, 3, 20), "float32")
+    h = b.call("matmul", [x, b.constant("w1", weights(20, 32))])
+    h = b.call("add", [h, b.constant("b1", weights(32))])
+    h = b.call("matmul", [b.call("gelu", [h], approximate="none"), b.constant("w2", weights(32, 16))])
+    module = b.module([h])
+    optimized = graph.optimize(module, check=True)
+    calls = [n for n in optimized.nodes() if isinstance(n, CallTIRNode)]
+    assert [c.ops for c in calls] == [("matmul_nblock", "add", "gelu"), ("matmul_nblock",)]
+    constants = [a for c in calls for a in c.args if isinstance(a, Constant)]
+    packed = {a.type.shape for a in constants if len(a.type.shape) == 3}
+    assert packed == {(2, 20, 16), (1, 32, 16)}
+    compiled_matches_reference(module)
+
+
+def test_other_matmuls_keep_their_weights() -> None:
+    """Columns that are not whole blocks, weights computed at run time (attention's keys) and
+    batched weights stay a plain matmul."""
+    b = GraphBuilder()
+    x, y = b.input("x", (4, 8), "float32"), b.input("y", (8, 16), "float32")
+    odd = b.call("matmul", [x, b.constant("w", weights(8, 24))])
+    computed = b.call("matmul", [x, y])
+    batched = b.call("matmul", [b.input("z", (2, 4, 8), "float32"), b.constant("v", weights(2, 8, 16))])
+    module = b.module([odd, computed, batched])
+    assert [c.op for c in block_matmul_columns(module).calls()] == ["matmul"] * 3
 
 
 def test_batch_norm_without_a_conv_becomes_multiply_add() -> None:
@@ -320,15 +352,17 @@ BINARY = ["add", "subtract", "multiply", "maximum", "minimum"]
 
 @st.composite
 def fused_graphs(draw: st.DrawFn) -> Module:
-    """A conv2d or matmul followed by a random chain of elementwise and broadcast ops, some reading
-    earlier values of the chain (diamonds) or constants of broadcastable shapes."""
+    """A conv2d or matmul (its columns blocked or not) followed by a random chain of elementwise and
+    broadcast ops, some reading earlier values of the chain (diamonds) or constants of broadcastable
+    shapes."""
     b = GraphBuilder()
     if draw(st.booleans()):
         c, k = draw(st.integers(1, 4)), draw(st.integers(1, 5))
         x = b.input("x", (1, c, draw(st.integers(3, 6)), draw(st.integers(3, 6))), "float32")
         h = conv(b, x, k, c, bias=draw(st.booleans()))
     else:
-        m, kk, n = (draw(st.integers(1, 7)) for _ in range(3))
+        m, kk = (draw(st.integers(1, 7)) for _ in range(2))
+        n = draw(st.sampled_from([*range(1, 8), NBLOCK, 2 * NBLOCK]))  # whole blocks: matmul_nblock
         x = b.input("x", (m, kk), "float32")
         h = b.call("matmul", [x, b.constant("w", weights(kk, n))])
     values = [h]
