@@ -5,6 +5,7 @@ latency, ratio to each peer, the estimate from the best records, tuning wall tim
 time goes (the tasks by share of latency, GFLOPS against the measured FMA peak).
 
     python -m bench.model_tuning [--models resnet18 bert_layer mobilenet_v2] [--budgets 0 500 2000]
+        [--databases DIR]    # keep each model's database there (a second run adds its budgets)
 """
 
 from __future__ import annotations
@@ -82,19 +83,22 @@ def run(entry: ZooModel, budgets: list[int], peak: float, directory: Path) -> No
         checkpoint(entry, result, tuned_secs, reference, peak)
 
 
-def main(models: list[str] | None = None, budgets: list[int] | None = None) -> None:
+def main(
+    models: list[str] | None = None, budgets: list[int] | None = None, directory: str | None = None
+) -> None:
     budgets = sorted(budgets or [0, 500, 2000])
     chosen = [m for m in zoo_models() if m.name in (models or ["resnet18", "mobilenet_v2", "bert_layer"])]
     _, peak, _ = measure_peak()
     print(f"FMA peak on all cores: {peak:.0f} GFLOPS; budgets {budgets}")
     with tempfile.TemporaryDirectory() as tmp:
         for entry in chosen:
-            run(entry, budgets, peak, Path(tmp))
+            run(entry, budgets, peak, Path(directory or tmp))
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--models", nargs="*")
     parser.add_argument("--budgets", nargs="*", type=int)
+    parser.add_argument("--databases", help="keep each model's SQLite database in this directory")
     args = parser.parse_args()
-    main(args.models, args.budgets)
+    main(args.models, args.budgets, args.databases)
