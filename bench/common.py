@@ -5,6 +5,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import json
+import os
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -121,3 +122,10 @@ def zoo_model_ms(
     for compiled in builds.values():
         np.testing.assert_allclose(compiled(*inputs)[0], want, rtol=1e-3, atol=1e-3)
     return alternated_ms(builds, inputs, rounds, calls=5)
+
+
+def threads_from_env() -> int:
+    """The THREADS environment variable (2 by default), made our kernels' thread count."""
+    threads = int(os.environ.get("THREADS", "2"))
+    set_kernel_threads(threads)
+    return threads

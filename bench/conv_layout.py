@@ -9,14 +9,13 @@ pass, their latency alternated in one process.
 
 from __future__ import annotations
 
-import os
 import statistics
 import time
 from typing import Any
 
 import numpy as np
 
-from bench.common import alternated_ms, set_kernel_threads, with_and_without, zoo_model_ms
+from bench.common import alternated_ms, threads_from_env, with_and_without, zoo_model_ms
 from compiler import Target, build, graph
 from compiler.graph import passes
 from compiler.workloads import workload_from_spec
@@ -80,8 +79,7 @@ def fused_layer_ms(layer: tuple[int, ...], rng: np.random.Generator) -> dict[str
 
 
 def main() -> None:
-    threads = int(os.environ.get("THREADS", "2"))
-    set_kernel_threads(threads)
+    threads = threads_from_env()
     target, rng = Target.host(), np.random.default_rng(0)
     print(f"default schedules, {threads} thread(s), {target.mcpu}")
     print("| layer C, HxW, K, RxS | NCHW GFLOPS | blocked GFLOPS | blocked / NCHW |")

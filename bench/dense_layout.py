@@ -9,13 +9,12 @@ built with and without the pass, their latency alternated in one process.
 
 from __future__ import annotations
 
-import os
 import statistics
 import time
 
 import numpy as np
 
-from bench.common import set_kernel_threads, zoo_model_ms
+from bench.common import threads_from_env, zoo_model_ms
 from compiler import Kernel, Target, build, te, topi
 from compiler.graph import passes
 from compiler.graph.passes.block_matmul_columns import NBLOCK
@@ -87,8 +86,7 @@ def layer_gflops(layer: tuple[int, int, int], target: Target, rng: np.random.Gen
 
 
 def main() -> None:
-    threads = int(os.environ.get("THREADS", "2"))
-    set_kernel_threads(threads)
+    threads = threads_from_env()
     target, rng = Target.host(), np.random.default_rng(0)
     print(f"default schedules, {threads} thread(s), {target.mcpu}; GFLOPS, median of calls")
     print("| M, K, N | plain warm | plain cold | blocked warm | blocked cold | blocked / plain, cold |")

@@ -24,8 +24,9 @@ Which convs are blocked (measured with the default schedules on one core, bench/
 from __future__ import annotations
 
 from compiler import topi
-from compiler.graph.ir import Call, Constant, Module, Node, name_supply, rewrite
-from compiler.graph.op import attr_int, attr_ints, call
+from compiler.graph.ir import Call, Constant, Module
+from compiler.graph.op import attr_int, attr_ints
+from compiler.graph.passes.pack_weights import pack_weights
 
 KBLOCK = 16
 BLOCK_MAX_PIXELS = 28 * 28
@@ -33,18 +34,13 @@ MIN_REDUCTION = 64
 
 
 def block_conv_channels(module: Module) -> Module:
-    fresh = name_supply(module)
-
-    def block(node: Node, args: tuple[Node, ...]) -> Node | None:
-        if not (isinstance(node, Call) and _blockable(node)):
-            return None
-        x, weight = args
-        assert isinstance(weight, Constant)
-        packed = Constant(fresh(f"{weight.name}_kblock"), topi.pack_kblock(weight.data, KBLOCK))
-        attrs = {k: node.attrs[k] for k in ("strides", "padding", "dilation")}
-        return call(node.name, "conv2d_kblock", [x, packed], attrs)
-
-    return rewrite(module, block)
+    return pack_weights(
+        module,
+        _blockable,
+        "conv2d_kblock",
+        lambda w: topi.pack_kblock(w, KBLOCK),
+        ("strides", "padding", "dilation"),
+    )
 
 
 def _blockable(node: Call) -> bool:

@@ -12,24 +12,14 @@ each block of columns is one contiguous run of K x NBLOCK floats, read in order.
 from __future__ import annotations
 
 from compiler import topi
-from compiler.graph.ir import Call, Constant, Module, Node, name_supply, rewrite
-from compiler.graph.op import call
+from compiler.graph.ir import Call, Constant, Module
+from compiler.graph.passes.pack_weights import pack_weights
 
 NBLOCK = 16
 
 
 def block_matmul_columns(module: Module) -> Module:
-    fresh = name_supply(module)
-
-    def block(node: Node, args: tuple[Node, ...]) -> Node | None:
-        if not (isinstance(node, Call) and _blockable(node)):
-            return None
-        x, weight = args
-        assert isinstance(weight, Constant)
-        packed = Constant(fresh(f"{weight.name}_nblock"), topi.pack_nblock(weight.data, NBLOCK))
-        return call(node.name, "matmul_nblock", [x, packed])
-
-    return rewrite(module, block)
+    return pack_weights(module, _blockable, "matmul_nblock", lambda w: topi.pack_nblock(w, NBLOCK))
 
 
 def _blockable(node: Call) -> bool:
