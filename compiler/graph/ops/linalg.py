@@ -35,8 +35,9 @@ def _matmul_reference(inputs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
     return np.matmul(a, b)
 
 
-def _matmul_flops(args: Sequence[TensorType], out: TensorType, attrs: Attrs) -> int:
+def matmul_flops(args: Sequence[TensorType], out: TensorType, attrs: Attrs) -> int:
+    """Two per multiply-add over the reduction (x's last dim): matmul's and matmul_nblock's count."""
     return 2 * out.size * args[0].shape[-1]
 
 
-register_op("matmul", Pattern.ANCHOR, {}, _matmul_type, _matmul_compute, _matmul_reference, _matmul_flops)
+register_op("matmul", Pattern.ANCHOR, {}, _matmul_type, _matmul_compute, _matmul_reference, matmul_flops)

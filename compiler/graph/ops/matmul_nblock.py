@@ -17,6 +17,7 @@ from compiler import te, topi
 from compiler.graph.ir import Attrs, TensorType
 from compiler.graph.op import Pattern, check
 from compiler.graph.ops.checks import float_args, register_op
+from compiler.graph.ops.linalg import matmul_flops
 from compiler.ir import Expr
 
 
@@ -48,8 +49,4 @@ def _reference(inputs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
     return np.matmul(x, topi.unpack_nblock(w))
 
 
-def _flops(args: Sequence[TensorType], out: TensorType, attrs: Attrs) -> int:
-    return 2 * out.size * args[0].shape[-1]
-
-
-register_op("matmul_nblock", Pattern.ANCHOR, {}, _type, _compute, _reference, _flops)
+register_op("matmul_nblock", Pattern.ANCHOR, {}, _type, _compute, _reference, matmul_flops)

@@ -27,8 +27,8 @@ PASSES = (
 def optimize(module: Module, *, check: bool = False) -> Module:
     """Fold constants and batch norms, recognize written-out layer norms, drop what computes nothing,
     block the output channels of convs on small images and pack dense layers' weights in blocks of
-    columns, fuse into PrimFuncs. With `check`,
-    the verifier runs after every pass (the tests do this)."""
+    columns, fuse into PrimFuncs. With `check`, the verifier runs after every pass (the tests do
+    this)."""
     for run in PASSES:
         module = run(module)
         if check:

@@ -6,11 +6,12 @@ import numpy as np
 import pytest
 
 from compiler import te, topi
-from compiler.graph import OPS, Attrs
+from compiler.graph import OPS, Attrs, TensorType
 from tests.compiler.graph.op_check import (
     assert_compiles_to_reference,
     assert_schedules,
     check_refused,
+    infer,
     owned_ops,
     random_inputs,
 )
@@ -77,3 +78,10 @@ def test_matmul_nblock_bias_gelu_schedules_under_the_default_space():
     for sch in assert_schedules(func, reference, [(m, k), (n // nb, k, nb), (n,)], range(4)):
         tiles = [i.args["n"] for i in sch.trace.instructions if i.kind == "sample_perfect_tile"]
         assert tiles[:4] == [2, 4, 4, 4]  # SSRSRS: k, then (ji, jo, i)
+
+
+def test_matmul_nblock_flops_are_the_plain_matmuls():
+    args = [TensorType((2, 5, 9), "float32"), TensorType((2, 9, 3), "float32")]
+    out = infer("matmul_nblock", [a.shape for a in args], {})
+    assert out.shape == (2, 5, 6)
+    assert OPS["matmul_nblock"].flops(args, out, Attrs.of({})) == 2 * (2 * 5 * 6) * 9
