@@ -61,9 +61,14 @@ BENCHMARKS = {
 
 
 def main(names: list[str]) -> None:
-    for name in names or list(BENCHMARKS):
+    """Every name is checked before any benchmark runs: a typo or an option (which only
+    `python -m bench.<name>` takes) must not cost a long run before the error."""
+    for name in names:
+        if name.startswith("-"):
+            raise SystemExit(f"{name}: options go to one benchmark: `python -m bench.<name> {name} ...`")
         if name not in BENCHMARKS:
             raise SystemExit(f"unknown benchmark {name!r}; choose from {sorted(BENCHMARKS)}")
+    for name in names or list(BENCHMARKS):
         print(f"== {name}")
         BENCHMARKS[name]()
 
