@@ -89,10 +89,13 @@ class CompiledModel:
         return export_library(self, Path(path), cc=cc)
 
     def profile(
-        self, *inputs: np.ndarray, repeat: int = 5, min_secs: float = 0.02
+        self, *inputs: np.ndarray, repeat: int = 5, min_secs: float = 0.02, in_pass: bool = False
     ) -> list[tuple[Step, float]]:
-        """Each step's median seconds per call (each step run in a native loop of enough calls to
-        last `min_secs`), after one full pass so that every intermediate holds real data."""
+        """Each step's median seconds per call, after one full pass so that every intermediate holds
+        real data. By default each step runs alone in a native loop of enough calls to last
+        `min_secs`: its warm-cache time. With `in_pass`, the steps run in order, each timed once per
+        pass, over `repeat` passes: each kernel finds the caches as the forward pass leaves them
+        (its weights in memory, its input just written), which is where a model's time goes."""
         arrays = self._forward.check_inputs(inputs)
         outputs = [np.empty(o.shape, o.dtype) for o in self._forward.outputs]
         self._forward.run_into(arrays, outputs)
@@ -101,17 +104,16 @@ class CompiledModel:
             Base.OUTPUT: [a.ctypes.data for a in outputs],
             Base.CONSTANT: [c.ctypes.data for c in self._constants],
         }
-        out = []
-        for step in self.steps:
-            pointers = [_address(bases, self._arena.ctypes.data, a) for a in step.args]
-            number = _calls_for(step.kernel, pointers, min_secs)
+        pointers = [[_address(bases, self._arena.ctypes.data, a) for a in s.args] for s in self.steps]
+        if in_pass:
+            passes = [[_timed(s.kernel, p, 1) for s, p in zip(self.steps, pointers)] for _ in range(repeat)]
+            times = [list(t) for t in zip(*passes)]
+        else:
             times = []
-            for _ in range(repeat):
-                start = time.perf_counter()
-                step.kernel.repeat(pointers, number)
-                times.append((time.perf_counter() - start) / number)
-            out.append((step, statistics.median(times)))
-        return out
+            for step, p in zip(self.steps, pointers):
+                number = _calls_for(step.kernel, p, min_secs)
+                times.append([_timed(step.kernel, p, number) for _ in range(repeat)])
+        return [(step, statistics.median(t)) for step, t in zip(self.steps, times)]
 
 
 def _address(bases: Mapping[Base, list[int]], arena: int, arg: Arg) -> int:
@@ -146,6 +148,12 @@ def _aligned_bytes(nbytes: int, alignment: int) -> np.ndarray:
     raw = np.zeros(nbytes + alignment, dtype=np.uint8)
     skip = -raw.ctypes.data % alignment
     return raw[skip : skip + nbytes]
+
+
+def _timed(kernel: Kernel, pointers: list[int], number: int) -> float:
+    start = time.perf_counter()
+    kernel.repeat(pointers, number)
+    return (time.perf_counter() - start) / number
 
 
 def _calls_for(kernel: Kernel, pointers: list[int], min_secs: float) -> int:

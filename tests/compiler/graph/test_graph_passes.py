@@ -321,8 +321,9 @@ def test_executor_matches_reference_on_a_residual_network_and_reports_memory() -
     model = compiled_matches_reference(module)
     assert 0 < model.peak_bytes < model.plan.total_bytes
     assert {s.origin for s in model.sources} == {"default"}
-    profile = model.profile(*random_inputs(module), repeat=2, min_secs=0.001)
-    assert len(profile) == len(model.steps) and all(t > 0 for _, t in profile)
+    inputs = random_inputs(module)
+    for profile in (model.profile(*inputs, repeat=2, min_secs=0.001), model.profile(*inputs, in_pass=True)):
+        assert [s for s, _ in profile] == model.steps and all(t > 0 for _, t in profile)
 
 
 def test_executor_rejects_wrong_inputs() -> None:
