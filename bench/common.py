@@ -88,18 +88,24 @@ def with_and_without(module: Module, graph_pass: Callable[[Module], Module]) -> 
 
 
 def alternated_ms(
-    builds: dict[str, CompiledModel], inputs: list, rounds: int, calls: int, pause_s: float = 0.3
+    runs: dict[str, Callable[[], object]], rounds: int, calls: int, pause_s: float = 0.3
 ) -> dict[str, list[float]]:
-    """Milliseconds of `calls` forward passes of each build per round, the builds alternated round by
-    round so that a noisy neighbour hits them alike."""
+    """Milliseconds of each of `calls` calls of every run per round, the runs alternated round by
+    round so that a noisy neighbour hits them alike; a pause after each lets the threads of one
+    library (OpenBLAS, libgomp, ONNX Runtime) stop spinning before the next one runs."""
     from tuner.model_commands import latencies
 
-    times: dict[str, list[float]] = {k: [] for k in builds}
+    times: dict[str, list[float]] = {k: [] for k in runs}
     for _ in range(rounds):
-        for key, compiled in builds.items():
-            times[key] += [t * 1e3 for t in latencies(lambda c=compiled: c(*inputs), calls)]
+        for key, run in runs.items():
+            times[key] += [t * 1e3 for t in latencies(run, calls)]
             time.sleep(pause_s)
     return times
+
+
+def forward_passes(builds: dict[str, CompiledModel], inputs: list) -> dict[str, Callable[[], object]]:
+    """Each build's forward pass on `inputs`, as runs for `alternated_ms`."""
+    return {key: (lambda c=compiled: c(*inputs)) for key, compiled in builds.items()}
 
 
 def zoo_model_ms(
@@ -121,7 +127,7 @@ def zoo_model_ms(
         want = model(*args).numpy()
     for compiled in builds.values():
         np.testing.assert_allclose(compiled(*inputs)[0], want, rtol=1e-3, atol=1e-3)
-    return alternated_ms(builds, inputs, rounds, calls=5)
+    return alternated_ms(forward_passes(builds, inputs), rounds, calls=5)
 
 
 def threads_from_env() -> int:

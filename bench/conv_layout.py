@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from bench.common import alternated_ms, threads_from_env, with_and_without, zoo_model_ms
+from bench.common import alternated_ms, forward_passes, threads_from_env, with_and_without, zoo_model_ms
 from compiler import Target, build, graph
 from compiler.graph import passes
 from compiler.workloads import workload_from_spec
@@ -75,7 +75,7 @@ def fused_layer_ms(layer: tuple[int, ...], rng: np.random.Generator) -> dict[str
     builds = with_and_without(b.module([b.call("relu", [y])]), passes.block_conv_channels)
     data = rng.standard_normal((1, C, HW, HW)).astype("float32")
     np.testing.assert_allclose(builds["with"](data)[0], builds["without"](data)[0], rtol=1e-3, atol=1e-3)
-    return alternated_ms(builds, [data], rounds=3, calls=20)
+    return alternated_ms(forward_passes(builds, [data]), rounds=3, calls=20)
 
 
 def main() -> None:

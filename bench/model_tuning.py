@@ -1,8 +1,9 @@
 """Whole models tuned at growing budgets (0 = default schedules, then 500, then 2,000 trials in all:
 each step continues from the last in one SQLite database per model), each checkpoint timed at batch 1
-on this machine's cores against PyTorch eager and ONNX Runtime (all graph optimizations) in one run:
+on this machine's cores alternated with PyTorch eager and ONNX Runtime (all graph optimizations):
 latency, ratio to each peer, the estimate from the best records, tuning wall time, and where the
-time goes (the tasks by share of latency, GFLOPS against the measured FMA peak).
+time goes (the tasks by share of latency, GFLOPS against the measured FMA peak, and what their
+calls took inside forward passes).
 
     python -m bench.model_tuning [--models resnet18 bert_layer mobilenet_v2] [--budgets 0 500 2000]
         [--databases DIR]    # keep each model's database there (a second run adds its budgets)
@@ -15,28 +16,38 @@ import os
 os.environ.pop("OPENBLAS_CORETYPE", None)  # an honest numpy/PyTorch baseline (bench/__main__.py)
 
 import argparse
+import statistics
 import tempfile
-import time
+from collections.abc import Callable
 from pathlib import Path
 
-from bench.model_latency import ZooModel, median_ms, onnx_session, zoo_models
+from bench.common import alternated_ms
+from bench.model_latency import ZooModel, onnx_session, zoo_models
 from bench.peak import measure_peak
 from compiler import frontend, graph
 from runner.hardware import host_hardware
 from tuner import tune_model
 from tuner.model_tuning import ModelTuneResult
 
-REPEAT = 30
+ROUNDS, CALLS = 5, 6  # per checkpoint: ours and each peer alternated, 6 calls each per round
 
 
 def checkpoint(
-    entry: ZooModel, result: ModelTuneResult, tuned_secs: float, peers: dict[str, float], peak: float
+    entry: ZooModel,
+    result: ModelTuneResult,
+    tuned_secs: float,
+    peers: dict[str, Callable[[], object]],
+    peak: float,
 ) -> None:
+    """Ours and the peers timed alternated (the host drifts over a tuning run: peers timed once at
+    the start moved by up to 1.5x), then where the time goes: per task, its share of the estimate
+    and what its calls took inside forward passes."""
     inputs = [a.numpy() for a in entry.inputs()]
-    ours = median_ms(lambda: result.model(*inputs), REPEAT)[0]
-    time.sleep(0.3)
+    times = alternated_ms({"ours": lambda: result.model(*inputs), **peers}, ROUNDS, CALLS)
+    ms = {name: statistics.median(t) for name, t in times.items()}
+    ours = ms.pop("ours")
     trials = result.curve[-1][0] if result.curve else 0
-    ratios = ", ".join(f"{name} {ms:.2f} ms ({ms / ours:.2f}x)" for name, ms in peers.items())
+    ratios = ", ".join(f"{name} {peer:.2f} ms ({peer / ours:.2f}x)" for name, peer in ms.items())
     total = result.estimated_secs
     estimate = f"{total * 1e3:.2f} ms" if total < float("inf") else "none (tasks without records)"
     print(
@@ -45,15 +56,21 @@ def checkpoint(
     )
     if total == float("inf"):
         return
-    for report in sorted(result.tasks, key=lambda t: -t.weighted_secs)[:6]:
+    in_pass: dict[str, float] = {}
+    for step, secs in result.model.profile(*inputs, repeat=15, in_pass=True):
+        in_pass[step.func] = in_pass.get(step.func, 0.0) + secs
+    print(f"    kernels in a pass: {sum(in_pass.values()) * 1e3:.2f} ms; the tasks that take most:")
+    for report in sorted(result.tasks, key=lambda t: -t.weighted_secs)[:8]:
         print(
             f"    {report.task.name[:40]:40s} x{report.task.weight:<2d} {report.task.shape[:26]:26s} "
             f"{report.weighted_secs * 1e3:7.3f} ms {report.weighted_secs / total:6.1%} "
-            f"{report.best_gflops:6.1f} GFLOPS ({report.best_gflops / peak:4.0%} of peak)"
+            f"{report.best_gflops:6.1f} GFLOPS ({report.best_gflops / peak:4.0%} of peak), "
+            f"in a pass {in_pass.get(report.task.name, 0.0) * 1e3:7.3f} ms"
         )
 
 
-def peers(entry: ZooModel, threads: int) -> dict[str, float]:
+def peers(entry: ZooModel, threads: int) -> dict[str, Callable[[], object]]:
+    """PyTorch eager and ONNX Runtime (all graph optimizations) on the same input, as runs."""
     import torch
 
     torch.set_num_threads(threads)
@@ -63,11 +80,7 @@ def peers(entry: ZooModel, threads: int) -> dict[str, float]:
         with torch.no_grad():
             return model(*args)
 
-    out = {"PyTorch": median_ms(eager, REPEAT)[0]}
-    time.sleep(0.3)
-    out["ONNX Runtime"] = median_ms(onnx_session(model, args, threads), REPEAT)[0]
-    time.sleep(0.3)
-    return out
+    return {"PyTorch": eager, "ONNX Runtime": onnx_session(model, args, threads)}
 
 
 def run(entry: ZooModel, budgets: list[int], peak: float, directory: Path) -> None:
