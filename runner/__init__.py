@@ -4,9 +4,10 @@ from runner.confirm import Measured, measure_confirming
 from runner.evaluate import evaluate
 from runner.local import LocalRunner, LocalRunnerConfig
 from runner.null import NullRunner
-from runner.results import BuildResult, Candidate, Runner, RunResult, Status, TimingConfig
+from runner.results import MODEL_TIMING, BuildResult, Candidate, Runner, RunResult, Status, TimingConfig
 
 __all__ = [
+    "MODEL_TIMING",
     "BuildResult",
     "Candidate",
     "LocalRunner",

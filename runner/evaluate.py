@@ -7,12 +7,15 @@ weigh on microsecond kernels: one perf_counter pair per repeat is all the overhe
 from __future__ import annotations
 
 import time
+from functools import cache
 
 import numpy as np
 
-from compiler.build import Kernel
+from compiler import Schedule, te
+from compiler.build import Kernel, build
 
 FLUSH_BYTES = 64 << 20
+WAKE_LANES = 256
 _flush_buffer: np.ndarray | None = None
 
 
@@ -22,6 +25,27 @@ def evict_caches() -> None:
     if _flush_buffer is None:
         _flush_buffer = np.zeros(FLUSH_BYTES // 8, dtype=np.int64)
     _flush_buffer += 1
+
+
+@cache
+def _team_waker() -> tuple[Kernel, list[np.ndarray]]:
+    """A parallel loop that does next to nothing, and its arguments."""
+    x = te.placeholder((WAKE_LANES,), name="x")
+    y = te.compute((WAKE_LANES,), lambda i: x[i] + 1.0, name="y")
+    sch = Schedule(te.create_prim_func([x, y]))
+    (i,) = sch.get_loops(sch.get_block("y"))
+    sch.parallel(i)
+    kernel = build(sch.func, listings=False)
+    return kernel, [np.zeros(WAKE_LANES, np.float32), np.zeros(WAKE_LANES, np.float32)]
+
+
+def wake_threads() -> None:
+    """Wake the parallel loops' thread team. libgomp's threads sleep ~0.4 ms after a parallel loop
+    (GOMP_SPINCOUNT, compiler.runtime); a call timed after evicting the caches, which takes ms, found
+    them asleep and paid for waking them (single 100 us calls measured at up to 1 ms), which a
+    kernel inside a forward pass, called right after the layer before it, never does."""
+    kernel, arrays = _team_waker()
+    kernel.repeat(kernel.pointers(*arrays), 1)
 
 
 def _time(kernel: Kernel, pointers: list[int], number: int) -> float:
@@ -37,8 +61,11 @@ def evaluate(
     repeat: int = 5,
     min_repeat_ms: float = 0.0,
     flush_cache: bool = False,
+    keep_first_warm: bool = False,
 ) -> list[float]:
-    """Seconds per call, one entry per repeat. `number` grows until one repeat lasts min_repeat_ms."""
+    """Seconds per call, one entry per repeat. `number` grows until one repeat lasts min_repeat_ms.
+    `flush_cache` evicts the caches before each repeat; `keep_first_warm` then reads `args[0]` back
+    into them (see `TimingConfig`)."""
     if number < 1 or repeat < 1:
         raise ValueError(f"number and repeat must be >= 1, got number={number}, repeat={repeat}")
     pointers = kernel.pointers(*args)
@@ -53,5 +80,8 @@ def evaluate(
     for _ in range(repeat):
         if flush_cache:
             evict_caches()
+            if keep_first_warm:
+                args[0].sum()
+            wake_threads()
         out.append(_time(kernel, pointers, number) / number)
     return out

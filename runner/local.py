@@ -155,7 +155,7 @@ class _Measurer:
         parent, child = _CTX.Pipe()
         self.process = _CTX.Process(
             target=measure_loop,
-            args=(child, self.config.timing, self.config.memory_limit_bytes, self.config.seed),
+            args=(child, self.config.memory_limit_bytes, self.config.seed),
         )
         self.process.daemon = True
         self.process.start()
@@ -182,7 +182,7 @@ class _Measurer:
         self.served += 1
         timeout = self.config.run_timeout_s
         try:
-            self.conn.send((candidate.spec, compiled))
+            self.conn.send((candidate.spec, compiled, candidate.timing or self.config.timing))
             if not self.conn.poll(timeout):
                 self.stop()
                 return RunResult(Status.TIMEOUT, [], f"run timed out after {timeout:.0f} s", build_secs)
@@ -207,7 +207,7 @@ def _death_message(code: int | None) -> str:
     return f"the measurement process exited with code {code}"
 
 
-def measure_loop(conn: Connection, timing: TimingConfig, memory_limit: int, seed: int) -> None:
+def measure_loop(conn: Connection, memory_limit: int, seed: int) -> None:
     """The measurement process: load, verify against numpy, time; forever, one candidate at a time."""
     import resource
 
@@ -223,7 +223,7 @@ def measure_loop(conn: Connection, timing: TimingConfig, memory_limit: int, seed
     cache: dict[str, Any] = {}
     while True:
         try:
-            spec, compiled = conn.recv()
+            spec, compiled, timing = conn.recv()
         except EOFError:
             return
         try:
@@ -250,6 +250,7 @@ def measure_loop(conn: Connection, timing: TimingConfig, memory_limit: int, seed
                 timing.repeat,
                 timing.min_repeat_ms,
                 timing.flush_cache,
+                timing.keep_first_warm,
             )
             conn.send((Status.OK, secs, ""))
         except MemoryError:

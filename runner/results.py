@@ -8,7 +8,7 @@ from __future__ import annotations
 import enum
 import json
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
@@ -25,10 +25,13 @@ class Status(enum.StrEnum):
 
 @dataclass(frozen=True)
 class Candidate:
-    """A workload spec and a trace to replay on it: everything a worker needs, no compiled code."""
+    """A workload spec and a trace to replay on it: everything a worker needs, no compiled code.
+    `timing`, when set, is how this candidate must be timed instead of the runner's own way (a
+    model's layer is timed as a forward pass runs it: `MODEL_TIMING`)."""
 
     spec: dict[str, Any]
     trace: dict[str, Any]
+    timing: TimingConfig | None = None
 
     @property
     def key(self) -> str:
@@ -41,12 +44,33 @@ class TimingConfig:
     """How to time one candidate, in the spirit of TVM's time_evaluator.
 
     `number` calls make one repeat (grown until a repeat lasts `min_repeat_ms`), `repeat` repeats
-    are reported; `flush_cache` writes a large buffer before each repeat to time a cold cache."""
+    are reported; `flush_cache` writes a large buffer before each repeat to time a cold cache, and
+    `keep_first_warm` then reads the first argument back: a layer inside a forward pass finds its
+    input just written by the layer before it and its weights in memory (TVM's x86 tuning flushes
+    every argument but the first for the same reason)."""
 
     number: int = 1
     repeat: int = 5
     min_repeat_ms: float = 5.0
     flush_cache: bool = False
+    keep_first_warm: bool = False
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TimingConfig:
+        """From its `asdict` form; keys this version does not know are left out (a newer
+        coordinator may send more)."""
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+
+# How a model's kernels are timed: each call after the caches are evicted and the first argument (the
+# layer's input) read back, as a layer finds them inside a forward pass: its input just written by
+# the layer before, its weights in memory (every layer reads its own). Timed warm, in a loop, a
+# schedule that needs its weights in cache wins records it then loses in the model: the BERT layer
+# tuned 500 trials warm ran 10.43 ms, its default schedules 9.32 (bench/RESULTS.md). Evicting the
+# input too is pessimistic for convolutions, whose activations outweigh their weights. TVM's x86
+# network tuning flushes every argument but the first for the same reasons.
+MODEL_TIMING = TimingConfig(number=1, repeat=9, min_repeat_ms=0.0, flush_cache=True, keep_first_warm=True)
 
 
 @dataclass(frozen=True)

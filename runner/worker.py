@@ -182,7 +182,7 @@ class Worker:
         """Measure a leased batch; stop between candidates if asked, giving the rest back."""
         results: list[dict[str, Any]] = []
         for item, result in self._measure(leased):
-            results.append(_result(item["id"], result, self.config.timing))
+            results.append(_result(item["id"], result, _timing(item) or self.config.timing))
         done = {r["candidate_id"] for r in results}
         if results:
             self._submit(results)
@@ -200,7 +200,7 @@ class Worker:
 
     def _measure(self, leased: list[dict[str, Any]]) -> Iterator[tuple[dict[str, Any], RunResult]]:
         """Each candidate's result, one at a time, stopping between candidates if asked."""
-        candidates = [Candidate(item["spec"], item["trace"]) for item in leased]
+        candidates = [Candidate(item["spec"], item["trace"], _timing(item)) for item in leased]
         for item, result in zip(leased, self.runner.iter_run(candidates)):
             yield item, result
             if self.stopping.is_set():
@@ -316,6 +316,13 @@ def _make_runner(config: WorkerConfig, target: Target) -> Runner:
     if config.runner == "null":
         return NullRunner()
     return LocalRunner(LocalRunnerConfig(timing=config.timing), target)
+
+
+def _timing(item: dict[str, Any]) -> TimingConfig | None:
+    """How the coordinator asks for this candidate to be timed (a model's layer: as a forward pass
+    runs it), or None for the worker's own way."""
+    asked = item.get("timing")
+    return TimingConfig.from_dict(asked) if asked else None
 
 
 def _result(candidate_id: int, result: RunResult, timing: TimingConfig) -> dict[str, Any]:

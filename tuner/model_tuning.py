@@ -15,19 +15,12 @@ from dataclasses import dataclass, field
 from compiler import graph
 from compiler.graph import CompiledModel, Module
 from compiler.graph.passes import Task
-from runner import LocalRunner, LocalRunnerConfig, Runner, TimingConfig
+from runner import MODEL_TIMING, LocalRunner, LocalRunnerConfig, Runner
 from runner.hardware import Hardware, host_hardware
 from tuner.database import Database
 from tuner.task_scheduler import BatchProgress, TasksResult, tune_tasks
 from tuner.task_scheduler import Task as SchedulerTask
 from tuner.tune import DEFAULT_DATABASE, open_database
-
-# How a model's kernels are timed: each call after the caches are evicted, as a layer finds its
-# weights inside a forward pass (every layer reads its own). Timed warm, in a loop, a schedule that
-# needs its weights in cache wins records it then loses in the model: the BERT layer tuned 500
-# trials warm ran 10.43 ms, its default schedules 9.32 (bench/RESULTS.md). TVM's x86 network
-# tuning flushes the CPU cache before each run for the same reason.
-MODEL_TIMING = TimingConfig(number=1, repeat=9, min_repeat_ms=0.0, flush_cache=True)
 
 
 @dataclass(frozen=True)

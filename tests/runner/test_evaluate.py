@@ -1,5 +1,6 @@
 """evaluate(): repeats, number growth to min_repeat_ms, and the native loop's low per-call overhead."""
 
+import importlib
 import time
 
 import numpy as np
@@ -7,6 +8,9 @@ import pytest
 
 from compiler import build, te
 from runner.evaluate import evaluate
+
+# The module itself: the package's `runner.evaluate` attribute is the function.
+evaluate_module = importlib.import_module("runner.evaluate")
 
 
 def _axpy(n):
@@ -47,7 +51,22 @@ def test_flush_cache_and_bad_arguments():
     kernel = _axpy(256)
     args = [np.ones(256, np.float32), np.zeros(256, np.float32)]
     assert len(evaluate(kernel, args, repeat=2, flush_cache=True)) == 2
+    assert len(evaluate(kernel, args, repeat=3, flush_cache=True, keep_first_warm=True)) == 3
     with pytest.raises(ValueError, match="number and repeat"):
         evaluate(kernel, args, number=0)
     with pytest.raises(TypeError, match="dtype"):
         evaluate(kernel, [np.ones(256), args[1]])
+
+
+def test_a_repeat_after_a_flush_wakes_the_thread_team_first(monkeypatch):
+    """Evicting the caches takes milliseconds, after which libgomp's threads sleep: each flushed
+    repeat wakes them before its timed call, as a forward pass keeps them awake. Warm repeats,
+    back to back, need no waking."""
+    woken = []
+    monkeypatch.setattr(evaluate_module, "wake_threads", lambda: woken.append(1))
+    kernel = _axpy(256)
+    args = [np.ones(256, np.float32), np.zeros(256, np.float32)]
+    evaluate(kernel, args, repeat=4)
+    assert woken == []
+    evaluate(kernel, args, repeat=3, flush_cache=True, keep_first_warm=True)
+    assert len(woken) == 3

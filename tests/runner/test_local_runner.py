@@ -12,7 +12,7 @@ from compiler.target import Target
 from compiler.visit import map_blocks
 from compiler.workloads import workload_from_spec
 from compiler.workloads.primfunc_spec import primfunc_spec
-from runner import Candidate, LocalRunner, LocalRunnerConfig, Status, TimingConfig
+from runner import MODEL_TIMING, Candidate, LocalRunner, LocalRunnerConfig, Status, TimingConfig
 from tests.compiler.workloads.test_primfunc_spec import fused_conv2d_add_relu
 from tuner.search.space import SpaceConfig, rule_space
 
@@ -51,6 +51,13 @@ def test_good_candidates_are_timed(runner):
         assert r.status is Status.OK, r.message
         assert len(r.run_secs) == 3 and all(s > 0 for s in r.run_secs)
         assert r.build_secs > 0
+
+
+def test_a_candidate_may_ask_for_its_own_timing(runner):
+    """A model's layer comes with the timing of a forward pass: 9 single calls, caches evicted."""
+    results = runner.run([Candidate(SPEC, tiled_trace(16), MODEL_TIMING), Candidate(SPEC, tiled_trace(16))])
+    assert [r.status for r in results] == [Status.OK, Status.OK]
+    assert [len(r.run_secs) for r in results] == [MODEL_TIMING.repeat, runner.timing.repeat]
 
 
 def test_schedule_error_is_a_build_error(runner):

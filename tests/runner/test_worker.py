@@ -5,13 +5,14 @@ import json
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import asdict
 from itertools import pairwise
 
 import httpx
 import pytest
 
 from runner.null import NullRunner
-from runner.results import Candidate, RunResult, Status
+from runner.results import MODEL_TIMING, Candidate, RunResult, Status, TimingConfig
 from runner.worker import MESSAGE_LIMIT, Worker, WorkerConfig
 
 SPEC = {"op": "matmul", "params": {"M": 8, "N": 8, "K": 8}}
@@ -77,6 +78,18 @@ def test_each_candidate_is_measured_once_the_coordinator_arranges_any_remeasurem
     assert run(coordinator, runner) == 0
     assert measured == [1, 2] and [r["candidate_id"] for r in coordinator.accepted] == [1, 2]
     assert all("remeasured" not in r for r in coordinator.accepted)
+
+
+def test_a_candidate_is_timed_as_the_coordinator_asks_and_the_result_says_how():
+    """A model's layer is leased with the timing of a forward pass; other candidates are timed the
+    worker's way. Keys the worker does not know (a newer coordinator's) are left out."""
+    asked: list[TimingConfig | None] = []
+    runner = NullRunner(lambda c: asked.append(c.timing) or c.trace["secs"])
+    layer = {**item(1, task_id=1, secs=1e-3), "timing": {**asdict(MODEL_TIMING), "newer": True}}
+    coordinator = Coordinator([[layer, item(2, task_id=2, secs=1e-3)]])
+    assert run(coordinator, runner) == 0
+    assert asked == [MODEL_TIMING, None]
+    assert [r["timing"] for r in coordinator.accepted] == [asdict(MODEL_TIMING), asdict(TimingConfig())]
 
 
 def test_a_worker_of_hardware_awaiting_approval_says_so(caplog: pytest.LogCaptureFixture):

@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import json
 import tarfile
+from dataclasses import asdict
 from pathlib import Path
 from typing import get_args
 
@@ -18,9 +19,10 @@ from onnx import numpy_helper
 from compiler import frontend
 from compiler.graph import load_library
 from compiler.graph.serialize import module_to_json
+from runner import MODEL_TIMING, TimingConfig
 from tests.service.conftest import Api, in_process_client
 from tests.service.onnx_models import encoded, mlp, reference
-from tests.service.test_api import lease, measure, register
+from tests.service.test_api import lease, measure, register, submit
 from tuner.cli import main
 from tuner.search.driver import SearchDriver
 from tuner.service import commands, model_commands
@@ -263,6 +265,23 @@ def test_a_model_counts_as_one_task_holding_its_whole_budget(api: Api):
     assert api.client.post("/v1/tasks", json=task, headers=api.as_("client")).status_code == 429
     api.client.post(f"/v1/models/{first['id']}/cancel", headers=api.as_("client"))
     assert api.client.post("/v1/tasks", json=task, headers=api.as_("client")).status_code == 201
+
+
+def test_a_models_layers_are_leased_with_the_timing_of_a_forward_pass(api: Api):
+    """A worker times a model's layer as `tune_model` does on one machine (caches evicted, the input
+    read back: as a forward pass runs it); a plain task's candidates keep the worker's own timing.
+    The record keeps the timing its results were measured with."""
+    worker = register(api)
+    plain = submit(api, trials=4)
+    submitted = submit_model(api, trials=16)
+    api.loop.tick()
+    leased = lease(api, worker, 64)
+    layers = {layer["task_id"] for layer in model(api, submitted["id"])["layers"]}
+    assert {c["task_id"] for c in leased} == layers | {plain["id"]}
+    for candidate in leased:
+        expected = asdict(MODEL_TIMING) if candidate["task_id"] in layers else None
+        assert candidate["timing"] == expected
+    assert TimingConfig.from_dict({**asdict(MODEL_TIMING), "newer_field": 1}) == MODEL_TIMING
 
 
 def measure_layers(api: Api, worker: int, leased: list[dict], slow_task: int) -> None:

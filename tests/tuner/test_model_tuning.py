@@ -1,14 +1,15 @@
 """tune_model: one budget over a model's tasks, progress after each batch, the model built from the
 best records; a layer two models share is tuned once; the built model stays correct."""
 
+from dataclasses import asdict
+
 import numpy as np
 
 from compiler import graph
 from compiler.graph import GraphBuilder, Module
-from runner import NullRunner
+from runner import MODEL_TIMING, NullRunner
 from runner.hardware import host_hardware
 from tuner import tune_model
-from tuner.model_tuning import MODEL_TIMING
 from tuner.task_scheduler import BatchProgress
 
 RNG = np.random.default_rng(3)
@@ -69,12 +70,14 @@ def test_a_layer_two_models_share_is_tuned_once(tuning_db) -> None:
 
 def test_a_models_kernels_are_timed_one_cold_call_at_a_time(tuning_db) -> None:
     """Without a runner of the caller's, each record holds MODEL_TIMING's repeats (twice for a
-    would-be best, confirmed by a second measurement), each one call after the caches were evicted:
-    a forward pass finds each layer's weights in memory, not cache."""
-    assert MODEL_TIMING.flush_cache and MODEL_TIMING.number == 1 and MODEL_TIMING.min_repeat_ms == 0
+    would-be best, confirmed by a second measurement), each one call after the caches were evicted
+    and the input read back: a forward pass finds each layer's weights in memory, its input in cache."""
+    assert MODEL_TIMING.flush_cache and MODEL_TIMING.keep_first_warm
+    assert MODEL_TIMING.number == 1 and MODEL_TIMING.min_repeat_ms == 0
     result = tune_model(network(head=5), trials=4, database=tuning_db, batch_size=4)
     records = [
         r for t in result.tasks for r in tuning_db.top_k(t.task.workload_hash, host_hardware().key, 10)
     ]
     assert len(records) == 4
     assert {len(r.run_secs) for r in records} <= {MODEL_TIMING.repeat, 2 * MODEL_TIMING.repeat}
+    assert all(r.timing == asdict(MODEL_TIMING) for r in records)

@@ -25,7 +25,7 @@ from __future__ import annotations
 import enum
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields
 from datetime import datetime, timedelta
 from math import inf
 from typing import Any
@@ -33,7 +33,7 @@ from typing import Any
 from sqlalchemy import ColumnElement, Connection, Row, Select, and_, func, select, update
 from sqlalchemy.orm import Session
 
-from runner.results import Status
+from runner.results import MODEL_TIMING, Status
 from tuner.database.database import Database
 from tuner.database.records import ACTIVE, CandidateStatus, NewRecord, median_secs, trace_hash
 from tuner.database.schema import Candidate, Hardware, Task, TuningRecord, Worker
@@ -48,6 +48,8 @@ class LeasedCandidate:
     # The workload's best median on this hardware when leased: a result beating it is re-measured.
     best_secs: float | None
     lease_expires_at: datetime
+    # How to time it when not the worker's own way: a model's layer as a forward pass runs it.
+    timing: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -166,12 +168,29 @@ def lease(
                 take = _take(hardware_id, available, fair, limit - len(rows), worker_id, expires)
                 rows += connection.execute(take).all()
         best = {wid: _best_secs(connection, wid, hardware_id) for wid in {r.workload_id for r in rows}}
+        layers = _model_layers(connection, {r.task_id for r in rows})
+    model_timing = asdict(MODEL_TIMING)
     return [
         LeasedCandidate(
-            r.id, r.task_id, db.workload(r.workload_id).spec, r.trace, best[r.workload_id], expires
+            r.id,
+            r.task_id,
+            db.workload(r.workload_id).spec,
+            r.trace,
+            best[r.workload_id],
+            expires,
+            model_timing if r.task_id in layers else None,
         )
         for r in sorted(rows)
     ]
+
+
+def _model_layers(connection: Connection, task_ids: set[int]) -> set[int]:
+    """Those of the tasks that are layers of a model task: their candidates are timed as a forward
+    pass runs them (`runner.MODEL_TIMING`), as `tune_model` times them on one machine."""
+    if not task_ids:
+        return set()
+    query = select(Task.id).where(Task.id.in_(task_ids), Task.model_id.is_not(None))
+    return set(connection.scalars(query))
 
 
 def _take(

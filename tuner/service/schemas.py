@@ -237,6 +237,12 @@ class LeasedPublic(BaseModel):
         "a second lease re-measures it: a worker need not re-measure it itself."
     )
     lease_expires_at: datetime
+    timing: dict[str, float | int | bool] | None = Field(
+        None,
+        description="How to time this candidate instead of the worker's own way (runner.TimingConfig's "
+        "fields), or null. A model's layer is timed one call at a time after the caches are evicted "
+        "and its input read back, as a forward pass runs it.",
+    )
 
 
 class Lease(BaseModel):
