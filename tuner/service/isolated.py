@@ -1,7 +1,12 @@
 """Run a function in a child process with a memory limit and a deadline: what the coordinator does with
 a submitted model (importing one computes its constant shapes with numpy, and a hostile file can ask
 for a terabyte) and with the build of a model's artifact (seconds to minutes of CPU). A child that runs
-out of memory, crashes or overruns costs only itself; the API process and its memory are untouched."""
+out of memory, crashes or overruns costs only itself; the API process and its memory are untouched.
+
+Children fork from a server process (multiprocessing's forkserver) that imported the model code once:
+a spawned child imported numpy, onnx and the compiler anew for every submitted model, seconds of a
+`submit-model`. The server is started from a fresh interpreter, not forked from the coordinator, so
+it holds none of the coordinator's threads, sockets or database connections."""
 
 from __future__ import annotations
 
@@ -14,18 +19,20 @@ from typing import Any, TypeVar
 
 T = TypeVar("T")
 
+_CTX = mp.get_context("forkserver")
+_CTX.set_forkserver_preload(["tuner.service.model_import", "tuner.service.artifact"])
+
 
 class IsolatedError(Exception):
     """The function raised (its exception is re-raised as is), or the child failed: `str` says how."""
 
 
 def run_isolated(fn: Callable[..., T], *args: Any, seconds: float, memory_bytes: int) -> T:
-    """`fn(*args)` in a spawned child limited to `memory_bytes` of address space. An exception that
+    """`fn(*args)` in a child limited to `memory_bytes` of address space. An exception that
     `fn` raises is re-raised here (it must pickle); a child that dies, or is still running after
     `seconds`, is an IsolatedError."""
-    ctx = mp.get_context("spawn")
-    receive, send = ctx.Pipe(duplex=False)
-    child = ctx.Process(target=_child, args=(send, fn, args, memory_bytes), daemon=True)
+    receive, send = _CTX.Pipe(duplex=False)
+    child = _CTX.Process(target=_child, args=(send, fn, args, memory_bytes), daemon=True)
     child.start()
     send.close()
     try:
