@@ -218,6 +218,14 @@ def test_submit_model_waits_with_progress_lines_and_the_artifact_downloads(
     assert main(["model-artifact", "1", "-o", str(out), *remote]) == 0
     with tarfile.open(out) as tar:
         assert sorted(tar.getnames()) == ["model.h", "model.so"]
+        served = {name: tar.extractfile(name).read() for name in ("model.so", "model.h")}
+    library = tmp_path / "lib" / "mlp.so"
+    library.parent.mkdir()
+    assert main(["model-artifact", "1", "-o", str(library), *remote]) == 0
+    assert library.read_bytes() == served["model.so"]
+    assert library.with_suffix(".h").read_bytes() == served["model.h"]
+    x = RNG.standard_normal((4, 16)).astype(np.float32)
+    np.testing.assert_allclose(load_library(library)(x)[0], reference(x), rtol=1e-4, atol=1e-4)
     assert main(["submit-model", str(tmp_path / "missing.onnx"), *remote]) == 2
 
 

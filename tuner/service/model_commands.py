@@ -3,14 +3,16 @@ budget (following its progress with `--wait`), and download its compiled artifac
 
     tuner submit-model model.onnx --coordinator URL --token-file T --trials 2000 [--wait]
     tuner submit-model graph.json ...       (the graph's JSON form, compiler/graph/serialize.py)
-    tuner model-artifact MODEL_ID -o model.tar.gz [--hardware KEY]
+    tuner model-artifact MODEL_ID -o model.so [--hardware KEY]   (model.h beside it; or -o x.tar.gz)
 """
 
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import sys
+import tarfile
 import time
 from pathlib import Path
 
@@ -20,6 +22,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from tuner.service import commands
+from tuner.service.artifact import HEADER, LIBRARY
 from tuner.service.client import ApiError, Client
 from tuner.service.schemas import ModelDetail, ModelPublic
 from tuner.task_scheduler import SCHEDULERS
@@ -44,7 +47,12 @@ def add_model_service_commands(command: commands.CommandFactory) -> None:
         "model-artifact", "download a coordinator's model compiled from its best records", workload=False
     )
     p.add_argument("model_id", type=int)
-    p.add_argument("-o", "--output", required=True, help="the .tar.gz to write (model.so and model.h)")
+    p.add_argument(
+        "-o",
+        "--output",
+        required=True,
+        help="a .so to write (its header beside it, as tuner export does), or else the .tar.gz as served",
+    )
     commands.add_remote_options(p)
     p.add_argument("--hardware", help="hardware key (default: the one the model was tuned for)")
     p.set_defaults(run=_artifact)
@@ -143,8 +151,18 @@ def _artifact(args: argparse.Namespace, console: Console) -> int:
         return 2
     with commands.client(args) as api:
         data = api.model_artifact(args.model_id, hardware=args.hardware)
-    Path(args.output).write_bytes(data)
-    console.print(
-        f"wrote {escape(args.output)} ({len(data) / 1e6:.2f} MB): model.so and model.h", highlight=False
-    )
+    output = Path(args.output)
+    if output.suffix != ".so":
+        output.write_bytes(data)
+        console.print(
+            f"wrote {escape(str(output))} ({len(data) / 1e6:.2f} MB): model.so and model.h", highlight=False
+        )
+        return 0
+    header = output.with_suffix(".h")
+    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+        for member, path in ((LIBRARY, output), (HEADER, header)):
+            extracted = tar.extractfile(member)
+            assert extracted is not None, member
+            path.write_bytes(extracted.read())
+    console.print(f"wrote {escape(str(output))} and {escape(str(header))}", highlight=False)
     return 0
