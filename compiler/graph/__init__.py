@@ -4,7 +4,7 @@ and the executor that runs it compiled."""
 from compiler.graph.build import build
 from compiler.graph.builder import GraphBuilder
 from compiler.graph.executor import CompiledModel
-from compiler.graph.export import LibraryError, NativeModel, load_library
+from compiler.graph.export import LibraryError, NativeModel, load_library, rename_header
 from compiler.graph.ir import (
     Attrs,
     Call,
@@ -42,6 +42,7 @@ __all__ = [
     "extract_tasks",
     "load_library",
     "optimize",
+    "rename_header",
     "run_reference",
     "verify",
 ]

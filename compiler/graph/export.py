@@ -137,6 +137,15 @@ def c_header(library: str, metadata: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def rename_header(header: str, library: str, renamed: str) -> str:
+    """A header `c_header` wrote for `library`, for the same library saved as `renamed`: its comment
+    and include guard name the new file, so two models' headers can be included side by side."""
+    first = f"/* The model in {library}, "
+    if not header.startswith(first):
+        raise ValueError(f"not a header written for {library}")
+    return f"/* The model in {renamed}, " + header[len(first) :].replace(_guard(library), _guard(renamed))
+
+
 def _metadata(model: CompiledModel) -> dict[str, Any]:
     target = model.target
     return {

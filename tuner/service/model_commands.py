@@ -21,6 +21,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from compiler.graph import rename_header
 from tuner.service import commands
 from tuner.service.artifact import HEADER, LIBRARY
 from tuner.service.client import ApiError, Client
@@ -160,9 +161,9 @@ def _artifact(args: argparse.Namespace, console: Console) -> int:
         return 0
     header = output.with_suffix(".h")
     with tarfile.open(fileobj=io.BytesIO(data)) as tar:
-        for member, path in ((LIBRARY, output), (HEADER, header)):
-            extracted = tar.extractfile(member)
-            assert extracted is not None, member
-            path.write_bytes(extracted.read())
+        library, served_header = (tar.extractfile(member) for member in (LIBRARY, HEADER))
+        assert library is not None and served_header is not None
+        output.write_bytes(library.read())
+        header.write_text(rename_header(served_header.read().decode(), LIBRARY, output.name))
     console.print(f"wrote {escape(str(output))} and {escape(str(header))}", highlight=False)
     return 0

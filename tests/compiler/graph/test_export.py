@@ -152,6 +152,18 @@ def test_two_libraries_load_side_by_side(tmp_path: Path) -> None:
     ]
 
 
+def test_a_renamed_header_is_the_header_export_writes_under_the_new_name(tmp_path: Path) -> None:
+    """A library saved under another name (a downloaded artifact) gets its header renamed, include
+    guard and all, so two models' headers can be included in one program."""
+    model = graph.build(graph.optimize(residual_block()))
+    _, header = model.export(tmp_path / "model.so")
+    _, direct = model.export(tmp_path / "resnet-18.so")
+    renamed = graph.rename_header(header.read_text(), "model.so", "resnet-18.so")
+    assert renamed == direct.read_text() and "#ifndef TENSOR_TUNER_RESNET_18_H" in renamed
+    with pytest.raises(ValueError, match=r"not a header written for other\.so"):
+        graph.rename_header(header.read_text(), "other.so", "x.so")
+
+
 def test_null_arrays_are_an_error_code_not_a_crash(tmp_path: Path) -> None:
     model = graph.build(graph.optimize(residual_block()))
     path, _ = model.export(tmp_path / "block.so")
