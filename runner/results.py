@@ -44,7 +44,8 @@ class TimingConfig:
     """How to time one candidate, in the spirit of TVM's time_evaluator.
 
     `number` calls make one repeat (grown until a repeat lasts `min_repeat_ms`), `repeat` repeats
-    are reported; `flush_cache` writes a large buffer before each repeat to time a cold cache, and
+    are reported; `flush_cache` writes a large buffer before each repeat to time a cold cache (and
+    wakes the thread team the flush let fall asleep, `evaluate.wake_threads`), and
     `keep_first_warm` then reads the first argument back: a layer inside a forward pass finds its
     input just written by the layer before it and its weights in memory (TVM's x86 tuning flushes
     every argument but the first for the same reason)."""
@@ -63,13 +64,14 @@ class TimingConfig:
         return cls(**{k: v for k, v in data.items() if k in known})
 
 
-# How a model's kernels are timed: each call after the caches are evicted and the first argument (the
-# layer's input) read back, as a layer finds them inside a forward pass: its input just written by
-# the layer before, its weights in memory (every layer reads its own). Timed warm, in a loop, a
-# schedule that needs its weights in cache wins records it then loses in the model: the BERT layer
-# tuned 500 trials warm ran 10.43 ms, its default schedules 9.32 (bench/RESULTS.md). Evicting the
-# input too is pessimistic for convolutions, whose activations outweigh their weights. TVM's x86
-# network tuning flushes every argument but the first for the same reasons.
+# How a model's kernels are timed: each call after the caches are evicted, the first argument (the
+# layer's input) read back and the threads woken, as a layer finds them inside a forward pass: its
+# input just written by the layer before, its weights in memory (every layer reads its own), its
+# threads awake. Timed warm, in a loop, a schedule that needs its weights in cache wins records it
+# then loses in the model: the BERT layer tuned 500 trials warm ran 10.43 ms, its default schedules
+# 9.32 (bench/RESULTS.md). Evicting the input too is pessimistic for convolutions, whose
+# activations outweigh their weights. TVM's x86 network tuning flushes every argument but the first
+# for the same reasons.
 MODEL_TIMING = TimingConfig(number=1, repeat=9, min_repeat_ms=0.0, flush_cache=True, keep_first_warm=True)
 
 
