@@ -5,10 +5,19 @@ milliseconds of CPU, which would steal a core from the next measurement. GOMP_SP
 that to ~0.4 ms (measured, ../shared/REFERENCE-llvmlite.md). It is read when the library loads, so
 it is set here, before the first load, unless the user chose a value. libgomp's thread pool does not
 survive fork(): processes that build kernels must be started with spawn or forkserver.
+
+A kernel mallocs its large intermediates (a padded image, a Winograd transform) on each call and
+frees them on return. glibc gives freed memory back to the system once more than a threshold sits
+free at the top of the heap (or serves big blocks by mmap, unmapped on free), so the next call
+faults every page in again: a 3x3 conv whose two 3.2 MB Winograd intermediates took 0.9 ms in a
+warm loop took 3.3 ms called in a model (bench/RESULTS.md). `keep_freed_memory` raises both
+thresholds for the process, as TVM's workspace pool keeps its pages, so a call reuses the
+previous call's pages.
 """
 
 from __future__ import annotations
 
+import ctypes
 import ctypes.util
 import os
 from functools import cache
@@ -27,3 +36,22 @@ def load_runtime() -> None:
     if path is None:
         raise RuntimeMissingError("libgomp (package libgomp1) is required to run parallel loops")
     llvm.load_library_permanently(path)
+    keep_freed_memory()
+
+
+# glibc's mallopt parameters (malloc.h) and the values set: blocks up to 32 MB (glibc's largest
+# mmap threshold) come from the heap, and up to 256 MB may sit free at its top before it shrinks.
+M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
+HEAP_BLOCK_BYTES = 32 << 20
+KEPT_FREE_BYTES = 256 << 20
+
+
+def keep_freed_memory() -> bool:
+    """Keep freed kernel workspaces mapped (see the module docstring); False where the C library
+    is not glibc (no mallopt), which then keeps its own policy."""
+    libc = ctypes.CDLL(None)
+    mallopt = getattr(libc, "mallopt", None)
+    if mallopt is None:
+        return False
+    heap = bool(mallopt(M_MMAP_THRESHOLD, HEAP_BLOCK_BYTES))
+    return bool(mallopt(M_TRIM_THRESHOLD, KEPT_FREE_BYTES)) and heap
