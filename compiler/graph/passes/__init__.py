@@ -10,6 +10,7 @@ from compiler.graph.passes.fuse import fuse
 from compiler.graph.passes.layer_norm_pattern import match_layer_norm
 from compiler.graph.passes.tasks import Task, extract_tasks
 from compiler.graph.passes.verify import verify
+from compiler.graph.passes.winograd_convs import winograd_convs
 
 PASSES = (
     fold_constants,
@@ -17,6 +18,7 @@ PASSES = (
     fold_constants,
     match_layer_norm,
     eliminate_dead_code,
+    winograd_convs,
     block_conv_channels,
     block_matmul_columns,
     fuse,
@@ -26,9 +28,9 @@ PASSES = (
 
 def optimize(module: Module, *, check: bool = False) -> Module:
     """Fold constants and batch norms, recognize written-out layer norms, drop what computes nothing,
-    block the output channels of convs on small images and pack dense layers' weights in blocks of
-    columns, fuse into PrimFuncs. With `check`, the verifier runs after every pass (the tests do
-    this)."""
+    compute stride-1 3x3 convs by Winograd, block the output channels of other convs on small images
+    and pack dense layers' weights in blocks of columns, fuse into PrimFuncs. With `check`, the
+    verifier runs after every pass (the tests do this)."""
     for run in PASSES:
         module = run(module)
         if check:
@@ -49,4 +51,5 @@ __all__ = [
     "match_layer_norm",
     "optimize",
     "verify",
+    "winograd_convs",
 ]

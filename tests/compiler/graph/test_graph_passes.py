@@ -19,8 +19,10 @@ from compiler.graph.passes import (
     fuse,
     match_layer_norm,
     verify,
+    winograd_convs,
 )
 from compiler.graph.passes.block_matmul_columns import NBLOCK
+from compiler.graph.passes.winograd_convs import TILE
 
 RNG = np.random.default_rng(0)
 
@@ -140,6 +142,43 @@ def test_a_conv_with_computed_weights_stays_nchw() -> None:
     attrs = {"strides": (1, 1), "padding": (0, 0, 0, 0), "dilation": (1, 1), "groups": 1}
     module = b.module([b.call_attrs("conv2d", [x, w], attrs)])
     assert [c.op for c in block_conv_channels(module).calls()] == ["conv2d"]
+
+
+def test_3x3_convs_with_enough_channels_compute_by_winograd_and_match_numpy() -> None:
+    """Two stride-1 3x3 convs of 32 channels with batch norms and a residual add, on a 9x7 image
+    (not whole tiles): both become conv2d_winograd on transformed weights, the epilogues still fuse
+    into them, and the results do not change."""
+    b = GraphBuilder()
+    x = b.input("x", (1, 32, 9, 7), "float32")
+    h = b.call("relu", [batch_norm(b, conv(b, x, 32, 32), 32)])
+    h = batch_norm(b, conv(b, h, 32, 32, bias=False), 32)
+    module = b.module([b.call("relu", [b.call("add", [h, x])])])
+    optimized = graph.optimize(module, check=True)
+    calls = [n for n in optimized.nodes() if isinstance(n, CallTIRNode)]
+    assert [c.ops for c in calls] == [
+        ("conv2d_winograd", "add", "relu"),
+        ("conv2d_winograd", "add", "add", "relu"),
+    ]
+    alpha = TILE + 2
+    constants = [a for c in calls for a in c.args if isinstance(a, Constant)]
+    transformed = {a.type.shape for a in constants if len(a.type.shape) == 4}
+    assert transformed == {(alpha, alpha, 32, 32)}
+    compiled_matches_reference(module)
+
+
+@pytest.mark.parametrize(
+    "shape, k, stride, groups, reason",
+    [
+        ((1, 16, 14, 14), 32, 1, 1, "16 input channels: the transforms cost more than the matmuls save"),
+        ((1, 32, 14, 14), 32, 2, 1, "a strided conv has no overlapping tiles to share"),
+        ((1, 32, 14, 14), 32, 1, 32, "a depthwise conv has no matmul over channels"),
+    ],
+)
+def test_other_3x3_convs_stay_direct(shape, k, stride, groups, reason) -> None:
+    b = GraphBuilder()
+    x = b.input("x", shape, "float32")
+    module = b.module([conv(b, x, k, shape[1], stride=stride, groups=groups)])
+    assert [c.op for c in winograd_convs(module).calls()] == ["conv2d", "add"], reason
 
 
 def test_dense_layers_read_weights_packed_in_column_blocks_and_match_numpy() -> None:

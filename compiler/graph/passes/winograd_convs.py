@@ -1,0 +1,38 @@
+"""Winograd convolutions: a stride-1 3x3 conv2d (groups 1) with constant weights becomes a
+conv2d_winograd whose weights are transformed once, here (`winograd.pack_winograd`).
+
+Why: such a conv spends 9 multiply-adds per channel pair and output pixel, and ResNet's stages
+are mostly these layers; F(2x2, 3x3) spends 4 (plus the transforms), so a layer that already ran
+at 85-90% of the FMA peak direct runs 1.2-1.45x faster (ResNet-18's four stages, 128 trials each
+on one host, bench/RESULTS.md). The output tile is 2: F(4x4, 3x3) multiplies less but its
+transforms cost more on these sizes, its transformed weights are 4x the originals (the 512-channel
+layer's 9.4 MB become 38 MB), and its float32 error is 10x larger; tuned, it won on no layer.
+
+Which convs: at least `MIN_CHANNELS` input and output channels, where the matmul over channels
+dominates the transforms (measured from 64 to 512; with fewer channels the transforms, a fixed cost
+per channel, would weigh more, so those stay direct).
+"""
+
+from __future__ import annotations
+
+from compiler import winograd
+from compiler.graph.ir import Call, Constant, Module
+from compiler.graph.op import attr_int, attr_ints
+from compiler.graph.passes.pack_weights import pack_weights
+
+TILE = 2
+MIN_CHANNELS = 32
+
+
+def winograd_convs(module: Module) -> Module:
+    return pack_weights(
+        module, _eligible, "conv2d_winograd", lambda w: winograd.pack_winograd(w, TILE), ("padding",)
+    )
+
+
+def _eligible(node: Call) -> bool:
+    if node.op != "conv2d" or not isinstance(node.args[1], Constant) or attr_int(node.attrs, "groups") != 1:
+        return False
+    K, C, R, S = node.args[1].type.shape
+    unit = attr_ints(node.attrs, "strides") == (1, 1) and attr_ints(node.attrs, "dilation") == (1, 1)
+    return unit and (R, S) == (3, 3) and min(C, K) >= MIN_CHANNELS
