@@ -23,6 +23,7 @@ import llvmlite.binding as llvm
 import numpy as np
 from llvmlite import ir
 
+from compiler.graph import workspaces
 from compiler.graph.forward import ALIGNMENT, FORWARD, I8P, I8PP, I32, I64, emit_forward
 from compiler.graph.native_call import NativeForward, TensorSpec
 from compiler.target import Target, init_llvm, parse_features
@@ -57,11 +58,14 @@ def export_library(model: CompiledModel, path: Path, *, cc: str = "cc") -> tuple
             objects[-1].write_bytes(kernel.compiled.obj)
         objects.append(work / "forward.o")
         objects[-1].write_bytes(_entry_object(model, offsets, json.dumps(metadata)))
+        command, cache = workspaces.compile_command(cc, work)
+        _run(command)
+        objects.append(cache)
         exports = work / "exports.map"
         exports.write_text(f"{{ global: {RUN}; {METADATA}; local: *; }};\n")
         _run(
             [cc, "-shared", "-o", str(path), *map(str, objects), f"-Wl,--version-script={exports}"]
-            + ["-Wl,-z,text", "-Wl,-z,noexecstack", "-lgomp", "-lm"]
+            + ["-Wl,-z,text", "-Wl,-z,noexecstack", *workspaces.LINK_FLAGS, "-lgomp", "-lm"]
         )
     header.write_text(c_header(path.name, metadata))
     return path, header

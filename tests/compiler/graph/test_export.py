@@ -11,7 +11,7 @@ import pytest
 from compiler import graph
 from compiler.graph import GraphBuilder, LibraryError, Module
 from compiler.target import Target
-from tests.compiler.graph.test_graph_passes import random_inputs, residual_block, weights
+from tests.compiler.graph.test_graph_passes import conv, random_inputs, residual_block, weights
 
 
 def odd_outputs() -> Module:
@@ -23,6 +23,15 @@ def odd_outputs() -> Module:
     h = b.call("tanh", [b.call("matmul", [x, w])])
     y = b.call("exp", [b.call("softmax", [h], axis=1)])
     return b.module([y, x, h, w, y])
+
+
+def winograd_layer() -> Module:
+    """A 3x3 conv of 32 channels at 28x28, computed by Winograd: its transforms (400 KB each) are
+    workspaces the kernel mallocs on each call, which the library keeps for the next call."""
+    b = GraphBuilder()
+    x = b.input("x", (1, 32, 28, 28), "float32")
+    out = conv(b, x, 32, 32)
+    return b.module([b.call("relu", [out])])
 
 
 def c_program(model: graph.CompiledModel) -> str:
@@ -107,7 +116,7 @@ def run_c_program(model: graph.CompiledModel, inputs: list[np.ndarray], work: Pa
     ]
 
 
-@pytest.mark.parametrize("make", [residual_block, odd_outputs])
+@pytest.mark.parametrize("make", [residual_block, odd_outputs, winograd_layer])
 def test_a_c_program_runs_the_exported_model_and_matches_python(make, tmp_path: Path) -> None:
     module = make()
     inputs = random_inputs(module)
