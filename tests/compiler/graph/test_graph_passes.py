@@ -145,11 +145,11 @@ def test_a_conv_with_computed_weights_stays_nchw() -> None:
 
 
 def test_3x3_convs_with_enough_channels_compute_by_winograd_and_match_numpy() -> None:
-    """Two stride-1 3x3 convs of 32 channels with batch norms and a residual add, on a 9x7 image
+    """Two stride-1 3x3 convs of 32 channels with batch norms and a residual add, on a 13x11 image
     (not whole tiles): both become conv2d_winograd on transformed weights, the epilogues still fuse
     into them, and the results do not change."""
     b = GraphBuilder()
-    x = b.input("x", (1, 32, 9, 7), "float32")
+    x = b.input("x", (1, 32, 13, 11), "float32")
     h = b.call("relu", [batch_norm(b, conv(b, x, 32, 32), 32)])
     h = batch_norm(b, conv(b, h, 32, 32, bias=False), 32)
     module = b.module([b.call("relu", [b.call("add", [h, x])])])
@@ -172,6 +172,7 @@ def test_3x3_convs_with_enough_channels_compute_by_winograd_and_match_numpy() ->
         ((1, 16, 14, 14), 32, 1, 1, "16 input channels: the transforms cost more than the matmuls save"),
         ((1, 32, 14, 14), 32, 2, 1, "a strided conv has no overlapping tiles to share"),
         ((1, 32, 14, 14), 32, 1, 32, "a depthwise conv has no matmul over channels"),
+        ((1, 32, 7, 7), 32, 1, 1, "16 tiles read each transformed weight too few times"),
     ],
 )
 def test_other_3x3_convs_stay_direct(shape, k, stride, groups, reason) -> None:
