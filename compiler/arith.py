@@ -200,7 +200,10 @@ def _simplify_divmod(op: Op, a: Expr, c: int, rng: Ranges) -> Expr | None:
         return quotient.to_expr() if op == Op.FLOORDIV else rest_expr
     if not quotient.terms and quotient.constant == 0:
         return None
-    inner = Binary(op, rest_expr, const(c))
+    # What is left may be a division or modulo that the rules above fold ((2 + i//2)//2 leaves
+    # (i//2)//2, which is i//4): fold it now, or a second simplify would change the result.
+    folded = _simplify_divmod(op, rest_expr, c, rng)
+    inner = Binary(op, rest_expr, const(c)) if folded is None else folded
     if op == Op.FLOORMOD:
         return inner
     return linear(Binary(Op.ADD, quotient.to_expr(), inner)).to_expr()

@@ -74,3 +74,13 @@ def test_int32_constants_keep_their_type():
     two, three = Const(2, "int32"), Const(3, "int32")
     assert simplify(Binary(Op.ADD, two, three)) == Const(5, "int32")
     assert simplify(Binary(Op.MUL, Binary(Op.ADD, two, three), two)) == Const(10, "int32")
+
+
+def test_a_division_left_over_from_a_sum_folds_in_the_same_pass():
+    """(2 + i//2)//2 leaves (i//2)//2 beside the constant: it must come out as i//4 + 1 at once, or a
+    second simplify would change the result (hypothesis found this)."""
+    i = Var("i")
+    half = Binary(Op.FLOORDIV, i, const(2))
+    out = simplify(Binary(Op.FLOORDIV, Binary(Op.ADD, const(2), half), const(2)))
+    assert out == Binary(Op.ADD, Binary(Op.FLOORDIV, i, const(4)), const(1))
+    assert simplify(out) == out
