@@ -9,10 +9,9 @@ survive fork(): processes that build kernels must be started with spawn or forks
 A kernel mallocs its large intermediates (a padded image, a Winograd transform) on each call and
 frees them on return. glibc gives freed memory back to the system once more than a threshold sits
 free at the top of the heap (or serves big blocks by mmap, unmapped on free), so the next call
-faults every page in again: a 3x3 conv whose two 3.2 MB Winograd intermediates took 0.9 ms in a
-warm loop took 3.3 ms called in a model (bench/RESULTS.md). `keep_freed_memory` raises both
-thresholds for the process, as TVM's workspace pool keeps its pages, so a call reuses the
-previous call's pages.
+faults every page in again: a 3x3 conv with two 3.2 MB Winograd intermediates took 3.30 ms a call
+instead of 0.82 (bench/RESULTS.md). `keep_freed_memory` raises both thresholds for the process, as
+TVM's workspace pool keeps its pages, so a call reuses the previous call's pages.
 """
 
 from __future__ import annotations

@@ -21,11 +21,13 @@ Layouts, chosen so that every block of the program has a contiguous vector axis:
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 from compiler import te
 from compiler.ir import Expr
-from compiler.topi import NCHW, Padding, pad
+from compiler.topi import NCHW, Padding, conv_out_size, pad
 
 KERNEL = 3
 
@@ -78,14 +80,29 @@ def pack_winograd(weight: np.ndarray, m: int) -> np.ndarray:
     return np.ascontiguousarray(u.astype(weight.dtype))
 
 
-def output_tile(packed_shape: tuple[int, ...]) -> int:
-    """m, read off packed weights [alpha, alpha, C, K]."""
-    return packed_shape[0] - KERNEL + 1
-
-
 def tiles(out_size: int, m: int) -> int:
     """Tiles of m outputs covering an output extent (the last one may hang over the edge)."""
     return -(-out_size // m)
+
+
+class Tiling(NamedTuple):
+    """How F(m, 3) covers a padded image: the conv's output extents, the tiles along each axis,
+    and the zero rows and columns after the image (at least the conv's own bottom and right
+    padding) that put the last tiles' windows inside."""
+
+    oh: int
+    ow: int
+    th: int
+    tw: int
+    after_h: int
+    after_w: int
+
+
+def tiling(height: int, width: int, padding: Padding, m: int) -> Tiling:
+    top, left, bottom, right = padding
+    oh, ow = conv_out_size(height, KERNEL, 1, top, bottom, 1), conv_out_size(width, KERNEL, 1, left, right, 1)
+    th, tw = tiles(oh, m), tiles(ow, m)
+    return Tiling(oh, ow, th, tw, th * m + KERNEL - 1 - height - top, tw * m + KERNEL - 1 - width - left)
 
 
 def _constant(values: np.ndarray, name: str) -> te.Tensor:
@@ -114,11 +131,9 @@ def conv2d_winograd_nchw(
     (N, C, H, W), (alpha, _, _, K) = data.shape, packed.shape
     m = alpha - KERNEL + 1
     at_np, _, bt_np = matrices(m)
-    top, left, bottom, right = padding
-    oh, ow = H + top + bottom - KERNEL + 1, W + left + right - KERNEL + 1
-    th, tw = tiles(oh, m), tiles(ow, m)
-    extra_h, extra_w = th * m + KERNEL - 1 - (H + top), tw * m + KERNEL - 1 - (W + left)
-    padded = pad(data, (0, 0, top, left), (0, 0, extra_h, extra_w), 0.0, f"{name}_pad", NCHW)
+    top, left, _, _ = padding
+    oh, ow, th, tw, after_h, after_w = tiling(H, W, padding, m)
+    padded = pad(data, (0, 0, top, left), (0, 0, after_h, after_w), 0.0, f"{name}_pad", NCHW)
     bt = _constant(bt_np, f"{name}_bt")
     at = _constant(at_np, f"{name}_at")
     ra, rb = te.reduce_axis((0, alpha), "ra"), te.reduce_axis((0, alpha), "rb")
@@ -152,11 +167,9 @@ def conv2d_winograd_numpy(data: np.ndarray, packed: np.ndarray, padding: Padding
     m = alpha - KERNEL + 1
     at, _, bt = matrices(m)
     N, _, H, W = data.shape
-    top, left, bottom, right = padding
-    oh, ow = H + top + bottom - KERNEL + 1, W + left + right - KERNEL + 1
-    th, tw = tiles(oh, m), tiles(ow, m)
-    hp, wp = th * m + KERNEL - 1, tw * m + KERNEL - 1
-    x = np.pad(data.astype(np.float64), ((0, 0), (0, 0), (top, hp - H - top), (left, wp - W - left)))
+    top, left, _, _ = padding
+    oh, ow, th, tw, after_h, after_w = tiling(H, W, padding, m)
+    x = np.pad(data.astype(np.float64), ((0, 0), (0, 0), (top, after_h), (left, after_w)))
     windows = np.lib.stride_tricks.sliding_window_view(x, (alpha, alpha), axis=(2, 3))[:, :, ::m, ::m]
     v = np.einsum("ar,ncyxrs,bs->abncyx", bt, windows, bt)
     prod = np.einsum("abncyx,abck->abnyxk", v, packed.astype(np.float64))

@@ -33,10 +33,9 @@ def _type(args: Sequence[TensorType], attrs: Attrs) -> TensorType:
     m = alpha - winograd.KERNEL + 1
     check(alpha == beta and m in winograd.TILES, f"w is not Winograd weights of a tile in {winograd.TILES}")
     check(uc == C, f"w takes {uc} input channels, x has {C}")
-    top, left, bottom, right = attr_ints(attrs, "padding")
-    oh, ow = H + top + bottom - winograd.KERNEL + 1, W + left + right - winograd.KERNEL + 1
-    check(oh >= 1 and ow >= 1, "the 3x3 kernel does not fit the padded input")
-    return TensorType((N, K, oh, ow), x.dtype)
+    t = winograd.tiling(H, W, _padding(attrs), m)
+    check(t.oh >= 1 and t.ow >= 1, "the 3x3 kernel does not fit the padded input")
+    return TensorType((N, K, t.oh, t.ow), x.dtype)
 
 
 def _padding(attrs: Attrs) -> tuple[int, int, int, int]:
