@@ -284,9 +284,13 @@ def test_a_models_layers_are_leased_with_the_timing_of_a_forward_pass(api: Api):
     worker = register(api)
     plain = submit(api, trials=4)
     submitted = submit_model(api, trials=16)
-    api.loop.tick()
-    leased = lease(api, worker, 64)
     layers = {layer["task_id"] for layer in model(api, submitted["id"])["layers"]}
+    leased: list[dict] = []
+    for _ in range(5):  # a tick stops advancing tasks after a deadline, which a loaded CI host can hit
+        api.loop.tick()
+        leased += lease(api, worker, 64)
+        if {c["task_id"] for c in leased} >= layers | {plain["id"]}:
+            break
     assert {c["task_id"] for c in leased} == layers | {plain["id"]}
     for candidate in leased:
         expected = asdict(MODEL_TIMING) if candidate["task_id"] in layers else None
