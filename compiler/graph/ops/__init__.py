@@ -2,6 +2,7 @@
 
 from compiler.graph.ops import (
     conv_kblock,
+    conv_nchwc,
     conv_winograd,
     elementwise,
     linalg,
@@ -13,6 +14,7 @@ from compiler.graph.ops import (
 
 __all__ = [
     "conv_kblock",
+    "conv_nchwc",
     "conv_winograd",
     "elementwise",
     "linalg",
