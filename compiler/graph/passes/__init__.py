@@ -8,6 +8,7 @@ from compiler.graph.passes.fold_batch_norm import fold_batch_norm
 from compiler.graph.passes.fold_constants import fold_constants
 from compiler.graph.passes.fuse import fuse
 from compiler.graph.passes.layer_norm_pattern import match_layer_norm
+from compiler.graph.passes.nchwc_layout import nchwc_layout
 from compiler.graph.passes.tasks import Task, extract_tasks
 from compiler.graph.passes.verify import verify
 from compiler.graph.passes.winograd_convs import winograd_convs
@@ -19,6 +20,7 @@ PASSES = (
     match_layer_norm,
     eliminate_dead_code,
     winograd_convs,
+    nchwc_layout,
     block_conv_channels,
     block_matmul_columns,
     fuse,
@@ -28,7 +30,8 @@ PASSES = (
 
 def optimize(module: Module, *, check: bool = False) -> Module:
     """Fold constants and batch norms, recognize written-out layer norms, drop what computes nothing,
-    compute stride-1 3x3 convs by Winograd, block the output channels of other convs on small images
+    compute stride-1 3x3 convs by Winograd, keep depthwise convs and their neighbours in the NCHWc
+    layout, block the output channels of other convs on small images
     and pack dense layers' weights in blocks of columns, fuse into PrimFuncs. With `check`, the
     verifier runs after every pass (the tests do this)."""
     for run in PASSES:
@@ -49,6 +52,7 @@ __all__ = [
     "fold_constants",
     "fuse",
     "match_layer_norm",
+    "nchwc_layout",
     "optimize",
     "verify",
     "winograd_convs",

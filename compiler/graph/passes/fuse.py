@@ -8,8 +8,9 @@ makes this safe for diamonds (gelu's and layer norm's decompositions read one te
 user of a node on those paths is on them too, so no value escapes the group but its output and
 no cycle between groups can appear. What may join depends on the root's pattern:
 - a conv2d/matmul (ANCHOR) or a reduction takes elementwise and broadcast ops of its output's shape
-  (bias, batch-norm scale, residual add, activation), and reshapes that only add or drop unit
-  dimensions: the tuner tiles the anchor and fuses the epilogue into its output tile;
+  (bias, batch-norm scale, residual add, activation), reshapes that only add or drop unit
+  dimensions, and the copy of a blocked output back to NCHW (`from_nchwc`): the tuner tiles the
+  anchor and fuses the epilogue into its output tile;
 - elementwise, broadcast and injective roots take further elementwise, broadcast and injective ops;
 - anchors and reductions never join another group.
 A group becomes one PrimFunc by composing its operators' te computes over placeholders for the
@@ -102,13 +103,14 @@ def _may_join(
         return False
     if root not in (Pattern.ANCHOR, Pattern.REDUCTION):
         return OPS[node.op].pattern in allowed
-    # An epilogue runs over the anchor's output tile: it must have the anchor's output shape, up to
-    # unit dimensions, which a reshape may add or drop (PyTorch wraps each Linear in such views).
-    same_shape = _without_units(node.type.shape) == _without_units(group.root.type.shape)
-    unit_reshape = node.op == "reshape" and _without_units(node.args[0].type.shape) == _without_units(
-        node.type.shape
-    )
-    return same_shape and (OPS[node.op].pattern in allowed or unit_reshape)
+    # An epilogue runs over the anchor's output tile: it must have the group's output shape, up to
+    # unit dimensions, which a reshape may add or drop (PyTorch wraps each Linear in such views);
+    # a blocked conv's copy back to NCHW visits the same tile in another order.
+    shape = _without_units(group.output.type.shape)
+    same_shape = _without_units(node.type.shape) == shape
+    unit_reshape = node.op == "reshape" and _without_units(node.args[0].type.shape) == shape
+    copy_back = node.op == "from_nchwc" and _without_units(node.args[0].type.shape) == shape
+    return (same_shape and (OPS[node.op].pattern in allowed or unit_reshape)) or copy_back
 
 
 def _without_units(shape: tuple[int, ...]) -> tuple[int, ...]:
