@@ -100,8 +100,9 @@ class Decisions(Protocol):
         last do not index."""
         ...
 
-    def compute_location(self) -> int | None:
-        """The index into a producer's compute-location candidates; -1 leaves it at the root."""
+    def compute_location(self, func: PrimFunc, name: str) -> int | None:
+        """The index into the compute-location candidates of the producer block `name`; -1 leaves it
+        at the root."""
         ...
 
     def vector_tile(self, extent: int) -> Decision:
@@ -136,7 +137,7 @@ class Sampled:
     def outer_order(self, func: PrimFunc, name: str, kinds: list[str]) -> list[int]:
         return list(range(kinds.count("S")))
 
-    def compute_location(self) -> int | None:
+    def compute_location(self, func: PrimFunc, name: str) -> int | None:
         return None
 
     def vector_tile(self, extent: int) -> Decision:
@@ -168,7 +169,7 @@ def apply_rules(sch: Schedule, cfg: SpaceConfig, decide: Decisions) -> None:
         _auto_inline(sch, name, decide)
     placed: set[str] = set()
     for name in reversed(block_names(sch)):
-        if _is_tiling_target(sch.func, name):
+        if is_tiling_target(sch.func, name):
             placed |= _multi_level_tile(sch, name, cfg, decide)
     for name in reversed(block_names(sch)):
         if name not in placed:
@@ -210,7 +211,7 @@ def _auto_inline(sch: Schedule, name: str, decide: Decisions) -> None:
         _attempt(sch.compute_inline, sch.get_block(name))
 
 
-def _is_tiling_target(func: PrimFunc, name: str) -> bool:
+def is_tiling_target(func: PrimFunc, name: str) -> bool:
     """A reduction where some input is not indexed by some spatial variable: its data is reused
     across that variable, which tiling turns into cache and register reuse."""
     block = _block(func, name)
@@ -325,7 +326,7 @@ def _place_or_parallelize(sch: Schedule, name: str, cfg: SpaceConfig, decide: De
     block = _block(sch.func, name)
     if block.body.buffer not in sch.func.params and readers(sch.func.body, block.body.buffer):
         rv = sch.get_block(name)
-        loop = sch.sample_compute_location(rv, decision=decide.compute_location())
+        loop = sch.sample_compute_location(rv, decision=decide.compute_location(sch.func, name))
         if loop.name != "root" and _attempt(sch.compute_at, rv, loop):
             return
     parallelize_vectorize(sch, name, cfg, decide)

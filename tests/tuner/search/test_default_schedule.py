@@ -336,3 +336,17 @@ def test_the_parallel_tiles_reuse_the_largest_operand_from_cache():
     ).func
     kinds = ["S"] * 5 + ["R"] * 3
     assert decide.outer_order(conv, "conv2d_nchw_kblock", kinds) == [1, 4, 0, 2, 3]  # fo, fi, n, y, x
+
+
+@pytest.mark.parametrize(("make", "per_tile"), [(depthwise_conv2d, True), (conv2d, False)])
+def test_a_depthwise_convs_padding_is_computed_per_tile_and_a_dense_convs_once(make, per_tile):
+    """No output channel of a depthwise conv reads another's input: its padding is computed inside
+    the conv's parallel loop, a tile at a time, and read back from cache. The tiles of a dense conv
+    share their padded input: it is computed once, at the root, before the conv."""
+    func = default_schedule(make(), machines.AVX512).func
+
+    def outermost(name: str) -> For:
+        return loops_above(func.body, find_block(func.body, name)[0])[0][1]
+
+    assert (outermost("pad") is outermost("conv")) == per_tile
+    assert outermost("conv").kind == "parallel"
