@@ -22,10 +22,9 @@ from compiler.graph.op import Pattern, attr_int, attr_ints, check
 from compiler.graph.ops.checks import at_least, float_args, ints, register_op
 
 SCHEMA = {"strides": ints(2, 1), "padding": ints(4, 0), "dilation": ints(2, 1)}
-Window = tuple[tuple[int, int], topi.Padding, tuple[int, int]]
 
 
-def _window(attrs: Attrs) -> Window:
+def _window(attrs: Attrs) -> nchwc.Window:
     (sh, sw), (t, left, b, r), (dh, dw) = (attr_ints(attrs, k) for k in ("strides", "padding", "dilation"))
     return (sh, sw), (t, left, b, r), (dh, dw)
 
@@ -59,7 +58,7 @@ def _conv_type(args: Sequence[TensorType], attrs: Attrs) -> TensorType:
 
 def _conv_compute(inputs: Sequence[te.Tensor], attrs: Attrs, name: str) -> te.Tensor:
     x, w = inputs
-    return nchwc.conv2d_nchwc(x, w, *_window(attrs), name, f"{name}_pad")
+    return nchwc.conv2d_nchwc(x, w, _window(attrs), name, f"{name}_pad")
 
 
 def _conv_reference(inputs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
@@ -87,7 +86,7 @@ def _depthwise_type(args: Sequence[TensorType], attrs: Attrs) -> TensorType:
 
 def _depthwise_compute(inputs: Sequence[te.Tensor], attrs: Attrs, name: str) -> te.Tensor:
     x, w = inputs
-    return nchwc.depthwise_conv2d_nchwc(x, w, *_window(attrs), name, f"{name}_pad")
+    return nchwc.depthwise_conv2d_nchwc(x, w, _window(attrs), name, f"{name}_pad")
 
 
 def _depthwise_reference(inputs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:

@@ -120,6 +120,20 @@ def assert_schedules(
     return samples
 
 
+def conv_attrs(strides=(1, 1), padding=(0, 0, 0, 0), dilation=(1, 1)) -> dict:
+    """The window attributes of the packed conv operators."""
+    return {"strides": strides, "padding": padding, "dilation": dilation}
+
+
+def torch_conv2d(x: np.ndarray, w: np.ndarray, attrs: Mapping[str, Any], groups: int = 1) -> np.ndarray:
+    """PyTorch's conv2d with `conv_attrs` (asymmetric padding applied as an explicit pad)."""
+    top, left, bottom, right = attrs["padding"]
+    padded = torch.nn.functional.pad(torch.from_numpy(x), (left, right, top, bottom))
+    return torch.nn.functional.conv2d(
+        padded, torch.from_numpy(w), None, attrs["strides"], 0, attrs["dilation"], groups
+    ).numpy()
+
+
 def owned_ops(module: str) -> set[str]:
     """The operators a module of compiler.graph.ops registers."""
     return {name for name, d in OPS.items() if d.infer_type.__module__ == module}

@@ -4,8 +4,6 @@ what cannot be computed, and with a fused bias + relu it schedules under the def
 
 import numpy as np
 import pytest
-import torch
-import torch.nn.functional as F
 
 from compiler import te, topi
 from compiler.graph import OPS, Attrs
@@ -13,29 +11,20 @@ from tests.compiler.graph.op_check import (
     assert_compiles_to_reference,
     assert_schedules,
     check_refused,
+    conv_attrs,
     owned_ops,
     random_inputs,
+    torch_conv2d,
 )
-
-
-def attrs(strides=(1, 1), padding=(0, 0, 0, 0), dilation=(1, 1)) -> dict:
-    return {"strides": strides, "padding": padding, "dilation": dilation}
-
 
 # (x shape, unpacked weight shape [K, C, R, S], kb, attrs)
 CONVS = {
-    "3x3 pad 1, H != W, two blocks": ((2, 5, 9, 7), (8, 5, 3, 3), 4, attrs(padding=(1, 1, 1, 1))),
-    "stride 2, no padding": ((1, 3, 11, 8), (6, 3, 3, 2), 3, attrs(strides=(2, 2))),
-    "dilation 2, stride (1, 2)": ((1, 3, 10, 9), (4, 3, 3, 3), 2, attrs((1, 2), (2, 2, 2, 2), (2, 2))),
-    "asymmetric padding": ((1, 4, 8, 7), (6, 4, 3, 3), 6, attrs(padding=(1, 0, 2, 1))),
-    "1x1, 16-channel blocks": ((1, 7, 5, 6), (32, 7, 1, 1), 16, attrs()),
+    "3x3 pad 1, H != W, two blocks": ((2, 5, 9, 7), (8, 5, 3, 3), 4, conv_attrs(padding=(1, 1, 1, 1))),
+    "stride 2, no padding": ((1, 3, 11, 8), (6, 3, 3, 2), 3, conv_attrs(strides=(2, 2))),
+    "dilation 2, stride (1, 2)": ((1, 3, 10, 9), (4, 3, 3, 3), 2, conv_attrs((1, 2), (2, 2, 2, 2), (2, 2))),
+    "asymmetric padding": ((1, 4, 8, 7), (6, 4, 3, 3), 6, conv_attrs(padding=(1, 0, 2, 1))),
+    "1x1, 16-channel blocks": ((1, 7, 5, 6), (32, 7, 1, 1), 16, conv_attrs()),
 }
-
-
-def torch_conv2d(x: np.ndarray, w: np.ndarray, a: dict) -> np.ndarray:
-    top, left, bottom, right = a["padding"]
-    padded = F.pad(torch.from_numpy(x), (left, right, top, bottom))
-    return F.conv2d(padded, torch.from_numpy(w), None, a["strides"], 0, a["dilation"]).numpy()
 
 
 @pytest.mark.parametrize("case", sorted(CONVS))
@@ -55,11 +44,12 @@ def test_pack_kblock_puts_each_block_of_output_channels_innermost():
     np.testing.assert_array_equal(topi.unpack_kblock(packed), w)
 
 
+NO_PAD = conv_attrs()
 REFUSED = {
-    "weights not packed": (((1, 4, 8, 8), (8, 4, 3, 3)), attrs(), r"w \[K/kb, C, R, S, kb\] \(rank 5\)"),
-    "channels differ": (((1, 4, 8, 8), (2, 5, 3, 3, 4)), attrs(), "w takes 5 input channels, x has 4"),
-    "kernel larger than input": (((1, 4, 2, 2), (2, 4, 3, 3, 4)), attrs(), "does not fit the padded input"),
-    "stride 0": (((1, 4, 8, 8), (2, 4, 3, 3, 4)), attrs(strides=(0, 1)), r"strides=\(0, 1\) must be 2 ints"),
+    "weights not packed": (((1, 4, 8, 8), (8, 4, 3, 3)), NO_PAD, r"w \[K/kb, C, R, S, kb\] \(rank 5\)"),
+    "channels differ": (((1, 4, 8, 8), (2, 5, 3, 3, 4)), NO_PAD, "w takes 5 input channels, x has 4"),
+    "kernel larger than input": (((1, 4, 2, 2), (2, 4, 3, 3, 4)), NO_PAD, "does not fit the padded input"),
+    "stride 0": (((1, 4, 8, 8), (2, 4, 3, 3, 4)), conv_attrs((0, 1)), r"strides=\(0, 1\) must be 2 ints"),
 }
 
 

@@ -6,8 +6,6 @@ schedule under the default space."""
 
 import numpy as np
 import pytest
-import torch
-import torch.nn.functional as F
 
 from compiler import nchwc, te, topi
 from compiler.graph import OPS, Attrs
@@ -15,27 +13,30 @@ from tests.compiler.graph.op_check import (
     assert_compiles_to_reference,
     assert_schedules,
     check_refused,
+    conv_attrs,
     owned_ops,
     random_inputs,
+    torch_conv2d,
 )
-
-
-def attrs(strides=(1, 1), padding=(0, 0, 0, 0), dilation=(1, 1)) -> dict:
-    return {"strides": strides, "padding": padding, "dilation": dilation}
-
-
-def torch_conv2d(x: np.ndarray, w: np.ndarray, a: dict, groups: int = 1) -> np.ndarray:
-    top, left, bottom, right = a["padding"]
-    padded = F.pad(torch.from_numpy(x), (left, right, top, bottom))
-    return F.conv2d(padded, torch.from_numpy(w), None, a["strides"], 0, a["dilation"], groups).numpy()
-
 
 # (x shape NCHW, unpacked weight shape [K, C, R, S], input block (None: NCHW), kb, attrs)
 CONVS = {
-    "3x3 pad 1 on blocked input, H != W": ((1, 8, 9, 7), (12, 8, 3, 3), 4, 6, attrs(padding=(1, 1, 1, 1))),
-    "1x1 on blocked input, blocks differ": ((2, 6, 5, 3), (8, 6, 1, 1), 3, 8, attrs()),
-    "stride 2, asymmetric padding, blocked": ((1, 4, 11, 8), (4, 4, 3, 3), 2, 2, attrs((2, 2), (1, 0, 2, 1))),
-    "dilation 2 on NCHW input": ((1, 3, 10, 9), (4, 3, 3, 3), None, 2, attrs((1, 2), (2, 2, 2, 2), (2, 2))),
+    "3x3 pad 1, blocked, H != W": ((1, 8, 9, 7), (12, 8, 3, 3), 4, 6, conv_attrs(padding=(1, 1, 1, 1))),
+    "1x1, blocked, blocks differ": ((2, 6, 5, 3), (8, 6, 1, 1), 3, 8, conv_attrs()),
+    "stride 2, asymmetric pad, blocked": (
+        (1, 4, 11, 8),
+        (4, 4, 3, 3),
+        2,
+        2,
+        conv_attrs((2, 2), (1, 0, 2, 1)),
+    ),
+    "dilation 2, NCHW input": (
+        (1, 3, 10, 9),
+        (4, 3, 3, 3),
+        None,
+        2,
+        conv_attrs((1, 2), (2, 2, 2, 2), (2, 2)),
+    ),
 }
 
 
@@ -50,10 +51,10 @@ def test_conv2d_nchwc_is_pytorchs_conv2d_in_blocks(case):
 
 # (x shape NCHW, kernel (R, S), block, input blocked, attrs)
 DEPTHWISE = {
-    "3x3 pad 1, blocked, odd sizes": ((1, 8, 9, 7), (3, 3), 4, True, attrs(padding=(1, 1, 1, 1))),
-    "3x3 stride 2 pad 1, blocked": ((2, 6, 11, 10), (3, 3), 3, True, attrs((2, 2), (1, 1, 1, 1))),
-    "3x3 stride 2, NCHW input, asymmetric": ((1, 4, 8, 9), (3, 3), 4, False, attrs((2, 2), (0, 1, 1, 0))),
-    "5x3 dilation 2, NCHW input": ((1, 2, 12, 7), (5, 3), 2, False, attrs((1, 1), (2, 1, 2, 1), (2, 2))),
+    "3x3 pad 1, blocked, odd sizes": ((1, 8, 9, 7), (3, 3), 4, True, conv_attrs(padding=(1, 1, 1, 1))),
+    "3x3 stride 2 pad 1, blocked": ((2, 6, 11, 10), (3, 3), 3, True, conv_attrs((2, 2), (1, 1, 1, 1))),
+    "3x3 stride 2, NCHW, asymmetric": ((1, 4, 8, 9), (3, 3), 4, False, conv_attrs((2, 2), (0, 1, 1, 0))),
+    "5x3 dilation 2, NCHW input": ((1, 2, 12, 7), (5, 3), 2, False, conv_attrs((1, 1), (2, 1, 2, 1), (2, 2))),
 }
 
 
@@ -95,7 +96,7 @@ REFUSED = {
 @pytest.mark.parametrize("case", sorted(REFUSED))
 def test_bad_arguments_are_refused(case):
     op, shapes, reason = REFUSED[case]
-    a = {"channels": 8} if op == "from_nchwc" else attrs()
+    a = {"channels": 8} if op == "from_nchwc" else conv_attrs()
     check_refused(op, [(s, "float32") for s in shapes], a, reason)
 
 
@@ -107,7 +108,7 @@ def test_a_blocked_depthwise_conv_with_relu6_and_the_copy_back_schedules_under_t
     """What fusion hands the tuner for a depthwise conv feeding an NCHW layer: the blocked reduction
     over the taps, a clip and the copy back to NCHW; samples of the rule space compute the right
     answer, and the reduction's vectorized loop runs along the block of channels."""
-    a = attrs((2, 2), (1, 1, 1, 1))
+    a = conv_attrs((2, 2), (1, 1, 1, 1))
     x_shape, w_shape = (1, 2, 9, 9, 8), (2, 3, 3, 8)
     x, w = te.placeholder(x_shape, "float32", "x"), te.placeholder(w_shape, "float32", "w")
     conv = OPS["depthwise_conv2d_nchwc"].compute([x, w], Attrs.of(a), "conv")
