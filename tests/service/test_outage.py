@@ -66,8 +66,14 @@ def assert_unavailable(call: Call, slowest: float) -> None:
 
 
 def assert_available(call: Call) -> None:
+    """Every route answers without a server error, and /healthz 200 when asked on its own: amid the
+    burst's concurrent writers SQLite's lock may be held past /healthz's half second (on a loaded CI
+    host it was), which /healthz then rightly reports as 503."""
     for endpoint, (reply, _) in answers(call).items():
-        assert reply.status_code < 500, (str(endpoint), reply.text)
+        if endpoint.path != "/healthz":
+            assert reply.status_code < 500, (str(endpoint), reply.text)
+    reply = call("GET", "/healthz", None)
+    assert reply.status_code == 200, reply.text
 
 
 def healthz_seconds(call: Call) -> float:
