@@ -86,9 +86,10 @@ def test_build_uses_tuned_records_and_stays_correct(tmp_path) -> None:
     assert_close(compiled(*[a.numpy() for a in args])[0], want)
 
 
-@pytest.mark.parametrize("name", ["resnet18", "bert_embedding"])
+@pytest.mark.parametrize("name", ["resnet18", "mobilenet_v2", "bert_embedding"])
 def test_an_exported_zoo_model_loads_back_and_matches_pytorch(name: str, tmp_path) -> None:
-    """ResNet-18 embeds 45 MB of weights; the embedding model takes integer token ids."""
+    """ResNet-18 embeds 45 MB of weights; MobileNetV2 runs in the NCHWc layout with padded channels;
+    the embedding model takes integer token ids."""
     make, inputs = MODELS[name]
     model, args = make(), inputs()
     compiled = graph.build(graph.optimize(frontend.from_torch(model, args)))
