@@ -50,9 +50,23 @@ def service_settings(database_url: str) -> Settings:
     )
 
 
+PATIENT_LEASE_SECONDS = 60.0
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "patient_leases: leases that outlast a loaded host's slowest requests, for a test that "
+        "counts the leases it holds and does not heartbeat",
+    )
+
+
 @pytest.fixture
-def settings(database_url: str) -> Settings:
-    return service_settings(database_url)
+def settings(database_url: str, request: pytest.FixtureRequest) -> Settings:
+    settings = service_settings(database_url)
+    if request.node.get_closest_marker("patient_leases"):
+        return settings.model_copy(update={"lease_seconds": PATIENT_LEASE_SECONDS})
+    return settings
 
 
 @dataclass
