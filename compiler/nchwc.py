@@ -22,8 +22,6 @@ import numpy as np
 from compiler import te, topi
 from compiler.ir import Expr
 
-Window = tuple[tuple[int, int], topi.Padding, tuple[int, int]]  # strides, padding, dilation
-
 
 def to_nchwc_numpy(x: np.ndarray, cb: int) -> np.ndarray:
     """[N, C, H, W] as [N, C/cb, H, W, cb]."""
@@ -80,13 +78,9 @@ def _padded(data: te.Tensor, padding: topi.Padding, name: str) -> te.Tensor:
     return topi.pad(data, (0, 0, top, left, 0), (0, 0, bottom, right, 0), 0.0, name, (*topi.NCHW, "c_in"))
 
 
-def _out_size(data: te.Tensor, kernel: tuple[int, int], window: Window) -> tuple[int, int]:
-    (R, S), ((sh, sw), (top, left, bottom, right), (dh, dw)) = kernel, window
-    H, W = data.shape[2], data.shape[3]
-    return topi.conv_out_size(H, R, sh, top, bottom, dh), topi.conv_out_size(W, S, sw, left, right, dw)
-
-
-def conv2d_nchwc(data: te.Tensor, weight: te.Tensor, window: Window, name: str, pad_name: str) -> te.Tensor:
+def conv2d_nchwc(
+    data: te.Tensor, weight: te.Tensor, window: topi.Window, name: str, pad_name: str
+) -> te.Tensor:
     """data [N, C, H, W] or [N, C/cb, H, W, cb] * weight [K/kb, C, R, S, kb] -> [N, K/kb, OH, OW, kb]
     (groups 1). On NCHW data this is `topi.conv2d_nchw_kblock`; on NCHWc data the reduction over
     channels runs as two loops, over blocks and within them."""
@@ -94,7 +88,7 @@ def conv2d_nchwc(data: te.Tensor, weight: te.Tensor, window: Window, name: str, 
         return topi.conv2d_nchw_kblock(data, weight, *window, name, pad_name)
     (N, CB, _, _, cb), (KB, _, R, S, kb) = data.shape, weight.shape
     (sh, sw), padding, (dh, dw) = window
-    oh, ow = _out_size(data, (R, S), window)
+    oh, ow = topi.conv_out_hw(data.shape[2], data.shape[3], (R, S), window)
     padded = _padded(data, padding, pad_name)
     rco, rci = te.reduce_axis((0, CB), "rco"), te.reduce_axis((0, cb), "rci")
     ry, rx = te.reduce_axis((0, R), "ry"), te.reduce_axis((0, S), "rx")
@@ -109,13 +103,13 @@ def conv2d_nchwc(data: te.Tensor, weight: te.Tensor, window: Window, name: str, 
 
 
 def depthwise_conv2d_nchwc(
-    data: te.Tensor, weight: te.Tensor, window: Window, name: str, pad_name: str
+    data: te.Tensor, weight: te.Tensor, window: topi.Window, name: str, pad_name: str
 ) -> te.Tensor:
     """data [N, C, H, W] or [N, C/cb, H, W, cb] * weight [C/cb, R, S, cb] -> [N, C/cb, OH, OW, cb]:
     one filter per channel (groups = channels, one output channel each)."""
     CB, R, S, cb = weight.shape
     (sh, sw), padding, (dh, dw) = window
-    oh, ow = _out_size(data, (R, S), window)
+    oh, ow = topi.conv_out_hw(data.shape[2], data.shape[3], (R, S), window)
     padded = _padded(data, padding, pad_name)
     ry, rx = te.reduce_axis((0, R), "ry"), te.reduce_axis((0, S), "rx")
 

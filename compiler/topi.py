@@ -12,6 +12,7 @@ from compiler import te
 from compiler.ir import Expr, ExprLike
 
 Padding = tuple[int, int, int, int]  # (top, left, bottom, right)
+Window = tuple[tuple[int, int], Padding, tuple[int, int]]  # strides, padding, dilation
 NCHW = ("n", "c", "y", "x")
 Combine = Callable[[ExprLike, te.ReduceAxes], Expr]  # te.sum, te.max or te.min
 
@@ -46,6 +47,12 @@ def conv_out_size(size: int, kernel: int, stride: int, before: int, after: int, 
     """Output extent of a convolution along one axis; < 1 when the kernel does not fit the padded
     input."""
     return (size + before + after - dilation * (kernel - 1) - 1) // stride + 1
+
+
+def conv_out_hw(height: int, width: int, kernel: tuple[int, int], window: Window) -> tuple[int, int]:
+    """Output height and width of a convolution of a `kernel`-sized filter over `window`."""
+    (R, S), ((sh, sw), (top, left, bottom, right), (dh, dw)) = kernel, window
+    return conv_out_size(height, R, sh, top, bottom, dh), conv_out_size(width, S, sw, left, right, dw)
 
 
 def conv2d_nchw(

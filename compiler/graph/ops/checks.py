@@ -9,8 +9,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TypeGuard
 
+from compiler import topi
 from compiler.graph.ir import FLOAT_DTYPES, Attrs, AttrValue, TensorType
-from compiler.graph.op import Compute, Flops, InferType, OpDef, Pattern, Reference, check, register
+from compiler.graph.op import Compute, Flops, InferType, OpDef, Pattern, Reference, attr_ints, check, register
 
 
 @dataclass(frozen=True)
@@ -58,6 +59,20 @@ def ints(length: int, minimum: int) -> Kind:
 
 
 Schema = Mapping[str, Kind]
+WINDOW_SCHEMA: Schema = {"strides": ints(2, 1), "padding": ints(4, 0), "dilation": ints(2, 1)}
+
+
+def window_attrs(attrs: Attrs) -> topi.Window:
+    """The strides, padding and dilation of a conv whose attributes `WINDOW_SCHEMA` checked."""
+    (sh, sw), (t, left, b, r), (dh, dw) = (attr_ints(attrs, k) for k in ("strides", "padding", "dilation"))
+    return (sh, sw), (t, left, b, r), (dh, dw)
+
+
+def conv_output_hw(height: int, width: int, R: int, S: int, window: topi.Window) -> tuple[int, int]:
+    """The output extents of an R x S filter over the window; refused when it does not fit."""
+    oh, ow = topi.conv_out_hw(height, width, (R, S), window)
+    check(oh >= 1 and ow >= 1, f"the kernel ({R}x{S}) does not fit the padded input")
+    return oh, ow
 
 
 def check_attrs(attrs: Attrs, schema: Schema) -> None:

@@ -16,8 +16,8 @@ import numpy as np
 
 from compiler import te, topi
 from compiler.graph.ir import Attrs, TensorType
-from compiler.graph.op import Pattern, attr_ints, check
-from compiler.graph.ops.checks import float_args, ints, register_op
+from compiler.graph.op import Pattern, check
+from compiler.graph.ops.checks import WINDOW_SCHEMA, conv_output_hw, float_args, register_op, window_attrs
 
 
 def _type(args: Sequence[TensorType], attrs: Attrs) -> TensorType:
@@ -28,20 +28,13 @@ def _type(args: Sequence[TensorType], attrs: Attrs) -> TensorType:
     )
     (N, C, H, W), (KB, wc, R, S, kb) = x.shape, w.shape
     check(wc == C, f"w takes {wc} input channels, x has {C}")
-    (sh, sw), (top, left, bottom, right), (dh, dw) = _attrs(attrs)
-    oh, ow = topi.conv_out_size(H, R, sh, top, bottom, dh), topi.conv_out_size(W, S, sw, left, right, dw)
-    check(oh >= 1 and ow >= 1, f"the kernel ({R}x{S}) does not fit the padded input")
+    oh, ow = conv_output_hw(H, W, R, S, window_attrs(attrs))
     return TensorType((N, KB * kb, oh, ow), x.dtype)
-
-
-def _attrs(attrs: Attrs) -> tuple[tuple[int, int], topi.Padding, tuple[int, int]]:
-    (sh, sw), (t, left, b, r), (dh, dw) = (attr_ints(attrs, k) for k in ("strides", "padding", "dilation"))
-    return (sh, sw), (t, left, b, r), (dh, dw)
 
 
 def _compute(inputs: Sequence[te.Tensor], attrs: Attrs, name: str) -> te.Tensor:
     x, w = inputs
-    blocked = topi.conv2d_nchw_kblock(x, w, *_attrs(attrs), f"{name}_kblock", f"{name}_pad")
+    blocked = topi.conv2d_nchw_kblock(x, w, *window_attrs(attrs), f"{name}_kblock", f"{name}_pad")
     N, _, OH, OW, kb = blocked.shape
     return te.compute(
         (N, blocked.shape[1] * kb, OH, OW), lambda n, f, y, x: blocked[n, f // kb, y, x, f % kb], name=name
@@ -50,7 +43,7 @@ def _compute(inputs: Sequence[te.Tensor], attrs: Attrs, name: str) -> te.Tensor:
 
 def _reference(inputs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
     x, w = inputs
-    return topi.conv2d_nchw_numpy(x, topi.unpack_kblock(w), *_attrs(attrs), 1)
+    return topi.conv2d_nchw_numpy(x, topi.unpack_kblock(w), *window_attrs(attrs), 1)
 
 
 def _flops(args: Sequence[TensorType], out: TensorType, attrs: Attrs) -> int:
@@ -58,5 +51,4 @@ def _flops(args: Sequence[TensorType], out: TensorType, attrs: Attrs) -> int:
     return 2 * out.size * C * R * S
 
 
-SCHEMA = {"strides": ints(2, 1), "padding": ints(4, 0), "dilation": ints(2, 1)}
-register_op("conv2d_kblock", Pattern.ANCHOR, SCHEMA, _type, _compute, _reference, _flops)
+register_op("conv2d_kblock", Pattern.ANCHOR, WINDOW_SCHEMA, _type, _compute, _reference, _flops)

@@ -18,15 +18,15 @@ import numpy as np
 
 from compiler import nchwc, te, topi
 from compiler.graph.ir import Attrs, TensorType
-from compiler.graph.op import Pattern, attr_int, attr_ints, check
-from compiler.graph.ops.checks import at_least, float_args, ints, register_op
-
-SCHEMA = {"strides": ints(2, 1), "padding": ints(4, 0), "dilation": ints(2, 1)}
-
-
-def _window(attrs: Attrs) -> nchwc.Window:
-    (sh, sw), (t, left, b, r), (dh, dw) = (attr_ints(attrs, k) for k in ("strides", "padding", "dilation"))
-    return (sh, sw), (t, left, b, r), (dh, dw)
+from compiler.graph.op import Pattern, attr_int, check
+from compiler.graph.ops.checks import (
+    WINDOW_SCHEMA,
+    at_least,
+    conv_output_hw,
+    float_args,
+    register_op,
+    window_attrs,
+)
 
 
 def _image(x: TensorType) -> None:
@@ -34,11 +34,7 @@ def _image(x: TensorType) -> None:
 
 
 def _out_size(x: TensorType, R: int, S: int, attrs: Attrs) -> tuple[int, int]:
-    (sh, sw), (top, left, bottom, right), (dh, dw) = _window(attrs)
-    H, W = x.shape[2], x.shape[3]
-    oh, ow = topi.conv_out_size(H, R, sh, top, bottom, dh), topi.conv_out_size(W, S, sw, left, right, dw)
-    check(oh >= 1 and ow >= 1, f"the kernel ({R}x{S}) does not fit the padded input")
-    return oh, ow
+    return conv_output_hw(x.shape[2], x.shape[3], R, S, window_attrs(attrs))
 
 
 def _nchw(x: np.ndarray) -> np.ndarray:
@@ -58,12 +54,12 @@ def _conv_type(args: Sequence[TensorType], attrs: Attrs) -> TensorType:
 
 def _conv_compute(inputs: Sequence[te.Tensor], attrs: Attrs, name: str) -> te.Tensor:
     x, w = inputs
-    return nchwc.conv2d_nchwc(x, w, _window(attrs), name, f"{name}_pad")
+    return nchwc.conv2d_nchwc(x, w, window_attrs(attrs), name, f"{name}_pad")
 
 
 def _conv_reference(inputs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
     x, w = inputs
-    out = topi.conv2d_nchw_numpy(_nchw(x), topi.unpack_kblock(w), *_window(attrs), 1)
+    out = topi.conv2d_nchw_numpy(_nchw(x), topi.unpack_kblock(w), *window_attrs(attrs), 1)
     return nchwc.to_nchwc_numpy(out, w.shape[4])
 
 
@@ -86,13 +82,13 @@ def _depthwise_type(args: Sequence[TensorType], attrs: Attrs) -> TensorType:
 
 def _depthwise_compute(inputs: Sequence[te.Tensor], attrs: Attrs, name: str) -> te.Tensor:
     x, w = inputs
-    return nchwc.depthwise_conv2d_nchwc(x, w, _window(attrs), name, f"{name}_pad")
+    return nchwc.depthwise_conv2d_nchwc(x, w, window_attrs(attrs), name, f"{name}_pad")
 
 
 def _depthwise_reference(inputs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
     x, w = inputs
     data = _nchw(x)
-    out = topi.conv2d_nchw_numpy(data, nchwc.unpack_depthwise(w), *_window(attrs), data.shape[1])
+    out = topi.conv2d_nchw_numpy(data, nchwc.unpack_depthwise(w), *window_attrs(attrs), data.shape[1])
     return nchwc.to_nchwc_numpy(out, w.shape[3])
 
 
@@ -110,11 +106,13 @@ def _from_type(args: Sequence[TensorType], attrs: Attrs) -> TensorType:
     return TensorType((N, channels, H, W), x.dtype)
 
 
-register_op("conv2d_nchwc", Pattern.ANCHOR, SCHEMA, _conv_type, _conv_compute, _conv_reference, _conv_flops)
+register_op(
+    "conv2d_nchwc", Pattern.ANCHOR, WINDOW_SCHEMA, _conv_type, _conv_compute, _conv_reference, _conv_flops
+)
 register_op(
     "depthwise_conv2d_nchwc",
     Pattern.ANCHOR,
-    SCHEMA,
+    WINDOW_SCHEMA,
     _depthwise_type,
     _depthwise_compute,
     _depthwise_reference,
