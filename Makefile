@@ -58,11 +58,13 @@ $(TVM_STAMP):
 	touch $(TVM_STAMP)
 
 # Our tuner and TVM's on the layer shapes of bench/peer_suite.py, timed side by side: hours at 64
-# and 256 trials, so run it on a quiet machine. A part: make bench-peers TRIALS=64 SHAPES="mlp.fc1 bert.proj"
+# and 256 trials, so run it on a quiet machine. A part: make bench-peers TRIALS=64 SHAPES="mlp.fc1 bert.proj";
+# as an AVX2 machine (issue 12's emulated target): make bench-peers TARGET=znver3
 TRIALS ?= 64 256
 SHAPES ?=
+TARGET ?=
 bench-peers: $(STAMP) $(TVM_STAMP)
-	$(PY) -m bench.peers --trials $(TRIALS) $(if $(strip $(SHAPES)),--shapes $(SHAPES))
+	$(PY) -m bench.peers --trials $(TRIALS) $(if $(strip $(SHAPES)),--shapes $(SHAPES)) $(if $(TARGET),--target $(TARGET))
 
 clean:
 	rm -rf $(VENV) $(TVM_VENV) .pytest_cache .ruff_cache .mypy_cache .hypothesis

@@ -24,8 +24,12 @@ from __future__ import annotations
 import os
 
 # numpy at its best: this environment may force OpenBLAS onto its AVX2 kernels (halving its matmul);
-# the variable is read when numpy loads OpenBLAS. Our kernels' libgomp spins as our runtime sets it.
+# the variable is read when numpy loads OpenBLAS. When the suite emulates an AVX2 machine, bench/peers.py
+# asks for those kernels (PEER_OPENBLAS_CORETYPE=Haswell): the numpy such a machine would run.
+# Our kernels' libgomp spins as our runtime sets it.
 os.environ.pop("OPENBLAS_CORETYPE", None)
+if os.environ.get("PEER_OPENBLAS_CORETYPE"):
+    os.environ["OPENBLAS_CORETYPE"] = os.environ["PEER_OPENBLAS_CORETYPE"]
 os.environ.setdefault("GOMP_SPINCOUNT", "10000")
 
 import ctypes

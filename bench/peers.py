@@ -1,6 +1,7 @@
 """Our tuner side by side with TVM MetaSchedule on real layer shapes (bench/peer_suite.py):
 `make bench-peers [TRIALS="64 256"] [SHAPES="bert.ffn_up mlp.fc1"]`, or
-`python -m bench.peers --trials 64 256 --shapes bert.ffn_up mlp.fc1`.
+`python -m bench.peers --trials 64 256 --shapes bert.ffn_up mlp.fc1`; with `--target znver3`
+(`make bench-peers TARGET=znver3`), both tuners and numpy work as on an AVX2 machine without AVX-512.
 
 For each trial budget and shape, both tuners start from nothing (a fresh SQLite database; a fresh
 MetaSchedule work dir) and tune the same computation on this machine's cores, one after the other:
@@ -34,13 +35,17 @@ from bench.peak import measure_peak
 from bench.peer_suite import SHAPES, SUITE, PeerShape
 from compiler import Trace
 from compiler.build import compile_kernel
+from compiler.target import Target
 from compiler.workloads import Workload, workload_from_spec
 from runner.hardware import Hardware, host_hardware
+from tuner.database import Database
+from tuner.search.training_data import evaluate_model, groups_from_records, hardware_records
 from tuner.tune import tune
 
 ROOT = Path(__file__).resolve().parent.parent
 TVM_PYTHON = ROOT / ".venv-tvm" / "bin" / "python"
 TIMING = {"repeat": 7, "min_batch_secs": 0.05, "pause_secs": 0.3}
+RANKING_SPLITS = 10
 
 
 @dataclass
@@ -54,6 +59,7 @@ class Side:
     error: str | None = None
     secs: float | None = None  # per call from Python, from the timing process
     native_secs: float | None = None  # per call from native code
+    ranking: dict[str, float] | None = None  # the cost model's top-1/top-5 on held-out records (ours)
 
     @property
     def trials_to_90(self) -> int | None:
@@ -75,10 +81,13 @@ class Entry:
         return self.workload.flops / secs / 1e9 if secs else None
 
 
-def child_env(cores: int) -> dict[str, str]:
-    """Children see this machine's cores as TVM threads, and no OPENBLAS_CORETYPE (see peer_timing)."""
+def child_env(target: Target) -> dict[str, str]:
+    """Children see the target's cores as TVM threads, and no OPENBLAS_CORETYPE (see peer_timing),
+    except for a target without AVX-512: numpy then runs OpenBLAS's AVX2 kernels, as on such a CPU."""
     env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_CORETYPE"}
-    env["TVM_NUM_THREADS"] = str(cores)
+    env["TVM_NUM_THREADS"] = str(target.cores)
+    if "avx512f" not in target.feature_set:
+        env["PEER_OPENBLAS_CORETYPE"] = "Haswell"
     return env
 
 
@@ -113,8 +122,23 @@ def _tune_ours(wl: Workload, trials: int, work: Path, hardware: Hardware) -> Sid
         return side
     sch = Trace.from_json(result.best.trace).apply(wl.func)
     side.trace = str(sch.trace)
+    side.ranking = cost_model_ranking(work / "ours.db", hardware)
     side.library = link(compile_kernel(sch.func, hardware.target, pic=True).obj, work)
     return side
+
+
+def cost_model_ranking(database: Path, hardware: Hardware) -> dict[str, float] | None:
+    """How well our cost model ranks this shape's measured candidates: trained on 75% of the tuning
+    run's records, scored on the held-out rest (`evaluate_model`), over `RANKING_SPLITS` splits, next
+    to what a random ranking of the same candidates scores. The records are the search's own picks,
+    not random schedules, so the held-out ones are close to each other: the random ranking is the bar."""
+    with Database.open(f"sqlite:///{database}") as db:
+        records = hardware_records(db, hardware.key)
+    groups = groups_from_records(records, hardware.target)
+    if not groups or len(groups[0][1]) < 8:
+        return None
+    scores = evaluate_model(groups, splits=RANKING_SPLITS)
+    return {key: scores[key] for key in ("top1", "top5", "random_top1", "random_top5")}
 
 
 def tune_tvm(wl: Workload, trials: int, work: Path, hardware: Hardware) -> Side:
@@ -122,7 +146,7 @@ def tune_tvm(wl: Workload, trials: int, work: Path, hardware: Hardware) -> Side:
     command += ["--trials", str(trials), "--flops", str(wl.flops), "--out", str(work)]
     command += ["--target", json.dumps(tvm_target(hardware))]
     done = subprocess.run(
-        command, env=child_env(hardware.target.cores), capture_output=True, text=True, check=False
+        command, env=child_env(hardware.target), capture_output=True, text=True, check=False
     )
     (work / "tvm.log").write_text(done.stdout + done.stderr)
     if done.returncode != 0:
@@ -160,13 +184,13 @@ def manifest(entries: list[Entry]) -> dict[str, Any]:
     return {"method": TIMING, "shapes": list(shapes.values())}
 
 
-def time_all(entries: list[Entry], work: Path, cores: int) -> None:
+def time_all(entries: list[Entry], work: Path, target: Target) -> None:
     """Time every library and numpy in one process (in .venv-tvm) and fill the entries in."""
     (work / "manifest.json").write_text(json.dumps(manifest(entries)))
     script = ROOT / "bench" / "peer_timing.py"
     subprocess.run(
         [str(TVM_PYTHON), str(script), str(work / "manifest.json"), str(work / "timing.json")],
-        env=child_env(cores),
+        env=child_env(target),
         check=True,
     )
     timing = json.loads((work / "timing.json").read_text())
@@ -206,6 +230,15 @@ def per_call(side: Side) -> str:
     )
 
 
+def ranking(scores: dict[str, float] | None) -> str:
+    if scores is None:
+        return "n/a"
+    return (
+        f"{scores['top1']:.2f} / {scores['top5']:.2f} "
+        f"({scores['random_top1']:.2f} / {scores['random_top5']:.2f})"
+    )
+
+
 COLUMNS = (
     "shape",
     "ours GFLOPS",
@@ -214,6 +247,7 @@ COLUMNS = (
     "ours / numpy",
     "% of peak (ours / TVM)",
     "90% of best at trial (ours / TVM)",
+    "cost model top-1 / top-5 (random)",
     "tuning wall s (ours / TVM)",
     "wall ours / TVM",
     "us per call, Python / native (ours; TVM)",
@@ -238,12 +272,13 @@ def table(entries: list[Entry], peak: float) -> list[str]:
             fmt(vs_numpy[-1]),
             f"{fmt(ratio(ours, peak), '.0%')} / {fmt(ratio(tvm, peak), '.0%')}",
             f"{e.ours.trials_to_90 or 'n/a'} / {e.tvm.trials_to_90 or 'n/a'}",
+            ranking(e.ours.ranking),
             f"{e.ours.wall_secs:.0f} / {e.tvm.wall_secs:.0f}",
             fmt(walls[-1]),
             f"{per_call(e.ours)}; {per_call(e.tvm)}",
         ]
         lines.append("| " + " | ".join(cells) + " |")
-    means = ["geometric mean", "", "", geomean(vs_tvm), geomean(vs_numpy), "", "", "", geomean(walls), ""]
+    means = ["geometric mean", "", "", geomean(vs_tvm), geomean(vs_numpy), "", "", "", "", geomean(walls), ""]
     lines.append("| " + " | ".join(means) + " |")
     return lines
 
@@ -294,6 +329,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--shapes", nargs="+", default=[s.name for s in SUITE], help="suite names")
     parser.add_argument("--list", action="store_true", help="list the suite and exit")
     parser.add_argument("--keep", type=Path, help="keep databases, libraries and logs in this directory")
+    parser.add_argument(
+        "--target",
+        help="tune and time for a subset of this machine's features, as `tuner tune --target`: znver3 (AVX2)",
+    )
     args = parser.parse_args(argv)
     if args.keep and args.keep.exists() and any(args.keep.iterdir()):
         parser.error(f"--keep {args.keep}: not empty (each run starts from fresh databases)")
@@ -311,8 +350,8 @@ def main(argv: list[str] | None = None) -> None:
         return
     if not TVM_PYTHON.exists():
         raise SystemExit(f"{TVM_PYTHON} is missing: `make bench-peers` creates it")
-    hardware = host_hardware()
-    _, peak, _ = measure_peak()
+    hardware = host_hardware(args.target)
+    _, peak, _ = measure_peak(target=hardware.target)
     with tempfile.TemporaryDirectory(prefix="bench-peers-") as tmp:
         root = args.keep or Path(tmp)
         entries = []
@@ -332,7 +371,7 @@ def main(argv: list[str] | None = None) -> None:
                     file=sys.stderr,
                     flush=True,
                 )
-        time_all(entries, root, hardware.target.cores)
+        time_all(entries, root, hardware.target)
     report(entries, args.trials, hardware, peak)
 
 

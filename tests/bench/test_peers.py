@@ -10,8 +10,12 @@ import pytest
 
 from bench.peer_numpy import BASELINES, numpy_kernel
 from bench.peer_suite import SUITE
-from bench.peers import Entry, Side, table
+from bench.peers import Entry, Side, child_env, cost_model_ranking, table
+from compiler.target import Target
 from compiler.workloads import workload_from_spec
+from runner import NullRunner
+from runner.hardware import host_hardware
+from tuner.tune import tune
 
 BENCH = Path(__file__).resolve().parents[2] / "bench"
 
@@ -105,5 +109,24 @@ def test_the_table_leaves_failures_out_of_its_geometric_means():
     cells = [c.strip() for c in means.strip("|").split("|")]
     assert cells[3] == "**1.00** (of 2)"  # ours / TVM: 2.0 and 0.5; the wrong TVM kernel is left out
     assert cells[4] == "**1.00**"  # ours / numpy, all three
-    assert cells[8] == "**0.25**"  # wall: 10 s against 40 s
+    assert cells[9] == "**0.25**"  # wall: 10 s against 40 s
     assert "| n/a |" in rows[-1]
+
+
+def test_numpy_runs_avx2_kernels_only_for_a_target_without_avx512(monkeypatch):
+    monkeypatch.setenv("OPENBLAS_CORETYPE", "Haswell")
+    avx512 = Target("x86_64-unknown-linux-gnu", "znver4", "+avx2,+fma,+avx512f", 2)
+    avx2 = Target("x86_64-unknown-linux-gnu", "znver3", "+avx2,+fma,-avx512f", 2)
+    assert "OPENBLAS_CORETYPE" not in child_env(avx512) and "PEER_OPENBLAS_CORETYPE" not in child_env(avx512)
+    assert child_env(avx2)["PEER_OPENBLAS_CORETYPE"] == "Haswell"
+    assert child_env(avx2)["TVM_NUM_THREADS"] == "2"
+
+
+def test_the_cost_model_ranking_is_scored_on_the_tuning_runs_records(tmp_path):
+    hardware = host_hardware()
+    spec = {"op": "matmul", "params": {"M": 32, "N": 48, "K": 16}}
+    tune(spec, trials=24, database=f"sqlite:///{tmp_path / 'ours.db'}", runner=NullRunner(), hardware=hardware)
+    scores = cost_model_ranking(tmp_path / "ours.db", hardware)
+    assert scores is not None and set(scores) == {"top1", "top5", "random_top1", "random_top5"}
+    assert 0 < scores["top1"] <= scores["top5"] <= 1
+    assert 0 < scores["random_top1"] < scores["random_top5"] <= 1
