@@ -38,6 +38,7 @@ from compiler.build import compile_kernel
 from compiler.target import Target
 from compiler.workloads import Workload, workload_from_spec
 from runner.hardware import Hardware, host_hardware
+from tuner.baseline import openblas_coretype
 from tuner.database import Database
 from tuner.search.training_data import evaluate_model, groups_from_records, hardware_records
 from tuner.tune import tune
@@ -86,8 +87,9 @@ def child_env(target: Target) -> dict[str, str]:
     except for a target without AVX-512: numpy then runs OpenBLAS's AVX2 kernels, as on such a CPU."""
     env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_CORETYPE"}
     env["TVM_NUM_THREADS"] = str(target.cores)
-    if "avx512f" not in target.feature_set:
-        env["PEER_OPENBLAS_CORETYPE"] = "Haswell"
+    coretype = openblas_coretype(target)
+    if coretype:
+        env["PEER_OPENBLAS_CORETYPE"] = coretype
     return env
 
 

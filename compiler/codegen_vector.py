@@ -94,10 +94,19 @@ def can_vectorize(loop: For) -> bool:
 
 
 def emit_vector_loop(cg: CodeGen, loop: For) -> None:
-    """Full chunks of a power-of-two number of lanes (up to MAX_LANES) in a loop, then the remainder as
-    one vector per set bit of its size. Power-of-two vectors split evenly into machine registers; LLVM
-    widens an odd size such as 24 lanes with masked or shuffled lanes, measured 5-15x slower (a
-    4x24 matmul register tile ran at 18-38 GFLOPS where 4x16 ran at 174-216, bench/RESULTS.md)."""
+    """Full chunks of a power-of-two number of lanes (up to MAX_LANES) in a loop, then the remainder.
+
+    Power-of-two vectors split evenly into machine registers; LLVM widens a size such as 24 lanes
+    with masked or shuffled lanes, measured 5-15x slower (a 4x24 matmul register tile ran at 18-38
+    GFLOPS where 4x16 ran at 174-216, bench/RESULTS.md). A remainder narrower than one register is
+    different: as one vector, it is one register wide (7 lanes in 8, 12 in 16), where one vector per
+    set bit of its size makes three narrow operations of 4, 2 and 1 lanes (a 7x7 conv's rows: 1.8x
+    slower, bench/RESULTS.md). Only its loads and stores are split, and they are few once LLVM keeps
+    an accumulator in a register."""
+    register = max(1, cg.target.vector_bits // 32)
+    if loop.extent < register:
+        _Lanes(cg, loop, loop.extent).stmt_at(I64(0), loop.body)
+        return
     lanes = 1 << (min(loop.extent, MAX_LANES).bit_length() - 1)
     chunks, rest = divmod(loop.extent, lanes)
     if chunks == 1:
@@ -112,7 +121,7 @@ def emit_vector_loop(cg: CodeGen, loop: For) -> None:
         cg.counted_loop(chunk, I64(0), I64(chunks), body)
     start = chunks * lanes
     while rest:
-        piece = 1 << (rest.bit_length() - 1)
+        piece = rest if rest < register else 1 << (rest.bit_length() - 1)
         _Lanes(cg, loop, piece).stmt_at(I64(start), loop.body)
         start, rest = start + piece, rest - piece
 

@@ -154,7 +154,7 @@ def _tune(args: argparse.Namespace, console: Console) -> int:
             progress=lambda p: bar.update(task, completed=p.trials, best=p.best_gflops),
             hardware=hardware,
         )
-    numpy_gflops = None if args.no_baseline else gflops(wl, numpy_seconds(wl.spec))
+    numpy_gflops = None if args.no_baseline else gflops(wl, numpy_seconds(wl.spec, target=hardware.target))
     summary = _summary(result, numpy_gflops)
     if args.plot:
         _plot(result, numpy_gflops, args.plot)

@@ -125,7 +125,8 @@ def test_numpy_runs_avx2_kernels_only_for_a_target_without_avx512(monkeypatch):
 def test_the_cost_model_ranking_is_scored_on_the_tuning_runs_records(tmp_path):
     hardware = host_hardware()
     spec = {"op": "matmul", "params": {"M": 32, "N": 48, "K": 16}}
-    tune(spec, trials=24, database=f"sqlite:///{tmp_path / 'ours.db'}", runner=NullRunner(), hardware=hardware)
+    database = f"sqlite:///{tmp_path / 'ours.db'}"
+    tune(spec, trials=24, database=database, runner=NullRunner(), hardware=hardware)
     scores = cost_model_ranking(tmp_path / "ours.db", hardware)
     assert scores is not None and set(scores) == {"top1", "top5", "random_top1", "random_top5"}
     assert 0 < scores["top1"] <= scores["top5"] <= 1

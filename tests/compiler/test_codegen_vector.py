@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from compiler import Schedule, Target, build, te
+from compiler.build import compile_kernel
 from compiler.codegen_vector import can_vectorize
 from compiler.lower import lower
 from compiler.visit import walk_stmt
@@ -33,7 +34,7 @@ CASES = {
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
-@pytest.mark.parametrize("m", [7, 24, 64, 97, 200])
+@pytest.mark.parametrize("m", [7, 14, 24, 28, 64, 97, 200])
 def test_vectorized_elementwise_matches_numpy(case, m):
     n = 5
     func = _elementwise(n, m, CASES[case])
@@ -58,6 +59,25 @@ def test_vector_loops_are_emitted_in_power_of_two_pieces(m, pieces):
     ir = build(sch.func, listings=False).compiled.llvm_ir
     widths = {int(w) for w in re.findall(r"<(\d+) x float>", ir)}
     assert widths == pieces
+
+
+AVX512 = Target(Target.host().triple, "x86-64-v4", "+avx2,+fma,+avx512f", 2)
+AVX2 = Target(Target.host().triple, "x86-64-v3", "+avx2,+fma,-avx512f", 2)
+
+
+@pytest.mark.parametrize(
+    ("target", "m", "pieces"),
+    [(AVX512, 7, {7}), (AVX512, 14, {14}), (AVX512, 28, {16, 12}), (AVX2, 7, {7}), (AVX2, 28, {16, 8, 4})],
+    ids=["avx512-7", "avx512-14", "avx512-28", "avx2-7", "avx2-28"],
+)
+def test_a_remainder_narrower_than_a_register_is_one_vector(target, m, pieces):
+    """A 7x7 conv's rows as 4 + 2 + 1 lanes took three narrow FMAs where one 8-lane FMA does."""
+    if "x86" not in target.triple:
+        pytest.skip("x86 targets")
+    sch = Schedule(_elementwise(5, m, CASES["contiguous"]))
+    sch.vectorize(sch.get_loops(sch.get_block("C"))[1])
+    ir = compile_kernel(sch.func, target).llvm_ir
+    assert {int(w) for w in re.findall(r"<(\d+) x float>", ir)} == pieces
 
 
 def test_reduction_vectorized_over_spatial_axis_uses_wide_registers():

@@ -2,7 +2,8 @@
 
 import json
 
-from tuner.baseline import numpy_seconds
+from compiler.target import Target
+from tuner.baseline import numpy_seconds, openblas_coretype
 from tuner.cli import main
 
 WORKLOAD = ["matmul", "M=32", "N=48", "K=16"]
@@ -58,9 +59,20 @@ def test_the_numpy_baseline_runs_in_a_child_process_without_openblas_coretype(mo
     assert 0 < numpy_seconds({"op": "matmul", "params": {"M": 64, "N": 64, "K": 64}}) < 0.1
 
 
+def test_an_avx2_target_is_measured_against_openblas_avx2_kernels(monkeypatch):
+    """An AVX2 machine emulated on an AVX-512 one runs numpy as such a machine would."""
+    x86 = "x86_64-unknown-linux-gnu"
+    assert openblas_coretype(Target(x86, "znver3", "+avx2,+fma,-avx512f", 2)) == "Haswell"
+    assert openblas_coretype(Target(x86, "znver4", "+avx2,+fma,+avx512f", 2)) is None
+    assert openblas_coretype(Target("aarch64-unknown-linux-gnu", "neoverse-n1", "+neon", 2)) is None
+    assert openblas_coretype(None) is None
+    monkeypatch.setenv("OPENBLAS_CORETYPE", "Haswell")
+    avx2 = Target(x86, "znver3", "+avx2,+fma,-avx512f", 2)
+    assert 0 < numpy_seconds({"op": "matmul", "params": {"M": 64, "N": 64, "K": 64}}, target=avx2) < 0.1
+
+
 def test_tune_for_an_emulated_target_keeps_its_records_apart(tmp_path, capsys):
     """Tuned for x86-64-v2 (SSE only) on this machine: its records belong to that kind of hardware."""
-    from compiler.target import Target
 
     url = f"sqlite:///{tmp_path / 'cli.db'}"
     command = ["tune", *WORKLOAD, "--trials", "2", "--database", url, "--json", "--no-baseline"]

@@ -174,7 +174,7 @@ class Heuristic:
     def _register_tile(self, nest: _Nest) -> list[int]:
         """Factor per loop of the best-scoring register tile (1 off the tile)."""
         cfg = self.cfg
-        widest = min(cfg.max_innermost_factor, 4 * cfg.vector_lanes)  # the first bound of space._RegisterTile
+        widest = cfg.vector_tile_limit(nest.extents[nest.vector])  # the first bound of space._RegisterTile
         best: tuple[tuple[float, int, int, int], list[int]] | None = None
         for width in divisors(nest.extents[nest.vector]):
             if width > widest:

@@ -61,6 +61,16 @@ class SpaceConfig:
     def for_target(cls, target: Target) -> SpaceConfig:
         return cls(vector_lanes=target.vector_lanes("float32"), vector_registers=target.vector_registers)
 
+    def vector_tile_limit(self, extent: int) -> int:
+        """The largest vectorized tile of a loop of `extent`: four vectors; or the whole loop, up to
+        eight vectors, when no tile of at least half a vector divides it (a prime such as 113, whose
+        only tiles are 1 and itself: one lane at a time otherwise, 0.25x TVM on 97x113x127)."""
+        widest = min(self.max_innermost_factor, 4 * self.vector_lanes)
+        narrowest = max(1, self.vector_lanes // 2)
+        if extent <= 8 * self.vector_lanes and not any(extent % f == 0 for f in range(narrowest, widest + 1)):
+            return max(widest, extent)
+        return widest
+
     @property
     def accumulator_registers(self) -> int:
         """Registers the register tile may fill: the rest hold the operands loaded or broadcast."""
@@ -260,7 +270,8 @@ def _multi_level_tile(sch: Schedule, name: str, cfg: SpaceConfig, decide: Decisi
     for loop, kind, decision in reversed(list(zip(loops, kinds, decisions))):
         if kind == "-":
             continue
-        limit = limits.next_limit() if kind == "S" else cfg.max_innermost_factor
+        extent = find_loop(sch.func.body, loop.name)[1].extent
+        limit = limits.next_limit(extent) if kind == "S" else cfg.max_innermost_factor
         tiles = sch.sample_perfect_tile(
             loop, n=len(levels[kind]), max_innermost_factor=limit, decision=decision
         )
@@ -283,20 +294,20 @@ def _multi_level_tile(sch: Schedule, name: str, cfg: SpaceConfig, decide: Decisi
 
 class _RegisterTile:
     """Bounds on the innermost spatial tiles, the register tile: the vectorized one (innermost) at
-    four vectors, and the product of all of them at the accumulator registers' worth of lanes. A
-    tile that overflows the registers spills every accumulator on every reduction step (a 480^3
-    matmul with an 8x32 float tile: 121-131 GFLOPS on AVX2, where 6x16 makes 188-219,
-    bench/RESULTS.md)."""
+    four vectors (`SpaceConfig.vector_tile_limit`), and the product of all of them at the
+    accumulator registers' worth of lanes. A tile that overflows the registers spills every
+    accumulator on every reduction step (a 480^3 matmul with an 8x32 float tile: 121-131 GFLOPS on
+    AVX2, where 6x16 makes 188-219, bench/RESULTS.md)."""
 
     def __init__(self, cfg: SpaceConfig) -> None:
         self.cfg = cfg
         self.vectors: int | None = None  # registers per row of the tile, once the vector tile is known
         self.rows = 1
 
-    def next_limit(self) -> int:
+    def next_limit(self, extent: int) -> int:
         cfg = self.cfg
         if self.vectors is None:
-            return min(cfg.max_innermost_factor, 4 * cfg.vector_lanes)
+            return cfg.vector_tile_limit(extent)
         return max(1, min(cfg.max_innermost_factor, cfg.accumulator_registers // (self.vectors * self.rows)))
 
     def take(self, factor: int) -> None:

@@ -126,3 +126,30 @@ def test_the_space_fits_the_machine_it_is_built_for():
     assert (AVX2.vector_lanes, AVX2.vector_registers) == (8, 16)
     assert (AVX512.vector_lanes, AVX512.vector_registers) == (16, 32)
     assert AVX2.accumulator_registers == 12
+
+
+@pytest.mark.parametrize(
+    ("config", "extent", "limit"),
+    [
+        (AVX512, 112, 64),
+        (AVX512, 113, 113),
+        (AVX512, 97, 97),
+        (AVX512, 257, 64),
+        (AVX512, 7, 64),
+        (AVX2, 113, 32),
+    ],
+)
+def test_a_prime_row_may_be_one_vector_tile_up_to_eight_vectors(config, extent, limit):
+    """A prime extent's only tiles are 1 and itself: without the whole row, one lane at a time."""
+    assert config.vector_tile_limit(extent) == limit
+
+
+def test_a_matmul_of_prime_extents_samples_vectorized_rows():
+    workload = workload_from_spec({"op": "matmul", "params": {"M": 97, "N": 113, "K": 127}})
+    widths = set()
+    for seed in range(12):
+        sch = Schedule(workload.func, seed=seed)
+        rule_space(AVX512)(sch)
+        tiles = [i for i in sch.trace.instructions if i.kind == "sample_perfect_tile" and i.args["n"] == 4]
+        widths.add(int(tiles[0].decision[-1]))
+    assert widths == {1, 113}
