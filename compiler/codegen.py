@@ -130,7 +130,7 @@ class CodeGen:
         if loop.kind == "unrolled":
             props.append(self.module.add_metadata([ll.MetaDataString(self.module, "llvm.loop.unroll.full")]))
         elif loop.kind == "vectorized":
-            lanes = max(1, self.target.vector_bits // 32)
+            lanes = self.target.vector_lanes("float32")
             props.append(
                 self.module.add_metadata(
                     [ll.MetaDataString(self.module, "llvm.loop.vectorize.enable"), ll.IntType(1)(1)]

@@ -100,10 +100,10 @@ def emit_vector_loop(cg: CodeGen, loop: For) -> None:
     with masked or shuffled lanes, measured 5-15x slower (a 4x24 matmul register tile ran at 18-38
     GFLOPS where 4x16 ran at 174-216, bench/RESULTS.md). A remainder narrower than one register is
     different: as one vector, it is one register wide (7 lanes in 8, 12 in 16), where one vector per
-    set bit of its size makes three narrow operations of 4, 2 and 1 lanes (a 7x7 conv's rows: 1.8x
+    set bit of its size makes three narrow operations of 4, 2 and 1 lanes (7x7 and 14x14 convs: 1.6-2.3x
     slower, bench/RESULTS.md). Only its loads and stores are split, and they are few once LLVM keeps
     an accumulator in a register."""
-    register = max(1, cg.target.vector_bits // 32)
+    register = cg.target.vector_lanes("float32")
     if loop.extent < register:
         _Lanes(cg, loop, loop.extent).stmt_at(I64(0), loop.body)
         return

@@ -270,8 +270,10 @@ def _multi_level_tile(sch: Schedule, name: str, cfg: SpaceConfig, decide: Decisi
     for loop, kind, decision in reversed(list(zip(loops, kinds, decisions))):
         if kind == "-":
             continue
-        extent = find_loop(sch.func.body, loop.name)[1].extent
-        limit = limits.next_limit(extent) if kind == "S" else cfg.max_innermost_factor
+        if kind == "S":
+            limit = limits.next_limit(find_loop(sch.func.body, loop.name)[1].extent)
+        else:
+            limit = cfg.max_innermost_factor
         tiles = sch.sample_perfect_tile(
             loop, n=len(levels[kind]), max_innermost_factor=limit, decision=decision
         )
@@ -305,6 +307,8 @@ class _RegisterTile:
         self.rows = 1
 
     def next_limit(self, extent: int) -> int:
+        """The bound of the next spatial tile inward, a loop of `extent` (which only the first, the
+        vectorized one, depends on)."""
         cfg = self.cfg
         if self.vectors is None:
             return cfg.vector_tile_limit(extent)
