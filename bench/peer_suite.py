@@ -149,6 +149,11 @@ SUITE: tuple[PeerShape, ...] = (
     PeerShape("mlp.fc1", "MNIST MLP first layer, batch 1: dense 784 -> 128", _matmul(1, 128, 784)),
     PeerShape("odd.384x1000x257", "odd extents: M 384, N 1000, K 257 (a prime)", _matmul(384, 1000, 257)),
     PeerShape("odd.primes", "prime extents: M 97, N 113, K 127", _matmul(97, 113, 127)),
+    PeerShape(
+        "square.512",
+        "square matmul 512^3, the headline shape (issue 12's AVX2 target: >= 0.9x numpy)",
+        _matmul(512, 512, 512),
+    ),
 )
 
 SHAPES = {shape.name: shape for shape in SUITE}

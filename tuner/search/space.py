@@ -41,6 +41,9 @@ ScheduleFn = Callable[[Schedule], None]
 P = ParamSpec("P")
 
 UNROLL_STEPS = (0, 16, 64, 512)
+# A prime row up to this many lanes may be one vector tile: on AVX2 too, where 113 lanes are 15
+# registers (0.18x TVM on 97x113x127 while the row was capped at eight vectors and so ran lane by lane).
+WHOLE_PRIME_ROW = 128
 
 
 @dataclass(frozen=True)
@@ -63,11 +66,13 @@ class SpaceConfig:
 
     def vector_tile_limit(self, extent: int) -> int:
         """The largest vectorized tile of a loop of `extent`: four vectors; or the whole loop, up to
-        eight vectors, when no tile of at least half a vector divides it (a prime such as 113, whose
-        only tiles are 1 and itself: one lane at a time otherwise, 0.25x TVM on 97x113x127)."""
+        `WHOLE_PRIME_ROW` lanes (eight vectors where they are wider), when no tile of at least half a
+        vector divides it (a prime such as 113, whose only tiles are 1 and itself: one lane at a time
+        otherwise, 0.25x TVM on 97x113x127)."""
         widest = min(self.max_innermost_factor, 4 * self.vector_lanes)
         narrowest = max(1, self.vector_lanes // 2)
-        if extent <= 8 * self.vector_lanes and not any(extent % f == 0 for f in range(narrowest, widest + 1)):
+        whole_row = max(8 * self.vector_lanes, WHOLE_PRIME_ROW)
+        if extent <= whole_row and not any(extent % f == 0 for f in range(narrowest, widest + 1)):
             return max(widest, extent)
         return widest
 

@@ -136,10 +136,13 @@ def test_the_space_fits_the_machine_it_is_built_for():
         (AVX512, 97, 97),
         (AVX512, 257, 64),
         (AVX512, 7, 64),
-        (AVX2, 113, 32),
+        (AVX2, 113, 113),
+        (AVX2, 127, 127),
+        (AVX2, 131, 32),
+        (AVX2, 112, 32),
     ],
 )
-def test_a_prime_row_may_be_one_vector_tile_up_to_eight_vectors(config, extent, limit):
+def test_a_prime_row_may_be_one_vector_tile_up_to_128_lanes(config, extent, limit):
     """A prime extent's only tiles are 1 and itself: without the whole row, one lane at a time."""
     assert config.vector_tile_limit(extent) == limit
 
