@@ -41,9 +41,6 @@ ScheduleFn = Callable[[Schedule], None]
 P = ParamSpec("P")
 
 UNROLL_STEPS = (0, 16, 64, 512)
-# A prime row up to this many lanes may be one vector tile: on AVX2 too, where 113 lanes are 15
-# registers (0.18x TVM on 97x113x127 while the row was capped at eight vectors and so ran lane by lane).
-WHOLE_PRIME_ROW = 128
 
 
 @dataclass(frozen=True)
@@ -56,6 +53,9 @@ class SpaceConfig:
     # generator emits any length as power-of-two vectors, so a prime row (a 113-wide padded image)
     # need not run one element per parallel iteration (ResNet-18's max pool: see `parallelize_vectorize`).
     max_vector_row: int = 256
+    # The longest prime row a reduction's register tile may vectorize whole (`vector_tile_limit`):
+    # 113 lanes are 8 zmm or 15 ymm registers, in one row of accumulators.
+    max_prime_row: int = 128
     unroll_steps: tuple[int, ...] = UNROLL_STEPS
     vector_lanes: int = 16  # float32 lanes per vector register
     vector_registers: int = 32
@@ -66,13 +66,12 @@ class SpaceConfig:
 
     def vector_tile_limit(self, extent: int) -> int:
         """The largest vectorized tile of a loop of `extent`: four vectors; or the whole loop, up to
-        `WHOLE_PRIME_ROW` lanes (eight vectors where they are wider), when no tile of at least half a
-        vector divides it (a prime such as 113, whose only tiles are 1 and itself: one lane at a time
-        otherwise, 0.25x TVM on 97x113x127)."""
+        `max_prime_row` lanes, when no tile of at least half a vector divides it (a prime such as 113,
+        whose only tiles are 1 and itself: one lane at a time otherwise, 0.25x TVM on 97x113x127 with
+        AVX-512, 0.18x with AVX2 while the bound was eight vectors, 64 lanes there)."""
         widest = min(self.max_innermost_factor, 4 * self.vector_lanes)
         narrowest = max(1, self.vector_lanes // 2)
-        whole_row = max(8 * self.vector_lanes, WHOLE_PRIME_ROW)
-        if extent <= whole_row and not any(extent % f == 0 for f in range(narrowest, widest + 1)):
+        if extent <= self.max_prime_row and not any(extent % f == 0 for f in range(narrowest, widest + 1)):
             return max(widest, extent)
         return widest
 
