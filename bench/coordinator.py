@@ -118,7 +118,15 @@ def _fill_queue(settings: Settings) -> None:
         for start in range(0, QUEUED, 500):
             batch = unique[start : start + 500]
             programs = [q.Proposed(t, trace_hash(t)) for t in batch]  # each a program of its own
-            q.enqueue(db, task_id=task, owner="bench", workload_id=wid, hardware_id=hid, programs=programs)
+            q.enqueue(
+                db,
+                task_id=task,
+                owner="bench",
+                workload_id=wid,
+                hardware_id=hid,
+                timing_kind="warm",
+                programs=programs,
+            )
 
 
 def _tokens(settings: Settings) -> tuple[str, str]:

@@ -4,7 +4,16 @@ from runner.confirm import Measured, measure_confirming
 from runner.evaluate import evaluate
 from runner.local import LocalRunner, LocalRunnerConfig
 from runner.null import NullRunner
-from runner.results import MODEL_TIMING, BuildResult, Candidate, Runner, RunResult, Status, TimingConfig
+from runner.results import (
+    MODEL_TIMING,
+    BuildResult,
+    Candidate,
+    Runner,
+    RunResult,
+    Status,
+    TimingConfig,
+    TimingKind,
+)
 
 __all__ = [
     "MODEL_TIMING",
@@ -18,6 +27,7 @@ __all__ = [
     "Runner",
     "Status",
     "TimingConfig",
+    "TimingKind",
     "evaluate",
     "measure_confirming",
 ]

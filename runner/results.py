@@ -39,6 +39,17 @@ class Candidate:
         return json.dumps([self.spec, self.trace], sort_keys=True, separators=(",", ":"))
 
 
+class TimingKind(enum.StrEnum):
+    """What a measured time means, so times of different meanings are never compared: a kernel timed
+    in a loop with warm caches, cold after a cache flush, or as a model's layer (`MODEL_TIMING`:
+    cold, its input warm). A schedule that needs its weights in cache wins warm and loses cold, so
+    the database keeps and ranks records of each kind apart."""
+
+    WARM = "warm"
+    COLD = "cold"
+    LAYER = "layer"
+
+
 @dataclass(frozen=True)
 class TimingConfig:
     """How to time one candidate, in the spirit of TVM's time_evaluator.
@@ -55,6 +66,12 @@ class TimingConfig:
     min_repeat_ms: float = 5.0
     flush_cache: bool = False
     keep_first_warm: bool = False
+
+    @property
+    def kind(self) -> TimingKind:
+        if not self.flush_cache:
+            return TimingKind.WARM
+        return TimingKind.LAYER if self.keep_first_warm else TimingKind.COLD
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TimingConfig:

@@ -26,6 +26,7 @@ from rich.table import Table
 
 from compiler import Trace
 from compiler.workloads import Workload, WorkloadError, workload_from_spec
+from runner import TimingKind
 from runner.hardware import host_hardware
 from tuner.baseline import numpy_seconds
 from tuner.database import Database
@@ -84,11 +85,13 @@ def _parser() -> argparse.ArgumentParser:
     p = command("best", "the fastest known records of a workload (on this machine, or a coordinator's)")
     p.add_argument("--top", type=int, default=1)
     add_hardware_option(p)
+    add_timing_option(p)
     add_remote_options(p)
     p.set_defaults(run=_best)
     p = command("show", "the program and trace of a record (the best by default)")
     p.add_argument("--rank", type=int, default=1, help="1 = the best record, 2 = the next, ...")
     add_hardware_option(p)
+    add_timing_option(p)
     add_remote_options(p)
     p.set_defaults(run=_show)
     p = command("evaluate-model", "top-1/top-5 score of the cost model on held-out records", workload=False)
@@ -221,10 +224,21 @@ def _plot(result: TuneResult, numpy_gflops: float | None, path: str) -> None:
     plt.close(fig)
 
 
+def add_timing_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--timing",
+        choices=[k.value for k in TimingKind],
+        default=TimingKind.WARM.value,
+        help="rank records timed this way: warm (a kernel in a loop), layer (as a model runs it)",
+    )
+
+
 def _records(args: argparse.Namespace, wl: Workload, k: int) -> list:
     db = Database.open(database_url(args))
     try:
-        return db.top_k(wl.func.structural_hash(), args.hardware or host_hardware().key, k)
+        return db.top_k(
+            wl.func.structural_hash(), args.hardware or host_hardware().key, k, timing_kind=args.timing
+        )
     finally:
         db.close()
 

@@ -15,12 +15,12 @@ from dataclasses import dataclass, field
 from compiler import graph
 from compiler.graph import CompiledModel, Module
 from compiler.graph.passes import Task
-from runner import MODEL_TIMING, LocalRunner, LocalRunnerConfig, Runner
+from runner import MODEL_TIMING, LocalRunner, LocalRunnerConfig, Runner, TimingKind
 from runner.hardware import Hardware, host_hardware
 from tuner.database import Database
 from tuner.task_scheduler import BatchProgress, TasksResult, tune_tasks
 from tuner.task_scheduler import Task as SchedulerTask
-from tuner.tune import DEFAULT_DATABASE, open_database
+from tuner.tune import DEFAULT_DATABASE, best_record, open_database
 
 
 @dataclass(frozen=True)
@@ -114,9 +114,10 @@ def tune_model(
 def _reports(
     tasks: list[Task], scheduled: TasksResult | None, db: Database, hardware: Hardware
 ) -> list[TaskReport]:
+    """Each task's trials and the time of the record `graph.build` runs it with."""
     out = []
     for k, task in enumerate(tasks):
-        best = db.best(task.workload_hash, hardware.key)
+        best = best_record(db, task.workload_hash, hardware.key, TimingKind.LAYER)
         trials = scheduled.results[k].trials if scheduled else 0
         out.append(TaskReport(task, trials, best.median_secs if best else None))
     return out

@@ -16,7 +16,15 @@ from typing import Any
 from compiler import PrimFunc, Trace, build
 from compiler.build import Kernel
 from compiler.workloads import Workload, workload_from_spec
-from runner import Candidate, LocalRunner, LocalRunnerConfig, Runner, RunResult, measure_confirming
+from runner import (
+    Candidate,
+    LocalRunner,
+    LocalRunnerConfig,
+    Runner,
+    RunResult,
+    TimingKind,
+    measure_confirming,
+)
 from runner.hardware import Hardware, host_hardware
 from tuner.database import Database, NewRecord, Record
 from tuner.search.cost_model import CostModel
@@ -124,12 +132,18 @@ class Tuning:
         self.wl, self.db, self.runner, self.hardware, self.batch = wl, db, runner, hardware, batch
         self.start = time.perf_counter()
         self.key = wl.func.structural_hash()
+        self.timing_kind = runner.timing.kind if runner.timing else TimingKind.WARM
         workload_id = db.add_workload(hash=self.key, name=wl.name, spec=wl.spec, flops=wl.flops)
         hardware_id = db.add_hardware(hardware)
         task_id = db.add_task(
-            workload_id=workload_id, hardware_id=hardware_id, strategy=strategy, trials=0, seed=seed
+            workload_id=workload_id,
+            hardware_id=hardware_id,
+            strategy=strategy,
+            trials=0,
+            seed=seed,
+            timing_kind=self.timing_kind,
         )
-        self.ids = TaskIds(workload_id, hardware_id, task_id)
+        self.ids = TaskIds(workload_id, hardware_id, task_id, self.timing_kind)
         self.driver = SearchDriver(
             wl,
             db,
@@ -142,7 +156,7 @@ class Tuning:
             start_from=start_from,
             model=model,
         )
-        best = db.best(self.key, hardware.key)
+        best = db.best(self.key, hardware.key, timing_kind=self.timing_kind)
         self.best: dict[int, float] = {task_id: best.median_secs} if best and best.median_secs else {}
         self.curve: list[float] = []
         self.trials = 0
@@ -180,7 +194,7 @@ class Tuning:
 
     def finish(self) -> TuneResult:
         self.db.update_task(self.ids.task_id, status="done", trials_done=self.trials)
-        best = self.db.best(self.key, self.hardware.key)
+        best = self.db.best(self.key, self.hardware.key, timing_kind=self.timing_kind)
         wall = time.perf_counter() - self.start
         return TuneResult(
             self.wl, self.hardware, best, self.trials, self.curve, wall, self.driver.search_secs
@@ -206,6 +220,7 @@ class Tuning:
                     build_secs=result.build_secs,
                     message=result.message,
                     timing=asdict(self.runner.timing) if self.runner.timing else {},
+                    timing_kind=self.timing_kind,
                     worker="local",
                     remeasured=measured.remeasured,
                 )
@@ -227,7 +242,7 @@ def compile_best(
     hardware = hardware or host_hardware()
     db = open_database(database)
     try:
-        (program,) = best_programs([wl.func], db, hardware)
+        (program,) = best_programs([wl.func], db, hardware, TimingKind.WARM)
     finally:
         if not isinstance(database, Database):
             db.close()
@@ -236,10 +251,25 @@ def compile_best(
     return build(program, hardware.target, listings=False)
 
 
-def best_programs(funcs: Sequence[PrimFunc], db: Database, hardware: Hardware) -> list[PrimFunc | None]:
-    """Each function with its best measured schedule on `hardware` applied (None where it has none)."""
+def best_programs(
+    funcs: Sequence[PrimFunc], db: Database, hardware: Hardware, timing_kind: TimingKind
+) -> list[PrimFunc | None]:
+    """Each function with its best measured schedule on `hardware` applied (None where it has none),
+    as `best_record` finds it."""
     out: list[PrimFunc | None] = []
     for func in funcs:
-        best = db.best(func.structural_hash(), hardware.key)
+        best = best_record(db, func.structural_hash(), hardware.key, timing_kind)
         out.append(Trace.from_json(best.trace).apply(func).func if best is not None else None)
     return out
+
+
+def best_record(
+    db: Database, workload_hash: str, hardware_key: str, timing_kind: TimingKind
+) -> Record | None:
+    """The best record timed as `timing_kind`; without one, the best timed another way: a model's
+    layer tuned only as a kernel runs its tuned schedule rather than the untuned default."""
+    for kind in [timing_kind, *(k for k in TimingKind if k != timing_kind)]:
+        best = db.best(workload_hash, hardware_key, timing_kind=kind)
+        if best is not None:
+            return best
+    return None

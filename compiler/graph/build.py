@@ -60,14 +60,16 @@ def _default(func: PrimFunc, target: Target) -> PrimFunc:
 
 
 def _tuned_funcs(module: Module, database: Database | str, hardware: Hardware) -> dict[str, PrimFunc]:
-    """Each function's best measured schedule on `hardware`, applied (functions without one are absent)."""
+    """Each function's best measured schedule on `hardware`, applied (functions without one are absent):
+    best as a layer inside a forward pass is timed, if it was timed so."""
+    from runner import TimingKind
     from tuner.database import Database
     from tuner.tune import best_programs, open_database
 
     db = database if isinstance(database, Database) else open_database(database)
     try:
         funcs = _run_funcs(module)
-        programs = best_programs(list(funcs.values()), db, hardware)
+        programs = best_programs(list(funcs.values()), db, hardware, TimingKind.LAYER)
         return {name: p for name, p in zip(funcs, programs) if p is not None}
     finally:
         if not isinstance(database, Database):

@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from runner.null import NullRunner
-from runner.results import MODEL_TIMING, Candidate, RunResult, Status, TimingConfig
+from runner.results import MODEL_TIMING, Candidate, RunResult, Status, TimingConfig, TimingKind
 from runner.worker import MESSAGE_LIMIT, Worker, WorkerConfig
 
 SPEC = {"op": "matmul", "params": {"M": 8, "N": 8, "K": 8}}
@@ -90,6 +90,13 @@ def test_a_candidate_is_timed_as_the_coordinator_asks_and_the_result_says_how():
     assert run(coordinator, runner) == 0
     assert asked == [MODEL_TIMING, None]
     assert [r["timing"] for r in coordinator.accepted] == [asdict(MODEL_TIMING), asdict(TimingConfig())]
+
+
+def test_a_timings_kind_says_what_its_time_means():
+    assert TimingConfig().kind == TimingKind.WARM
+    assert TimingConfig(flush_cache=True).kind == TimingKind.COLD
+    assert MODEL_TIMING.kind == TimingKind.LAYER
+    assert TimingConfig(repeat=3, number=7).kind == TimingKind.WARM  # how many repeats does not matter
 
 
 def test_a_worker_of_hardware_awaiting_approval_says_so(caplog: pytest.LogCaptureFixture):

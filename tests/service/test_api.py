@@ -2,17 +2,19 @@
 submission to done, the worker protocol, best-record queries, tokens and roles, bad input."""
 
 from datetime import timedelta
+from typing import get_args
 
 import pytest
 
 from compiler.target import Target
 from compiler.workloads import workload_from_spec
 from compiler.workloads.primfunc_spec import primfunc_spec
+from runner import TimingKind
 from tests.compiler.workloads.test_primfunc_spec import fused_conv2d_add_relu
 from tests.service.conftest import HARDWARE, HW, OTHER, Api, hardware_body
 from tuner.database.schema import Candidate, Worker
 from tuner.service.clock import utcnow
-from tuner.service.schemas import WORKER_NAME_LENGTH
+from tuner.service.schemas import WORKER_NAME_LENGTH, Timing
 
 SPEC = {"op": "matmul", "params": {"M": 32, "N": 32, "K": 16}}
 FUSED = primfunc_spec(fused_conv2d_add_relu(), 3)
@@ -127,6 +129,16 @@ def test_best_records_by_spec_and_by_hash(api: Api):
         f"/v1/workloads/{task['workload_hash']}/best", params={"hardware": HW.key}, headers=api.as_("client")
     )
     assert by_hash.json()[0]["id"] == records[0]["id"]
+    assert {r["timing_kind"] for r in records} == {"warm"}
+    as_layer = api.client.post(
+        "/v1/best", json={"workload": SPEC, "timing": "layer"}, headers=api.as_("client")
+    )
+    assert as_layer.status_code == 200 and as_layer.json() == []  # no layer of a model was timed
+    lukewarm = api.client.post(
+        "/v1/best", json={"workload": SPEC, "timing": "lukewarm"}, headers=api.as_("client")
+    )
+    assert lukewarm.status_code == 422 and "timing" in lukewarm.text
+    assert set(get_args(Timing)) == {k.value for k in TimingKind}
     one = api.client.get(f"/v1/records/{records[0]['id']}", headers=api.as_("client")).json()
     assert one["trace"] == records[0]["trace"] and one["task_id"] == task["id"]
     assert api.client.get("/v1/records/999", headers=api.as_("client")).status_code == 404

@@ -10,11 +10,12 @@ from compiler import Schedule, ScheduleError, Trace
 from compiler.schedule import loop_transform
 from compiler.workloads import workload_from_spec
 from compiler.workloads.primfunc_spec import primfunc_spec
-from runner import Candidate, NullRunner, RunResult, Status
+from runner import MODEL_TIMING, Candidate, NullRunner, RunResult, Status, TimingKind
+from runner.null import hashed_seconds
 from tests.compiler.workloads.test_primfunc_spec import fused_conv2d_add_relu
 from tuner.database import Database
 from tuner.search.training_data import evaluate_model, groups_from_records, hardware_records
-from tuner.tune import compile_best, tune
+from tuner.tune import best_record, compile_best, tune
 
 SPEC = {"op": "matmul", "params": {"M": 48, "N": 64, "K": 32}}
 
@@ -82,6 +83,39 @@ def test_compile_best_builds_the_fastest_known_schedule(db):
     (c,) = workload.empty_outputs()
     kernel(a, b, c)
     np.testing.assert_allclose(c, a @ b, rtol=1e-4, atol=1e-4)
+
+
+class LayerRunner(NullRunner):
+    """Times as a model's layer is timed (cold), ten times slower than a kernel timed warm."""
+
+    timing = MODEL_TIMING
+
+    def __init__(self) -> None:
+        super().__init__(lambda c: 10 * hashed_seconds(c))
+
+
+def test_a_layer_tuned_after_its_kernel_is_measured_and_ranked_as_a_layer(db):
+    """The same workload tuned warm, then cold as a model's layer: the layer's search measures the
+    programs the kernel's measured (a warm time is not a layer's), ranks only layer records, and a
+    model is built from those while a kernel is compiled from the warm ones."""
+    kernel = tune(SPEC, trials=6, database=db, runner=NullRunner(), strategy="random")
+    layer = tune(SPEC, trials=6, database=db, runner=LayerRunner(), strategy="random")
+    assert (kernel.best.timing_kind, layer.best.timing_kind) == ("warm", "layer")
+    records = records_of(db)
+    warm = {r.program_hash for r in records if r.timing_kind == "warm"}
+    cold = {r.program_hash for r in records if r.timing_kind == "layer"}
+    assert len(warm) == len(cold) == 6 and warm & cold  # the same seed draws the same programs first
+    assert layer.best.median_secs == min(r.median_secs for r in records if r.timing_kind == "layer")
+    key, hardware = kernel.workload.func.structural_hash(), kernel.hardware.key
+    assert best_record(db, key, hardware, TimingKind.LAYER).id == layer.best.id
+    assert best_record(db, key, hardware, TimingKind.WARM).id == kernel.best.id
+
+
+def test_a_layer_without_layer_records_takes_the_kernels_best(db):
+    kernel = tune(SPEC, trials=4, database=db, runner=NullRunner(), strategy="random")
+    key, hardware = kernel.workload.func.structural_hash(), kernel.hardware.key
+    assert best_record(db, key, hardware, TimingKind.LAYER).id == kernel.best.id
+    assert best_record(db, "unknown", hardware, TimingKind.LAYER) is None
 
 
 def test_compile_best_of_an_untuned_workload_says_so(db):

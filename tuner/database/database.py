@@ -20,7 +20,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.pool import StaticPool
 
 from runner import hardware as machine
-from runner.results import Status
+from runner.results import Status, TimingKind
 from tuner.database import outage
 from tuner.database.records import (
     HardwareInfo,
@@ -72,7 +72,12 @@ class Database:
         self.insert = _INSERT[engine.dialect.name]  # with on_conflict_do_nothing on both backends
         self._session = sessionmaker(engine)
         self._workloads: dict[int, WorkloadInfo] = {}
-        conflict = [TuningRecord.workload_id, TuningRecord.hardware_id, TuningRecord.program_hash]
+        conflict = [
+            TuningRecord.workload_id,
+            TuningRecord.hardware_id,
+            TuningRecord.timing_kind,
+            TuningRecord.program_hash,
+        ]
         self._record_insert = (
             self.insert(TuningRecord)
             .on_conflict_do_nothing(index_elements=conflict)
@@ -148,9 +153,19 @@ class Database:
             session.refresh(row)
             return _plain(HardwareInfo, row)
 
-    def add_task(self, *, workload_id: int, hardware_id: int, strategy: str, trials: int, seed: int) -> int:
+    def add_task(
+        self,
+        *,
+        workload_id: int,
+        hardware_id: int,
+        strategy: str,
+        trials: int,
+        seed: int,
+        timing_kind: str = TimingKind.WARM.value,
+    ) -> int:
         """A new pending task of no token: a budget of `trials` measurements of one workload on one
-        hardware. The service adds its clients' tasks with `quotas.submit_task`."""
+        hardware, timed as `timing_kind` says. The service adds its clients' tasks with
+        `quotas.submit_task`."""
         with self._session.begin() as session:
             task = new_task(
                 workload_id=workload_id,
@@ -160,6 +175,7 @@ class Database:
                 seed=seed,
                 token_id=None,
                 candidate_secs=0.0,
+                timing_kind=timing_kind,
             )
             session.add(task)
             session.flush()
@@ -255,23 +271,27 @@ class Database:
             found = self._workloads[workload_id] = self.get_workload(workload_id)
         return found
 
-    def measured_program_hashes(self, workload_id: int, hardware_id: int) -> set[str]:
-        """Every stored program of the pair, whatever its status: a failed program fails again, so the
-        search must not propose it either."""
+    def measured_program_hashes(self, workload_id: int, hardware_id: int, *, timing_kind: str) -> set[str]:
+        """Every stored program of the pair timed as `timing_kind`, whatever its status: a failed
+        program fails again, so the search must not propose it either."""
         query = select(TuningRecord.program_hash).where(
-            TuningRecord.workload_id == workload_id, TuningRecord.hardware_id == hardware_id
+            TuningRecord.workload_id == workload_id,
+            TuningRecord.hardware_id == hardware_id,
+            TuningRecord.timing_kind == TimingKind(timing_kind).value,
         )
         with self._session.begin() as session:
             return set(session.scalars(query))
 
-    def best(self, workload_hash: str, hardware_key: str) -> Record | None:
-        """The ok record with the lowest median time, or None before any candidate ran correctly."""
-        top = self.top_k(workload_hash, hardware_key, 1)
+    def best(self, workload_hash: str, hardware_key: str, *, timing_kind: str) -> Record | None:
+        """The ok record of `timing_kind` with the lowest median time, or None before any candidate
+        timed that way ran correctly."""
+        top = self.top_k(workload_hash, hardware_key, 1, timing_kind=timing_kind)
         return top[0] if top else None
 
-    def top_k(self, workload_hash: str, hardware_key: str, k: int) -> list[Record]:
-        """The `k` fastest ok records, fastest first (ties in the order they were stored). Records that
-        failed or computed a wrong result never rank, however fast."""
+    def top_k(self, workload_hash: str, hardware_key: str, k: int, *, timing_kind: str) -> list[Record]:
+        """The `k` fastest ok records of `timing_kind`, fastest first (ties in the order they were
+        stored). Records that failed or computed a wrong result never rank, however fast; nor do
+        records timed another way (a warm time is not a layer's time)."""
         # The ids as scalar subqueries, so the planner walks the partial index ix_tuning_records_best
         # for that one pair in order and stops after k rows, however many records the pair has.
         workload_id = select(Workload.id).where(Workload.hash == workload_hash).scalar_subquery()
@@ -281,6 +301,7 @@ class Database:
             .where(
                 TuningRecord.workload_id == workload_id,
                 TuningRecord.hardware_id == hardware_id,
+                TuningRecord.timing_kind == TimingKind(timing_kind).value,
                 TuningRecord.status == Status.OK.value,
             )
             .order_by(TuningRecord.median_secs, TuningRecord.id)
@@ -289,14 +310,15 @@ class Database:
         return self._records(query)
 
     def best_of_tasks(self, task_ids: Sequence[int]) -> dict[int, tuple[int, float]]:
-        """For each task that has one, the fastest ok record of its workload on its hardware: (record
-        id, median seconds). One query for a whole task list, each pair's best found through the
-        partial index of ok records, as `top_k` finds it."""
+        """For each task that has one, the fastest ok record of its workload on its hardware timed as
+        the task times: (record id, median seconds). One query for a whole task list, each pair's best
+        found through the partial index of ok records, as `top_k` finds it."""
         best = (
             select(TuningRecord.id)
             .where(
                 TuningRecord.workload_id == Task.workload_id,
                 TuningRecord.hardware_id == Task.hardware_id,
+                TuningRecord.timing_kind == Task.timing_kind,
                 TuningRecord.status == Status.OK.value,
             )
             .order_by(TuningRecord.median_secs, TuningRecord.id)
@@ -372,6 +394,7 @@ def new_task(
     seed: int,
     token_id: int | None,
     candidate_secs: float,
+    timing_kind: str = TimingKind.WARM.value,
 ) -> Task:
     """A pending task row with nothing done yet: `Database.add_task` and `quotas.submit_task` add it."""
     return Task(
@@ -382,6 +405,7 @@ def new_task(
         seed=seed,
         token_id=token_id,
         candidate_secs=candidate_secs,
+        timing_kind=TimingKind(timing_kind).value,
         status=TaskStatus.PENDING.value,
         trials_done=0,
     )

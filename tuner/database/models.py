@@ -17,6 +17,7 @@ from typing import Any
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session, defer
 
+from runner.results import TimingKind
 from tuner.database.database import Database, _task_info, _tasks_query, new_task
 from tuner.database.owners import cancel_task
 from tuner.database.quotas import Quota, Usage, check_quota
@@ -129,6 +130,7 @@ def submit_model(
                 seed=seed + k,
                 token_id=token_id,
                 candidate_secs=m.candidate_secs,
+                timing_kind=TimingKind.LAYER,
             )
             task.model_id, task.weight = model.id, m.weight
             session.add(task)

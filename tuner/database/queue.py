@@ -33,7 +33,7 @@ from typing import Any
 from sqlalchemy import ColumnElement, Connection, Row, Select, and_, func, select, update
 from sqlalchemy.orm import Session
 
-from runner.results import MODEL_TIMING, Status
+from runner.results import MODEL_TIMING, Status, TimingKind
 from tuner.database.database import Database
 from tuner.database.records import ACTIVE, CandidateStatus, NewRecord, median_secs, trace_hash
 from tuner.database.schema import Candidate, Hardware, Task, TuningRecord, Worker
@@ -105,12 +105,13 @@ def enqueue(
     owner: str,
     workload_id: int,
     hardware_id: int,
+    timing_kind: str,
     programs: Sequence[Proposed],
 ) -> set[str]:
-    """Queue programs for measurement, if the task is still active and `owner` still runs it: a search
-    proposes for seconds, and the task may be cancelled or taken over meanwhile. A program already
-    queued for the workload and hardware (by any task) is skipped. Returns the program hashes
-    queued.
+    """Queue programs for measurement, timed as `timing_kind` (the task's kind), if the task is still
+    active and `owner` still runs it: a search proposes for seconds, and the task may be cancelled or
+    taken over meanwhile. A program already queued for the workload, hardware and kind (by any task)
+    is skipped. Returns the program hashes queued.
 
     The task row is locked first (FOR UPDATE, which also waits out a cancel or finish that holds it
     FOR KEY SHARE while it withdraws the task's candidates): the check and the insert are one step."""
@@ -124,12 +125,13 @@ def enqueue(
             "trace": p.trace,
             "trace_hash": trace_hash(p.trace),
             "program_hash": p.program_hash,
+            "timing_kind": TimingKind(timing_kind).value,
             "status": CandidateStatus.PENDING.value,
             "attempts": 0,
         }
         for p in programs
     ]
-    conflict = [Candidate.workload_id, Candidate.hardware_id, Candidate.program_hash]
+    conflict = [Candidate.workload_id, Candidate.hardware_id, Candidate.timing_kind, Candidate.program_hash]
     with db.transaction() as session:
         connection = session.connection()
         runs = select(Task.id).where(Task.id == task_id, Task.owner == owner, Task.status.in_(ACTIVE))
@@ -167,30 +169,24 @@ def lease(
             if len(rows) < limit:
                 take = _take(hardware_id, available, fair, limit - len(rows), worker_id, expires)
                 rows += connection.execute(take).all()
-        best = {wid: _best_secs(connection, wid, hardware_id) for wid in {r.workload_id for r in rows}}
-        layers = _model_layers(connection, {r.task_id for r in rows})
-    model_timing = asdict(MODEL_TIMING)
+        kinds = {(r.workload_id, r.timing_kind) for r in rows}
+        best = {(w, k): _best_secs(connection, w, hardware_id, k) for w, k in kinds}
     return [
         LeasedCandidate(
             r.id,
             r.task_id,
             db.workload(r.workload_id).spec,
             r.trace,
-            best[r.workload_id],
+            best[r.workload_id, r.timing_kind],
             expires,
-            model_timing if r.task_id in layers else None,
+            _LAYER_TIMING if r.timing_kind == TimingKind.LAYER else None,
         )
         for r in sorted(rows)
     ]
 
 
-def _model_layers(connection: Connection, task_ids: set[int]) -> set[int]:
-    """Those of the tasks that are layers of a model task: their candidates are timed as a forward
-    pass runs them (`runner.MODEL_TIMING`), as `tune_model` times them on one machine."""
-    if not task_ids:
-        return set()
-    query = select(Task.id).where(Task.id.in_(task_ids), Task.model_id.is_not(None))
-    return set(connection.scalars(query))
+# How a worker times a model's layer: as a forward pass runs it, as `tune_model` times it.
+_LAYER_TIMING = asdict(MODEL_TIMING)
 
 
 def _take(
@@ -217,7 +213,9 @@ def _take(
             lease_expires_at=expires,
             attempts=Candidate.attempts + 1,
         )
-        .returning(Candidate.id, Candidate.task_id, Candidate.trace, Candidate.workload_id)
+        .returning(
+            Candidate.id, Candidate.task_id, Candidate.trace, Candidate.workload_id, Candidate.timing_kind
+        )
     )
 
 
@@ -267,11 +265,12 @@ def _fair_order(query: Select[int], hardware_id: int, available: ColumnElement[b
     )
 
 
-def _best_secs(connection: Connection, workload_id: int, hardware_id: int) -> float | None:
+def _best_secs(connection: Connection, workload_id: int, hardware_id: int, timing_kind: str) -> float | None:
     return connection.scalar(
         select(func.min(TuningRecord.median_secs)).where(
             TuningRecord.workload_id == workload_id,
             TuningRecord.hardware_id == hardware_id,
+            TuningRecord.timing_kind == timing_kind,
             TuningRecord.status == Status.OK.value,
         )
     )
@@ -353,15 +352,16 @@ def submit(
             .order_by(Candidate.id)
             .with_for_update()
         ).all()
-        best: dict[int, float] = {}
+        best: dict[tuple[int, str], float] = {}
         done: list[tuple[Any, NewRecord]] = []
         for r in rows:
             result = by_id[r.id]
             outcome = _judge(r, result, worker_id, db.workload(r.workload_id).flops / ceiling)
             if outcome is Outcome.ACCEPTED and r.held_result is None and result.ok:
-                if r.workload_id not in best:
-                    best[r.workload_id] = _best_secs(connection, r.workload_id, r.hardware_id) or inf
-                if median_secs(result.run_secs) < best[r.workload_id]:
+                kind = r.workload_id, r.timing_kind
+                if kind not in best:
+                    best[kind] = _best_secs(connection, r.workload_id, r.hardware_id, r.timing_kind) or inf
+                if median_secs(result.run_secs) < best[kind]:
                     outcome = Outcome.CONFIRMING
             outcomes[r.id] = outcome
             if outcome is Outcome.CONFIRMING:
@@ -439,6 +439,7 @@ def _record(c: Any, result: Submission, worker: str) -> NewRecord:
         candidate_id=c.id,
         trace=c.trace,
         program_hash=c.program_hash,
+        timing_kind=c.timing_kind,
         status=result.status,
         worker=worker,
         remeasured=held is not None,
@@ -453,6 +454,7 @@ _CANDIDATE_COLUMNS = (
     Candidate.hardware_id,
     Candidate.trace,
     Candidate.program_hash,
+    Candidate.timing_kind,
     Candidate.status,
     Candidate.worker_id,
     Candidate.held_result,
@@ -544,10 +546,13 @@ def progress(db: Database, *, task_ids: Sequence[int]) -> list[TaskProgress]:
     ]
 
 
-def queued_program_hashes(db: Database, *, workload_id: int, hardware_id: int) -> set[str]:
-    """Every program queued for the pair, in any state: a search must not propose them again."""
+def queued_program_hashes(db: Database, *, workload_id: int, hardware_id: int, timing_kind: str) -> set[str]:
+    """Every program queued for the pair timed as `timing_kind`, in any state: a search must not
+    propose them again."""
     query = select(Candidate.program_hash).where(
-        Candidate.workload_id == workload_id, Candidate.hardware_id == hardware_id
+        Candidate.workload_id == workload_id,
+        Candidate.hardware_id == hardware_id,
+        Candidate.timing_kind == timing_kind,
     )
     with db.transaction() as session:
         return set(session.scalars(query))

@@ -11,7 +11,7 @@ from datetime import datetime
 from typing import Any
 
 from compiler.target import Target
-from runner.results import Status
+from runner.results import Status, TimingKind
 
 
 class TaskStatus(enum.StrEnum):
@@ -67,6 +67,8 @@ class NewRecord:
     build_secs: float = 0.0
     message: str = ""
     timing: dict[str, Any] = field(default_factory=dict)  # number, repeat, min_repeat_ms, flush_cache
+    # What the time means (a TimingKind value): records rank only against records of their kind.
+    timing_kind: str = TimingKind.WARM.value
     worker: str = ""
     remeasured: bool = False  # a second measurement confirming a would-be best
     task_id: int | None = None
@@ -78,6 +80,7 @@ class NewRecord:
     def __post_init__(self) -> None:
         # Refuse here, with a clear message, what the table's CHECK constraints would refuse later.
         Status(self.status)
+        TimingKind(self.timing_kind)
         if self.status == Status.OK and not self.run_secs:
             raise ValueError("an ok record needs at least one run's seconds")
         if self.ranked_secs is not None and self.status != Status.OK:
@@ -103,6 +106,7 @@ class Record:
     build_secs: float
     message: str
     timing: dict[str, Any]
+    timing_kind: str  # a TimingKind value
     worker: str
     remeasured: bool
     candidate_id: int | None  # the queued candidate it measured (service mode)
@@ -158,6 +162,7 @@ class TaskInfo:
     traceback: str | None
     token_id: int | None  # the token that submitted it (None: the embedded tuner, or an older task)
     candidate_secs: float  # estimated seconds of one candidate on a worker, at submission
+    timing_kind: str  # how its candidates are timed (a TimingKind value): the kind of records it ranks
     model_id: int | None  # the model it is a layer of (None: a task of its own)
     weight: int  # how many times one forward pass of its model runs it
     created_at: datetime

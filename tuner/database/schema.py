@@ -27,7 +27,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-from runner.results import Status
+from runner.results import Status, TimingKind
 from tuner.database.records import CandidateStatus, Role, TaskStatus
 
 # Constraints get stable names, so a later migration can drop or alter them on every backend.
@@ -102,7 +102,10 @@ class Hardware(Base):
 
 class Task(Base):
     __tablename__ = "tasks"
-    __table_args__ = (CheckConstraint(_one_of("status", TaskStatus), name="status"),)
+    __table_args__ = (
+        CheckConstraint(_one_of("status", TaskStatus), name="status"),
+        CheckConstraint(_one_of("timing_kind", TimingKind), name="timing_kind"),
+    )
 
     id: Mapped[int] = mapped_column(primary_key=True)
     workload_id: Mapped[int] = mapped_column(ForeignKey("workloads.id"))
@@ -130,6 +133,9 @@ class Task(Base):
     # far; its model's quota counts, not its own.
     model_id: Mapped[int | None] = mapped_column(ForeignKey("models.id", ondelete="CASCADE"), index=True)
     weight: Mapped[int] = mapped_column(server_default="1")
+    # How its candidates are timed (a model's layer as a forward pass runs it): its records are of
+    # this kind, and it ranks and skips only records of this kind.
+    timing_kind: Mapped[str] = mapped_column(String(8), server_default=TimingKind.WARM.value)
     created_at: Mapped[datetime] = mapped_column(server_default=func.now())
     updated_at: Mapped[datetime] = mapped_column(server_default=func.now(), onupdate=func.now())
 
@@ -187,11 +193,16 @@ class Candidate(Base):
 
     __tablename__ = "candidates"
     __table_args__ = (
-        # A program is measured once per workload and hardware, whichever task proposed it.
-        UniqueConstraint("workload_id", "hardware_id", "program_hash"),
+        # A program is measured once per workload, hardware and kind of timing, whichever task
+        # proposed it.
+        # Named: the naming convention's name would pass PostgreSQL's 63 characters (as below).
+        UniqueConstraint(
+            "workload_id", "hardware_id", "timing_kind", "program_hash", name="uq_candidates_program"
+        ),
         # The lease query: a hardware's available candidates, oldest first.
         Index("ix_candidates_queue", "hardware_id", "status", "id"),
         CheckConstraint(_one_of("status", CandidateStatus), name="status"),
+        CheckConstraint(_one_of("timing_kind", TimingKind), name="timing_kind"),
     )
 
     id: Mapped[int] = mapped_column(primary_key=True)
@@ -209,6 +220,8 @@ class Candidate(Base):
     # A result that would be the new best, held until a second lease re-measures the program: only
     # then is a record written (from both measurements), so one forged result never ranks first.
     held_result: Mapped[dict[str, Any] | None]
+    # How a worker must time it: its task's kind, which its record takes.
+    timing_kind: Mapped[str] = mapped_column(String(8), server_default=TimingKind.WARM.value)
     created_at: Mapped[datetime] = mapped_column(server_default=func.now())
 
 
@@ -229,15 +242,20 @@ class ApiToken(Base):
 class TuningRecord(Base):
     __tablename__ = "tuning_records"
     __table_args__ = (
-        # A program is measured once per workload and hardware; concurrent inserts resolve on this.
-        UniqueConstraint("workload_id", "hardware_id", "program_hash"),
-        # best / top-k: equality on both ids, then ordered by median; also every record of one hardware.
-        Index("ix_tuning_records_ranking", "hardware_id", "workload_id", "median_secs"),
+        # A program is measured once per workload, hardware and kind of timing; concurrent inserts
+        # resolve on this.
+        UniqueConstraint(
+            "workload_id", "hardware_id", "timing_kind", "program_hash", name="uq_tuning_records_program"
+        ),
+        # best / top-k: equality on both ids and the kind, then ordered by median; also every record
+        # of one hardware.
+        Index("ix_tuning_records_ranking", "hardware_id", "workload_id", "timing_kind", "median_secs"),
         # best / top-k read only ok records, in this order: a partial index of exactly those.
         Index(
             "ix_tuning_records_best",
             "hardware_id",
             "workload_id",
+            "timing_kind",
             "median_secs",
             "id",
             postgresql_where=text("status = 'ok'"),
@@ -248,6 +266,7 @@ class TuningRecord(Base):
             "(status = 'ok' AND median_secs IS NOT NULL) OR (status <> 'ok' AND median_secs IS NULL)",
             name="median_iff_ok",
         ),
+        CheckConstraint(_one_of("timing_kind", TimingKind), name="timing_kind"),
     )
 
     id: Mapped[int] = mapped_column(primary_key=True)
@@ -266,6 +285,8 @@ class TuningRecord(Base):
     build_secs: Mapped[float]
     message: Mapped[str] = mapped_column(Text)
     timing: Mapped[dict[str, Any]]
+    # What the time means (cold, warm, a model's layer): records rank only against their own kind.
+    timing_kind: Mapped[str] = mapped_column(String(8), server_default=TimingKind.WARM.value)
     worker: Mapped[str] = mapped_column(String(200))
     remeasured: Mapped[bool]
     # The queued candidate this measures (service mode); unique, so a result is stored once.

@@ -40,11 +40,13 @@ PARENTS = 16
 
 @dataclass(frozen=True)
 class TaskIds:
-    """Where a task's records live: its workload, hardware and task rows."""
+    """Where a task's records live: its workload, hardware and task rows, and the kind of timing
+    (a runner.TimingKind value) its records have and its search ranks and skips by."""
 
     workload_id: int
     hardware_id: int
     task_id: int
+    timing_kind: str
 
 
 class SearchDriver:
@@ -78,7 +80,8 @@ class SearchDriver:
         self.wl, self.db, self.ids, self.target = wl, db, ids, target
         self.key = wl.func.structural_hash()
         self.hardware_key = hardware_key
-        measured = db.measured_program_hashes(ids.workload_id, ids.hardware_id) | set(exclude)
+        measured = db.measured_program_hashes(ids.workload_id, ids.hardware_id, timing_kind=ids.timing_kind)
+        measured |= set(exclude)
         self.sampler = Sampler(wl.func, space)
         self.start_from = start_from
         self.feature_cache: dict[str, np.ndarray] = {}
@@ -103,7 +106,8 @@ class SearchDriver:
         """Up to n programs never proposed before, bred from the best measured ones. Fewer (or none)
         when the space is exhausted."""
         start = time.perf_counter()
-        parents = [Trace.from_json(r.trace) for r in self.db.top_k(self.key, self.hardware_key, PARENTS)]
+        best = self.db.top_k(self.key, self.hardware_key, PARENTS, timing_kind=self.ids.timing_kind)
+        parents = [Trace.from_json(r.trace) for r in best]
         first = self._start() if n else []
         self.search.notify(first)
         proposals = first + self.search.propose(n - len(first), best=parents)

@@ -20,9 +20,11 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from runner import TimingKind
 from tuner.database import Database, HardwareInfo
 from tuner.database import models as m
 from tuner.database.records import TaskInfo
+from tuner.tune import best_record
 
 # The longest one build may take: ResNet-18's 20-odd kernels build in well under this.
 BUILD_SECONDS = 1800.0
@@ -40,13 +42,13 @@ class MissingRecords(Exception):
 
 
 def artifact_key(db: Database, model_id: int, hardware: HardwareInfo) -> ArtifactKey:
-    """What the artifact is built from: the best record of each layer on `hardware`. Raises
-    MissingRecords if a layer has none."""
+    """What the artifact is built from: the record of each layer on `hardware` that `graph.build`
+    takes (`best_record`). Raises MissingRecords if a layer has none."""
     best, missing = [], []
     for task in m.members(db, model_id):
-        top = db.top_k(db.workload(task.workload_id).hash, hardware.key, 1)
-        if top:
-            best.append(top[0].id)
+        record = best_record(db, db.workload(task.workload_id).hash, hardware.key, TimingKind.LAYER)
+        if record is not None:
+            best.append(record.id)
         else:
             missing.append(task)
     if missing:

@@ -24,6 +24,7 @@ from tuner.service.schemas import (
     TaskCreate,
     TaskDetail,
     TaskPublic,
+    Timing,
 )
 
 T = TypeVar("T")
@@ -113,10 +114,15 @@ class Client:
         return self._call("POST", f"/v1/tasks/{task_id}/cancel", TaskPublic)
 
     def best(
-        self, workload: dict[str, Any], *, hardware: str | None = None, k: int = 1
+        self,
+        workload: dict[str, Any],
+        *,
+        hardware: str | None = None,
+        k: int = 1,
+        timing: Timing = "warm",
     ) -> list[RecordPublic]:
         with _refused_before_sending():
-            body = BestQuery(workload=workload, hardware=hardware, k=k)
+            body = BestQuery(workload=workload, hardware=hardware, k=k, timing=timing)
         return self._call("POST", "/v1/best", list[RecordPublic], body)
 
     def submit_model(

@@ -134,7 +134,7 @@ def run_reporting_coordinator_errors(args: argparse.Namespace, console: Console)
 def remote_best(args: argparse.Namespace, spec: dict[str, Any], k: int) -> list[RecordPublic]:
     """The coordinator's k fastest records of a workload, for `best` and `show`."""
     with client(args) as api:
-        return api.best(spec, hardware=args.hardware, k=k)
+        return api.best(spec, hardware=args.hardware, k=k, timing=args.timing)
 
 
 def add_service_commands(command: CommandFactory, *, embedded_tune: Handler) -> None:

@@ -81,6 +81,10 @@ JsonObject = Annotated[dict[str, Any], BeforeValidator(_storable)]
 ByValue = Field(strict=False)
 
 
+# What a record's time means (runner.TimingKind's values): a literal, so a strict request may name it.
+Timing = Literal["warm", "cold", "layer"]
+
+
 class Strict(BaseModel):
     """Unknown fields are refused (a typo in a request is an error, not silently ignored), and types are
     not coerced: "10" is not a number, 1000.0 not an integer, true not 1."""
@@ -163,6 +167,7 @@ class RecordPublic(BaseModel):
     build_secs: float
     message: str
     timing: dict[str, Any]
+    timing_kind: Timing = Field(description="What its time means: records rank within their kind.")
     worker: str
     remeasured: bool
     trace: dict[str, Any]
@@ -176,6 +181,9 @@ class BestQuery(Strict):
         None, description="Hardware key; default: the only kind of hardware registered."
     )
     k: int = Field(1, ge=1, le=100)
+    timing: Timing = Field(
+        "warm", description="Rank records timed this way: warm (a kernel), layer (inside a model)."
+    )
 
 
 # Workers.

@@ -198,6 +198,7 @@ class TaskLoop:
             owner=self.owner,
             workload_id=task.workload_id,
             hardware_id=task.hardware_id,
+            timing_kind=task.timing_kind,
             programs=[q.Proposed(p.trace, p.key) for p in proposals],
         )
         # Only what was queued comes back as this task's records; another task may have queued the
@@ -220,14 +221,16 @@ class TaskLoop:
         not propose what is queued already. The programs run on the workers' machines, not on this
         one: the space and the cost model's features are for the target they registered."""
         workload = self.db.get_workload(task.workload_id)
-        queued = q.queued_program_hashes(self.db, workload_id=task.workload_id, hardware_id=task.hardware_id)
+        queued = q.queued_program_hashes(
+            self.db, workload_id=task.workload_id, hardware_id=task.hardware_id, timing_kind=task.timing_kind
+        )
         target = next(h for h in self.db.hardware_list() if h.id == task.hardware_id).target
         wl = workload_from_spec(workload.spec)
         model = None if task.strategy == "random" else self._shared_model(task, target)
         return SearchDriver(
             wl,
             self.db,
-            TaskIds(task.workload_id, task.hardware_id, task.id),
+            TaskIds(task.workload_id, task.hardware_id, task.id, task.timing_kind),
             target,
             hardware_key=task.hardware_key,
             strategy=task.strategy,

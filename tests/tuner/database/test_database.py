@@ -55,7 +55,7 @@ def test_open_migrates_to_head_and_reopens(database_url: str):
         with Database.open(database_url) as db, db.engine.connect() as connection:
             config = alembic_config(connection)
             head = ScriptDirectory.from_config(config).get_current_head()
-            assert MigrationContext.configure(connection).get_current_revision() == head == "0005"
+            assert MigrationContext.configure(connection).get_current_revision() == head == "0006"
             tables = set(inspect(connection).get_table_names())
             service = {"candidates", "workers", "api_tokens"}
             assert {"workloads", "hardware", "tasks", "tuning_records", *service} <= tables
@@ -84,7 +84,7 @@ def test_memory_database():
     with Database.open("sqlite://") as db:
         wid, hid = add_pair(db)
         assert db.add_record(new(wid, hid, 1)) is not None
-        assert db.best("w0".ljust(64, "0"), hw_key("hw0")) is not None
+        assert db.best("w0".ljust(64, "0"), hw_key("hw0"), timing_kind="warm") is not None
 
 
 def test_get_or_create_is_idempotent(tuning_db: Database):
@@ -113,8 +113,10 @@ def test_a_trace_is_stored_once_per_workload_and_hardware(tuning_db: Database):
     assert tuning_db.add_record(new(wid, hid2, 1)) is not None
     assert tuning_db.add_record(new(wid2, hid, 1)) is not None
     assert tuning_db.add_record(new(wid, hid, 2, status="build_error")) is not None
-    assert tuning_db.measured_program_hashes(wid, hid) == {trace_hash(new(0, 0, n).trace) for n in (1, 2)}
-    assert tuning_db.measured_program_hashes(wid2, hid2) == set()
+    assert tuning_db.measured_program_hashes(wid, hid, timing_kind="warm") == {
+        trace_hash(new(0, 0, n).trace) for n in (1, 2)
+    }
+    assert tuning_db.measured_program_hashes(wid2, hid2, timing_kind="warm") == set()
     assert [r.status for r in tuning_db.records(workload_id=wid, hardware_id=hid)] == ["ok", "build_error"]
 
 
@@ -141,7 +143,10 @@ def test_best_and_top_k_rank_ok_records_by_median(tuning_db: Database):
     wid, hid = add_pair(tuning_db)
     _, other_hid = add_pair(tuning_db, "w0", "hw1")
     key = "w0".ljust(64, "0")
-    assert tuning_db.best(key, hw_key("hw0")) is None and tuning_db.top_k(key, hw_key("hw0"), 3) == []
+    assert (
+        tuning_db.best(key, hw_key("hw0"), timing_kind="warm") is None
+        and tuning_db.top_k(key, hw_key("hw0"), 3, timing_kind="warm") == []
+    )
     tuning_db.add_record(new(wid, hid, 1, secs=3e-3))
     tuning_db.add_record(new(wid, hid, 2, secs=1e-3))
     tuning_db.add_record(new(wid, hid, 3, secs=2e-3))
@@ -150,12 +155,19 @@ def test_best_and_top_k_rank_ok_records_by_median(tuning_db: Database):
     for n, status in enumerate(["build_error", "runtime_error", "timeout", "wrong_result"], start=5):
         fast = record(wid, hid, {"n": n}, status=status, run_secs=[1e-9])
         assert tuning_db.add_record(fast) is not None
-    best = tuning_db.best(key, hw_key("hw0"))
+    best = tuning_db.best(key, hw_key("hw0"), timing_kind="warm")
     assert best is not None and best.trace == new(0, 0, 2).trace
     assert best.median_secs == 1e-3 and best.hardware_key == hw_key("hw0") and best.workload_hash == key
-    assert [r.median_secs for r in tuning_db.top_k(key, hw_key("hw0"), 2)] == [1e-3, 2e-3]
-    assert [r.median_secs for r in tuning_db.top_k(key, hw_key("hw0"), 10)] == [1e-3, 2e-3, 3e-3]
-    assert tuning_db.best(key, "unknown") is None and tuning_db.best("unknown", hw_key("hw0")) is None
+    assert [r.median_secs for r in tuning_db.top_k(key, hw_key("hw0"), 2, timing_kind="warm")] == [1e-3, 2e-3]
+    assert [r.median_secs for r in tuning_db.top_k(key, hw_key("hw0"), 10, timing_kind="warm")] == [
+        1e-3,
+        2e-3,
+        3e-3,
+    ]
+    assert (
+        tuning_db.best(key, "unknown", timing_kind="warm") is None
+        and tuning_db.best("unknown", hw_key("hw0"), timing_kind="warm") is None
+    )
     failed = [r for r in tuning_db.records(workload_id=wid, hardware_id=hid) if r.status != "ok"]
     assert len(failed) == 4 and all(r.median_secs is None for r in failed)
 
@@ -290,6 +302,38 @@ def test_best_of_tasks_is_the_fastest_ok_record_of_each_tasks_pair(tuning_db: Da
     assert tuning_db.best_of_tasks([]) == {}
 
 
+def test_records_of_each_timing_kind_are_kept_and_ranked_apart(tuning_db: Database):
+    """A program timed warm (a kernel) and cold as a model's layer is two measurements of different
+    things: both are stored, each kind ranks and is skipped on its own, and a task ranks its kind."""
+    wid, hid = add_pair(tuning_db)
+    key = "w0".ljust(64, "0")
+    warm = tuning_db.add_record(new(wid, hid, 1, secs=1e-3))
+    layer = tuning_db.add_record(new(wid, hid, 1, secs=4e-3, timing_kind="layer"))
+    assert warm is not None and layer is not None
+    assert tuning_db.add_record(new(wid, hid, 1, secs=1e-6, timing_kind="layer")) is None
+    fastest_layer = tuning_db.add_record(new(wid, hid, 2, secs=3e-3, timing_kind="layer"))
+    assert [r.median_secs for r in tuning_db.top_k(key, hw_key("hw0"), 5, timing_kind="layer")] == [
+        3e-3,
+        4e-3,
+    ]
+    warm_best = tuning_db.best(key, hw_key("hw0"), timing_kind="warm")
+    assert warm_best is not None and (warm_best.id, warm_best.timing_kind) == (warm, "warm")
+    assert tuning_db.best(key, hw_key("hw0"), timing_kind="cold") is None
+    assert tuning_db.measured_program_hashes(wid, hid, timing_kind="warm") == {trace_hash(new(0, 0, 1).trace)}
+    assert len(tuning_db.measured_program_hashes(wid, hid, timing_kind="layer")) == 2
+    kernel, member = (
+        tuning_db.add_task(
+            workload_id=wid, hardware_id=hid, strategy="random", trials=8, seed=0, timing_kind=k
+        )
+        for k in ("warm", "layer")
+    )
+    assert tuning_db.get_task(member).timing_kind == "layer"
+    best = tuning_db.best_of_tasks([kernel, member])
+    assert best == {kernel: (warm, pytest.approx(1e-3)), member: (fastest_layer, pytest.approx(3e-3))}
+    with pytest.raises(ValueError):
+        new(wid, hid, 3, timing_kind="lukewarm")
+
+
 def test_bad_records_are_refused_before_and_by_the_database(tuning_db: Database):
     with pytest.raises(ValueError):
         new(1, 1, 0, status="crashed")
@@ -310,7 +354,13 @@ def test_bad_records_are_refused_before_and_by_the_database(tuning_db: Database)
         "remeasured": False,
     }
     # The table's own constraints hold for writers that bypass Database.
-    for bad in [{"status": "crashed"}, {"status": "ok"}, {"status": "timeout", "median_secs": 1.0}]:
+    bad_rows = [
+        {"status": "crashed"},
+        {"status": "ok"},
+        {"status": "timeout", "median_secs": 1.0},
+        {"status": "timeout", "timing_kind": "lukewarm"},
+    ]
+    for bad in bad_rows:
         with pytest.raises(IntegrityError), tuning_db.engine.begin() as connection:
             connection.execute(insert(TuningRecord).values(**row, **bad))
     with pytest.raises(IntegrityError):

@@ -1,16 +1,19 @@
 """Databases written by earlier versions open and keep their records: the file an older tensor-tuner
 wrote (SQLite), and a schema built at revision 0002 with rows in its own columns (both backends)."""
 
+import json
 import shutil
+from dataclasses import asdict
 from pathlib import Path
 
 import sqlalchemy as sa
 from alembic import command
 
 from compiler.workloads import workload_from_spec
-from runner import NullRunner
+from runner import MODEL_TIMING, NullRunner
 from runner.hardware import Hardware
 from tuner.database import Database, alembic_config
+from tuner.database import queue as q
 from tuner.tune import tune
 
 WRITTEN_BY_0002 = Path(__file__).parent / "data" / "written_by_0002.db"  # `tune` of revision 0002
@@ -34,11 +37,11 @@ def test_a_database_the_previous_version_wrote_keeps_its_records(tmp_path: Path)
         assert hardware.target.key == hardware.key  # the target is recovered whole
         records = [r for w in workloads for r in db.records(workload_id=w.id, hardware_id=hardware.id)]
         assert len(records) == 24 and all(r.program_hash == r.trace_hash for r in records)
-        best = db.best(workloads[0].hash, hardware.key)
+        best = db.best(workloads[0].hash, hardware.key, timing_kind="warm")
         assert best is not None and best.workload_spec["op"] == "matmul"
         # The search goes on from it: the old records are known, new ones join them.
         old = {r.program_hash for r in records}
-        assert db.measured_program_hashes(workloads[0].id, hardware.id) == {
+        assert db.measured_program_hashes(workloads[0].id, hardware.id, timing_kind="warm") == {
             r.program_hash for r in records if r.workload_id == workloads[0].id
         }
     with Database.open(f"sqlite:///{path}") as db:
@@ -83,7 +86,7 @@ def test_revision_0002_rows_migrate_on_both_backends(database_url: str):
         assert (record.trace_hash, record.program_hash, record.median_secs) == ("trace-hash-1",) * 2 + (
             0.001,
         )
-        assert db.best(workload.hash, first.key) is not None
+        assert db.best(workload.hash, first.key, timing_kind="warm") is not None
 
 
 def test_revision_0003_rows_migrate_on_both_backends(database_url: str):
@@ -115,3 +118,67 @@ def test_revision_0003_rows_migrate_on_both_backends(database_url: str):
         assert hardware.peak_gflops is None
         (task,) = db.tasks()
         assert (task.token_id, task.candidate_secs) == (None, 0.0)
+
+
+def test_revision_0005_rows_get_their_timing_kind_on_both_backends(database_url: str):
+    """Records read their kind from their timing; a model's member task, a task whose records are a
+    layer's and their candidates are layers; the rest stay warm, as they were timed."""
+    layer_timing = json.dumps(asdict(MODEL_TIMING))
+    engine = sa.create_engine(database_url)
+    with engine.begin() as connection:
+        command.upgrade(alembic_config(connection), "0005")
+        run = connection.execute
+        run(
+            sa.text("INSERT INTO workloads (hash, name, spec, flops) VALUES ('h', 'matmul', :spec, 1.0)"),
+            {"spec": json.dumps(MATMUL)},
+        )
+        run(
+            sa.text(
+                "INSERT INTO hardware (key, cpu_model, triple, mcpu, features, cores) "
+                "VALUES ('bench-hw', 'x', '', '', '', 2)"
+            )
+        )
+        run(
+            sa.text(
+                "INSERT INTO models (name, source, source_format, hardware_id, scheduler, trials, seed, "
+                "status, batches, curve, candidate_secs) "
+                "VALUES ('m', :source, 'onnx', 1, 'gradient', 8, 0, 'pending', '[]', '[]', 0.0)"
+            ),
+            {"source": b"onnx"},
+        )
+        tasks = (
+            "INSERT INTO tasks (workload_id, hardware_id, strategy, trials, seed, status, trials_done, "
+            "model_id)"
+        )
+        run(
+            sa.text(
+                f"{tasks} VALUES (1, 1, 'random', 8, 0, 'pending', 0, NULL), (1, 1, 'random', 8, 0, "
+                "'pending', 0, 1), (1, 1, 'random', 8, 0, 'done', 8, NULL)"
+            )
+        )
+        run(
+            sa.text(
+                "INSERT INTO candidates (task_id, workload_id, hardware_id, trace, trace_hash, program_hash, "
+                "status, attempts) VALUES (1, 1, 1, '{}', 'a', 'a', 'pending', 0), "
+                "(2, 1, 1, '{}', 'b', 'b', 'pending', 0)"
+            )
+        )
+        records = (
+            "INSERT INTO tuning_records (workload_id, hardware_id, task_id, trace, trace_hash, program_hash, "
+            "status, run_secs, median_secs, build_secs, message, timing, worker, remeasured) VALUES "
+        )
+        for task, program, timing in ((1, "a", '{"repeat": 5}'), (3, "c", layer_timing), (None, "d", "{}")):
+            run(
+                sa.text(
+                    records
+                    + "(1, 1, :task, '{}', :p, :p, 'ok', '[0.001]', 0.001, 0.0, '', :timing, '', false)"
+                ),
+                {"task": task, "p": program, "timing": timing},
+            )
+    engine.dispose()
+    with Database.open(database_url) as db:
+        assert [t.timing_kind for t in db.tasks()] == ["warm", "layer", "layer"]
+        assert [r.timing_kind for r in db.records(workload_id=1, hardware_id=1)] == ["warm", "layer", "warm"]
+        assert q.queued_program_hashes(db, workload_id=1, hardware_id=1, timing_kind="layer") == {"b"}
+        layer = db.best("h", "bench-hw", timing_kind="layer")
+        assert layer is not None and layer.program_hash == "c"

@@ -4,11 +4,13 @@ once), workers, task owners and API tokens."""
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict
 from datetime import UTC, datetime, timedelta
 
 import pytest
 from sqlalchemy import select
 
+from runner import MODEL_TIMING
 from tests.tuner.database.test_database import add_pair, hw_key, record
 from tuner.database import Database, TaskStatus, owners, trace_hash
 from tuner.database import queue as q
@@ -55,6 +57,7 @@ def setup(tuning_db: Database):
         owner=LOOP,
         workload_id=wid,
         hardware_id=hid,
+        timing_kind="warm",
         programs=[q.Proposed(t, trace_hash(t)) for t in traces],
     )
     assert queued == {trace_hash(t) for t in traces}
@@ -90,23 +93,55 @@ def seed_best(db: Database, wid: int, hid: int) -> None:
     db.add_record(record(wid, hid, seed, status="ok", run_secs=[BEST], worker="seed", remeasured=True))
 
 
-def test_enqueue_skips_traces_queued_for_the_pair_by_any_task(setup):
-    db, task, wid, hid, _ = setup
-    other_task = db.add_task(workload_id=wid, hardware_id=hid, strategy="random", trials=8, seed=1)
-    own(db, other_task)
-    queued = q.enqueue(
+def queue_for_new_task(
+    db: Database, wid: int, hid: int, timing_kind: str, programs: list[q.Proposed]
+) -> set[str]:
+    """Queue programs for a second task of the pair, timed as `timing_kind`, owned by LOOP."""
+    task = db.add_task(
+        workload_id=wid, hardware_id=hid, strategy="random", trials=8, seed=1, timing_kind=timing_kind
+    )
+    own(db, task)
+    return q.enqueue(
         db,
-        task_id=other_task,
+        task_id=task,
         owner=LOOP,
         workload_id=wid,
         hardware_id=hid,
-        programs=[proposed(4), proposed(5)],
+        timing_kind=timing_kind,
+        programs=programs,
     )
+
+
+def test_enqueue_skips_traces_queued_for_the_pair_by_any_task(setup):
+    db, task, wid, hid, _ = setup
+    queued = queue_for_new_task(db, wid, hid, "warm", [proposed(4), proposed(5)])
     assert queued == {trace_hash(trace(5))}
-    assert q.queued_program_hashes(db, workload_id=wid, hardware_id=hid) == {
+    assert q.queued_program_hashes(db, workload_id=wid, hardware_id=hid, timing_kind="warm") == {
         trace_hash(trace(n)) for n in range(6)
     }
     assert q.counts(db, task_id=task) == q.QueueCounts(pending=5, leased=0, done=0)
+
+
+def test_a_layer_task_queues_and_ranks_apart_from_kernel_tasks(setup):
+    """A model's layer queues the programs a kernel task queued (they are timed another way); its
+    candidates are leased with the timing of a forward pass, held against the best of its own kind,
+    and stored as records of that kind."""
+    db, _, wid, hid, (w1, _, _) = setup
+    seed_best(db, wid, hid)  # a fast warm best: it does not hold back the layer's first result
+    queued = queue_for_new_task(db, wid, hid, "layer", [proposed(0), proposed(1)])
+    assert queued == {trace_hash(trace(0)), trace_hash(trace(1))}
+    assert q.queued_program_hashes(db, workload_id=wid, hardware_id=hid, timing_kind="layer") == queued
+    leased = lease(db, w1, hid, 7)
+    assert [c.timing for c in leased] == [None] * 5 + [asdict(MODEL_TIMING)] * 2
+    assert [c.best_secs for c in leased] == [BEST] * 5 + [None] * 2
+    assert submit(db, w1, ok(leased[5].id, 2e-3)) == [q.Outcome.CONFIRMING]
+    assert submit(db, w1, ok(leased[0].id, 2e-3)) == [q.Outcome.ACCEPTED]  # slower than the warm best
+    (again,) = lease(db, w1, hid, 1)
+    assert submit(db, w1, ok(again.id, 2e-3)) == [q.Outcome.ACCEPTED]
+    best = db.best(WORKLOAD_HASH, hw_key("hw0"), timing_kind="layer")
+    assert best is not None and (best.trace, best.timing_kind) == (trace(0), "layer")
+    warm = db.best(WORKLOAD_HASH, hw_key("hw0"), timing_kind="warm")
+    assert warm is not None and warm.median_secs == BEST
 
 
 def test_only_the_owner_of_an_active_task_queues_for_it(setup):
@@ -114,7 +149,13 @@ def test_only_the_owner_of_an_active_task_queues_for_it(setup):
 
     def enqueue(owner: str, n: int) -> set[str]:
         return q.enqueue(
-            db, task_id=task, owner=owner, workload_id=wid, hardware_id=hid, programs=[proposed(n)]
+            db,
+            task_id=task,
+            owner=owner,
+            workload_id=wid,
+            hardware_id=hid,
+            timing_kind="warm",
+            programs=[proposed(n)],
         )
 
     assert enqueue("stranger", 10) == set()
@@ -124,7 +165,7 @@ def test_only_the_owner_of_an_active_task_queues_for_it(setup):
     assert cancel_task(db, task_id=task, message="enough")
     assert enqueue("b", 13) == set()
     assert q.counts(db, task_id=task) == q.QueueCounts(pending=0, leased=0, done=0)
-    assert q.queued_program_hashes(db, workload_id=wid, hardware_id=hid) == {
+    assert q.queued_program_hashes(db, workload_id=wid, hardware_id=hid, timing_kind="warm") == {
         trace_hash(trace(n)) for n in (0, 1, 2, 3, 4, 12)
     }
 
@@ -145,7 +186,13 @@ def test_nothing_is_queued_behind_a_cancel_in_progress(setup, database_url, monk
         listed.wait(10)
         with Database.open(database_url) as own_db:
             return q.enqueue(
-                own_db, task_id=task, owner=LOOP, workload_id=wid, hardware_id=hid, programs=[proposed(9)]
+                own_db,
+                task_id=task,
+                owner=LOOP,
+                workload_id=wid,
+                hardware_id=hid,
+                timing_kind="warm",
+                programs=[proposed(9)],
             )
 
     monkeypatch.setattr(owners, "lock_candidates", slow_lock)
@@ -234,7 +281,7 @@ def test_a_would_be_best_is_held_until_a_second_lease_remeasures_it(setup):
     assert first.run_secs == [1e-3] * 3 + [1.2e-3] * 3 and first.median_secs == 1.2e-3
     assert (first.remeasured, first.worker, first.message) == (True, "w1", "re-measured by w2")
     assert second.median_secs == 2e-3  # the slower of the two medians: its own first run here
-    assert db.best(WORKLOAD_HASH, hw_key("hw0")).id == first.id
+    assert db.best(WORKLOAD_HASH, hw_key("hw0"), timing_kind="warm").id == first.id
     assert db.get_task(task).trials_done == 2
     # Slower than the best: stored at once. Faster: held again.
     c, d = lease(db, w1, hid, 2)
@@ -249,7 +296,10 @@ def test_a_single_forged_result_never_becomes_the_best(setup):
     crash = q.Submission(candidate_id=d.id, status="wrong_result", message="Y: 3 elements differ")
     assert submit(db, w2, ok(c.id, 1e-3), crash) == [q.Outcome.ACCEPTED] * 2
     honest, failed = db.records(workload_id=wid, hardware_id=hid)
-    assert honest.median_secs == 1e-3 and db.best(WORKLOAD_HASH, hw_key("hw0")).id == honest.id
+    assert (
+        honest.median_secs == 1e-3
+        and db.best(WORKLOAD_HASH, hw_key("hw0"), timing_kind="warm").id == honest.id
+    )
     assert (failed.status, failed.median_secs, failed.remeasured) == ("wrong_result", None, True)
     assert failed.message == "its re-measurement failed: Y: 3 elements differ"
 
@@ -311,6 +361,7 @@ def test_concurrent_leases_never_share_a_candidate(database_url: str):
             owner=LOOP,
             workload_id=wid,
             hardware_id=hid,
+            timing_kind="warm",
             programs=[q.Proposed(t, trace_hash(t)) for t in traces],
         )
         ids = [register_worker(db, name=f"w{i}", hardware_id=hid, now=T0) for i in range(4)]

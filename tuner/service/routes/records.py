@@ -9,13 +9,13 @@ from typing import Annotated
 
 from fastapi import APIRouter, HTTPException, Path, Query, status
 
-from runner import Status
+from runner import Status, TimingKind
 from tuner.database import Database, Record, Role
 from tuner.database.tokens import TokenInfo
 from tuner.service.deps import ClientToken, DatabaseDep
 from tuner.service.errors import AUTH, BODY, documented, field_error
 from tuner.service.routes.tasks import gflops, parse_workload
-from tuner.service.schemas import NO_NUL, BestQuery, IdPath, RecordPublic
+from tuner.service.schemas import NO_NUL, BestQuery, IdPath, RecordPublic, Timing
 
 router = APIRouter(prefix="/v1", tags=["records"], responses=documented(*AUTH))
 
@@ -26,7 +26,7 @@ def best_records(body: BestQuery, db: DatabaseDep, holder: ClientToken) -> list[
     if (body.workload is None) == (body.workload_hash is None):
         raise field_error("workload", "give exactly one of workload (a spec) and workload_hash")
     key = body.workload_hash or parse_workload(body.workload, "workload").func.structural_hash()
-    return ranked(db, key, body.hardware, body.k, holder)
+    return ranked(db, key, body.hardware, body.k, body.timing, holder)
 
 
 @router.get("/workloads/{workload_hash}/best")
@@ -36,8 +36,9 @@ def best_by_hash(
     holder: ClientToken,
     hardware: Annotated[str | None, Query(max_length=200, pattern=NO_NUL)] = None,
     k: Annotated[int, Query(ge=1, le=100)] = 1,
+    timing: Timing = "warm",
 ) -> list[RecordPublic]:
-    return ranked(db, workload_hash, hardware, k, holder)
+    return ranked(db, workload_hash, hardware, k, timing, holder)
 
 
 @router.get("/records/{record_id}", responses=documented(404))
@@ -50,14 +51,14 @@ def get_record(record_id: IdPath, db: DatabaseDep, holder: ClientToken) -> Recor
 
 
 def ranked(
-    db: Database, workload_hash: str, hardware: str | None, k: int, holder: TokenInfo
+    db: Database, workload_hash: str, hardware: str | None, k: int, timing: Timing, holder: TokenInfo
 ) -> list[RecordPublic]:
     if hardware is None:  # the only approved kind: one a worker registered on its own is no default
         keys = [h.key for h in db.hardware_list() if h.approved]
         if len(keys) != 1:
             raise field_error("hardware", f"give a hardware key, one of: {', '.join(keys) or 'none yet'}")
         hardware = keys[0]
-    return shown(db, db.top_k(workload_hash, hardware, k), holder)
+    return shown(db, db.top_k(workload_hash, hardware, k, timing_kind=timing), holder)
 
 
 def shown(db: Database, records: list[Record], holder: TokenInfo) -> list[RecordPublic]:
@@ -84,6 +85,7 @@ def record_public(r: Record, task_id: int | None) -> RecordPublic:
         build_secs=r.build_secs,
         message=r.message,
         timing=r.timing,
+        timing_kind=TimingKind(r.timing_kind).value,
         worker=r.worker,
         remeasured=r.remeasured,
         trace=r.trace,
