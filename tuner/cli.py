@@ -295,6 +295,13 @@ def _show(args: argparse.Namespace, console: Console) -> int:
     return 0
 
 
+def _group_name(key: str, names: dict[str, str]) -> str:
+    """A cost-model group's workload by name, and its timing kind unless warm (`group_key`)."""
+    workload_hash, _, kind = key.partition("/")
+    name = names.get(workload_hash, workload_hash[:12])
+    return f"{name} ({kind})" if kind else name
+
+
 def _evaluate_model(args: argparse.Namespace, console: Console) -> int:
     db = Database.open(database_url(args))
     try:
@@ -319,7 +326,7 @@ def _evaluate_model(args: argparse.Namespace, console: Console) -> int:
     )
     for column in ("workload", "records", "top-1", "random", "top-5", "random "):
         table.add_column(column, justify="left" if column == "workload" else "right")
-    rows = [(names.get(key, key[:12]), s["candidates"], s) for key, s in scores["per_workload"].items()]
+    rows = [(_group_name(key, names), s["candidates"], s) for key, s in scores["per_workload"].items()]
     for name, count, s in [*rows, ("all (mean)", sum(r[1] for r in rows), scores)]:
         table.add_row(
             name,

@@ -57,7 +57,7 @@ def test_a_request_is_its_model_and_one_the_model_refuses_is_never_sent():
             client.best(SPEC, k=0)
         with pytest.raises(ApiError) as trials:
             client.submit(SPEC, trials=0)
-    assert sent == [{"workload": SPEC, "hardware": "hw", "k": 2, "timing": "warm"}]
+    assert sent == [{"workload": SPEC, "hardware": "hw", "k": 2}]
     # Refused as the coordinator refuses it, so the commands' output is the same either way.
     assert k.value.status == 422 and k.value.summary == "k: Input should be greater than or equal to 1"
     assert trials.value.summary == "trials: Input should be greater than or equal to 1"

@@ -24,6 +24,7 @@ from tests.service.conftest import Api, in_process_client
 from tests.service.onnx_models import encoded, mlp, reference
 from tests.service.test_api import lease, measure, register, submit
 from tuner.cli import main
+from tuner.database import NewRecord, trace_hash
 from tuner.search.driver import SearchDriver
 from tuner.service import commands, model_commands
 from tuner.service.client import Client
@@ -375,6 +376,31 @@ def test_identical_layers_of_two_models_share_their_records(api: Api):
     assert [layer["workload_hash"] for layer in detail["layers"]] == [
         layer["workload_hash"] for layer in model(api, first["id"])["layers"]
     ]
+
+
+def test_a_kernels_warm_record_does_not_stand_for_a_layers_time(api: Api):
+    """The same kernel timed warm (tuned alone) is far faster than any layer record; the model's
+    estimate and its layers' bests count layer records only."""
+    worker = register(api)
+    submitted = submit_model(api, trials=4)
+    first_layer = api.db.get_task(model(api, submitted["id"])["layers"][0]["task_id"])
+    kernel_trace = {"version": 1, "instructions": []}
+    api.db.add_record(
+        NewRecord(
+            workload_id=first_layer.workload_id,
+            hardware_id=first_layer.hardware_id,
+            trace=kernel_trace,
+            program_hash=trace_hash(kernel_trace),
+            status="ok",
+            run_secs=[1e-7],
+        )
+    )
+    assert [layer["best_secs"] for layer in model(api, submitted["id"])["layers"]] == [None, None]
+    done = run_to_end(api, worker, submitted["id"])
+    assert all(layer["best_secs"] > 1e-7 for layer in done["layers"])
+    total = sum(layer["weight"] * layer["best_secs"] for layer in done["layers"])
+    assert done["estimated_secs"] == pytest.approx(total)
+    assert done["curve"][-1]["estimated_secs"] == pytest.approx(total)
 
 
 def test_a_model_in_the_graphs_json_form_is_tuned_and_built_like_an_onnx_one(api: Api, tmp_path: Path):

@@ -109,6 +109,9 @@ def test_a_layer_tuned_after_its_kernel_is_measured_and_ranked_as_a_layer(db):
     key, hardware = kernel.workload.func.structural_hash(), kernel.hardware.key
     assert best_record(db, key, hardware, TimingKind.LAYER).id == layer.best.id
     assert best_record(db, key, hardware, TimingKind.WARM).id == kernel.best.id
+    # The cost model ranks each kind within its own group: a layer's time is not a kernel's.
+    groups = groups_from_records(records, kernel.hardware.target)
+    assert sorted((g[0], len(g[2])) for g in groups) == [(key, 6), (f"{key}/layer", 6)]
 
 
 def test_a_layer_without_layer_records_takes_the_kernels_best(db):

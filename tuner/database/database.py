@@ -235,7 +235,8 @@ class Database:
     # Tuning records.
 
     def add_record(self, record: NewRecord) -> int | None:
-        """Store a measurement; None when this trace is already stored for the workload and hardware.
+        """Store a measurement; None when this program is already stored for the workload, hardware and
+        timing kind.
 
         The unique constraint decides, in the same statement as the insert (ON CONFLICT DO NOTHING), so
         two workers reporting the same trace at once store it once and neither sees an error."""

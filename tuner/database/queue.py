@@ -9,8 +9,9 @@ a program that kills whoever measures it cannot stall a task forever.
 A result counts only from the worker holding the candidate's lease (by worker, not by hardware: a
 second machine of the same kind cannot complete another's lease), and only once: the candidate row is
 locked while its record is written, so a retried submission finds it done and stores nothing. A
-measurement faster than the hardware can run is refused. A result that would be the new best of its
-workload and hardware is not stored at once: it is held on its candidate, which goes back to the queue
+measurement faster than the hardware can run is refused, as is one timed another way than its
+candidate asks. A result that would be the new best of its workload, hardware and timing kind is not
+stored at once: it is held on its candidate, which goes back to the queue
 for a second lease (any worker's) to re-measure; the record is then written from both measurements and
 ranks by the slower of the two, so no single result, forged or lucky, ever becomes the best.
 Rows are always locked in id order, candidates before tasks, so concurrent transactions on PostgreSQL
@@ -33,7 +34,7 @@ from typing import Any
 from sqlalchemy import ColumnElement, Connection, Row, Select, and_, func, select, update
 from sqlalchemy.orm import Session
 
-from runner.results import MODEL_TIMING, Status, TimingKind
+from runner.results import MODEL_TIMING, Status, TimingConfig, TimingKind
 from tuner.database.database import Database
 from tuner.database.records import ACTIVE, CandidateStatus, NewRecord, median_secs, trace_hash
 from tuner.database.schema import Candidate, Hardware, Task, TuningRecord, Worker
@@ -73,7 +74,7 @@ class Outcome(enum.StrEnum):
     CONFIRMING = "confirming"  # would be the new best: held until a second lease re-measures it
     DUPLICATE = "duplicate"  # its lease holder sent it again, and it is done: nothing changed
     UNKNOWN = "unknown"  # no such candidate
-    REFUSED = "refused"  # not from the worker holding the candidate's lease: nothing stored
+    REFUSED = "refused"  # not from the lease holder, or timed another way than asked: nothing stored
     IMPOSSIBLE = "impossible"  # faster than its hardware can run: refused, nothing stored
 
 
@@ -179,14 +180,19 @@ def lease(
             r.trace,
             best[r.workload_id, r.timing_kind],
             expires,
-            _LAYER_TIMING if r.timing_kind == TimingKind.LAYER else None,
+            _TIMING_OF_KIND[TimingKind(r.timing_kind)],
         )
         for r in sorted(rows)
     ]
 
 
-# How a worker times a model's layer: as a forward pass runs it, as `tune_model` times it.
-_LAYER_TIMING = asdict(MODEL_TIMING)
+# How a worker must time a candidate of each kind (None: its own way, warm): a model's layer as a
+# forward pass runs it, as `tune_model` times it.
+_TIMING_OF_KIND: dict[TimingKind, dict[str, Any] | None] = {
+    TimingKind.WARM: None,
+    TimingKind.COLD: asdict(TimingConfig(flush_cache=True)),
+    TimingKind.LAYER: asdict(MODEL_TIMING),
+}
 
 
 def _take(
@@ -394,6 +400,8 @@ def _judge(r: Any, result: Submission, worker_id: int, fastest_secs: float) -> O
         return Outcome.DUPLICATE
     if result.ok and min(result.run_secs) < fastest_secs:
         return Outcome.IMPOSSIBLE
+    if result.timing and TimingConfig.from_dict(result.timing).kind != r.timing_kind:
+        return Outcome.REFUSED  # timed warm when a layer's time was asked for, or the reverse
     return Outcome.ACCEPTED
 
 

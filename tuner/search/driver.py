@@ -26,7 +26,7 @@ from tuner.search.cost_model import CostModel
 from tuner.search.features import extract_features
 from tuner.search.space import ScheduleFn
 from tuner.search.strategy import EvolutionarySearch, Proposal, RandomSearch, Sampler
-from tuner.search.training_data import groups_from_records
+from tuner.search.training_data import group_key, groups_from_records
 
 Strategy = Literal["evolutionary", "random"]
 STRATEGIES: tuple[Strategy, ...] = get_args(Strategy)
@@ -141,7 +141,7 @@ class SearchDriver:
                 proposals.append(proposal)
                 secs.append(r.median_secs if r.status == Status.OK.value else None)
         if proposals and self.model is not None:
-            self.model.update([(self.key, self._features(proposals), secs)])
+            self.model.update([(group_key(self.key, self.ids.timing_kind), self._features(proposals), secs)])
         self.search_secs += time.perf_counter() - start
         return records
 

@@ -2,7 +2,7 @@
 
 Both strategies draw programs from a space (a ScheduleFn run on a fresh, seeded Schedule) and never
 propose a program that was measured before, in this run or any earlier one (the caller passes every
-program hash the database holds for this workload and hardware).
+program hash the database holds for this workload, hardware and timing kind).
 
 `EvolutionarySearch` follows MetaSchedule's phases: the best measured traces and fresh samples form
 a population; a few generations of mutation select children by the cost model's predicted score;

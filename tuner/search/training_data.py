@@ -1,5 +1,6 @@
 """Cost-model training data from the database: records replayed into programs, grouped by workload
-(each workload's throughput is normalized on its own)."""
+and timing kind (each group's throughput is normalized on its own: a layer's cold time is not
+compared with a kernel's warm one)."""
 
 from __future__ import annotations
 
@@ -10,19 +11,25 @@ import numpy as np
 
 from compiler import ScheduleError, Target, Trace, TraceError
 from compiler.workloads import workload_from_spec
-from runner import Status
+from runner import Status, TimingKind
 from tuner.database import Database, Record
 from tuner.search.cost_model import CostModel, Group, evaluate_ranking, random_ranking
 from tuner.search.features import extract_features
 
 
+def group_key(workload_hash: str, timing_kind: str) -> str:
+    """The cost-model group of a workload's records of one timing kind: the workload hash for warm
+    records (a kernel's), "<hash>/<kind>" for the others."""
+    return workload_hash if timing_kind == TimingKind.WARM else f"{workload_hash}/{timing_kind}"
+
+
 def groups_from_records(records: list[Record], target: Target) -> list[Group]:
-    """(workload hash, feature matrices, median seconds or None for a failure) per workload, for
-    the machine that measured them. A record whose trace no longer replays (written by an older
-    version of the space) is skipped; any other error is a bug and propagates."""
+    """(group key, feature matrices, median seconds or None for a failure) per workload and timing
+    kind (`group_key`), for the machine that measured them. A record whose trace no longer replays
+    (written by an older version of the space) is skipped; any other error is a bug and propagates."""
     by_workload: dict[str, list[Record]] = {}
     for r in records:
-        by_workload.setdefault(r.workload_hash, []).append(r)
+        by_workload.setdefault(group_key(r.workload_hash, r.timing_kind), []).append(r)
     groups: list[Group] = []
     for key, recs in by_workload.items():
         func = workload_from_spec(recs[0].workload_spec).func

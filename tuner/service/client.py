@@ -122,7 +122,9 @@ class Client:
         timing: Timing = "warm",
     ) -> list[RecordPublic]:
         with _refused_before_sending():
-            body = BestQuery(workload=workload, hardware=hardware, k=k, timing=timing)
+            # Named only when not the default: a coordinator older than timing kinds refuses the field.
+            kind = {} if timing == "warm" else {"timing": timing}
+            body = BestQuery(workload=workload, hardware=hardware, k=k, **kind)
         return self._call("POST", "/v1/best", list[RecordPublic], body)
 
     def submit_model(

@@ -208,7 +208,9 @@ def _done_message(model: Model, members: Sequence[MemberState]) -> str:
 
 def _members(session: Session, model: Model) -> list[MemberState]:
     rows = session.execute(
-        select(Task.id, Task.status, Task.trials, Task.weight, Task.message, Task.workload_id)
+        select(
+            Task.id, Task.status, Task.trials, Task.weight, Task.message, Task.workload_id, Task.timing_kind
+        )
         .where(Task.model_id == model.id)
         .order_by(Task.id)
     ).all()
@@ -227,6 +229,7 @@ def _members(session: Session, model: Model) -> list[MemberState]:
             select(func.min(TuningRecord.median_secs)).where(
                 TuningRecord.workload_id == r.workload_id,
                 TuningRecord.hardware_id == model.hardware_id,
+                TuningRecord.timing_kind == r.timing_kind,
                 TuningRecord.status == Status.OK.value,
             )
         )

@@ -167,7 +167,9 @@ class RecordPublic(BaseModel):
     build_secs: float
     message: str
     timing: dict[str, Any]
-    timing_kind: Timing = Field(description="What its time means: records rank within their kind.")
+    timing_kind: Timing = Field(
+        "warm", description="What its time means: records rank within their kind (older coordinators: warm)."
+    )
     worker: str
     remeasured: bool
     trace: dict[str, Any]

@@ -160,25 +160,36 @@ def test_revision_0005_rows_get_their_timing_kind_on_both_backends(database_url:
             sa.text(
                 "INSERT INTO candidates (task_id, workload_id, hardware_id, trace, trace_hash, program_hash, "
                 "status, attempts) VALUES (1, 1, 1, '{}', 'a', 'a', 'pending', 0), "
-                "(2, 1, 1, '{}', 'b', 'b', 'pending', 0)"
+                "(2, 1, 1, '{}', 'b', 'b', 'pending', 0), (2, 1, 1, '{}', 'e', 'e', 'done', 1)"
             )
         )
         records = (
             "INSERT INTO tuning_records (workload_id, hardware_id, task_id, trace, trace_hash, program_hash, "
-            "status, run_secs, median_secs, build_secs, message, timing, worker, remeasured) VALUES "
+            "status, run_secs, median_secs, build_secs, message, timing, worker, remeasured, "
+            "candidate_id) VALUES "
         )
-        for task, program, timing in ((1, "a", '{"repeat": 5}'), (3, "c", layer_timing), (None, "d", "{}")):
+        # A kernel's; a model's layer (embedded); none's; a member's measured before layers were leased
+        # with their own timing (warm); a layer's from before MODEL_TIMING kept the input warm.
+        for task, program, timing, candidate in (
+            (1, "a", '{"repeat": 5}', None),
+            (3, "c", layer_timing, None),
+            (None, "d", "{}", None),
+            (2, "e", '{"repeat": 5}', 3),
+            (None, "f", '{"flush_cache": true}', None),
+        ):
             run(
                 sa.text(
-                    records
-                    + "(1, 1, :task, '{}', :p, :p, 'ok', '[0.001]', 0.001, 0.0, '', :timing, '', false)"
+                    records + "(1, 1, :task, '{}', :p, :p, 'ok', '[0.001]', 0.001, 0.0, '', :timing, '', "
+                    "false, :candidate)"
                 ),
-                {"task": task, "p": program, "timing": timing},
+                {"task": task, "p": program, "timing": timing, "candidate": candidate},
             )
     engine.dispose()
     with Database.open(database_url) as db:
         assert [t.timing_kind for t in db.tasks()] == ["warm", "layer", "layer"]
-        assert [r.timing_kind for r in db.records(workload_id=1, hardware_id=1)] == ["warm", "layer", "warm"]
+        kinds = [r.timing_kind for r in db.records(workload_id=1, hardware_id=1)]
+        assert kinds == ["warm", "layer", "warm", "warm", "layer"]
         assert q.queued_program_hashes(db, workload_id=1, hardware_id=1, timing_kind="layer") == {"b"}
+        assert q.queued_program_hashes(db, workload_id=1, hardware_id=1, timing_kind="warm") == {"a", "e"}
         layer = db.best("h", "bench-hw", timing_kind="layer")
         assert layer is not None and layer.program_hash == "c"

@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from sqlalchemy import select
 
-from runner import MODEL_TIMING
+from runner import MODEL_TIMING, TimingConfig
 from tests.tuner.database.test_database import add_pair, hw_key, record
 from tuner.database import Database, TaskStatus, owners, trace_hash
 from tuner.database import queue as q
@@ -73,8 +73,10 @@ def lease(db, worker, hid, n, now=T0, max_attempts=3):
     )
 
 
-def ok(candidate_id: int, secs: float = 1e-3) -> q.Submission:
-    return q.Submission(candidate_id=candidate_id, status="ok", run_secs=[secs] * 3, timing={"repeat": 3})
+def ok(candidate_id: int, secs: float = 1e-3, timing: TimingConfig | None = None) -> q.Submission:
+    """An ok result, timed warm with 3 repeats unless `timing` says how it was timed."""
+    used = asdict(timing) if timing is not None else {"repeat": 3}
+    return q.Submission(candidate_id=candidate_id, status="ok", run_secs=[secs] * 3, timing=used)
 
 
 def submit(db: Database, worker: int, *results: q.Submission) -> list[q.Outcome]:
@@ -134,10 +136,12 @@ def test_a_layer_task_queues_and_ranks_apart_from_kernel_tasks(setup):
     leased = lease(db, w1, hid, 7)
     assert [c.timing for c in leased] == [None] * 5 + [asdict(MODEL_TIMING)] * 2
     assert [c.best_secs for c in leased] == [BEST] * 5 + [None] * 2
-    assert submit(db, w1, ok(leased[5].id, 2e-3)) == [q.Outcome.CONFIRMING]
+    warm_result = ok(leased[6].id, 2e-3)
+    assert submit(db, w1, warm_result) == [q.Outcome.REFUSED]  # timed warm: not a layer's time
+    assert submit(db, w1, ok(leased[5].id, 2e-3, MODEL_TIMING)) == [q.Outcome.CONFIRMING]
     assert submit(db, w1, ok(leased[0].id, 2e-3)) == [q.Outcome.ACCEPTED]  # slower than the warm best
     (again,) = lease(db, w1, hid, 1)
-    assert submit(db, w1, ok(again.id, 2e-3)) == [q.Outcome.ACCEPTED]
+    assert submit(db, w1, ok(again.id, 2e-3, MODEL_TIMING)) == [q.Outcome.ACCEPTED]
     best = db.best(WORKLOAD_HASH, hw_key("hw0"), timing_kind="layer")
     assert best is not None and (best.trace, best.timing_kind) == (trace(0), "layer")
     warm = db.best(WORKLOAD_HASH, hw_key("hw0"), timing_kind="warm")

@@ -8,13 +8,16 @@ A model's layer is timed cold, as a forward pass runs it (`runner.MODEL_TIMING`)
 warm, in a loop. Until now both kinds of record of one workload ranked together, so a layer tuned
 both ways took a warm time as its best (and a program measured one way was never measured the other).
 
-- tuning_records.timing_kind: "warm", "cold" or "layer" (`runner.TimingKind`), from each record's
-  timing (flush_cache, keep_first_warm); part of the unique constraint and of both ranking indexes.
-- candidates.timing_kind and tasks.timing_kind: how a task's candidates are timed. A model's member
-  task is "layer", as is a task whose records are; the rest are "warm", as they were timed.
+- tuning_records.timing_kind: "warm", "cold" or "layer" (`runner.TimingKind`); part of the unique
+  constraint and of both ranking indexes. A record timed with a cache flush is a layer's: every
+  version that flushed did so to time a model's layers (before `MODEL_TIMING` kept the input warm,
+  with the flush alone); the rest are warm, as they were timed.
+- tasks.timing_kind: how a task's candidates are timed. A model's member task is "layer", as is a
+  task whose records are; the rest are "warm".
+- candidates.timing_kind: a measured candidate's is its record's (a model's layer measured before
+  layers were leased with their own timing stays warm: it was measured so); one not yet measured
+  takes its task's.
 """
-
-from collections import defaultdict
 
 import sqlalchemy as sa
 from alembic import op
@@ -49,6 +52,11 @@ def upgrade() -> None:
         "UPDATE candidates SET timing_kind = 'layer' WHERE task_id IN "
         "(SELECT id FROM tasks WHERE timing_kind = 'layer')"
     )
+    op.execute(
+        "UPDATE candidates SET timing_kind = (SELECT r.timing_kind FROM tuning_records r "
+        "WHERE r.candidate_id = candidates.id) WHERE id IN "
+        "(SELECT candidate_id FROM tuning_records WHERE candidate_id IS NOT NULL)"
+    )
     with op.batch_alter_table("candidates") as batch:
         batch.drop_constraint(op.f("uq_candidates_workload_id_hardware_id_program_hash"), type_="unique")
         batch.create_unique_constraint(op.f("uq_candidates_program"), NEW_KEYS)
@@ -67,21 +75,17 @@ def _with_kind(columns: list[str]) -> list[str]:
 
 
 def _classify_records() -> None:
-    """Each record's kind, read from its timing as `runner.TimingConfig.kind` reads it (JSON is
-    queried differently on each backend; the timings are small)."""
+    """The records timed with a cache flush are layers' (read in Python: JSON is queried differently
+    on each backend, and the timings are small)."""
     connection = op.get_bind()
     records = sa.table(
         "tuning_records", sa.column("id"), sa.column("timing", sa.JSON), sa.column("timing_kind")
     )
-    kinds: dict[str, list[int]] = defaultdict(list)
-    for row in connection.execute(sa.select(records.c.id, records.c.timing)):
-        timing = row.timing or {}
-        if timing.get("flush_cache"):
-            kinds["layer" if timing.get("keep_first_warm") else "cold"].append(row.id)
-    for kind, ids in kinds.items():
-        for start in range(0, len(ids), CHUNK):
-            chunk = ids[start : start + CHUNK]
-            connection.execute(records.update().where(records.c.id.in_(chunk)).values(timing_kind=kind))
+    rows = connection.execute(sa.select(records.c.id, records.c.timing)).all()
+    layers = [row.id for row in rows if (row.timing or {}).get("flush_cache")]
+    for start in range(0, len(layers), CHUNK):
+        chunk = layers[start : start + CHUNK]
+        connection.execute(records.update().where(records.c.id.in_(chunk)).values(timing_kind="layer"))
 
 
 def downgrade() -> None:
