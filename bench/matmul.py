@@ -9,6 +9,7 @@ from bench.common import best_seconds, set_kernel_threads
 from bench.peak import measure_peak
 from compiler import Schedule, build, te
 from compiler.ir import PrimFunc
+from compiler.target import Target
 from compiler.workloads import workload_from_spec
 from runner.evaluate import evaluate
 
@@ -34,6 +35,14 @@ def hand_schedule(func: PrimFunc, ti: int = 8, tj: int = 32) -> PrimFunc:
     return sch.func
 
 
+def register_tile(target: Target) -> tuple[int, int]:
+    """The hand schedule's accumulator tile for `target`: two vectors wide, 8 rows (16 of AVX-512's
+    32 registers) or 4 (8 of AVX2's 16; 6 rows leave a tail on 1024). AVX-512's 8x32 on AVX2 is 32
+    accumulators, which spill: 67 GFLOPS against 187 for 4x16 on a znver3 host (bench/RESULTS.md)."""
+    lanes = target.vector_lanes()
+    return (8 if lanes >= 16 else 4), 2 * lanes
+
+
 def trivial_kernel_seconds(parallel: bool) -> tuple[float, float]:
     """Per-call time of a kernel doing 2 additions (in one parallel region, or serially), timed by
     `evaluate` (native loop) and by calling it from Python: the timing floor and the fork/join cost."""
@@ -50,9 +59,12 @@ def trivial_kernel_seconds(parallel: bool) -> tuple[float, float]:
 def main() -> None:
     peak1, peak_all, _ = measure_peak()
     print(f"FMA peak: {peak1:.0f} GFLOPS on 1 core, {peak_all:.0f} on all cores")
+    target = Target.host()
+    ti, tj = register_tile(target)
+    print(f"register tile {ti}x{tj} for {target.mcpu}")
     for n in (512, 1024):
         workload = workload_from_spec({"op": "matmul", "params": {"M": n, "N": n, "K": n}})
-        kernel = build(hand_schedule(workload.func), listings=False)
+        kernel = build(hand_schedule(workload.func, ti, tj), target, listings=False)
         a, b = workload.random_inputs(np.random.default_rng(0))
         c = np.empty((n, n), np.float32)
         kernel(a, b, c)
