@@ -31,7 +31,7 @@ from runner.hardware import host_hardware
 from tuner.baseline import numpy_seconds
 from tuner.database import Database
 from tuner.model_commands import add_model_commands, add_target_option, hardware_or_report
-from tuner.search.training_data import evaluate_model, groups_from_records, hardware_records
+from tuner.search.training_data import evaluate_model, groups_from_records, hardware_records, split_group_key
 from tuner.service.commands import (
     add_hardware_option,
     add_remote_options,
@@ -296,10 +296,10 @@ def _show(args: argparse.Namespace, console: Console) -> int:
 
 
 def _group_name(key: str, names: dict[str, str]) -> str:
-    """A cost-model group's workload by name, and its timing kind unless warm (`group_key`)."""
-    workload_hash, _, kind = key.partition("/")
+    """A cost-model group's workload by name, and its timing kind unless warm."""
+    workload_hash, kind = split_group_key(key)
     name = names.get(workload_hash, workload_hash[:12])
-    return f"{name} ({kind})" if kind else name
+    return name if kind == TimingKind.WARM else f"{name} ({kind})"
 
 
 def _evaluate_model(args: argparse.Namespace, console: Console) -> int:

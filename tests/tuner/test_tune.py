@@ -14,7 +14,7 @@ from runner import MODEL_TIMING, Candidate, NullRunner, RunResult, Status, Timin
 from runner.null import hashed_seconds
 from tests.compiler.workloads.test_primfunc_spec import fused_conv2d_add_relu
 from tuner.database import Database
-from tuner.search.training_data import evaluate_model, groups_from_records, hardware_records
+from tuner.search.training_data import evaluate_model, groups_from_records, hardware_records, split_group_key
 from tuner.tune import best_record, compile_best, tune
 
 SPEC = {"op": "matmul", "params": {"M": 48, "N": 64, "K": 32}}
@@ -112,6 +112,7 @@ def test_a_layer_tuned_after_its_kernel_is_measured_and_ranked_as_a_layer(db):
     # The cost model ranks each kind within its own group: a layer's time is not a kernel's.
     groups = groups_from_records(records, kernel.hardware.target)
     assert sorted((g[0], len(g[2])) for g in groups) == [(key, 6), (f"{key}/layer", 6)]
+    assert sorted(split_group_key(g[0]) for g in groups) == [(key, "layer"), (key, "warm")]
 
 
 def test_a_layer_without_layer_records_takes_the_kernels_best(db):

@@ -23,6 +23,12 @@ def group_key(workload_hash: str, timing_kind: str) -> str:
     return workload_hash if timing_kind == TimingKind.WARM else f"{workload_hash}/{timing_kind}"
 
 
+def split_group_key(key: str) -> tuple[str, str]:
+    """The workload hash and timing kind of a `group_key`."""
+    workload_hash, _, kind = key.partition("/")
+    return workload_hash, kind or TimingKind.WARM.value
+
+
 def groups_from_records(records: list[Record], target: Target) -> list[Group]:
     """(group key, feature matrices, median seconds or None for a failure) per workload and timing
     kind (`group_key`), for the machine that measured them. A record whose trace no longer replays
