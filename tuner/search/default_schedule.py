@@ -30,8 +30,6 @@ The rules are `space.apply_rules`; the choices (`Heuristic`) are:
   streams a long contiguous run of the weights (`_stream_tiles`; 1.9x faster than 64 columns);
 - S2 and S1 are 1; S0, the parallel loop, gets every tile outside the register tile: thousands of
   iterations for a conv2d layer, enough for every core and balanced by the static schedule;
-- no input is packed (`space.packable_reads`): with S1 and S2 of 1, a panel per tile of S0 would be
-  copied once per register tile, as many loads and stores as the tile's own reads;
 - within S0, the loops the largest operand does not depend on run innermost, so consecutive parallel
   iterations (and so each core's) reuse its panel from cache: a 128x3072 by 3072x768 matmul swept all
   of B for each row tile, 9.0 -> 6.1 ms (one core) with the row tiles inside each column tile;
@@ -116,9 +114,6 @@ class Heuristic:
 
     def write_level(self, sch: Schedule) -> int:
         return WRITE_LEVEL
-
-    def pack_level(self, sch: Schedule) -> int:
-        return 0
 
     def vectorize_follower(self) -> bool:
         return True

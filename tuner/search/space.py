@@ -9,11 +9,8 @@ consumers first:
   with `sample_perfect_tile`, the innermost loop first, so that the innermost spatial tiles (the
   register tile) fit the target's vector registers (see `_RegisterTile`); the written tile either
   stays in place, or goes through a local accumulator (`cache_write` + `reverse_compute_at` at tile
-  level 1 or 2), or an elementwise consumer is fused there; an input read along the vectorized loop
-  and reused across another spatial loop (matmul's B) may be packed into a contiguous panel per tile
-  of S0 or of S0 S1 (`cache_read` + `compute_at`, see `_pack_panels`); the outer spatial tiles are
-  fused and run in parallel, the innermost spatial tile is vectorized, the reduction's init is
-  decomposed out;
+  level 1 or 2), or an elementwise consumer is fused there; the outer spatial tiles are fused and
+  run in parallel, the innermost spatial tile is vectorized, the reduction's init is decomposed out;
 - other blocks: a producer (e.g. padding) samples its compute location; the rest get their outer
   spatial loops fused in parallel and their innermost spatial loop split and vectorized;
 - an unroll budget sampled from (0, 16, 64, 512), as `pragma_auto_unroll_max_step` on the root.
@@ -38,7 +35,7 @@ from compiler.auto_unroll import AUTO_UNROLL_MAX_STEP
 from compiler.ir import Block, Buffer, PrimFunc, Select, structural_equal
 from compiler.schedule.tree import find_block, find_loop, loops_above, readers
 from compiler.target import Target
-from compiler.visit import block_loads, block_reads, free_vars, walk_expr
+from compiler.visit import block_loads, free_vars, walk_expr
 
 ScheduleFn = Callable[[Schedule], None]
 P = ParamSpec("P")
@@ -101,11 +98,6 @@ class Decisions(Protocol):
         (or a fused elementwise consumer) per tile of S0 or of S0 S1."""
         ...
 
-    def pack_level(self, sch: Schedule) -> int:
-        """Where a tiled block's packable inputs (`packable_reads`) are copied into contiguous
-        panels: 0 nowhere; 1 or 2 per tile of S0 or of S0 S1."""
-        ...
-
     def vectorize_follower(self) -> bool:
         """Whether the write-back or the fused consumer placed under a tile vectorizes its innermost
         loop."""
@@ -148,9 +140,6 @@ class Sampled:
         return True
 
     def write_level(self, sch: Schedule) -> int:
-        return sch.rng.randrange(3)
-
-    def pack_level(self, sch: Schedule) -> int:
         return sch.rng.randrange(3)
 
     def vectorize_follower(self) -> bool:
@@ -276,9 +265,6 @@ def _multi_level_tile(sch: Schedule, name: str, cfg: SpaceConfig, decide: Decisi
             follower = sch.cache_write(block, 0, "local")
         except ScheduleError:
             follower = None
-    packable = packable_reads(sch.func, name)
-    pack = decide.pack_level(sch) if packable else 0
-    panels = [sch.cache_read(block, index) for index in packable] if pack else []
     kinds = _loop_kinds(sch.func, name)
     decisions = decide.tiles(sch.func, name, kinds)
     levels: dict[str, list[list[LoopRV]]] = {"S": [[], [], [], []], "R": [[], []]}
@@ -302,8 +288,6 @@ def _multi_level_tile(sch: Schedule, name: str, cfg: SpaceConfig, decide: Decisi
     s, r = levels["S"], levels["R"]
     s[0] = [s[0][k] for k in decide.outer_order(sch.func, name, kinds)]
     sch.reorder(*s[0], *s[1], *r[0], *s[2], *r[1], *s[3])
-    if pack:
-        placed |= _pack_panels(sch, panels, s[pack - 1][-1])
     if follower is not None and _attempt(sch.reverse_compute_at, follower, s[level - 1][-1]):
         placed.add(follower.name)
         if decide.vectorize_follower():
@@ -311,43 +295,6 @@ def _multi_level_tile(sch: Schedule, name: str, cfg: SpaceConfig, decide: Decisi
     placed.add(sch.decompose_reduction(block, r[0][0]).name)
     sch.vectorize(s[3][-1])
     sch.parallel(sch.fuse(*s[0]) if len(s[0]) > 1 else s[0][0])
-    return placed
-
-
-def packable_reads(func: PrimFunc, name: str) -> list[int]:
-    """The inputs of the block worth packing, as `cache_read` indices: function parameters whose last
-    index follows the innermost spatial variable (the vectorized one) and that miss some other
-    spatial variable, so a tile reuses them across it. In place such an input is read as rows a whole
-    row of the matrix apart, each row of the tile in another cache set and page (a 512-wide B: 2 KiB);
-    packed, the tile's rows lie side by side (AVX2 matmul 512^3: 165 -> 209 GFLOPS, bench/RESULTS.md)."""
-    path, block = find_block(func.body, name)
-    kinds = _loop_kinds(func, name)
-    if "S" not in kinds:
-        return []
-    vector_loop = [lp for _, lp in loops_above(func.body, path)][len(kinds) - 1 - kinds[::-1].index("S")]
-    spatial = {iv.var for iv in block.iter_vars if iv.kind == "S"}
-    lanes = {iv.var for iv, b in zip(block.iter_vars, block.bindings) if vector_loop.var in free_vars(b)}
-    reads = [b for b in block_reads(block) if b != block.body.buffer]
-    out = []
-    for load in block_loads(block):
-        if load.buffer not in func.params or load.buffer == block.body.buffer or not load.indices:
-            continue
-        used = set().union(*(free_vars(i) for i in load.indices))
-        if lanes & free_vars(load.indices[-1]) and spatial - used:
-            index = reads.index(load.buffer)
-            if index not in out:
-                out.append(index)
-    return out
-
-
-def _pack_panels(sch: Schedule, panels: list[BlockRV], loop: LoopRV) -> set[str]:
-    """Copy each packed input per iteration of `loop`, its rows vectorized; returns the copies
-    placed there. A copy that cannot move stays at the root, where the other rules place it."""
-    placed = set()
-    for panel in panels:
-        if _attempt(sch.compute_at, panel, loop):
-            _attempt(sch.vectorize, sch.get_loops(panel)[-1])
-            placed.add(panel.name)
     return placed
 
 

@@ -10,17 +10,10 @@ from compiler import Schedule, Trace, build
 from compiler.auto_unroll import AUTO_UNROLL_MAX_STEP
 from compiler.ir import For
 from compiler.schedule.tree import find_block, loops_above
-from compiler.visit import block_reads, blocks, walk_stmt
+from compiler.visit import walk_stmt
 from compiler.workloads import workload_from_spec
 from tests import machines
-from tuner.search.space import (
-    UNROLL_STEPS,
-    SpaceConfig,
-    block_names,
-    is_tiling_target,
-    packable_reads,
-    rule_space,
-)
+from tuner.search.space import UNROLL_STEPS, SpaceConfig, rule_space
 
 SPECS = {
     "matmul": {"op": "matmul", "params": {"M": 97, "N": 60, "K": 31}},
@@ -163,39 +156,3 @@ def test_a_matmul_of_prime_extents_samples_vectorized_rows():
         tiles = [i for i in sch.trace.instructions if i.kind == "sample_perfect_tile" and i.args["n"] == 4]
         widths.add(int(tiles[0].decision[-1]))
     assert widths == {1, 113}
-
-
-@pytest.mark.parametrize(
-    ("name", "packable"),
-    [("matmul", ["B"]), ("batch_matmul", ["B"]), ("conv2d_nhwc", ["weight"]), ("dense_bias_relu", [])],
-)
-def test_inputs_read_along_the_vector_loop_and_reused_across_another_are_packable(name, packable):
-    """matmul's B[k, j] is read along j, the vectorized loop, and reused across i; an NHWC conv's
-    weights along the output channels, reused across pixels. A dense layer's W[j, k] runs along the
-    reduction, and no tile of it is a contiguous run of the vector loop."""
-    func = workload_from_spec(SPECS[name]).func
-    tiled = [n for n in block_names(Schedule(func)) if is_tiling_target(func, n)]
-    block = find_block(func.body, tiled[0])[1]
-    reads = [b for b in block_reads(block) if b != block.body.buffer]
-    assert [reads[k].name for k in packable_reads(func, tiled[0])] == packable
-
-
-def test_some_matmul_samples_pack_b_panels_inside_the_parallel_loop():
-    """A packed panel is copied per parallel tile (or per tile of S0 S1), its rows vectorized, and the
-    product still computes what numpy computes."""
-    workload = workload_from_spec({"op": "matmul", "params": {"M": 40, "N": 48, "K": 24}})
-    inputs = workload.random_inputs(np.random.default_rng(0))
-    packed = 0
-    for seed in range(12):
-        sch = Schedule(workload.func, seed=seed)
-        rule_space(AVX2)(sch)
-        if "B_global" not in {b.name for b in blocks(sch.func.body)}:
-            continue
-        packed += 1
-        assert shares_loops(sch.func, "B_global", "C")
-        path, _ = find_block(sch.func.body, "B_global")
-        assert [loop.kind for _, loop in loops_above(sch.func.body, path)][-1] == "vectorized"
-        outputs = workload.empty_outputs()
-        build(sch.func, listings=False)(*inputs, *outputs)
-        np.testing.assert_allclose(outputs[0], workload.reference(*inputs)[0], rtol=1e-4, atol=1e-4)
-    assert 0 < packed < 12
