@@ -27,6 +27,13 @@ _CTX = mp.get_context("spawn")
 # How long one measurement (the check against the reference and every timed run) may take before it
 # counts as a timeout: the coordinator refuses workloads whose candidates could not finish within it.
 RUN_TIMEOUT_S = 60.0
+# A measurement process times the first candidate of a workload slow until the kernel has run for a
+# few ms: every tune's first candidate (the default schedule) read 2-40x its true time (a depthwise
+# conv: 610 us, then 41 us when timed again) and was ranked by it. Which part of the start is slow
+# (the thread team, the idle second core, numpy's threads after the reference) was not isolated;
+# 50 ms of untimed calls first made it read 39-43 us, where sleeping 1 s after the reference left
+# the first repeats at 614 and 106 us (bench/RESULTS.md).
+WARM_UP_MS = 50.0
 
 
 @dataclass(frozen=True)
@@ -228,7 +235,8 @@ def measure_loop(conn: Connection, memory_limit: int, seed: int) -> None:
             return
         try:
             key = repr(sorted(spec.items()))
-            if key not in cache:
+            warm_up = key not in cache
+            if warm_up:
                 workload = workload_from_spec(spec)
                 inputs = workload.random_inputs(np.random.default_rng(seed))
                 cache.clear()
@@ -243,6 +251,8 @@ def measure_loop(conn: Connection, memory_limit: int, seed: int) -> None:
             if mismatch is not None:
                 conn.send((Status.WRONG_RESULT, [], mismatch))
                 continue
+            if warm_up:
+                evaluate(kernel, [*inputs, *outputs], repeat=1, min_repeat_ms=WARM_UP_MS)
             secs = evaluate(
                 kernel,
                 [*inputs, *outputs],

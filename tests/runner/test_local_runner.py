@@ -1,6 +1,8 @@
 """LocalRunner: every candidate comes back as a result, whatever it does; the runner survives."""
 
 import dataclasses
+import importlib
+import resource
 
 import numpy as np
 import pytest
@@ -12,7 +14,7 @@ from compiler.target import Target
 from compiler.visit import map_blocks
 from compiler.workloads import workload_from_spec
 from compiler.workloads.primfunc_spec import primfunc_spec
-from runner import MODEL_TIMING, Candidate, LocalRunner, LocalRunnerConfig, Status, TimingConfig
+from runner import MODEL_TIMING, Candidate, LocalRunner, LocalRunnerConfig, Status, TimingConfig, local
 from tests.compiler.workloads.test_primfunc_spec import fused_conv2d_add_relu
 from tuner.search.space import SpaceConfig, rule_space
 
@@ -165,3 +167,44 @@ def test_a_fused_primfunc_is_measured_and_checked_against_its_interpreted_refere
     func = workload_from_spec(spec).func
     wrong = _measure(runner, dataclasses.replace(func, body=map_blocks(func.body, no_relu)), spec)
     assert wrong.status is Status.WRONG_RESULT and "T_relu" in wrong.message
+
+
+class ScriptedConnection:
+    """The parent's end of the measurement pipe, as a list of requests and a list of replies."""
+
+    def __init__(self, requests: list) -> None:
+        self.requests = list(requests)
+        self.replies: list = []
+
+    def recv(self):
+        if not self.requests:
+            raise EOFError
+        return self.requests.pop(0)
+
+    def send(self, reply) -> None:
+        self.replies.append(reply)
+
+
+def test_the_first_candidate_of_a_workload_runs_untimed_before_it_is_timed(monkeypatch):
+    """A measurement process timed each workload's first candidate 2-40x slow until the kernel had
+    run for some ms; the untimed warm-up runs once per workload, not per candidate."""
+    calls = []
+
+    def recording_evaluate(kernel, args, number=1, repeat=5, min_repeat_ms=0.0, *rest):
+        calls.append((repeat, min_repeat_ms))
+        return [1e-6] * repeat
+
+    monkeypatch.setattr(importlib.import_module("runner.evaluate"), "evaluate", recording_evaluate)
+    monkeypatch.setattr(resource, "setrlimit", lambda *args: None)
+    monkeypatch.setattr(local, "_ignore_sigint", lambda: None)
+    compiled = compile_kernel(workload_from_spec(SPEC).func, Target.host())
+    other = {"op": "matmul", "params": {"M": 8, "N": 16, "K": 4}, "dtype": "float32"}
+    other_compiled = compile_kernel(workload_from_spec(other).func, Target.host())
+    timing = TimingConfig(repeat=3, min_repeat_ms=1)
+    conn = ScriptedConnection(
+        [(SPEC, compiled, timing), (SPEC, compiled, timing), (other, other_compiled, timing)]
+    )
+    local.measure_loop(conn, 1 << 40, seed=0)
+    assert [status for status, _, _ in conn.replies] == [Status.OK] * 3
+    warm_up = (1, local.WARM_UP_MS)
+    assert calls == [warm_up, (3, 1), (3, 1), warm_up, (3, 1)]
