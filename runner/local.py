@@ -27,12 +27,14 @@ _CTX = mp.get_context("spawn")
 # How long one measurement (the check against the reference and every timed run) may take before it
 # counts as a timeout: the coordinator refuses workloads whose candidates could not finish within it.
 RUN_TIMEOUT_S = 60.0
-# A measurement process times the first candidate of a workload slow until the kernel has run for a
-# few ms: every tune's first candidate (the default schedule) read 2-40x its true time (a depthwise
-# conv: 610 us, then 41 us when timed again) and was ranked by it. Which part of the start is slow
-# (the thread team, the idle second core, numpy's threads after the reference) was not isolated;
-# 50 ms of untimed calls first made it read 39-43 us, where sleeping 1 s after the reference left
-# the first repeats at 614 and 106 us (bench/RESULTS.md).
+# A fresh measurement process timed its first candidate slow until the kernel had run for a few ms:
+# every tune's first candidate (the default schedule) read 2-40x its true time (a depthwise conv:
+# 610 us, then 41 us when timed again) and was ranked by it. Which part of the start is slow (the
+# thread team, the idle second core, numpy's threads after the reference) was not isolated; 50 ms
+# of untimed calls first made it read 39-43 us, where sleeping 1 s after the reference left the
+# first repeats at 614 and 106 us (bench/RESULTS.md). The warm-up runs whenever the workload changes
+# (and the reference with it), which covers a process's first candidate; whether a warm process
+# also slows on a new workload was not measured.
 WARM_UP_MS = 50.0
 
 
