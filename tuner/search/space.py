@@ -9,7 +9,8 @@ consumers first:
   with `sample_perfect_tile`, the innermost loop first, so that the innermost spatial tiles (the
   register tile) fit the target's vector registers (see `_RegisterTile`); the written tile either
   stays in place, or goes through a local accumulator (`cache_write` + `reverse_compute_at` at tile
-  level 1 or 2), or an elementwise consumer is fused there; the outer spatial tiles are fused and
+  level 1 or 2), or an elementwise consumer is fused there; inputs the choices name (`packable_reads`:
+  matmul's B) are copied into a contiguous panel per S0 tile; the outer spatial tiles are fused and
   run in parallel, the innermost spatial tile is vectorized, the reduction's init is decomposed out;
 - other blocks: a producer (e.g. padding) samples its compute location; the rest get their outer
   spatial loops fused in parallel and their innermost spatial loop split and vectorized;
@@ -35,7 +36,7 @@ from compiler.auto_unroll import AUTO_UNROLL_MAX_STEP
 from compiler.ir import Block, Buffer, PrimFunc, Select, structural_equal
 from compiler.schedule.tree import find_block, find_loop, loops_above, readers
 from compiler.target import Target
-from compiler.visit import block_loads, free_vars, walk_expr
+from compiler.visit import block_loads, block_reads, free_vars, walk_expr
 
 ScheduleFn = Callable[[Schedule], None]
 P = ParamSpec("P")
@@ -98,6 +99,11 @@ class Decisions(Protocol):
         (or a fused elementwise consumer) per tile of S0 or of S0 S1."""
         ...
 
+    def packed_reads(self, func: PrimFunc, name: str, kinds: list[str]) -> list[int]:
+        """The tiled block's inputs (`cache_read` indices, among `packable_reads`) copied into a
+        contiguous panel per S0 tile before the tile runs."""
+        ...
+
     def vectorize_follower(self) -> bool:
         """Whether the write-back or the fused consumer placed under a tile vectorizes its innermost
         loop."""
@@ -141,6 +147,12 @@ class Sampled:
 
     def write_level(self, sch: Schedule) -> int:
         return sch.rng.randrange(3)
+
+    def packed_reads(self, func: PrimFunc, name: str, kinds: list[str]) -> list[int]:
+        """None: a panel's worth depends on tiles that other decisions sample, and a sampled choice
+        to pack lost to not packing in the search (paired by seed, bench/RESULTS.md 2026-11-25).
+        Packing reaches the search through the default schedule it starts from."""
+        return []
 
     def vectorize_follower(self) -> bool:
         return False
@@ -266,7 +278,8 @@ def _multi_level_tile(sch: Schedule, name: str, cfg: SpaceConfig, decide: Decisi
         except ScheduleError:
             follower = None
     kinds = _loop_kinds(sch.func, name)
-    decisions = decide.tiles(sch.func, name, kinds)
+    decisions = decide.tiles(sch.func, name, kinds)  # before the panels: the choices read the inputs
+    panels = [sch.cache_read(block, index) for index in decide.packed_reads(sch.func, name, kinds)]
     levels: dict[str, list[list[LoopRV]]] = {"S": [[], [], [], []], "R": [[], []]}
     loops = sch.get_loops(block)
     limits = _RegisterTile(cfg)
@@ -288,6 +301,7 @@ def _multi_level_tile(sch: Schedule, name: str, cfg: SpaceConfig, decide: Decisi
     s, r = levels["S"], levels["R"]
     s[0] = [s[0][k] for k in decide.outer_order(sch.func, name, kinds)]
     sch.reorder(*s[0], *s[1], *r[0], *s[2], *r[1], *s[3])
+    placed |= {panel.name for panel in panels if _attempt(sch.compute_at, panel, s[0][-1])}
     if follower is not None and _attempt(sch.reverse_compute_at, follower, s[level - 1][-1]):
         placed.add(follower.name)
         if decide.vectorize_follower():
@@ -296,6 +310,31 @@ def _multi_level_tile(sch: Schedule, name: str, cfg: SpaceConfig, decide: Decisi
     sch.vectorize(s[3][-1])
     sch.parallel(sch.fuse(*s[0]) if len(s[0]) > 1 else s[0][0])
     return placed
+
+
+def packable_reads(func: PrimFunc, name: str) -> list[int]:
+    """The inputs of the block a panel could pack, as `cache_read` indices: function parameters whose
+    last index follows the innermost spatial variable (the vectorized one) and that miss some other
+    spatial variable, so a tile reuses them across it. In place, a tile reads such an input as rows a
+    whole row of the matrix apart (a 512-wide B: 2 KiB, every row in the same few cache sets)."""
+    path, block = find_block(func.body, name)
+    kinds = _loop_kinds(func, name)
+    if "S" not in kinds:
+        return []
+    vector_loop = [lp for _, lp in loops_above(func.body, path)][len(kinds) - 1 - kinds[::-1].index("S")]
+    spatial = {iv.var for iv in block.iter_vars if iv.kind == "S"}
+    lanes = {iv.var for iv, b in zip(block.iter_vars, block.bindings) if vector_loop.var in free_vars(b)}
+    reads = [b for b in block_reads(block) if b != block.body.buffer]
+    out = []
+    for load in block_loads(block):
+        if load.buffer not in func.params or load.buffer == block.body.buffer or not load.indices:
+            continue
+        used = set().union(*(free_vars(i) for i in load.indices))
+        if lanes & free_vars(load.indices[-1]) and spatial - used:
+            index = reads.index(load.buffer)
+            if index not in out:
+                out.append(index)
+    return out
 
 
 class _RegisterTile:

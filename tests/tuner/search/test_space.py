@@ -10,10 +10,17 @@ from compiler import Schedule, Trace, build
 from compiler.auto_unroll import AUTO_UNROLL_MAX_STEP
 from compiler.ir import For
 from compiler.schedule.tree import find_block, loops_above
-from compiler.visit import walk_stmt
+from compiler.visit import block_reads, walk_stmt
 from compiler.workloads import workload_from_spec
 from tests import machines
-from tuner.search.space import UNROLL_STEPS, SpaceConfig, rule_space
+from tuner.search.space import (
+    UNROLL_STEPS,
+    SpaceConfig,
+    block_names,
+    is_tiling_target,
+    packable_reads,
+    rule_space,
+)
 
 SPECS = {
     "matmul": {"op": "matmul", "params": {"M": 97, "N": 60, "K": 31}},
@@ -156,3 +163,25 @@ def test_a_matmul_of_prime_extents_samples_vectorized_rows():
         tiles = [i for i in sch.trace.instructions if i.kind == "sample_perfect_tile" and i.args["n"] == 4]
         widths.add(int(tiles[0].decision[-1]))
     assert widths == {1, 113}
+
+
+@pytest.mark.parametrize(
+    ("name", "packable"),
+    [("matmul", ["B"]), ("batch_matmul", ["B"]), ("conv2d_nhwc", ["weight"]), ("dense_bias_relu", [])],
+)
+def test_inputs_read_along_the_vector_loop_and_reused_across_another_are_packable(name, packable):
+    """matmul's B[k, j] is read along j, the vectorized loop, and reused across i; an NHWC conv's
+    weights along the output channels, reused across pixels. A dense layer's W[j, k] runs along the
+    reduction, and no tile of it is a contiguous run of the vector loop."""
+    func = workload_from_spec(SPECS[name]).func
+    tiled = [n for n in block_names(Schedule(func)) if is_tiling_target(func, n)]
+    block = find_block(func.body, tiled[0])[1]
+    reads = [b for b in block_reads(block) if b != block.body.buffer]
+    assert [reads[k].name for k in packable_reads(func, tiled[0])] == packable
+
+
+def test_the_sampled_space_copies_no_panel():
+    """Sampled panels lost to none in the search, paired by seed (bench/RESULTS.md 2026-11-25)."""
+    for seed in range(6):
+        _, sch = sample(SPECS["matmul"], seed)
+        assert "cache_read" not in {i.kind for i in sch.trace.instructions}
