@@ -35,7 +35,9 @@ The rules are `space.apply_rules`; the choices (`Heuristic`) are:
   tile into a contiguous panel, and S0 keeps only the loops the input depends on (column stripes),
   the others going whole into S1, so the panel is copied once and stays in cache while every row
   tile reads it. On a Zen 3 (AVX2, 512 KiB L2), matmul 512^3 ran 73 GFLOPS without it, 160 with it
-  (numpy 174); BERT's 128x768 by 3072 89 -> 153 (bench/RESULTS.md 2026-11-25, tenth stop);
+  (numpy 174); BERT's 128x3072 by 3072x768 89 -> 153 (bench/RESULTS.md 2026-11-25, tenth stop).
+  With AVX-512 vectors the panel did not pay (2-4% slower on a Zen 4, where AVX2 code gained
+  1.1-2x): there B stays in place;
 - within S0, the loops the largest operand does not depend on run innermost, so consecutive parallel
   iterations (and so each core's) reuse its panel from cache: a 128x3072 by 3072x768 matmul swept all
   of B for each row tile, 9.0 -> 6.1 ms (one core) with the row tiles inside each column tile;
@@ -85,6 +87,8 @@ MATH_CALL = "float_math_call"  # the instruction-mix feature of exp, log, tanh, 
 LATENCY_CHAINS = 8  # independent FMAs in flight: ~4 cycles of latency, 1-2 FMAs issued per cycle
 PANEL_MIN_ROWS = 32  # output rows that must reuse a panel for its copy to pay
 PANEL_MIN_STRIPES = 4  # parallel column stripes per core a panel schedule must leave
+PANEL_MIN_ROW = 64  # elements: a shorter row (a 16-lane block of packed weights) is contiguous enough
+PANEL_MAX_LANES = 8  # panels paid with 8-lane vectors (AVX2) and cost 2-4% with 16 (AVX-512)
 
 
 def default_schedule(func: PrimFunc, target: Target) -> Schedule:
@@ -134,8 +138,8 @@ class Heuristic:
         nest = _Nest.of(func, name, kinds)
         tile = self._register_tile(nest)
         rows = math.prod(tile) // tile[nest.vector]
-        stream = self._stream_tiles(nest, tile) if rows == 1 else 1
         panels = self._panels(func, name, nest)
+        stream = self._stream_tiles(nest, tile) if rows == 1 and not panels else 1
         striped = frozenset().union(*(loops for _, loops in panels)) if panels else None
         out: list[Decision] = []
         for loop, (extent, kind) in enumerate(zip(nest.extents, kinds)):
@@ -176,9 +180,16 @@ class Heuristic:
 
     def _panels(self, func: PrimFunc, name: str, nest: _Nest) -> list[tuple[int, frozenset[int]]]:
         """The packable inputs worth a panel per column stripe, with the loops each depends on: read
-        as rows longer than the register tile (else a stripe of them is contiguous already), reused
-        by at least PANEL_MIN_ROWS rows of the output, and leaving PANEL_MIN_STRIPES stripes per core
-        for the parallel loop."""
+        as rows longer than the register tile and than PANEL_MIN_ROW (else a stripe of them is
+        contiguous already: weights packed in 16-lane blocks, whose copy would only shrink the
+        parallel loop), reused by at least PANEL_MIN_ROWS rows of the output, and leaving
+        PANEL_MIN_STRIPES stripes per core for the parallel loop. None when two inputs qualify on
+        different loops: the parallel loop would keep the loops of both, a column stripe of neither.
+        None with vectors wider than PANEL_MAX_LANES: on one Zen 4, the AVX2 target's default
+        schedules of the BERT matmuls ran 1.1-2x faster with panels and the AVX-512 target's 2-4%
+        slower, tuned or not (bench/RESULTS.md 2026-11-25, tenth stop)."""
+        if self.cfg.vector_lanes > PANEL_MAX_LANES:
+            return []
         tile = self._register_tile(nest)
         _, block = find_block(func.body, name)
         reads = [b for b in block_reads(block) if b != block.body.buffer]
@@ -191,11 +202,12 @@ class Heuristic:
             stripes = math.prod(nest.extents[k] // tile[k] for k in spatial if k in loops)
             if (
                 buffer.shape[-1] > tile[nest.vector]
+                and buffer.shape[-1] >= PANEL_MIN_ROW
                 and rows >= PANEL_MIN_ROWS
                 and stripes >= PANEL_MIN_STRIPES * self.cores
             ):
                 out.append((index, loops))
-        return out
+        return out if len({loops for _, loops in out}) <= 1 else []
 
     def _stream_tiles(self, nest: _Nest, tile: list[int]) -> int:
         """How many vector tiles of the vectorized loop sit side by side (S2) when the reduction steps
@@ -218,9 +230,12 @@ class Heuristic:
         for width in divisors(nest.extents[nest.vector]):
             if width > widest:
                 continue
-            # A prime row wider than the accumulators still gets one row (`_score` charges its
-            # registers): the only other width is 1, scalar code (97x113x127 on AVX2: 5 GFLOPS).
-            rows_budget = max(1, cfg.accumulator_registers // _registers(width, cfg.vector_lanes))
+            rows_budget = cfg.accumulator_registers // _registers(width, cfg.vector_lanes)
+            if rows_budget == 0 and _registers(width, cfg.vector_lanes) < cfg.vector_registers:
+                # A prime row wider than the accumulators still gets one row while it leaves a
+                # register for the broadcast operand: the only other width is 1, scalar code
+                # (97x113x127 on AVX2: 5 GFLOPS). `_score` charges its registers.
+                rows_budget = 1
             for tile in _row_tiles(nest, width, rows_budget):
                 key = _score(nest, tile, cfg.vector_lanes)
                 if best is None or key > best[0]:

@@ -149,7 +149,7 @@ class Sampled:
         return sch.rng.randrange(3)
 
     def packed_reads(self, func: PrimFunc, name: str, kinds: list[str]) -> list[int]:
-        """None: a panel's worth depends on tiles that other decisions sample, and a sampled choice
+        """No input: a panel's worth depends on tiles that other decisions sample, and a sampled choice
         to pack lost to not packing in the search (paired by seed, bench/RESULTS.md 2026-11-25).
         Packing reaches the search through the default schedule it starts from."""
         return []
@@ -278,7 +278,10 @@ def _multi_level_tile(sch: Schedule, name: str, cfg: SpaceConfig, decide: Decisi
         except ScheduleError:
             follower = None
     kinds = _loop_kinds(sch.func, name)
-    decisions = decide.tiles(sch.func, name, kinds)  # before the panels: the choices read the inputs
+    # Every choice before the panels and the splits: the choices read the block's unsplit loops and
+    # its inputs.
+    decisions = decide.tiles(sch.func, name, kinds)
+    order = decide.outer_order(sch.func, name, kinds)
     panels = [sch.cache_read(block, index) for index in decide.packed_reads(sch.func, name, kinds)]
     levels: dict[str, list[list[LoopRV]]] = {"S": [[], [], [], []], "R": [[], []]}
     loops = sch.get_loops(block)
@@ -299,7 +302,7 @@ def _multi_level_tile(sch: Schedule, name: str, cfg: SpaceConfig, decide: Decisi
         for depth, part in enumerate(sch.split(loop, tiles)):
             levels[kind][depth].insert(0, part)
     s, r = levels["S"], levels["R"]
-    s[0] = [s[0][k] for k in decide.outer_order(sch.func, name, kinds)]
+    s[0] = [s[0][k] for k in order]
     sch.reorder(*s[0], *s[1], *r[0], *s[2], *r[1], *s[3])
     placed |= {panel.name for panel in panels if _attempt(sch.compute_at, panel, s[0][-1])}
     if follower is not None and _attempt(sch.reverse_compute_at, follower, s[level - 1][-1]):

@@ -181,7 +181,7 @@ def test_inputs_read_along_the_vector_loop_and_reused_across_another_are_packabl
 
 
 def test_the_sampled_space_copies_no_panel():
-    """Sampled panels lost to none in the search, paired by seed (bench/RESULTS.md 2026-11-25)."""
+    """Sampled panels lost to not packing in the search, paired by seed (bench/RESULTS.md 2026-11-25)."""
     for seed in range(6):
         _, sch = sample(SPECS["matmul"], seed)
         assert "cache_read" not in {i.kind for i in sch.trace.instructions}
