@@ -59,6 +59,15 @@ GET_LOOPS = register(
         "get_loops", (Arg("block", BLOCK),), LOOP_LIST, lambda sch, a, _: sch.get_loops(a["block"]), pure=True
     )
 )
+GET_INNERMOST_LOOP = register(
+    InstructionKind(
+        "get_innermost_loop",
+        (Arg("block", BLOCK),),
+        ONE_LOOP,
+        lambda sch, a, _: sch.get_innermost_loop(a["block"]),
+        pure=True,
+    )
+)
 GET_CHILD_BLOCKS = register(
     InstructionKind(
         "get_child_blocks",

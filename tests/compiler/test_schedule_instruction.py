@@ -22,6 +22,7 @@ def c_loops(sch: Schedule) -> list:
 EXAMPLES: dict[str, tuple[Callable[[], Workload], Callable[[Schedule], object]]] = {
     "get_block": (matmul, lambda sch: sch.get_block("C")),
     "get_loops": (matmul, lambda sch: sch.get_loops(sch.get_block("C"))),
+    "get_innermost_loop": (matmul, lambda sch: sch.get_innermost_loop(sch.get_block("C"))),
     "get_child_blocks": (mm_relu, lambda sch: sch.get_child_blocks(loops_of(sch, "Y")[0])),
     "split": (matmul, lambda sch: sch.split(c_loops(sch)[1], sch.sample_perfect_tile(c_loops(sch)[1], n=3))),
     "fuse": (matmul, lambda sch: sch.fuse(*c_loops(sch)[:2])),

@@ -308,7 +308,7 @@ def _multi_level_tile(sch: Schedule, name: str, cfg: SpaceConfig, decide: Decisi
     if follower is not None and _attempt(sch.reverse_compute_at, follower, s[level - 1][-1]):
         placed.add(follower.name)
         if decide.vectorize_follower():
-            _attempt(sch.vectorize, sch.get_loops(follower)[-1])
+            _attempt(sch.vectorize, sch.get_innermost_loop(follower))
     placed.add(sch.decompose_reduction(block, r[0][0]).name)
     sch.vectorize(s[3][-1])
     sch.parallel(sch.fuse(*s[0]) if len(s[0]) > 1 else s[0][0])
