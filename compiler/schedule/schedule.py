@@ -95,13 +95,16 @@ class Schedule:
         return outs
 
     def get_innermost_loop(self, block: BlockRV) -> LoopRV:
-        """The block's innermost loop, as one output. `get_loops` records how many loops there
-        were, and a block moved under a tile has one loop per dimension its region spans more than
-        once, so a tile decision changed by the search changes the count and the trace would not
-        replay (16% of the tile mutations of default schedules, which vectorize a write-back)."""
+        """The innermost loop of the block's own nest (one whose body is the block), as one output.
+        `get_loops` records how many loops there were, and a block moved under a tile has one loop
+        per dimension its region spans more than once, so a tile decision changed by the search
+        changes the count and the trace would not replay (16% of the tile mutations of default
+        schedules, which vectorize a write-back). Refused where the block has no loop of its own:
+        the loop above it holds other statements too, a different loop from the one meant."""
         path, _ = find_block(self.func.body, self._block_name(block))
         loops = loops_above(self.func.body, path)
-        check(bool(loops), f"block {block.name!r} has no loop")
+        own = bool(loops) and isinstance(loops[-1][1].body, Block) and loops[-1][1].body.name == block.name
+        check(own, f"block {block.name!r} has no loop of its own")
         out = self._loop(loops[-1][1].var.name)
         self._record(kinds.GET_INNERMOST_LOOP, {"block": block}, [out])
         return out

@@ -1,6 +1,6 @@
 """compute_at and reverse_compute_at at every loop level, after divisible and guarded splits, with the
 overlapping halo of a conv's padding, and the moves that must be refused; sample_compute_location
-offers only locations where compute_at is legal."""
+offers only locations where compute_at is legal; the innermost loop of a moved block."""
 
 import numpy as np
 import pytest
@@ -509,3 +509,31 @@ def test_replaying_a_compute_location_checks_only_the_candidates_up_to_it(monkey
     loop = sch.sample_compute_location(sch.get_block("pad"), decision=decision)
     assert calls == candidates[:checked]  # every loop checked was legal here, so none is skipped
     assert loop.name == ("root" if decision < 0 else candidates[min(decision, len(candidates) - 1)])
+
+
+# --- get_innermost_loop --------------------------------------------------------------------------
+@pytest.mark.parametrize("rows", [1, 4])
+def test_the_innermost_loop_of_a_moved_block_is_one_trace_output_whatever_the_tile(rows):
+    """A tile of 1 makes no loop, so get_loops' count depends on the tile; this query's does not."""
+    wl = mm_relu()
+    sch = wl.schedule()
+    i, _, _ = loops_of(sch, "Y")
+    i0, _ = sch.split(i, [None, rows])
+    sch.reverse_compute_at(sch.get_block("C"), i0)
+    innermost = sch.get_innermost_loop(sch.get_block("C"))
+    assert innermost.name == block_loop_names(sch, "C")[-1]
+    assert sch.trace.instructions[-1].kind == "get_innermost_loop"
+    assert len(sch.trace.instructions[-1].outputs) == 1
+    sch.vectorize(innermost)
+    assert_computes(wl, sch)
+
+
+def test_the_innermost_loop_of_a_block_without_a_loop_of_its_own_is_refused():
+    """Moved under Y's column loop, relu's region is one element: the loop above it is Y's."""
+    wl = mm_relu()
+    sch = wl.schedule()
+    _, j, _ = loops_of(sch, "Y")
+    sch.reverse_compute_at(sch.get_block("C"), j)
+    with schedule_error("C", match="no loop of its own"):
+        sch.get_innermost_loop(sch.get_block("C"))
+    assert sch.get_innermost_loop(sch.get_block("Y")).name == block_loop_names(sch, "Y")[-1]

@@ -27,7 +27,8 @@ The rules are `space.apply_rules`; the choices (`Heuristic`) are:
   registers over as much of the reduction as possible; R0 has the rest. Except where no loop gives
   rows (a batch-1 dense layer: one row of weights per reduction step, each element used once): the
   reduction steps one at a time and the register tile widens along its vector loop (S2), so each step
-  streams a long contiguous run of the weights (`_stream_tiles`; 1.9x faster than 64 columns);
+  streams a long contiguous run of the weights (`_stream_tiles`; 1.9x faster than 64 columns), unless
+  a panel (below) takes the columns into the parallel loop;
 - S2 and S1 are 1; S0, the parallel loop, gets every tile outside the register tile: thousands of
   iterations for a conv2d layer, enough for every core and balanced by the static schedule;
 - except where an input is read as strided rows and reused by many rows of the output (`_panels`:
@@ -88,7 +89,7 @@ LATENCY_CHAINS = 8  # independent FMAs in flight: ~4 cycles of latency, 1-2 FMAs
 PANEL_MIN_ROWS = 32  # output rows that must reuse a panel for its copy to pay
 PANEL_MIN_STRIPES = 4  # parallel column stripes per core a panel schedule must leave
 PANEL_MIN_ROW = 64  # elements: a shorter row (a 16-lane block of packed weights) is contiguous enough
-PANEL_MAX_LANES = 8  # panels paid with 8-lane vectors (AVX2) and cost 2-4% with 16 (AVX-512)
+PANEL_MAX_LANES = 8  # panels paid with 8-lane vectors (AVX2) and cost 2-4% with 16 (AVX-512); 4 unmeasured
 
 
 def default_schedule(func: PrimFunc, target: Target) -> Schedule:
@@ -158,7 +159,7 @@ class Heuristic:
     def outer_order(self, func: PrimFunc, name: str, kinds: list[str]) -> list[int]:
         nest = _Nest.of(func, name, kinds)
         spatial = [k for k, kind in enumerate(kinds) if kind == "S"]
-        largest = max(nest.operands, key=lambda o: math.prod(nest.extents[k] for k in o.loops), default=None)
+        largest = max(nest.operands, key=lambda o: math.prod(o.buffer.shape), default=None)
         if largest is None:
             return list(range(len(spatial)))
         return sorted(range(len(spatial)), key=lambda p: spatial[p] not in largest.loops)
@@ -180,7 +181,7 @@ class Heuristic:
 
     def _panels(self, func: PrimFunc, name: str, nest: _Nest) -> list[tuple[int, frozenset[int]]]:
         """The packable inputs worth a panel per column stripe, with the loops each depends on: read
-        as rows longer than the register tile and than PANEL_MIN_ROW (else a stripe of them is
+        as rows longer than the register tile and at least PANEL_MIN_ROW long (else a stripe of them is
         contiguous already: weights packed in 16-lane blocks, whose copy would only shrink the
         parallel loop), reused by at least PANEL_MIN_ROWS rows of the output, and leaving
         PANEL_MIN_STRIPES stripes per core for the parallel loop. None when two inputs qualify on
@@ -227,14 +228,14 @@ class Heuristic:
         cfg = self.cfg
         widest = cfg.vector_tile_limit(nest.extents[nest.vector])  # the first bound of space._RegisterTile
         best: tuple[tuple[float, int, int, int], list[int]] | None = None
-        for width in divisors(nest.extents[nest.vector]):
-            if width > widest:
-                continue
-            rows_budget = cfg.accumulator_registers // _registers(width, cfg.vector_lanes)
-            if rows_budget == 0 and _registers(width, cfg.vector_lanes) < cfg.vector_registers:
-                # A prime row wider than the accumulators still gets one row while it leaves a
-                # register for the broadcast operand: the only other width is 1, scalar code
-                # (97x113x127 on AVX2: 5 GFLOPS). `_score` charges its registers.
+        widths = [w for w in divisors(nest.extents[nest.vector]) if w <= widest]
+        for width in widths:
+            registers = _registers(width, cfg.vector_lanes)
+            rows_budget = cfg.accumulator_registers // registers
+            if rows_budget == 0 and (registers < cfg.vector_registers or widths == [1, width]):
+                # A row wider than the accumulators still gets one row where it leaves a register
+                # for the broadcast operand, or where the only other width is 1, scalar code (a
+                # prime: 97x113x127 on AVX2 ran 5 GFLOPS). `_score` charges its registers.
                 rows_budget = 1
             for tile in _row_tiles(nest, width, rows_budget):
                 key = _score(nest, tile, cfg.vector_lanes)

@@ -228,6 +228,10 @@ def _attempt(primitive: Callable[P, object], *args: P.args, **kwargs: P.kwargs) 
     return True
 
 
+def _vectorize_innermost(sch: Schedule, block: BlockRV) -> None:
+    sch.vectorize(sch.get_innermost_loop(block))
+
+
 def _auto_inline(sch: Schedule, name: str, decide: Decisions) -> None:
     block = _block(sch.func, name)
     has_select = any(isinstance(e, Select) for e in walk_expr(block.body.value))
@@ -308,7 +312,7 @@ def _multi_level_tile(sch: Schedule, name: str, cfg: SpaceConfig, decide: Decisi
     if follower is not None and _attempt(sch.reverse_compute_at, follower, s[level - 1][-1]):
         placed.add(follower.name)
         if decide.vectorize_follower():
-            _attempt(sch.vectorize, sch.get_innermost_loop(follower))
+            _attempt(_vectorize_innermost, sch, follower)
     placed.add(sch.decompose_reduction(block, r[0][0]).name)
     sch.vectorize(s[3][-1])
     sch.parallel(sch.fuse(*s[0]) if len(s[0]) > 1 else s[0][0])
