@@ -133,15 +133,16 @@ class Heuristic:
         return True
 
     def packed_reads(self, func: PrimFunc, name: str, kinds: list[str]) -> list[int]:
-        return [index for index, _ in self._panels(func, name, _Nest.of(func, name, kinds))]
+        nest = _Nest.of(func, name, kinds)
+        return [index for index, _ in self._panels(func, name, nest, self._register_tile(nest))]
 
     def tiles(self, func: PrimFunc, name: str, kinds: list[str]) -> list[Decision]:
         nest = _Nest.of(func, name, kinds)
         tile = self._register_tile(nest)
         rows = math.prod(tile) // tile[nest.vector]
-        panels = self._panels(func, name, nest)
+        panels = self._panels(func, name, nest, tile)
         stream = self._stream_tiles(nest, tile) if rows == 1 and not panels else 1
-        striped = frozenset().union(*(loops for _, loops in panels)) if panels else None
+        striped = panels[0][1] if panels else None  # every panel's loops are the same
         out: list[Decision] = []
         for loop, (extent, kind) in enumerate(zip(nest.extents, kinds)):
             if kind == "S" and striped is not None and loop not in striped:
@@ -179,11 +180,13 @@ class Heuristic:
     def unroll(self, steps: tuple[int, ...]) -> int | None:
         return min(range(len(steps)), key=lambda i: abs(steps[i] - UNROLL_STEP))
 
-    def _panels(self, func: PrimFunc, name: str, nest: _Nest) -> list[tuple[int, frozenset[int]]]:
-        """The packable inputs worth a panel per column stripe, with the loops each depends on: read
-        as rows longer than the register tile and at least PANEL_MIN_ROW long (else a stripe of them is
-        contiguous already: weights packed in 16-lane blocks, whose copy would only shrink the
-        parallel loop), reused by at least PANEL_MIN_ROWS rows of the output, and leaving
+    def _panels(
+        self, func: PrimFunc, name: str, nest: _Nest, tile: list[int]
+    ) -> list[tuple[int, frozenset[int]]]:
+        """The packable inputs worth a panel per column stripe of the register `tile`, with the loops
+        each depends on: read as rows longer than the tile and at least PANEL_MIN_ROW long (else a
+        stripe of them is contiguous already: weights packed in 16-lane blocks, whose copy would
+        only shrink the parallel loop), reused by at least PANEL_MIN_ROWS rows of the output, and leaving
         PANEL_MIN_STRIPES stripes per core for the parallel loop. None when two inputs qualify on
         different loops: the parallel loop would keep the loops of both, a column stripe of neither.
         None with vectors wider than PANEL_MAX_LANES: on one Zen 4, the AVX2 target's default
@@ -191,7 +194,6 @@ class Heuristic:
         slower, tuned or not (bench/RESULTS.md 2026-11-25, tenth stop)."""
         if self.cfg.vector_lanes > PANEL_MAX_LANES:
             return []
-        tile = self._register_tile(nest)
         _, block = find_block(func.body, name)
         reads = [b for b in block_reads(block) if b != block.body.buffer]
         spatial = [k for k, kind in enumerate(nest.kinds) if kind == "S"]
