@@ -3,8 +3,9 @@
 LLVM's loop vectorizer gives up on many loops we care about (measured: a "TVM-like" accumulator
 loop runs anywhere from 3 to 188 GFLOPS depending on tile sizes). So a vectorized loop whose body is
 straight-line stores is emitted here as operations on `<lanes x T>` values: contiguous accesses
-become vector loads/stores, loads with a small stride (a stride-2 convolution or pooling window along
-its row) one masked load of the span and a shuffle, loop-invariant values are computed once as
+become vector loads/stores (with AVX-512, a load of an odd number of lanes is one masked load),
+loads with a small stride (a stride-2 convolution or pooling window along its row) one masked load
+of the span and a shuffle, loop-invariant values are computed once as
 scalars and broadcast, and anything else is assembled lane by lane. LLVM then splits wide vectors
 into machine registers (a 64-lane float vector is four zmm registers on AVX-512).
 
@@ -101,8 +102,8 @@ def emit_vector_loop(cg: CodeGen, loop: For) -> None:
     GFLOPS where 4x16 ran at 174-216, bench/RESULTS.md). A remainder narrower than one register is
     different: as one vector, it is one register wide (7 lanes in 8, 12 in 16), where one vector per
     set bit of its size makes three narrow operations of 4, 2 and 1 lanes (7x7 and 14x14 convs: 1.6-2.3x
-    slower, bench/RESULTS.md). Only its loads and stores are split, and they are few once LLVM keeps
-    an accumulator in a register."""
+    slower, bench/RESULTS.md). Only its stores are split, and its loads without AVX-512
+    (`_masked_width`); they are few once LLVM keeps an accumulator in a register."""
     register = cg.target.vector_lanes("float32")
     if loop.extent < register:
         _Lanes(cg, loop, loop.extent).stmt_at(I64(0), loop.body)
@@ -131,6 +132,8 @@ class _Lanes:
 
     def __init__(self, cg: CodeGen, loop: For, lanes: int) -> None:
         self.cg, self.loop, self.lanes = cg, loop, lanes
+        self.masked_width = _masked_width(cg, lanes)
+        self.stored = {st.buffer for st in walk_stmt(loop.body) if isinstance(st, BufferStore)}
 
     def stmt_at(self, base: ll.Value, stmt: Stmt) -> None:
         self.base = base
@@ -201,7 +204,11 @@ def _var(v: _Lanes, e: Var) -> ll.Value:
 
 
 def _load(v: _Lanes, e: Load) -> ll.Value | None:
+    """A buffer the loop also stores (a register tile's accumulator) is never loaded masked: LLVM
+    keeps it in registers only through plain loads and stores (masked, it went through the stack)."""
     stride = stride_in(flat_index(e.buffer, e.indices), v.loop.var)
+    if stride == 1 and v.masked_width and e.buffer not in v.stored:
+        return _masked_load(v, e)
     if stride == 1:
         vec_ty = ll.VectorType(LL_TYPES[e.dtype], v.lanes)
         return v.cg.builder.load(v._pointer(e.buffer, e.indices, vec_ty), align=align(e.buffer.dtype))
@@ -210,23 +217,49 @@ def _load(v: _Lanes, e: Load) -> ll.Value | None:
     return None
 
 
+def _masked_width(cg: CodeGen, lanes: int) -> int:
+    """The power-of-two width a contiguous access of `lanes` elements is made as, masked, or 0 for
+    a plain access. LLVM splits a plain load of 14 lanes into loads of 8, 4 and 2 and two inserts
+    (a 14x14 conv's input rows in its innermost loop); with AVX-512's masked moves it is one load
+    whose mask stops at the last lane, so nothing past the row is read. AVX2's masked load holds its
+    mask in a vector register, one of the 16 a register tile fills: measured 0.77-1.38x by layer
+    (bench/RESULTS.md, eleventh stop), so AVX2 keeps the split loads."""
+    if lanes & (lanes - 1) == 0 or "avx512f" not in cg.target.feature_set:
+        return 0
+    return 1 << lanes.bit_length()
+
+
+def _masked_load(v: _Lanes, e: Load) -> ll.Value:
+    """The lanes' contiguous elements, as one masked load of `masked_width` lanes and a shuffle."""
+    width = v.masked_width
+    wide = _load_span(v, e, width, [int(k < v.lanes) for k in range(width)])
+    first = ll.Constant(ll.VectorType(ll.IntType(32), v.lanes), list(range(v.lanes)))
+    return v.cg.builder.shuffle_vector(wide, ll.Constant(wide.type, ll.Undefined), first)
+
+
 def _strided_load(v: _Lanes, e: Load, stride: int) -> ll.Value:
     """Every `stride`-th element of the span the lanes cover: one masked load of the span (the mask
     stops at the last lane's element, so nothing past the buffer is read), then a shuffle picking
     the lanes. Lane by lane, a stride-2 depthwise conv's row ran at 7 GFLOPS."""
-    b = v.cg.builder
     width = v.lanes * stride
+    span = _load_span(v, e, width, [int(k <= (v.lanes - 1) * stride) for k in range(width)])
+    picks = ll.Constant(ll.VectorType(ll.IntType(32), v.lanes), [k * stride for k in range(v.lanes)])
+    return v.cg.builder.shuffle_vector(span, ll.Constant(span.type, ll.Undefined), picks)
+
+
+def _load_span(v: _Lanes, e: Load, width: int, mask: list[int]) -> ll.Value:
+    """`width` elements from `e`'s address on, where `mask` is 1 (LLVM's masked load: a masked-off
+    element is never read, so a span may end at the buffer's last element)."""
     span_ty = ll.VectorType(LL_TYPES[e.dtype], width)
-    mask_ty = ll.VectorType(ll.IntType(1), width)
-    mask = ll.Constant(mask_ty, [int(k <= (v.lanes - 1) * stride) for k in range(width)])
+    mask_value = ll.Constant(ll.VectorType(ll.IntType(1), width), mask)
     pointer = v._pointer(e.buffer, e.indices, span_ty)
     masked_load = v.cg.declare(
-        f"llvm.masked.load.{intrinsic_suffix(span_ty)}.p0", span_ty, [pointer.type, I32, mask_ty, span_ty]
+        f"llvm.masked.load.{intrinsic_suffix(span_ty)}.p0",
+        span_ty,
+        [pointer.type, I32, mask_value.type, span_ty],
     )
     undefined = ll.Constant(span_ty, ll.Undefined)
-    span = b.call(masked_load, [pointer, I32(align(e.buffer.dtype)), mask, undefined])
-    picks = ll.Constant(ll.VectorType(ll.IntType(32), v.lanes), [k * stride for k in range(v.lanes)])
-    return b.shuffle_vector(span, undefined, picks)
+    return v.cg.builder.call(masked_load, [pointer, I32(align(e.buffer.dtype)), mask_value, undefined])
 
 
 def _op(v: _Lanes, e: Binary | Unary) -> ll.Value | None:
