@@ -45,6 +45,7 @@ from compiler.visit import free_vars, loads, walk_stmt
 
 if TYPE_CHECKING:
     from compiler.codegen import CodeGen
+    from compiler.target import Target
 
 MAX_LANES = 64
 MAX_LOAD_STRIDE = 4  # a longer stride wastes most of a masked load; such lanes are gathered one by one
@@ -94,8 +95,11 @@ def can_vectorize(loop: For) -> bool:
     return True
 
 
-def emit_vector_loop(cg: CodeGen, loop: For) -> None:
-    """Full chunks of a power-of-two number of lanes (up to MAX_LANES) in a loop, then the remainder.
+def vector_pieces(extent: int, register: int) -> list[int]:
+    """The vectors a vectorized loop of `extent` iterations is emitted as, with `register` lanes per
+    machine register: full chunks of a power-of-two number of lanes (up to MAX_LANES), then the
+    remainder, one vector where it is narrower than a register, else the largest power of two of it
+    and so on.
 
     Power-of-two vectors split evenly into machine registers; LLVM widens a size such as 24 lanes
     with masked or shuffled lanes, measured 5-15x slower (a 4x24 matmul register tile ran at 18-38
@@ -104,27 +108,36 @@ def emit_vector_loop(cg: CodeGen, loop: For) -> None:
     set bit of its size makes three narrow operations of 4, 2 and 1 lanes (7x7 and 14x14 convs: 1.6-2.3x
     slower, bench/RESULTS.md). Only its stores are split, and its loads without AVX-512
     (`_masked_width`); they are few once LLVM keeps an accumulator in a register."""
-    register = cg.target.vector_lanes("float32")
-    if loop.extent < register:
-        _Lanes(cg, loop, loop.extent).stmt_at(I64(0), loop.body)
-        return
-    lanes = 1 << (min(loop.extent, MAX_LANES).bit_length() - 1)
-    chunks, rest = divmod(loop.extent, lanes)
+    if extent < register:
+        return [extent]
+    lanes = 1 << (min(extent, MAX_LANES).bit_length() - 1)
+    chunks, rest = divmod(extent, lanes)
+    pieces = [lanes] * chunks
+    while rest:
+        piece = rest if rest < register else 1 << (rest.bit_length() - 1)
+        pieces.append(piece)
+        rest -= piece
+    return pieces
+
+
+def emit_vector_loop(cg: CodeGen, loop: For) -> None:
+    """The loop as `vector_pieces`: its full chunks in a loop (or one vector), then the remainder."""
+    pieces = vector_pieces(loop.extent, cg.target.vector_lanes("float32"))
+    chunks = pieces.count(pieces[0]) if len(pieces) > 1 else 1
     if chunks == 1:
-        _Lanes(cg, loop, lanes).stmt_at(I64(0), loop.body)
+        _Lanes(cg, loop, pieces[0]).stmt_at(I64(0), loop.body)
     else:
         chunk = For(Var(f"{loop.var.name}.chunk"), chunks, SeqStmt(()))
 
         def body() -> None:
-            base = cg.builder.mul(cg.vars[chunk.var], I64(lanes))
-            _Lanes(cg, loop, lanes).stmt_at(base, loop.body)
+            base = cg.builder.mul(cg.vars[chunk.var], I64(pieces[0]))
+            _Lanes(cg, loop, pieces[0]).stmt_at(base, loop.body)
 
         cg.counted_loop(chunk, I64(0), I64(chunks), body)
-    start = chunks * lanes
-    while rest:
-        piece = rest if rest < register else 1 << (rest.bit_length() - 1)
+    start = chunks * pieces[0]
+    for piece in pieces[chunks:]:
         _Lanes(cg, loop, piece).stmt_at(I64(start), loop.body)
-        start, rest = start + piece, rest - piece
+        start += piece
 
 
 class _Lanes:
@@ -217,14 +230,30 @@ def _load(v: _Lanes, e: Load) -> ll.Value | None:
     return None
 
 
+def masks_odd_rows(target: Target) -> bool:
+    """Whether a contiguous load of an odd number of lanes is one masked load on `target`. LLVM
+    splits a plain load of 14 lanes into loads of 8, 4 and 2 and two inserts (a 14x14 conv's input
+    rows in its innermost loop); with AVX-512's masked moves it is one load whose mask stops at the
+    last lane, so nothing past the row is read. AVX2's masked load holds its mask in a vector
+    register, one of the 16 a register tile fills: measured 0.77-1.38x by layer (bench/RESULTS.md,
+    eleventh stop), so AVX2 keeps the split loads."""
+    return "avx512f" in target.feature_set
+
+
+def row_loads(extent: int, register: int, masked: bool) -> int:
+    """Instructions that load a contiguous row of a vectorized loop of `extent` (`vector_pieces`):
+    one per register, except that a split odd piece is a load per set bit of its lanes and an insert
+    between each two (6 lanes: 4 + 2 and an insert)."""
+    return sum(
+        -(-piece // register) if masked or piece & (piece - 1) == 0 else 2 * piece.bit_count() - 1
+        for piece in vector_pieces(extent, register)
+    )
+
+
 def _masked_width(cg: CodeGen, lanes: int) -> int:
-    """The power-of-two width a contiguous access of `lanes` elements is made as, masked, or 0 for
-    a plain access. LLVM splits a plain load of 14 lanes into loads of 8, 4 and 2 and two inserts
-    (a 14x14 conv's input rows in its innermost loop); with AVX-512's masked moves it is one load
-    whose mask stops at the last lane, so nothing past the row is read. AVX2's masked load holds its
-    mask in a vector register, one of the 16 a register tile fills: measured 0.77-1.38x by layer
-    (bench/RESULTS.md, eleventh stop), so AVX2 keeps the split loads."""
-    if lanes & (lanes - 1) == 0 or "avx512f" not in cg.target.feature_set:
+    """The power-of-two width a contiguous load of `lanes` elements is made as, masked, or 0 for a
+    plain load (`masks_odd_rows`)."""
+    if lanes & (lanes - 1) == 0 or not masks_odd_rows(cg.target):
         return 0
     return 1 << lanes.bit_length()
 

@@ -7,7 +7,7 @@ import pytest
 
 from compiler import Schedule, Target, build, te
 from compiler.build import compile_kernel
-from compiler.codegen_vector import can_vectorize
+from compiler.codegen_vector import can_vectorize, row_loads, vector_pieces
 from compiler.lower import lower
 from compiler.visit import walk_stmt
 
@@ -59,6 +59,40 @@ def test_vector_loops_are_emitted_in_power_of_two_pieces(m, pieces):
     ir = build(sch.func, listings=False).compiled.llvm_ir
     widths = {int(w) for w in re.findall(r"<(\d+) x float>", ir)}
     assert widths == pieces
+
+
+@pytest.mark.parametrize(
+    ("extent", "register", "pieces"),
+    [
+        (7, 8, [7]),
+        (14, 16, [14]),
+        (16, 16, [16]),
+        (28, 16, [16, 12]),
+        (28, 8, [16, 8, 4]),
+        (56, 16, [32, 16, 8]),
+        (97, 16, [64, 32, 1]),
+        (200, 16, [64, 64, 64, 8]),
+        (118, 8, [64, 32, 16, 6]),
+    ],
+)
+def test_vector_pieces_are_power_of_two_chunks_then_a_remainder_one_register_wide(extent, register, pieces):
+    """What the default schedule counts registers by (`_registers`) is what the code generator emits."""
+    assert vector_pieces(extent, register) == pieces
+
+
+@pytest.mark.parametrize(
+    ("extent", "register", "masked", "loads"),
+    [
+        (14, 16, True, 1),
+        (14, 8, False, 1 + 3),
+        (7, 8, False, 5),
+        (7, 8, True, 1),
+        (28, 16, True, 2),
+        (16, 8, False, 2),
+    ],
+)
+def test_row_loads_count_a_split_odd_piece_as_its_loads_and_inserts(extent, register, masked, loads):
+    assert row_loads(extent, register, masked) == loads
 
 
 AVX512 = Target(Target.host().triple, "x86-64-v4", "+avx2,+fma,+avx512f", 2)

@@ -16,8 +16,7 @@ The rules are `space.apply_rules`; the choices (`Heuristic`) are:
   for the whole kernel, one thread);
 - the register tile (S3, the innermost spatial tiles) maximizes a throughput estimate per reduction
   step (`_score`): lanes of useful work over the cycles of the step, the most of its vector FMAs (one
-  per accumulator register, as the code generator splits the vector loop: `_registers`; counting a
-  7-wide row of a 7x7 conv2d as 1 register instead of 3 spilled it, 18 GFLOPS per core), its loads
+  per accumulator register, as the code generator emits the vector loop: `_registers`), its loads
   (one per vector or broadcast element each operand needs) and
   the FMA latency (about `LATENCY_CHAINS` independent accumulators keep the FMA units busy). Within the
   space's register bounds (`space._RegisterTile`), so a matmul gets rows of the output that share each
@@ -67,7 +66,7 @@ from dataclasses import dataclass
 
 from compiler import Schedule, ScheduleError, Target
 from compiler.arith import ceil_div, divisors, linear
-from compiler.codegen_vector import MAX_LANES
+from compiler.codegen_vector import row_loads, vector_pieces
 from compiler.ir import Buffer, Expr, PrimFunc, Unary
 from compiler.schedule.tree import find_block, loops_above, readers
 from compiler.visit import block_loads, block_reads, free_vars, walk_expr
@@ -240,7 +239,7 @@ class Heuristic:
                 # prime: 97x113x127 on AVX2 ran 5 GFLOPS). `_score` charges its registers.
                 rows_budget = 1
             for tile in _row_tiles(nest, width, rows_budget):
-                key = _score(nest, tile, cfg.vector_lanes)
+                key = _score(nest, tile, cfg)
                 if best is None or key > best[0]:
                     best = (key, tile)
         assert best is not None  # width 1 with no rows always fits
@@ -311,19 +310,21 @@ def _row_tiles(nest: _Nest, width: int, budget: int) -> Iterator[list[int]]:
     yield from extend(0, [width if k == nest.vector else 1 for k in range(len(nest.kinds))], 1)
 
 
-def _score(nest: _Nest, tile: list[int], lanes: int) -> tuple[float, int, int, int]:
+def _score(nest: _Nest, tile: list[int], cfg: SpaceConfig) -> tuple[float, int, int, int]:
     """Useful lanes per cycle of one reduction step over the register tile, then the tie-breakers:
     more accumulators, fewer loads, a wider vector."""
     width = tile[nest.vector]
-    vectors = _registers(width, lanes)
+    vectors = _registers(width, cfg.vector_lanes)
     rows = math.prod(tile) // width
     accumulators = vectors * rows
     loads = 0
     for operand in nest.operands:
         count = 1
         for loop in operand.loops:
-            if loop == nest.vector:  # whole vectors (and shuffles when strided), or one load per lane
-                count *= vectors * operand.stride if operand.stride else width
+            if loop == nest.vector and operand.stride == 1:  # a row (split where it is odd on AVX2)
+                count *= row_loads(width, cfg.vector_lanes, cfg.masked_odd_rows)
+            elif loop == nest.vector:  # strided: the span's vectors and a shuffle per vector; a gather
+                count *= vectors * (operand.stride + 1) if operand.stride else width
             else:
                 count *= tile[loop]
         loads += count
@@ -332,14 +333,11 @@ def _score(nest: _Nest, tile: list[int], lanes: int) -> tuple[float, int, int, i
 
 
 def _registers(width: int, lanes: int) -> int:
-    """Vector registers one row of a `width`-wide vectorized loop fills. The code generator emits it
-    as chunks of the largest power of two of lanes (at most MAX_LANES), then one vector per set bit
-    of the remainder (`emit_vector_loop`): 56 lanes are 32 + 16 + 8, 4 AVX-512 registers; 7 lanes are
-    4 + 2 + 1, 3 registers, not 1."""
-    piece = 1 << (min(width, MAX_LANES).bit_length() - 1)
-    chunks, rest = divmod(width, piece)
-    pieces = [piece] * chunks + [1 << b for b in range(rest.bit_length()) if rest >> b & 1]
-    return sum(ceil_div(p, lanes) for p in pieces)
+    """Vector registers one row of a `width`-wide vectorized loop fills, as the code generator emits
+    it (`vector_pieces`): 56 lanes are 32 + 16 + 8, 4 AVX-512 registers; 7 lanes in 8 are one vector,
+    1 register (counted as 4 + 2 + 1 after the code generator had stopped splitting it, a 14x14
+    conv's tile kept 8 of its 24 accumulators, bench/RESULTS.md, eleventh stop)."""
+    return sum(ceil_div(piece, lanes) for piece in vector_pieces(width, lanes))
 
 
 def _largest_divisor(extent: int, limit: int) -> int:

@@ -33,6 +33,7 @@ from typing import ParamSpec, Protocol
 
 from compiler import BlockRV, LoopRV, Schedule, ScheduleError
 from compiler.auto_unroll import AUTO_UNROLL_MAX_STEP
+from compiler.codegen_vector import masks_odd_rows
 from compiler.ir import Block, Buffer, PrimFunc, Select, structural_equal
 from compiler.schedule.tree import find_block, find_loop, loops_above, readers
 from compiler.target import Target
@@ -60,10 +61,15 @@ class SpaceConfig:
     unroll_steps: tuple[int, ...] = UNROLL_STEPS
     vector_lanes: int = 16  # float32 lanes per vector register
     vector_registers: int = 32
+    masked_odd_rows: bool = True  # an odd row is one masked load, not split (`codegen_vector.masks_odd_rows`)
 
     @classmethod
     def for_target(cls, target: Target) -> SpaceConfig:
-        return cls(vector_lanes=target.vector_lanes("float32"), vector_registers=target.vector_registers)
+        return cls(
+            vector_lanes=target.vector_lanes("float32"),
+            vector_registers=target.vector_registers,
+            masked_odd_rows=masks_odd_rows(target),
+        )
 
     def vector_tile_limit(self, extent: int) -> int:
         """The largest vectorized tile of a loop of `extent`: four vectors; or the whole loop, up to

@@ -286,15 +286,32 @@ def test_a_conv2d_tiles_filters_and_rows_and_fuses_its_relu_consumer():
     func = conv2d_bias_residual_relu()
     sch = default_schedule(func, machines.AVX512)
     rx, ry, rc, x, y, f, _ = decisions(sch)[:7]
-    # A 7-wide row is 3 vector registers (4 + 2 + 1 lanes): 6 filters sharing each input row make 18
-    # accumulators; 3 filters x 7 rows would need 63 registers and spill.
-    assert (f[3], y[3], x[3]) == (6, 1, 7)
+    # A 7-wide row is one vector register (`vector_pieces`): 3 filters x 7 rows make 21 accumulators,
+    # 10 loads per 21 FMAs. (Counted as 3 registers, it kept 6 x 1: 18 FMAs.)
+    assert (f[3], y[3], x[3]) == (3, 7, 7)
     assert [rc[1], ry[1], rx[1]] == [4, 3, 3]  # the whole reduction inside the register tile
     names = {b.name for b in blocks(sch.func.body)}
     assert "bias_add" not in names and "residual_add" not in names  # inlined into the relu
     assert "cache_write" not in {inst.kind for inst in sch.trace.instructions}  # the relu is fused
     path, _ = find_block(sch.func.body, "relu")
     assert [lp.kind for _, lp in loops_above(sch.func.body, path)][-1] == "vectorized"
+
+
+@pytest.mark.parametrize(("isa", "tile"), [("avx512", (8, 2, 14)), ("avx2", (4, 1, 14))])
+def test_a_14_wide_conv_counts_its_rows_as_the_code_generator_loads_them(isa, tile):
+    """A 14-lane row is one AVX-512 register and one masked load: 8 filters x 2 rows make 16
+    accumulators (counted as 3 registers, the tile kept 4 x 2: 8; conv4_x 180 -> 187 GFLOPS). On AVX2
+    it is 8 + 6 lanes, the 6 loaded as 4 + 2 and an insert: a second row costs more than the two
+    filters it saves (2 x 2 ran 0.82x of 4 x 1 on conv4_x_expand, bench/RESULTS.md, eleventh stop)."""
+    data, weight = (
+        te.placeholder((1, 64, 14, 14), F32, "data"),
+        te.placeholder((256, 64, 1, 1), F32, "weight"),
+    )
+    sch = default_schedule(
+        te.create_prim_func([data, weight, conv(data, weight, 1, 0)]), getattr(machines, isa.upper())
+    )
+    _, _, _, x, y, f = decisions(sch)[:6]
+    assert (f[3], y[3], x[3]) == tile
 
 
 def test_a_batch_1_dense_layer_streams_contiguous_runs_of_the_weights():
@@ -427,9 +444,13 @@ def test_weights_packed_in_blocks_of_columns_get_no_second_panel():
 
 
 def test_a_row_that_fills_every_register_is_not_taken_whole():
-    """118 lanes are 16 AVX2 registers: with the broadcast operand they spill. 59 lanes fit."""
-    _, j, i = decisions(default_schedule(matmul(96, 64, 118), machines.AVX2))
-    assert (i[3], j[3]) == (1, 59)
+    """122 lanes are 16 AVX2 registers (64 + 32 + 16 + 8 + 2): with the broadcast operand they spill.
+    61 lanes fit. (118 lanes are 15, the 6-lane remainder one vector, and run whole: 93-100 GFLOPS
+    where 59 lanes ran 67-96, bench/RESULTS.md, eleventh stop.)"""
+    _, j, i = decisions(default_schedule(matmul(96, 64, 122), machines.AVX2))
+    assert (i[3], j[3]) == (1, 61)
+    _, j, _ = decisions(default_schedule(matmul(96, 64, 118), machines.AVX2))
+    assert j[3] == 118
 
 
 def test_a_prime_row_that_fills_every_register_is_still_vectorized():
