@@ -123,7 +123,7 @@ def vector_pieces(extent: int, register: int) -> list[int]:
 def emit_vector_loop(cg: CodeGen, loop: For) -> None:
     """The loop as `vector_pieces`: its full chunks in a loop (or one vector), then the remainder."""
     pieces = vector_pieces(loop.extent, cg.target.vector_lanes("float32"))
-    chunks = pieces.count(pieces[0]) if len(pieces) > 1 else 1
+    chunks = pieces.count(pieces[0])  # the remainder's pieces are all narrower
     if chunks == 1:
         _Lanes(cg, loop, pieces[0]).stmt_at(I64(0), loop.body)
     else:

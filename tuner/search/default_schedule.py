@@ -17,7 +17,8 @@ The rules are `space.apply_rules`; the choices (`Heuristic`) are:
 - the register tile (S3, the innermost spatial tiles) maximizes a throughput estimate per reduction
   step (`_score`): lanes of useful work over the cycles of the step, the most of its vector FMAs (one
   per accumulator register, as the code generator emits the vector loop: `_registers`), its loads
-  (one per vector or broadcast element each operand needs) and
+  (one per vector or broadcast element each operand needs; a strided row's shuffles; on AVX2, an odd
+  row's split loads and inserts: `row_loads`) and
   the FMA latency (about `LATENCY_CHAINS` independent accumulators keep the FMA units busy). Within the
   space's register bounds (`space._RegisterTile`), so a matmul gets rows of the output that share each
   loaded vector of B (8x48, 6x64: 24 accumulators) and a conv2d rows of filters that share each input
@@ -335,8 +336,8 @@ def _score(nest: _Nest, tile: list[int], cfg: SpaceConfig) -> tuple[float, int, 
 def _registers(width: int, lanes: int) -> int:
     """Vector registers one row of a `width`-wide vectorized loop fills, as the code generator emits
     it (`vector_pieces`): 56 lanes are 32 + 16 + 8, 4 AVX-512 registers; 7 lanes in 8 are one vector,
-    1 register (counted as 4 + 2 + 1 after the code generator had stopped splitting it, a 14x14
-    conv's tile kept 8 of its 24 accumulators, bench/RESULTS.md, eleventh stop)."""
+    1 register. (Counted as 4 + 2 + 1 lanes, 3 registers, a 14x14 conv's tile kept 8 of its 24
+    accumulators: bench/RESULTS.md, eleventh stop.)"""
     return sum(ceil_div(piece, lanes) for piece in vector_pieces(width, lanes))
 
 
