@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import llvmlite.ir as ll
 
-from compiler.arith import linear, simplify
+from compiler.arith import ceil_div, linear, simplify
 from compiler.ir import (
     Binary,
     Buffer,
@@ -146,7 +146,9 @@ class _Lanes:
     def __init__(self, cg: CodeGen, loop: For, lanes: int) -> None:
         self.cg, self.loop, self.lanes = cg, loop, lanes
         self.masked_width = _masked_width(cg, lanes)
-        self.stored = {st.buffer for st in walk_stmt(loop.body) if isinstance(st, BufferStore)}
+        # the buffers the loop stores, which `_load` never loads masked (walked only where it would)
+        stores = walk_stmt(loop.body) if self.masked_width else ()
+        self.stored = {st.buffer for st in stores if isinstance(st, BufferStore)}
 
     def stmt_at(self, base: ll.Value, stmt: Stmt) -> None:
         self.base = base
@@ -245,7 +247,7 @@ def row_loads(extent: int, register: int, masked: bool) -> int:
     one per register, except that a split odd piece is a load per set bit of its lanes and an insert
     between each two (6 lanes: 4 + 2 and an insert)."""
     return sum(
-        -(-piece // register) if masked or piece & (piece - 1) == 0 else 2 * piece.bit_count() - 1
+        ceil_div(piece, register) if masked or piece & (piece - 1) == 0 else 2 * piece.bit_count() - 1
         for piece in vector_pieces(extent, register)
     )
 
