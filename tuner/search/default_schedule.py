@@ -22,7 +22,8 @@ The rules are `space.apply_rules`; the choices (`Heuristic`) are:
   the FMA latency (about `LATENCY_CHAINS` independent accumulators keep the FMA units busy). Within the
   space's register bounds (`space._RegisterTile`), so a matmul gets rows of the output that share each
   loaded vector of B (8x48, 6x64: 24 accumulators) and a conv2d rows of filters that share each input
-  vector; ties go to more accumulators, then to fewer loads;
+  vector; ties go to more accumulators, then to fewer bytes per step of the operands that stream
+  from L2 (`_streamed_bytes`), then to fewer loads;
 - every reduction loop keeps the largest tile the space allows inside (R1), so the accumulators stay in
   registers over as much of the reduction as possible; R0 has the rest. Except where no loop gives
   rows (a batch-1 dense layer: one row of weights per reduction step, each element used once): the
@@ -37,8 +38,8 @@ The rules are `space.apply_rules`; the choices (`Heuristic`) are:
   the others going whole into S1, so the panel is copied once and stays in cache while every row
   tile reads it. On a Zen 3 (AVX2, 512 KiB L2), matmul 512^3 ran 73 GFLOPS without it, 160 with it
   (numpy 174); BERT's 128x3072 by 3072x768 89 -> 153 (bench/RESULTS.md 2026-11-25, tenth stop).
-  With AVX-512 vectors the panel did not pay (2-4% slower on a Zen 4, where AVX2 code gained
-  1.1-2x): there B stays in place;
+  With AVX-512 vectors the panels cost a Zen 4 2-4%, and made a Xeon with two FMA ports 1.05x
+  (bert.proj) to 2.6x (BERT's feed-forward matmuls) faster (thirteenth stop): every target gets them;
 - within S0, the loops the largest operand does not depend on run innermost, so consecutive parallel
   iterations (and so each core's) reuse its panel from cache: a 128x3072 by 3072x768 matmul swept all
   of B for each row tile, 9.0 -> 6.1 ms (one core) with the row tiles inside each column tile;
@@ -65,10 +66,12 @@ import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+import numpy as np
+
 from compiler import Schedule, ScheduleError, Target
-from compiler.arith import ceil_div, divisors, linear
+from compiler.arith import bound, ceil_div, divisors, linear
 from compiler.codegen_vector import row_loads, vector_pieces
-from compiler.ir import Buffer, Expr, PrimFunc, Unary
+from compiler.ir import Buffer, Expr, PrimFunc, Unary, Var
 from compiler.schedule.tree import find_block, loops_above, readers
 from compiler.visit import block_loads, block_reads, free_vars, walk_expr
 from tuner.search.space import (
@@ -89,7 +92,7 @@ LATENCY_CHAINS = 8  # independent FMAs in flight: ~4 cycles of latency, 1-2 FMAs
 PANEL_MIN_ROWS = 32  # output rows that must reuse a panel for its copy to pay
 PANEL_MIN_STRIPES = 4  # parallel column stripes per core a panel schedule must leave
 PANEL_MIN_ROW = 64  # elements: a shorter row (a 16-lane block of packed weights) is contiguous enough
-PANEL_MAX_LANES = 8  # panels paid with 8-lane vectors (AVX2) and cost 2-4% with 16 (AVX-512); 4 unmeasured
+STREAM_BYTES = 64 << 10  # an operand's bytes per tile beyond which it comes from L2 (2x the smallest L1d)
 
 
 def default_schedule(func: PrimFunc, target: Target) -> Schedule:
@@ -188,12 +191,7 @@ class Heuristic:
         stripe of them is contiguous already: weights packed in 16-lane blocks, whose copy would
         only shrink the parallel loop), reused by at least PANEL_MIN_ROWS rows of the output, and leaving
         PANEL_MIN_STRIPES stripes per core for the parallel loop. None when two inputs qualify on
-        different loops: the parallel loop would keep the loops of both, a column stripe of neither.
-        None with vectors wider than PANEL_MAX_LANES: on one Zen 4, the AVX2 target's default
-        schedules of the BERT matmuls ran 1.1-2x faster with panels and the AVX-512 target's 2-4%
-        slower, tuned or not (bench/RESULTS.md 2026-11-25, tenth stop)."""
-        if self.cfg.vector_lanes > PANEL_MAX_LANES:
-            return []
+        different loops: the parallel loop would keep the loops of both, a column stripe of neither."""
         _, block = find_block(func.body, name)
         reads = [b for b in block_reads(block) if b != block.body.buffer]
         spatial = [k for k, kind in enumerate(nest.kinds) if kind == "S"]
@@ -229,7 +227,7 @@ class Heuristic:
         """Factor per loop of the best-scoring register tile (1 off the tile)."""
         cfg = self.cfg
         widest = cfg.vector_tile_limit(nest.extents[nest.vector])  # the first bound of space._RegisterTile
-        best: tuple[tuple[float, int, int, int], list[int]] | None = None
+        best: tuple[tuple[float, int, int, int, int], list[int]] | None = None
         widths = [w for w in divisors(nest.extents[nest.vector]) if w <= widest]
         for width in widths:
             registers = _registers(width, cfg.vector_lanes)
@@ -250,23 +248,26 @@ class Heuristic:
 @dataclass(frozen=True)
 class _Operand:
     """A load of the block: its buffer, the loops its indices depend on (through the block's
-    bindings), and how far apart the lanes of the vectorized loop lie in memory: 1 contiguous, 2
+    bindings), how far apart the lanes of the vectorized loop lie in memory (1 contiguous, 2
     every other element (a stride-2 convolution), 0 when they are not along its last dimension, or
-    not linearly (a gather)."""
+    not linearly (a gather)), and its indices, in the block's variables."""
 
     buffer: Buffer
     loops: frozenset[int]
     stride: int
+    indices: tuple[Expr, ...]
 
 
 @dataclass(frozen=True)
 class _Nest:
-    """The loops around a block to tile, and the block's operand loads."""
+    """The loops around a block to tile, the block's operand loads, and the loop each of the block's
+    variables is bound to (None where its binding reads several) with the variable's extent."""
 
     extents: list[int]
     kinds: list[str]
     vector: int  # the innermost spatial loop, which the rules vectorize
     operands: list[_Operand]
+    bound_to: dict[Var, tuple[int | None, int]]
 
     @classmethod
     def of(cls, func: PrimFunc, name: str, kinds: list[str]) -> _Nest:
@@ -285,12 +286,16 @@ class _Nest:
             stride = (
                 abs(terms.get(lanes[0], 0)) if len(lanes) == 1 and free_vars(indices[-1]) <= set(terms) else 0
             )
-            return _Operand(buffer, frozenset(k for v in used for k in fed.get(v, ())), stride)
+            return _Operand(buffer, frozenset(k for v in used for k in fed.get(v, ())), stride, indices)
 
         operands = [
             operand(ld.buffer, ld.indices) for ld in block_loads(block) if ld.buffer != block.body.buffer
         ]
-        return cls([lp.extent for lp in loops], kinds, vector, operands)
+        bound_to = {
+            iv.var: (next(iter(fed[iv.var])) if len(fed[iv.var]) == 1 else None, iv.extent)
+            for iv in block.iter_vars
+        }
+        return cls([lp.extent for lp in loops], kinds, vector, operands, bound_to)
 
 
 def _row_tiles(nest: _Nest, width: int, budget: int) -> Iterator[list[int]]:
@@ -311,9 +316,9 @@ def _row_tiles(nest: _Nest, width: int, budget: int) -> Iterator[list[int]]:
     yield from extend(0, [width if k == nest.vector else 1 for k in range(len(nest.kinds))], 1)
 
 
-def _score(nest: _Nest, tile: list[int], cfg: SpaceConfig) -> tuple[float, int, int, int]:
+def _score(nest: _Nest, tile: list[int], cfg: SpaceConfig) -> tuple[float, int, int, int, int]:
     """Useful lanes per cycle of one reduction step over the register tile, then the tie-breakers:
-    more accumulators, fewer loads, a wider vector."""
+    more accumulators, fewer bytes streamed from L2, fewer loads, a wider vector."""
     width = tile[nest.vector]
     vectors = _registers(width, cfg.vector_lanes)
     rows = math.prod(tile) // width
@@ -330,7 +335,44 @@ def _score(nest: _Nest, tile: list[int], cfg: SpaceConfig) -> tuple[float, int, 
                 count *= tile[loop]
         loads += count
     cycles = max(accumulators, loads, LATENCY_CHAINS)
-    return width * rows / cycles, accumulators, -loads, width
+    return width * rows / cycles, accumulators, -_streamed_bytes(nest, tile), -loads, width
+
+
+def _streamed_bytes(nest: _Nest, tile: list[int]) -> int:
+    """Bytes one reduction step of the register `tile` reads from the operands it reads more than
+    STREAM_BYTES of over the whole reduction: the parallel tiles that follow reuse them (the loops
+    they do not depend on run innermost), but from L2, so each step's share comes from there. A row
+    counts its lanes (times its stride), a broadcast its elements. Ties of the throughput estimate
+    hide this: on a Xeon with two FMA ports, matmul 512^3's 4x64 tile (a 128 KiB stripe of B, 256
+    bytes a step) ran 1.3x slower than 8x32 (64 KiB, within the bound), both with panels; BERT's
+    attention context, 3 heads x 2 rows x 64 columns (96 KiB of V), 1.3-1.7x slower than 3 x 4 x 32,
+    whose narrower stripes also get panels (bench/RESULTS.md, thirteenth stop). A conv's input a
+    little over L1 (ResNet-18 conv2_x: 44 KiB) is not streamed: counted so, its tile lost 10%. On
+    AVX2 no suite shape's tile changed."""
+    total = 0
+    for operand in nest.operands:
+        if _footprint(nest, operand, tile) <= STREAM_BYTES:
+            continue
+        elements = 1
+        for loop in operand.loops:
+            elements *= tile[loop] * (max(operand.stride, 1) if loop == nest.vector else 1)
+        total += elements * np.dtype(operand.buffer.dtype).itemsize
+    return total
+
+
+def _footprint(nest: _Nest, operand: _Operand, tile: list[int]) -> int:
+    """Bytes of `operand` one register tile reads over the whole reduction: the span of each index
+    with the spatial variables over the tile and the reduction's over their extents (a variable bound
+    to several loops, or an index with no bound, spans the whole of it)."""
+    ranges = {
+        var: (0, (extent if loop is None or nest.kinds[loop] != "S" else tile[loop]) - 1)
+        for var, (loop, extent) in nest.bound_to.items()
+    }
+    total = np.dtype(operand.buffer.dtype).itemsize
+    for index, dim in zip(operand.indices, operand.buffer.shape):
+        span = bound(index, ranges)
+        total *= dim if span is None else min(dim, span[1] - span[0] + 1)
+    return total
 
 
 def _registers(width: int, lanes: int) -> int:

@@ -424,14 +424,38 @@ def test_no_panel_where_it_would_not_pay(m, k, n, cores):
     assert "cache_read" not in {i.kind for i in sch.trace.instructions}
 
 
-def test_no_panel_with_avx512_vectors():
-    """Measured 2-4% slower there, where the AVX2 code of the same machine gained 1.1-2x."""
-
-    def packs(isa: str) -> bool:
+def test_avx512_and_avx2_both_get_panels_and_a_tile_that_streams_less_of_b():
+    """512^3: 4x64 and 8x32 tie on throughput and accumulators, but over the whole reduction 4x64 reads
+    a 128 KiB stripe of B, 256 bytes a step from L2, and 8x32 64 KiB (a Xeon with two FMA ports: 8x32
+    1.3x faster, both with panels; bench/RESULTS.md, thirteenth stop). AVX2's 2x32 reads 64 KiB, within
+    the bound."""
+    for isa, tile in (("avx512", (8, 32)), ("avx2", (2, 32))):
         sch = default_schedule(matmul(512, 512, 512), machines.target(isa, cores=2))
-        return "cache_read" in {i.kind for i in sch.trace.instructions}
+        _, j, i = decisions(sch)
+        assert "cache_read" in {inst.kind for inst in sch.trace.instructions}
+        assert (i[3], j[3]) == tile
 
-    assert packs("avx2") and not packs("avx512")
+
+def test_a_batch_matmul_tile_keeps_each_heads_stripe_of_b_within_the_stream_bound():
+    """BERT's attention context (12 heads, 128 x 128 by 128 x 64): 3 heads x 2 rows x 64 columns read
+    96 KiB of V over the reduction; 3 x 4 x 32 read 48 KiB, the same 24 accumulators."""
+    a, b = te.placeholder((12, 128, 128), F32, "A"), te.placeholder((12, 128, 64), F32, "B")
+    r = te.reduce_axis((0, 128), "k")
+    c = te.compute((12, 128, 64), lambda n, i, j: te.sum(a[n, i, r] * b[n, r, j], axis=r), name="C")
+    _, j, i, n = decisions(
+        default_schedule(te.create_prim_func([a, b, c]), machines.target("avx512", cores=2))
+    )
+    assert (n[3], i[3], j[3]) == (3, 4, 32)
+
+
+def test_a_convs_register_tile_ignores_an_input_that_fits_the_stream_bound():
+    """ResNet-18 conv2_x (64 channels, 56 x 56, 3 x 3): 4 filters x 56 columns read 44 KiB of the
+    input over the reduction. Counted as streamed (a 16 KiB bound), it lost to 8 filters x 2 rows x
+    14 columns, which ran 0.9x as fast."""
+    data, weight = te.placeholder((1, 64, 56, 56), F32, "data"), te.placeholder((64, 64, 3, 3), F32, "weight")
+    func = te.create_prim_func([data, weight, conv(data, weight, 1, 1)])
+    _, _, _, x, y, f = decisions(default_schedule(func, machines.target("avx512", cores=2)))[:6]
+    assert (f[3], y[3], x[3]) == (4, 1, 56)
 
 
 def test_weights_packed_in_blocks_of_columns_get_no_second_panel():
