@@ -212,10 +212,16 @@ class Heuristic:
 
     def _stream_tiles(self, nest: _Nest, tile: list[int]) -> int:
         """How many vector tiles of the vectorized loop sit side by side (S2) when the reduction steps
-        one at a time: as many as fill the accumulators and leave every core a parallel tile."""
+        one at a time: as many as fill the accumulators and leave every core a parallel tile. Only
+        the spatial loops give parallel tiles (counting the reduction too, a 784 -> 128 dense layer
+        ran on one of two cores)."""
         vectors = _registers(tile[nest.vector], self.cfg.vector_lanes)
         rest = nest.extents[nest.vector] // tile[nest.vector]
-        outer = math.prod(e // t for k, (e, t) in enumerate(zip(nest.extents, tile)) if k != nest.vector)
+        outer = math.prod(
+            e // t
+            for k, (e, t) in enumerate(zip(nest.extents, tile))
+            if k != nest.vector and nest.kinds[k] == "S"
+        )
         fits = [
             d
             for d in divisors(rest)

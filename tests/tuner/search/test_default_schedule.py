@@ -321,6 +321,13 @@ def test_a_batch_1_dense_layer_streams_contiguous_runs_of_the_weights():
     assert j[0] >= machines.AVX512.cores
 
 
+def test_a_narrow_batch_1_dense_layer_still_gives_every_core_a_parallel_tile():
+    """784 -> 128 (an MLP's first layer) is two 64-lane tiles: side by side in S2 they left the
+    parallel loop one iteration, one core of two (4.1 us, against 3.4 with one tile per core)."""
+    _, j, i = decisions(default_schedule(matmul(1, 784, 128), machines.target("avx512", cores=2)))
+    assert i[0] * j[0] >= 2
+
+
 def test_a_function_the_rules_refuse_falls_back_to_parallel_and_vector_loops(monkeypatch):
     def refuse(sch, cfg, decide):
         sch.split(sch.get_loops(sch.get_block("Y"))[0], [None, 2])  # some work, then a refusal
