@@ -34,7 +34,7 @@ from typing import ParamSpec, Protocol
 from compiler import BlockRV, LoopRV, Schedule, ScheduleError
 from compiler.auto_unroll import AUTO_UNROLL_MAX_STEP
 from compiler.codegen_vector import masks_odd_rows
-from compiler.ir import Block, Buffer, PrimFunc, Select, structural_equal
+from compiler.ir import Block, Buffer, Expr, PrimFunc, Select, const, structural_equal
 from compiler.schedule.tree import find_block, find_loop, loops_above, readers
 from compiler.target import Target
 from compiler.visit import block_loads, block_reads, free_vars, walk_expr
@@ -386,9 +386,19 @@ def _elementwise_consumer(func: PrimFunc, name: str) -> str | None:
     c = consumers[0]
     if c.body.buffer not in func.params:
         return None
-    spatial = tuple(iv.var for iv in c.iter_vars)
-    same = all(structural_equal(ld.indices, spatial) for ld in block_loads(c) if ld.buffer == buf)
+    same = all(_reads_own_element(c, ld.indices) for ld in block_loads(c) if ld.buffer == buf)
     return c.name if same else None
+
+
+def _reads_own_element(block: Block, indices: tuple[Expr, ...]) -> bool:
+    """Whether `indices` name the element the block writes: its iteration variables in order, where
+    a variable of extent 1 may appear as 0 (a batch-1 model's kernels index their batch so: every
+    conv of MobileNetV2 wrote its whole output, 4.8 MB for the largest, and read it back for its
+    bias and relu6, unfused)."""
+    return len(indices) == len(block.iter_vars) and all(
+        structural_equal(index, iv.var) or (iv.extent == 1 and structural_equal(index, const(0)))
+        for index, iv in zip(indices, block.iter_vars)
+    )
 
 
 def _place_or_parallelize(sch: Schedule, name: str, cfg: SpaceConfig, decide: Decisions) -> None:

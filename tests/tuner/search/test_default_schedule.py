@@ -297,6 +297,33 @@ def test_a_conv2d_tiles_filters_and_rows_and_fuses_its_relu_consumer():
     assert [lp.kind for _, lp in loops_above(sch.func.body, path)][-1] == "vectorized"
 
 
+def conv2d_clip_reading_batch_0() -> PrimFunc:
+    """A batch-1 conv whose relu6 reads it at batch index 0, as a model's fused kernels do."""
+    data, weight = te.placeholder((1, 4, 7, 7), F32, "data"), te.placeholder((6, 4, 3, 3), F32, "weight")
+    bias = te.placeholder((6,), F32, "bias")
+    c = conv(data, weight, 1, 1)
+    out = te.compute(
+        c.shape, lambda n, f, y, x: te.min(te.max(c[0, f, y, x] + bias[f], 0.0), 6.0), name="clip"
+    )
+    return te.create_prim_func([data, weight, bias, out])
+
+
+def test_a_consumer_reading_the_batch_at_index_0_is_still_fused_under_the_tile():
+    func = conv2d_clip_reading_batch_0()
+    sch = default_schedule(func, machines.AVX512)
+    assert "cache_write" not in {inst.kind for inst in sch.trace.instructions}
+    conv_path, _ = find_block(sch.func.body, "conv")
+    clip_path, _ = find_block(sch.func.body, "clip")
+    parallel = [lp for _, lp in loops_above(sch.func.body, conv_path) if lp.kind == "parallel"]
+    assert parallel and parallel[0] in [lp for _, lp in loops_above(sch.func.body, clip_path)]
+    rng = np.random.default_rng(0)
+    args = [rng.standard_normal(b.shape).astype(F32) for b in func.params[:3]]
+    got, want = np.zeros((1, 6, 7, 7), F32), np.zeros((1, 6, 7, 7), F32)
+    build(sch.func)(*args, got)
+    build(func)(*args, want)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
 @pytest.mark.parametrize(("isa", "tile"), [("avx512", (8, 2, 14)), ("avx2", (4, 1, 14))])
 def test_a_14_wide_conv_counts_its_rows_as_the_code_generator_loads_them(isa, tile):
     """A 14-lane row is one AVX-512 register and one masked load: 8 filters x 2 rows make 16
