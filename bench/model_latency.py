@@ -48,13 +48,18 @@ def median_ms(run: Callable[[], object], repeat: int) -> tuple[float, float, flo
     return statistics.median(times), min(times), max(times)
 
 
-def onnx_session(model: object, args: tuple, threads: int) -> Callable[[], object]:
-    """The same model exported by the legacy exporter (opset 17), in ONNX Runtime."""
+def onnx_bytes(model: object, args: tuple) -> bytes:
+    """The model as the peers' benchmarks export it: the legacy exporter, opset 17."""
     import torch
 
     buffer = io.BytesIO()
     torch.onnx.export(model, args, buffer, dynamo=False, opset_version=17)
-    return onnx_runtime(buffer.getvalue(), [a.numpy() for a in args], threads)
+    return buffer.getvalue()
+
+
+def onnx_session(model: object, args: tuple, threads: int) -> Callable[[], object]:
+    """The same model exported by `onnx_bytes`, in ONNX Runtime."""
+    return onnx_runtime(onnx_bytes(model, args), [a.numpy() for a in args], threads)
 
 
 def kernel_table(model: CompiledModel, inputs: list[np.ndarray], top: int = 8) -> None:

@@ -1,0 +1,136 @@
+"""Each convolution and dense layer of a zoo model against the same layer in ONNX Runtime, both timed
+inside their forward passes, in one process: where a model loses to its peer, layer by layer.
+
+Ours: `CompiledModel.profile(in_pass=True)` (each kernel timed once per pass, in order, median over
+the passes). ONNX Runtime: its profiler's per-node kernel times (all graph optimizations, the same
+threads), median over as many runs. The heavy layers (conv, dense) pair up in execution order,
+each pair printed with both output shapes so a misalignment shows; everything else (layout
+reorders, pooling, additions ORT did not fuse) is summed as one row per side.
+
+    python -m bench.layer_peers --model mobilenet_v2 [--database sqlite:///DB] [--passes 25]
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.pop("OPENBLAS_CORETYPE", None)  # an honest baseline (bench/__main__.py)
+
+import argparse
+import json
+import statistics
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from bench.common import alternated_ms, set_kernel_threads
+from bench.model_latency import ZooModel, onnx_bytes, zoo_models
+from compiler import frontend, graph
+from compiler.graph import CompiledModel
+from runner.hardware import host_hardware
+from tuner.model_commands import onnx_runtime
+
+ORT_HEAVY = {"Conv", "FusedConv", "Gemm", "FusedGemm", "MatMul", "FusedMatMul", "NchwcConv"}
+OUR_HEAVY = ("conv2d", "matmul", "dense")
+WARMUP = 5
+
+
+@dataclass(frozen=True)
+class Layer:
+    name: str
+    shape: tuple[int, ...]
+    ms: float
+
+
+def our_layers(model: CompiledModel, inputs: list[np.ndarray], passes: int) -> tuple[list[Layer], float]:
+    """Our heavy kernels in pass order, and the milliseconds every other kernel takes."""
+    shapes = {n.name: n.type.shape for n in model.module.nodes() if isinstance(n, graph.CallTIR)}
+    heavy, other = [], 0.0
+    for step, secs in model.profile(*inputs, repeat=passes, in_pass=True):
+        if any(word in step.func for word in OUR_HEAVY):
+            heavy.append(Layer(step.func, shapes[step.node], secs * 1e3))
+        else:
+            other += secs * 1e3
+    return heavy, other
+
+
+def ort_layers(onnx: bytes, inputs: list[np.ndarray], threads: int, runs: int) -> tuple[list[Layer], float]:
+    """ONNX Runtime's heavy nodes in execution order (median kernel time over `runs`), and the
+    milliseconds of its other nodes."""
+    import onnxruntime as ort
+
+    with tempfile.TemporaryDirectory() as tmp:
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = threads
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        options.enable_profiling = True
+        options.profile_file_prefix = str(Path(tmp) / "ort")
+        session = ort.InferenceSession(onnx, options, providers=["CPUExecutionProvider"])
+        feed = {i.name: a for i, a in zip(session.get_inputs(), inputs)}
+        for _ in range(WARMUP + runs):
+            session.run(None, feed)
+        events = json.loads(Path(session.end_profiling()).read_text())
+    times: dict[str, list[float]] = {}
+    kinds: dict[str, tuple[str, tuple[int, ...]]] = {}
+    for event in events:
+        if event.get("cat") != "Node" or not event["name"].endswith("_kernel_time"):
+            continue
+        name = event["name"].removesuffix("_kernel_time")
+        times.setdefault(name, []).append(event["dur"] / 1e3)
+        shape = event["args"].get("output_type_shape") or [{}]
+        kinds[name] = (event["args"]["op_name"], tuple(next(iter(shape[0].values()), ())))
+    heavy, other = [], 0.0
+    for name, durations in times.items():  # dicts keep the first run's execution order
+        ms = statistics.median(durations[WARMUP:])
+        op, shape = kinds[name]
+        if op in ORT_HEAVY:
+            heavy.append(Layer(f"{op} {name}", shape, ms))
+        else:
+            other += ms
+    return heavy, other
+
+
+def compare(entry: ZooModel, database: str | None, passes: int, threads: int) -> None:
+    model, args = entry.make(), entry.inputs()
+    onnx = onnx_bytes(model, args)
+    inputs = [a.numpy() for a in args]
+    ours = graph.build(graph.optimize(frontend.from_torch(model, args)), database=database)
+    runs = {"ours": lambda: ours(*inputs), "ort": onnx_runtime(onnx, inputs, threads)}
+    latency = {k: statistics.median(v) for k, v in alternated_ms(runs, 5, 6).items()}
+    mine, my_other = our_layers(ours, inputs, passes)
+    theirs, their_other = ort_layers(onnx, inputs, threads, passes)
+    print(
+        f"{entry.name}: forward pass ours {latency['ours']:.3f} ms, ONNX Runtime {latency['ort']:.3f} ms "
+        f"(alternated); layers timed in their passes ({passes} passes each):"
+    )
+    print(f"{'ours':44s} {'ms':>7s} {'ONNX Runtime':52s} {'ms':>7s} {'ORT/ours':>8s}")
+    for k in range(max(len(mine), len(theirs))):
+        a = mine[k] if k < len(mine) else Layer("-", (), 0.0)
+        b = theirs[k] if k < len(theirs) else Layer("-", (), 0.0)
+        ratio = f"{b.ms / a.ms:8.2f}" if a.ms and b.ms else ""
+        left = f"{a.name[:30]} {'x'.join(map(str, a.shape))}"
+        right = f"{b.name[-30:]} {'x'.join(map(str, b.shape))}"
+        print(f"{left[:44]:44s} {a.ms:7.3f} {right[:52]:52s} {b.ms:7.3f} {ratio}")
+    my_heavy, their_heavy = sum(x.ms for x in mine), sum(x.ms for x in theirs)
+    print(f"{'heavy layers':44s} {my_heavy:7.3f} {'':52s} {their_heavy:7.3f} {their_heavy / my_heavy:8.2f}")
+    print(f"{'everything else':44s} {my_other:7.3f} {'':52s} {their_other:7.3f}")
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", default="mobilenet_v2", choices=[m.name for m in zoo_models()])
+    parser.add_argument(
+        "--database", help="build from the best records of this database URL (sqlite:///path.db)"
+    )
+    parser.add_argument("--passes", type=int, default=25)
+    args = parser.parse_args(argv)
+    threads = host_hardware().target.cores
+    set_kernel_threads(threads)
+    entry = next(m for m in zoo_models() if m.name == args.model)
+    compare(entry, args.database, args.passes, threads)
+
+
+if __name__ == "__main__":
+    main()
