@@ -4,8 +4,9 @@ inside their forward passes, in one process: where a model loses to its peer, la
 Ours: `CompiledModel.profile(in_pass=True)` (each kernel timed once per pass, in order, median over
 the passes). ONNX Runtime: its profiler's per-node kernel times (all graph optimizations, the same
 threads), median over as many runs. The heavy layers (conv, dense) pair up in execution order,
-each pair printed with both output shapes so a misalignment shows; everything else (layout
-reorders, pooling, additions ORT did not fuse) is summed as one row per side.
+each of ours with whichever of ORT's next two is closer in FLOPs (the two runtimes order a ResNet
+block's shortcut conv and its first conv differently), printed with both output shapes; everything
+else (layout reorders, pooling, additions ORT did not fuse) is summed as one row per side.
 
     python -m bench.layer_peers --model mobilenet_v2 [--database sqlite:///DB] [--passes 25]
 """
@@ -18,6 +19,7 @@ os.environ.pop("OPENBLAS_CORETYPE", None)  # an honest baseline (bench/__main__.
 
 import argparse
 import json
+import math
 import statistics
 import tempfile
 from dataclasses import dataclass
@@ -35,6 +37,7 @@ from tuner.model_commands import onnx_runtime
 ORT_HEAVY = {"Conv", "FusedConv", "Gemm", "FusedGemm", "MatMul", "FusedMatMul", "NchwcConv"}
 OUR_HEAVY = ("conv2d", "matmul", "dense")
 WARMUP = 5
+LOOKAHEAD = 2
 
 
 @dataclass(frozen=True)
@@ -42,15 +45,17 @@ class Layer:
     name: str
     shape: tuple[int, ...]
     ms: float
+    flops: float
 
 
 def our_layers(model: CompiledModel, inputs: list[np.ndarray], passes: int) -> tuple[list[Layer], float]:
     """Our heavy kernels in pass order, and the milliseconds every other kernel takes."""
-    shapes = {n.name: n.type.shape for n in model.module.nodes() if isinstance(n, graph.CallTIR)}
+    nodes = {n.name: n for n in model.module.nodes() if isinstance(n, graph.CallTIR)}
     heavy, other = [], 0.0
     for step, secs in model.profile(*inputs, repeat=passes, in_pass=True):
+        node = nodes[step.node]
         if any(word in step.func for word in OUR_HEAVY):
-            heavy.append(Layer(step.func, shapes[step.node], secs * 1e3))
+            heavy.append(Layer(step.func, node.type.shape, secs * 1e3, node.flops))
         else:
             other += secs * 1e3
     return heavy, other
@@ -73,23 +78,49 @@ def ort_layers(onnx: bytes, inputs: list[np.ndarray], threads: int, runs: int) -
             session.run(None, feed)
         events = json.loads(Path(session.end_profiling()).read_text())
     times: dict[str, list[float]] = {}
-    kinds: dict[str, tuple[str, tuple[int, ...]]] = {}
+    kinds: dict[str, tuple[str, list[tuple[int, ...]], tuple[int, ...]]] = {}
     for event in events:
         if event.get("cat") != "Node" or not event["name"].endswith("_kernel_time"):
             continue
         name = event["name"].removesuffix("_kernel_time")
         times.setdefault(name, []).append(event["dur"] / 1e3)
-        shape = event["args"].get("output_type_shape") or [{}]
-        kinds[name] = (event["args"]["op_name"], tuple(next(iter(shape[0].values()), ())))
+        args = event["args"]
+        ins = [tuple(next(iter(t.values()), ())) for t in args.get("input_type_shape", [])]
+        out = [tuple(next(iter(t.values()), ())) for t in args.get("output_type_shape", [])] or [()]
+        kinds[name] = (args["op_name"], ins, out[0])
     heavy, other = [], 0.0
     for name, durations in times.items():  # dicts keep the first run's execution order
         ms = statistics.median(durations[WARMUP:])
-        op, shape = kinds[name]
+        op, ins, out = kinds[name]
         if op in ORT_HEAVY:
-            heavy.append(Layer(f"{op} {name}", shape, ms))
+            heavy.append(Layer(f"{op} {name}", out, ms, _ort_flops(op, ins, out)))
         else:
             other += ms
     return heavy, other
+
+
+def _ort_flops(op: str, ins: list[tuple[int, ...]], out: tuple[int, ...]) -> float:
+    """Multiply-adds x 2 of a conv (weights [K, C/groups, R, S], or blocked, whose elements per
+    output channel are the same) or a matrix product (the reduction: A's last dimension)."""
+    if "Conv" in op:
+        channels = math.prod(out) // (out[0] * out[2] * out[3])  # NCHW, or blocked NCHWc
+        return 2.0 * math.prod(out) * math.prod(ins[1]) / channels
+    return 2.0 * math.prod(out) * ins[0][-1]
+
+
+def pair(ours: list[Layer], theirs: list[Layer]) -> list[tuple[Layer | None, Layer | None]]:
+    """Each of our layers with whichever of ORT's next LOOKAHEAD unpaired ones is closest in FLOPs."""
+    left = list(theirs)
+    out: list[tuple[Layer | None, Layer | None]] = []
+    for layer in ours:
+        window = left[:LOOKAHEAD]
+        if not window:
+            out.append((layer, None))
+            continue
+        match = min(window, key=lambda t: abs(math.log(max(t.flops, 1.0) / max(layer.flops, 1.0))))
+        left.remove(match)
+        out.append((layer, match))
+    return out + [(None, t) for t in left]
 
 
 def compare(entry: ZooModel, database: str | None, passes: int, threads: int) -> None:
@@ -106,9 +137,9 @@ def compare(entry: ZooModel, database: str | None, passes: int, threads: int) ->
         f"(alternated); layers timed in their passes ({passes} passes each):"
     )
     print(f"{'ours':44s} {'ms':>7s} {'ONNX Runtime':52s} {'ms':>7s} {'ORT/ours':>8s}")
-    for k in range(max(len(mine), len(theirs))):
-        a = mine[k] if k < len(mine) else Layer("-", (), 0.0)
-        b = theirs[k] if k < len(theirs) else Layer("-", (), 0.0)
+    missing = Layer("-", (), 0.0, 0.0)
+    for first, second in pair(mine, theirs):
+        a, b = first or missing, second or missing
         ratio = f"{b.ms / a.ms:8.2f}" if a.ms and b.ms else ""
         left = f"{a.name[:30]} {'x'.join(map(str, a.shape))}"
         right = f"{b.name[-30:]} {'x'.join(map(str, b.shape))}"
