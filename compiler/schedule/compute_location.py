@@ -12,6 +12,7 @@ from compiler.ir import (
     Binary,
     Block,
     Buffer,
+    Const,
     Expr,
     For,
     IterVar,
@@ -134,8 +135,8 @@ def reverse_compute_at(func: PrimFunc, block_name: str, loop_name: str, fresh: F
     region = _write_region(func.body, loop_path, producers)
     if region is None:
         raise ScheduleError(f"{where}: cannot infer the region of {buf.name} written under the loop")
-    own_region = _consumer_domain(block, buf, region, where)
     outer = _outer_ranges(func.body, loop_path, loop)
+    own_region = _consumer_domain(block, buf, region, outer, where)
     new_block, new_nest = _rebuild(block, own_region, outer, fresh, where, by_iter_var=True)
     body = _remove(func.body, path)
     loop_path, loop = find_loop(body, loop_name)
@@ -266,12 +267,16 @@ def _sweeps_interval(index: Expr, inner: dict[Var, tuple[int, int]]) -> bool:
     return True
 
 
-def _consumer_domain(block: Block, buf: Buffer, region: Region, where: str) -> Region:
+def _consumer_domain(
+    block: Block, buf: Buffer, region: Region, outer: dict[Var, tuple[int, int]], where: str
+) -> Region:
     """Map the produced region of `buf` onto the consumer's own iteration variables.
 
     The region is a dense box (see `_check_contiguous`); every read of `buf` must be at the mapped
     variables themselves (no `Y[i + 1]`), so the consumer reads exactly what the iteration produced.
-    """
+    A variable may also be read as a blocked layout's pair, `v // c` and `v % c` (a conv computed in
+    blocks of output channels, read back in NCHW by its epilogue): where the box holds whole blocks,
+    v ranges over them (`outer`: the ranges of the loops around the region's bounds)."""
     reads = [ld for ld in block_loads(block) if ld.buffer == buf]
     spatial = {iv.var for iv in block.iter_vars if iv.kind == "S"}
     mapped: dict[Var, int] = {}
@@ -279,18 +284,55 @@ def _consumer_domain(block: Block, buf: Buffer, region: Region, where: str) -> R
         for d, idx in enumerate(ld.indices):
             if isinstance(idx, Var) and idx in spatial:
                 mapped.setdefault(idx, d)
-    check(bool(mapped), f"{where}: block {block.name!r} must read {buf.name} at its own iteration variables")
+    blocked = {
+        v: pair for v, pair in blocked_reads(reads[0].indices).items() if v in spatial and v not in mapped
+    }
+    check(
+        bool(mapped or blocked),
+        f"{where}: block {block.name!r} must read {buf.name} at its own iteration variables",
+    )
     for ld in reads:
         shifted = [v.name for v, d in mapped.items() if not structural_equal(ld.indices[d], v)]
+        shifted += [v.name for v, pair in blocked.items() if blocked_reads(ld.indices).get(v) != pair]
         check(
             not shifted,
             f"{where}: block {block.name!r} reads {buf.name} at neighbouring elements along {shifted}, "
             "which later iterations of the loop produce",
         )
-    return [
-        region[mapped[iv.var]] if iv.var in mapped else (const(0), const(iv.extent - 1))
-        for iv in block.iter_vars
-    ]
+    ranges = {v: region[d] for v, d in mapped.items()}
+    for v, (div_dim, mod_dim, size) in blocked.items():
+        lo, hi = (bound(e, outer) for e in region[mod_dim])
+        check(
+            lo == (0, 0) and hi == (size - 1, size - 1),
+            f"{where}: block {block.name!r} reads {buf.name} in blocks of {size} along {v.name}, "
+            "of which the loop produces parts",
+        )
+        first, last = region[div_dim]
+        ranges[v] = (
+            Binary(Op.MUL, first, const(size)),
+            Binary(Op.ADD, Binary(Op.MUL, last, const(size)), const(size - 1)),
+        )
+    return [ranges.get(iv.var, (const(0), const(iv.extent - 1))) for iv in block.iter_vars]
+
+
+def blocked_reads(indices: tuple[Expr, ...]) -> dict[Var, tuple[int, int, int]]:
+    """The variables an access reads as a blocked layout's pair, `v // c` at one dimension and
+    `v % c` at another: each with (the dimension of v // c, that of v % c, c)."""
+    parts: dict[tuple[Var, int, Op], int] = {}
+    for d, idx in enumerate(indices):
+        if (
+            isinstance(idx, Binary)
+            and idx.op in (Op.FLOORDIV, Op.FLOORMOD)
+            and isinstance(idx.a, Var)
+            and isinstance(idx.b, Const)
+            and isinstance(idx.b.value, int)
+        ):
+            parts[(idx.a, idx.b.value, idx.op)] = d
+    return {
+        v: (d, parts[(v, size, Op.FLOORMOD)], size)
+        for (v, size, op), d in parts.items()
+        if op is Op.FLOORDIV and (v, size, Op.FLOORMOD) in parts
+    }
 
 
 def _rebuild(

@@ -228,6 +228,41 @@ def test_reverse_compute_at_a_consumer_under_its_producer_twice_nested():
     assert_computes(wl, sch)
 
 
+def blocked_matmul_unblocked(block: int = 8) -> Workload:
+    """Y [m, n / block, block] (columns in blocks, as a conv in blocks of output channels computes),
+    then R [m, n] = relu(Y), read back at (j // block, j % block)."""
+    m, k, n = 5, 7, 24
+    A = te.placeholder((m, k), name="A")
+    B = te.placeholder((k, n), name="B")
+    r = te.reduce_axis((0, k), name="k")
+    Y = te.compute(
+        (m, n // block, block), lambda i, jo, ji: te.sum(A[i, r] * B[r, jo * block + ji], axis=r), name="Y"
+    )
+    R = te.compute((m, n), lambda i, j: te.max(Y[i, j // block, j % block], 0.0), name="R")
+    func = te.create_prim_func([A, B, R], name="blocked_relu")
+    return Workload(func, lambda a, b: (np.maximum(a @ b, 0),), 2)
+
+
+@pytest.mark.parametrize("level", [0, 1, 2], ids=["rows", "column blocks", "inside a block"])
+def test_reverse_compute_at_a_consumer_reading_whole_blocks_back_in_plain_layout(level):
+    wl = blocked_matmul_unblocked()
+    sch = wl.schedule()
+    i, jo, ji, _ = loops_of(sch, "Y")
+    jo0, jo1 = sch.split(jo, [None, 2])
+    sch.reorder(i, jo0, jo1, ji)
+    loop = [i, jo1, ji][level]
+    if level == 2:  # one lane of a block: the consumer's columns are not a box of its own
+        with schedule_error("R", match="blocks of 8"):
+            sch.reverse_compute_at(sch.get_block("R"), loop)
+        return
+    sch.reverse_compute_at(sch.get_block("R"), loop)
+    path, _ = find_block(sch.func.body, "R")
+    names = [lp.var.name for _, lp in loops_above(sch.func.body, path)]
+    inner = [lp.extent for _, lp in loops_above(sch.func.body, path)][names.index(loop.name) + 1 :]
+    assert np.prod(inner) == [24, 8][level]  # the columns this iteration produced, not the row
+    assert_computes(wl, sch)
+
+
 # --- refused moves --------------------------------------------------------------------------------
 def test_reverse_compute_at_under_the_reduction_loop_is_refused():
     sch = mm_relu().schedule()

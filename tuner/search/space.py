@@ -35,6 +35,7 @@ from compiler import BlockRV, LoopRV, Schedule, ScheduleError
 from compiler.auto_unroll import AUTO_UNROLL_MAX_STEP
 from compiler.codegen_vector import masks_odd_rows
 from compiler.ir import Block, Buffer, Expr, PrimFunc, Select, const, structural_equal
+from compiler.schedule.compute_location import blocked_reads
 from compiler.schedule.tree import find_block, find_loop, loops_above, readers
 from compiler.target import Target
 from compiler.visit import block_loads, block_reads, free_vars, walk_expr
@@ -394,10 +395,15 @@ def _reads_own_element(block: Block, indices: tuple[Expr, ...]) -> bool:
     """Whether `indices` name the element the block writes: its iteration variables in order, where
     a variable of extent 1 may appear as 0 (a batch-1 model's kernels index their batch so: every
     conv of MobileNetV2 wrote its whole output, 4.8 MB for the largest, and read it back for its
-    bias and relu6, unfused)."""
-    return len(indices) == len(block.iter_vars) and all(
+    bias and relu6, unfused) and one may be read as a blocked layout's pair, `v // c` and `v % c`
+    (a conv computed in blocks of output channels, its epilogue writing NCHW)."""
+    pairs = blocked_reads(indices)
+    outer = {d: v for v, (d, _, _) in pairs.items()}
+    inner = {d for _, d, _ in pairs.values()}
+    flat = [outer.get(d, index) for d, index in enumerate(indices) if d not in inner]
+    return len(flat) == len(block.iter_vars) and all(
         structural_equal(index, iv.var) or (iv.extent == 1 and structural_equal(index, const(0)))
-        for index, iv in zip(indices, block.iter_vars)
+        for index, iv in zip(flat, block.iter_vars)
     )
 
 

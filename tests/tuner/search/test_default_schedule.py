@@ -324,6 +324,34 @@ def test_a_consumer_reading_the_batch_at_index_0_is_still_fused_under_the_tile()
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
 
 
+def kblock_conv_relu_nchw() -> PrimFunc:
+    """A conv computed in blocks of 16 output channels whose bias + relu writes NCHW, as the model
+    graph builds ResNet's convs: the epilogue reads the conv at (k // 16, k % 16)."""
+    data = te.placeholder((1, 8, 9, 9), F32, "data")
+    weight, bias = te.placeholder((2, 8, 3, 3, 16), F32, "weight"), te.placeholder((32,), F32, "bias")
+    c = topi.conv2d_nchw_kblock(data, weight, (1, 1), (1, 1, 1, 1), (1, 1), "conv", "pad")
+    out = te.compute(
+        (1, 32, 9, 9), lambda n, k, y, x: te.max(c[0, k // 16, y, x, k % 16] + bias[k], 0.0), name="relu"
+    )
+    return te.create_prim_func([data, weight, bias, out])
+
+
+def test_a_blocked_convs_epilogue_writing_nchw_is_fused_under_its_tile():
+    func = kblock_conv_relu_nchw()
+    sch = default_schedule(func, machines.AVX512)
+    assert "cache_write" not in {inst.kind for inst in sch.trace.instructions}
+    conv_path, _ = find_block(sch.func.body, "conv")
+    relu_path, _ = find_block(sch.func.body, "relu")
+    (parallel,) = [lp for _, lp in loops_above(sch.func.body, conv_path) if lp.kind == "parallel"]
+    assert parallel in [lp for _, lp in loops_above(sch.func.body, relu_path)]
+    rng = np.random.default_rng(0)
+    args = [rng.standard_normal(b.shape).astype(F32) for b in func.params[:3]]
+    got, want = np.zeros((1, 32, 9, 9), F32), np.zeros((1, 32, 9, 9), F32)
+    build(sch.func)(*args, got)
+    build(func)(*args, want)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
 @pytest.mark.parametrize(("isa", "tile"), [("avx512", (8, 2, 14)), ("avx2", (4, 1, 14))])
 def test_a_14_wide_conv_counts_its_rows_as_the_code_generator_loads_them(isa, tile):
     """A 14-lane row is one AVX-512 register and one masked load: 8 filters x 2 rows make 16
