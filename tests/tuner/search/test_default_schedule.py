@@ -308,22 +308,6 @@ def conv2d_clip_reading_batch_0() -> PrimFunc:
     return te.create_prim_func([data, weight, bias, out])
 
 
-def test_a_consumer_reading_the_batch_at_index_0_is_still_fused_under_the_tile():
-    func = conv2d_clip_reading_batch_0()
-    sch = default_schedule(func, machines.AVX512)
-    assert "cache_write" not in {inst.kind for inst in sch.trace.instructions}
-    conv_path, _ = find_block(sch.func.body, "conv")
-    clip_path, _ = find_block(sch.func.body, "clip")
-    parallel = [lp for _, lp in loops_above(sch.func.body, conv_path) if lp.kind == "parallel"]
-    assert parallel and parallel[0] in [lp for _, lp in loops_above(sch.func.body, clip_path)]
-    rng = np.random.default_rng(0)
-    args = [rng.standard_normal(b.shape).astype(F32) for b in func.params[:3]]
-    got, want = np.zeros((1, 6, 7, 7), F32), np.zeros((1, 6, 7, 7), F32)
-    build(sch.func)(*args, got)
-    build(func)(*args, want)
-    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
-
-
 def kblock_conv_relu_nchw() -> PrimFunc:
     """A conv computed in blocks of 16 output channels whose bias + relu writes NCHW, as the model
     graph builds ResNet's convs: the epilogue reads the conv at (k // 16, k % 16)."""
@@ -336,17 +320,22 @@ def kblock_conv_relu_nchw() -> PrimFunc:
     return te.create_prim_func([data, weight, bias, out])
 
 
-def test_a_blocked_convs_epilogue_writing_nchw_is_fused_under_its_tile():
-    func = kblock_conv_relu_nchw()
+@pytest.mark.parametrize(
+    ("make", "consumer"),
+    [(conv2d_clip_reading_batch_0, "clip"), (kblock_conv_relu_nchw, "relu")],
+    ids=["batch read as 0", "blocks read back as NCHW"],
+)
+def test_a_model_kernels_epilogue_is_fused_under_the_convs_tile(make, consumer):
+    func = make()
     sch = default_schedule(func, machines.AVX512)
     assert "cache_write" not in {inst.kind for inst in sch.trace.instructions}
     conv_path, _ = find_block(sch.func.body, "conv")
-    relu_path, _ = find_block(sch.func.body, "relu")
+    consumer_path, _ = find_block(sch.func.body, consumer)
     (parallel,) = [lp for _, lp in loops_above(sch.func.body, conv_path) if lp.kind == "parallel"]
-    assert parallel in [lp for _, lp in loops_above(sch.func.body, relu_path)]
+    assert parallel in [lp for _, lp in loops_above(sch.func.body, consumer_path)]
     rng = np.random.default_rng(0)
     args = [rng.standard_normal(b.shape).astype(F32) for b in func.params[:3]]
-    got, want = np.zeros((1, 32, 9, 9), F32), np.zeros((1, 32, 9, 9), F32)
+    got, want = (np.zeros(func.params[3].shape, F32) for _ in range(2))
     build(sch.func)(*args, got)
     build(func)(*args, want)
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
