@@ -32,7 +32,7 @@ from bench.model_latency import ZooModel, onnx_bytes, zoo_models
 from compiler import frontend, graph
 from compiler.graph import CompiledModel
 from runner.hardware import host_hardware
-from tuner.model_commands import onnx_runtime
+from tuner.model_commands import onnx_runtime, onnx_runtime_session
 
 ORT_HEAVY = {"Conv", "FusedConv", "Gemm", "FusedGemm", "MatMul", "FusedMatMul", "NchwcConv"}
 OUR_HEAVY = ("conv2d", "matmul", "dense")
@@ -64,15 +64,8 @@ def our_layers(model: CompiledModel, inputs: list[np.ndarray], passes: int) -> t
 def ort_layers(onnx: bytes, inputs: list[np.ndarray], threads: int, runs: int) -> tuple[list[Layer], float]:
     """ONNX Runtime's heavy nodes in execution order (median kernel time over `runs`), and the
     milliseconds of its other nodes."""
-    import onnxruntime as ort
-
     with tempfile.TemporaryDirectory() as tmp:
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = threads
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        options.enable_profiling = True
-        options.profile_file_prefix = str(Path(tmp) / "ort")
-        session = ort.InferenceSession(onnx, options, providers=["CPUExecutionProvider"])
+        session = onnx_runtime_session(onnx, threads, profile_prefix=str(Path(tmp) / "ort"))
         feed = {i.name: a for i, a in zip(session.get_inputs(), inputs)}
         for _ in range(WARMUP + runs):
             session.run(None, feed)
