@@ -13,7 +13,8 @@ consumers first:
   matmul's B) are copied into a contiguous panel per S0 tile; the outer spatial tiles are fused and
   run in parallel, the innermost spatial tile is vectorized, the reduction's init is decomposed out;
 - other blocks: a producer (e.g. padding) samples its compute location; the rest get their outer
-  spatial loops fused in parallel and their innermost spatial loop split and vectorized;
+  spatial loops fused in parallel and their innermost spatial loop split and vectorized (a pool's
+  window loops move inside that loop's outer tile: `window_loop`);
 - an unroll budget sampled from (0, 16, 64, 512), as `pragma_auto_unroll_max_step` on the root.
 
 Structural choices (which variant of a rule) are drawn from the schedule's seeded generator, so the
@@ -33,7 +34,7 @@ from typing import ParamSpec, Protocol
 
 from compiler import BlockRV, LoopRV, Schedule, ScheduleError
 from compiler.auto_unroll import AUTO_UNROLL_MAX_STEP
-from compiler.codegen_vector import masks_odd_rows
+from compiler.codegen_vector import flat_index, masks_odd_rows, stride_in
 from compiler.ir import Block, Buffer, Expr, PrimFunc, Select, const, structural_equal
 from compiler.schedule.compute_location import blocked_reads
 from compiler.schedule.tree import find_block, find_loop, loops_above, readers
@@ -420,18 +421,30 @@ def _place_or_parallelize(sch: Schedule, name: str, cfg: SpaceConfig, decide: De
 
 
 def parallelize_vectorize(sch: Schedule, name: str, cfg: SpaceConfig, decide: Decisions) -> None:
-    """Vectorize a tile of the innermost spatial loop; run the leading spatial loops in parallel."""
+    """Vectorize a tile of the innermost spatial loop; run the leading spatial loops in parallel.
+
+    A reduction whose loops end in its reduction loops vectorizes its innermost spatial loop when
+    the block reads along it in steps of at most `WINDOW_STRIDE` elements (a pool's window, a
+    column sum): the reduction loops move inside that loop's outer tile and the init is decomposed
+    out, so each step of the window is one vector operation over a row of outputs. ResNet-18's max
+    pool ran its 9 taps one output at a time: 226 us tuned, 93 us so by default with its padding
+    computed per row (`default_schedule`), on a Rocket Lake (bench/RESULTS.md)."""
     block = sch.get_block(name)
     loops = sch.get_loops(block)
     kinds = _loop_kinds(sch.func, name)
-    if loops and kinds[-1] == "S":
-        extent = find_loop(sch.func.body, loops[-1].name)[1].extent
+    at = len(kinds) - 1 if kinds and kinds[-1] == "S" else window_loop(sch.func, name)
+    if at is not None:
+        extent = find_loop(sch.func.body, loops[at].name)[1].extent
         tiles = sch.sample_perfect_tile(
-            loops[-1], n=2, max_innermost_factor=cfg.max_vector_row, decision=decide.vector_tile(extent)
+            loops[at], n=2, max_innermost_factor=cfg.max_vector_row, decision=decide.vector_tile(extent)
         )
-        outer, inner = sch.split(loops[-1], tiles)
+        outer, inner = sch.split(loops[at], tiles)
+        reductions = loops[at + 1 :]
+        if reductions:
+            sch.reorder(outer, *reductions, inner)
+            sch.decompose_reduction(block, reductions[0])
         _attempt(sch.vectorize, inner)
-        loops = [*loops[:-1], outer]
+        loops = [*loops[:at], outer, *reductions]
     leading = []
     for loop, kind in zip(loops, kinds):
         if kind != "S":
@@ -441,3 +454,30 @@ def parallelize_vectorize(sch: Schedule, name: str, cfg: SpaceConfig, decide: De
     leading = leading[: decide.parallel_loops(extents, reduction_inside=len(leading) < len(loops))]
     if leading:
         _attempt(sch.parallel, sch.fuse(*leading) if len(leading) > 1 else leading[0])
+
+
+# The largest step, in elements, of a window reduction's reads along the loop it vectorizes: a
+# stride-2 pool reads every other element (`codegen_vector`'s strided loads); a reduction that reads
+# rows further apart (a softmax's row max, a global mean over channels) would gather each lane.
+WINDOW_STRIDE = 2
+
+
+def window_loop(func: PrimFunc, name: str) -> int | None:
+    """For a reduction whose loops are spatial then reduction loops (not a tiling target), the index
+    of its innermost spatial loop if every read moves at most `WINDOW_STRIDE` elements along it."""
+    path, block = find_block(func.body, name)
+    kinds = _loop_kinds(func, name)
+    if not block.is_reduction or "S" not in kinds or kinds[-1] != "R" or is_tiling_target(func, name):
+        return None
+    at = max(k for k, kind in enumerate(kinds) if kind == "S")
+    if "R" in kinds[:at]:
+        return None
+    loop = loops_above(func.body, path)[at][1]
+    bound = [iv.var for iv, b in zip(block.iter_vars, block.bindings) if structural_equal(b, loop.var)]
+    if len(bound) != 1:
+        return None
+    for load in block_loads(block):
+        step = stride_in(flat_index(load.buffer, load.indices), bound[0])
+        if step is None or abs(step) > WINDOW_STRIDE:
+            return None
+    return at
