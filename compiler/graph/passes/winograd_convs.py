@@ -32,13 +32,20 @@ MIN_CHANNELS = 32
 MIN_TILES = 32
 
 
-def winograd_convs(module: Module) -> Module:
+def winograd_convs(module: Module, direct: frozenset[str] = frozenset()) -> Module:
+    """The eligible convs by Winograd, but those named in `direct` (`graph.algorithms`: where this
+    machine ran their direct form faster)."""
     return pack_weights(
-        module, _eligible, "conv2d_winograd", lambda w: winograd.pack_winograd(w, TILE), ("padding",)
+        module,
+        lambda node: eligible(node) and node.name not in direct,
+        "conv2d_winograd",
+        lambda w: winograd.pack_winograd(w, TILE),
+        ("padding",),
     )
 
 
-def _eligible(node: Call) -> bool:
+def eligible(node: Call) -> bool:
+    """Whether the rules above would compute this call by Winograd."""
     if node.op != "conv2d" or not isinstance(node.args[1], Constant) or attr_int(node.attrs, "groups") != 1:
         return False
     K, C, R, S = node.args[1].type.shape
