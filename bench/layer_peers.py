@@ -120,7 +120,7 @@ def compare(entry: ZooModel, database: str | None, passes: int, threads: int) ->
     model, args = entry.make(), entry.inputs()
     onnx = onnx_bytes(model, args)
     inputs = [a.numpy() for a in args]
-    ours = graph.build(frontend.from_torch(model, args), database=database)
+    ours = graph.build(graph.optimize(frontend.from_torch(model, args)), database=database)
     runs = {"ours": lambda: ours(*inputs), "ort": onnx_runtime(onnx, inputs, threads)}
     latency = {k: statistics.median(v) for k, v in alternated_ms(runs, 5, 6).items()}
     mine, my_other = our_layers(ours, inputs, passes)

@@ -24,7 +24,7 @@ from pathlib import Path
 from bench.common import alternated_ms
 from bench.model_latency import ZooModel, onnx_session, zoo_models
 from bench.peak import measure_peak
-from compiler import frontend
+from compiler import frontend, graph
 from runner.hardware import host_hardware
 from tuner import tune_model
 from tuner.model_tuning import ModelTuneResult
@@ -85,7 +85,7 @@ def peers(entry: ZooModel, threads: int) -> dict[str, Callable[[], object]]:
 
 def run(entry: ZooModel, budgets: list[int], peak: float, directory: Path) -> None:
     threads = host_hardware().target.cores
-    module = frontend.from_torch(entry.make(), entry.inputs())
+    module = graph.optimize(frontend.from_torch(entry.make(), entry.inputs()))
     database = f"sqlite:///{directory / (entry.name + '.db')}"
     reference = peers(entry, threads)
     done, tuned_secs = 0, 0.0

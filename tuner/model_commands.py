@@ -138,7 +138,7 @@ def _run(args: argparse.Namespace, console: Console) -> int:
         return 2
     inputs = _inputs(module, args.input, np.random.default_rng(args.seed))
     start = time.perf_counter()
-    model = graph.build(module, database=args.database, hardware=hardware)
+    model = graph.build(graph.optimize(module), database=args.database, hardware=hardware)
     tuned = sum(s.origin == "tuned" for s in model.sources)
     console.print(
         f"built {len(model.sources)} kernels ({tuned} tuned, {len(model.sources) - tuned} default) "
@@ -256,23 +256,22 @@ def onnx_runtime_session(model: str | bytes, threads: int, profile_prefix: str |
 
 
 def _tune_model(args: argparse.Namespace, console: Console) -> int:
-    from tuner.model_tuning import tune_model, tuning_plan
+    from tuner.model_tuning import tune_model
 
     module = _load_or_report(args.model, console)
     hardware = hardware_or_report(args.target, console)
     if module is None or hardware is None:
         return 2
+    module = graph.optimize(module)
     inputs = _inputs(module, [], np.random.default_rng(args.seed))
-    untuned = _median(graph.build(graph.optimize(module), hardware=hardware), inputs, args.repeat)
-    plan = tuning_plan(module)
-    alternatives = sum(g is not None for g in plan.groups) // 2
+    untuned = _median(graph.build(module, hardware=hardware), inputs, args.repeat)
     console.print(
-        f"{len(plan.tasks)} tasks ({alternatives} of them the direct form of a Winograd conv); "
-        f"untuned: {untuned * 1e3:.3f} ms per forward pass"
+        f"{len(graph.extract_tasks(module))} tasks; untuned: {untuned * 1e3:.3f} ms per forward pass"
     )
+    tasks = graph.extract_tasks(module)
 
     def report(p: BatchProgress) -> None:
-        task, best = plan.tasks[p.task], p.best_secs[p.task]
+        task, best = tasks[p.task], p.best_secs[p.task]
         console.print(
             f"[{p.trials:>5}/{p.total}] {task.name} (x{task.weight}): best {best * 1e3:.3f} ms, "
             f"{task.flops / best / 1e9:.3g} GFLOPS; model estimate {p.latency_secs * 1e3:.3f} ms",
@@ -291,13 +290,6 @@ def _tune_model(args: argparse.Namespace, console: Console) -> int:
         hardware=hardware,
     )
     Console().print(_tuned_table(result))
-    if alternatives:
-        console.print(
-            f"{len(result.direct)} conv(s) built direct, measured faster so than by Winograd here: "
-            f"{', '.join(sorted(result.direct)) or 'none'}",
-            soft_wrap=True,
-            highlight=False,
-        )
     rows = [
         ("tensor-tuner, untuned", untuned),
         ("tensor-tuner, tuned", _median(result.model, inputs, args.repeat)),
@@ -373,7 +365,7 @@ def _export(args: argparse.Namespace, console: Console) -> int:
     if module is None or hardware is None:
         return 2
     database = args.database or DEFAULT_DATABASE
-    model = graph.build(module, database=database, hardware=hardware)
+    model = graph.build(graph.optimize(module), database=database, hardware=hardware)
     tuned = sum(s.origin == "tuned" for s in model.sources)
     library, header = model.export(args.output)
     console.print(

@@ -1,13 +1,11 @@
 """Task scheduler: the layers of a model share one trial budget, spent a batch at a time.
 
 The objective is the model's latency, the sum over tasks of weight x best seconds (a layer that runs
-twice counts twice); of tasks that are alternative kernels of the same layers (a conv by Winograd
-and direct: `compiler.graph.algorithms`), the model runs the fastest, so only it counts.
-`round-robin` gives every task a batch in turn. `gradient` (MetaSchedule's default, after Ansor)
-first gives each task one batch, then always picks the task whose next batch promises the largest
-drop in model latency: a mix of its recent improvement per batch and an optimistic guess (its
-latency shrinking like 1/batches), weighted by how often it runs. A task with no valid schedule yet
-comes first: the model cannot run without one.
+twice counts twice). `round-robin` gives every task a batch in turn. `gradient` (MetaSchedule's
+default, after Ansor) first gives each task one batch, then always picks the task whose next batch
+promises the largest drop in model latency: a mix of its recent improvement per batch and an
+optimistic guess (its latency shrinking like 1/batches), weighted by how often it runs. A task with
+no valid schedule yet comes first: the model cannot run without one.
 """
 
 from __future__ import annotations
@@ -35,21 +33,6 @@ SCHEDULERS = ("gradient", "round-robin")
 class Task:
     workload: Workload | dict[str, Any]
     weight: int = 1  # how many times one run of the model executes this layer
-    group: int | None = None  # tasks of one group are alternatives: the model runs the fastest
-
-
-def model_latency(weights: Sequence[int], secs: Sequence[float], groups: Sequence[int | None] = ()) -> float:
-    """The sum of weight x seconds over the tasks, of each group of alternatives only the fastest
-    (`groups` empty: no alternatives)."""
-    total = 0.0
-    fastest: dict[int, float] = {}
-    for k, (weight, sec) in enumerate(zip(weights, secs)):
-        group = groups[k] if groups else None
-        if group is None:
-            total += weight * sec
-        else:
-            fastest[group] = min(fastest.get(group, float("inf")), weight * sec)
-    return total + sum(fastest.values())
 
 
 @dataclass
@@ -62,8 +45,11 @@ class TasksResult:
     @property
     def latency_secs(self) -> float:
         """The model's latency from each task's best record (inf if a task has none)."""
-        secs = [r.best.median_secs if r.best and r.best.median_secs else float("inf") for r in self.results]
-        return model_latency([t.weight for t in self.tasks], secs, [t.group for t in self.tasks])
+        total = 0.0
+        for t, r in zip(self.tasks, self.results):
+            secs = r.best.median_secs if r.best else None
+            total += t.weight * (float("inf") if secs is None else secs)
+        return total
 
 
 @dataclass(frozen=True)
@@ -75,13 +61,11 @@ class BatchProgress:
     task: int
     best_secs: tuple[float, ...]  # inf for a task without a valid record yet
     weights: tuple[int, ...]
-    groups: tuple[int | None, ...] = ()  # `Task.group` of each task
 
     @property
     def latency_secs(self) -> float:
-        """The model's estimated latency: each task's best time, times its calls per pass (of
-        alternatives, the fastest)."""
-        return model_latency(self.weights, self.best_secs, self.groups)
+        """The model's estimated latency: each task's best time, times its calls per pass."""
+        return sum(w * s for w, s in zip(self.weights, self.best_secs))
 
 
 @dataclass
@@ -152,8 +136,7 @@ def tune_tasks(
             order.append(i)
             if progress:
                 best = tuple(t.best_secs for t in tunings)
-                weights, groups = tuple(t.weight for t in tasks), tuple(t.group for t in tasks)
-                progress(BatchProgress(spent, trials, i, best, weights, groups))
+                progress(BatchProgress(spent, trials, i, best, tuple(t.weight for t in tasks)))
         return TasksResult(tasks, [t.finish() for t in tunings], order, time.perf_counter() - start)
     finally:
         if own_runner:

@@ -11,7 +11,6 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from compiler.build import compile_kernel, load
-from compiler.graph.algorithms import measured_direct
 from compiler.graph.executor import CompiledModel, KernelSource
 from compiler.graph.forward import symbol
 from compiler.graph.ir import Call, CallTIR, Module
@@ -28,16 +27,13 @@ if TYPE_CHECKING:
 def build(
     module: Module, *, database: Database | str | None = None, hardware: Hardware | None = None
 ) -> CompiledModel:
-    """The compiled model. A module that still holds operator calls is optimized first, its 3x3
-    convs by Winograd or direct as the database's records on `hardware` say
-    (`algorithms.measured_direct`). `hardware` (this machine by default) selects the database's
-    records and the code's target."""
+    """The compiled model. A module that still holds operator calls is optimized first. `hardware`
+    (this machine by default) selects the database's records and the code's target."""
     from runner.hardware import host_hardware
 
-    hardware = hardware or host_hardware()
     if any(isinstance(n, Call) for n in module.nodes()):
-        direct = measured_direct(module, database, hardware) if database is not None else frozenset()
-        module = optimize(module, direct=direct)
+        module = optimize(module)
+    hardware = hardware or host_hardware()
     tuned = _tuned_funcs(module, database, hardware) if database is not None else {}
     kernels = {}
     sources = []

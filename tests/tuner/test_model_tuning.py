@@ -1,19 +1,15 @@
 """tune_model: one budget over a model's tasks, progress after each batch, the model built from the
 best records; a layer two models share is tuned once; the built model stays correct."""
 
-import json
 from dataclasses import asdict
 
 import numpy as np
-import pytest
 
 from compiler import graph
 from compiler.graph import GraphBuilder, Module
-from compiler.graph.algorithms import winograd_weights
-from runner import MODEL_TIMING, Candidate, NullRunner
+from runner import MODEL_TIMING, NullRunner
 from runner.hardware import host_hardware
 from tuner import tune_model
-from tuner.model_tuning import tuning_plan
 from tuner.task_scheduler import BatchProgress
 
 RNG = np.random.default_rng(3)
@@ -87,45 +83,3 @@ def test_a_models_kernels_are_timed_one_cold_call_at_a_time(tuning_db) -> None:
     assert len(records) == 4
     assert {len(r.run_secs) for r in records} <= {MODEL_TIMING.repeat, 2 * MODEL_TIMING.repeat}
     assert all(r.timing == asdict(MODEL_TIMING) for r in records)
-
-
-def winograd_network() -> Module:
-    """A 3x3 conv of 32 channels at 12x12 (36 Winograd tiles: the rules compute it by Winograd)."""
-    b = GraphBuilder()
-    x = b.input("x", (1, 32, 12, 12), "float32")
-    h = b.call(
-        "conv2d",
-        [x, b.constant("w", weights(32, 32, 3, 3))],
-        strides=(1, 1),
-        padding=(1, 1, 1, 1),
-        dilation=(1, 1),
-        groups=1,
-    )
-    return b.module([b.call("relu", [h])])
-
-
-@pytest.mark.parametrize("faster", ["winograd", "direct"])
-def test_a_winograd_conv_is_tuned_both_ways_and_built_the_way_measured_faster(tuning_db, faster) -> None:
-    """Both forms are tasks of one group; the estimate counts the faster only; the model, and any
-    later build from the database, runs the faster form."""
-
-    def seconds(candidate: Candidate) -> float:
-        by_winograd = "winograd" in json.dumps(candidate.spec)
-        return 1e-3 if by_winograd == (faster == "winograd") else 3e-3
-
-    module = winograd_network()
-    plan = tuning_plan(module)
-    assert [t.ops[0] for t in plan.tasks] == ["conv2d_winograd", "conv2d_kblock"] and plan.groups == [0, 0]
-    result = tune_model(module, trials=8, database=tuning_db, runner=NullRunner(seconds), batch_size=4)
-    assert [t.trials for t in result.scheduled.results] == [4, 4]
-    assert result.curve[-1][1] == pytest.approx(1e-3)
-    assert result.direct == (frozenset(winograd_weights(module)) if faster == "direct" else frozenset())
-    assert [t.task.ops[0] for t in result.tasks] == [
-        f"conv2d_{'winograd' if faster == 'winograd' else 'kblock'}"
-    ]
-    assert result.estimated_secs == pytest.approx(1e-3)
-    x = RNG.standard_normal((1, 32, 12, 12)).astype("float32")
-    want = graph.run_reference(module, [x])[0]
-    np.testing.assert_allclose(result.model(x)[0], want, rtol=1e-4, atol=1e-4)
-    later = graph.build(module, database=tuning_db)
-    assert [s.func for s in later.sources] == [t.task.name for t in result.tasks]

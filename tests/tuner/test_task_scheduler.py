@@ -4,7 +4,7 @@ gradient scheduler spends more on the layer that weighs most in the model's late
 import pytest
 
 from runner import NullRunner
-from tuner.task_scheduler import Task, model_latency, tune_tasks
+from tuner.task_scheduler import Task, tune_tasks
 
 LAYERS = [
     Task({"op": "dense_bias_relu", "params": {"batch": 4, "in_features": 64, "out_features": 32}}),
@@ -41,10 +41,3 @@ def test_gradient_favours_the_layer_that_runs_most_often(tuning_db):
 def test_an_unknown_scheduler_is_refused(tuning_db):
     with pytest.raises(ValueError, match="scheduler must be one of"):
         tune_tasks(LAYERS, trials=4, database=tuning_db, scheduler="fifo")
-
-
-def test_of_alternative_tasks_only_the_fastest_counts_in_the_model_latency() -> None:
-    """Tasks 0 and 2 are two forms of the same two layers (weight 2): 2 x 0.5 counts, not 2 x 1.0."""
-    assert model_latency([2, 1, 2], [1.0, 5.0, 0.5], [0, None, 0]) == 6.0
-    assert model_latency([2, 1, 2], [1.0, 5.0, 0.5]) == 8.0
-    assert model_latency([1, 1], [float("inf"), 2.0], [0, 0]) == 2.0  # one form without a record

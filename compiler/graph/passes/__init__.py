@@ -28,15 +28,14 @@ PASSES = (
 )
 
 
-def optimize(module: Module, *, check: bool = False, direct: frozenset[str] = frozenset()) -> Module:
+def optimize(module: Module, *, check: bool = False) -> Module:
     """Fold constants and batch norms, recognize written-out layer norms, drop what computes nothing,
-    compute stride-1 3x3 convs by Winograd (but the convs named in `direct`, which stay direct in
-    blocks of output channels: `graph.algorithms`), keep depthwise convs and their neighbours in the
-    NCHWc layout, block the output channels of other convs on small images and pack dense layers'
-    weights in blocks of columns, fuse into PrimFuncs. With `check`, the verifier runs after every
-    pass (the tests do this)."""
+    compute stride-1 3x3 convs by Winograd, keep depthwise convs and their neighbours in the NCHWc
+    layout, block the output channels of other convs on small images
+    and pack dense layers' weights in blocks of columns, fuse into PrimFuncs. With `check`, the
+    verifier runs after every pass (the tests do this)."""
     for run in PASSES:
-        module = run(module, direct) if run in (winograd_convs, block_conv_channels) else run(module)
+        module = run(module)
         if check:
             verify(module)
     return module

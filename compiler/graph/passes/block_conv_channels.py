@@ -33,24 +33,20 @@ BLOCK_MAX_PIXELS = 28 * 28
 MIN_REDUCTION = 64
 
 
-def block_conv_channels(module: Module, direct: frozenset[str] = frozenset()) -> Module:
-    """Block the convs the rules below pick, and those named in `direct` on any image: the convs
-    kept from Winograd (`graph.algorithms`), whose blocked form is their fastest direct one (64
-    channels at 56x56 on a Rocket Lake, 64 trials each: 0.585 ms blocked, 0.749 in NCHW)."""
+def block_conv_channels(module: Module) -> Module:
     return pack_weights(
         module,
-        lambda node: _blockable(node, node.name in direct),
+        _blockable,
         "conv2d_kblock",
         lambda w: topi.pack_kblock(w, KBLOCK),
         ("strides", "padding", "dilation"),
     )
 
 
-def _blockable(node: Call, any_image: bool) -> bool:
+def _blockable(node: Call) -> bool:
     if node.op != "conv2d" or not isinstance(node.args[1], Constant) or attr_int(node.attrs, "groups") != 1:
         return False
     _, K, OH, OW = node.type.shape
     _, C, R, S = node.args[1].type.shape
     strided = attr_ints(node.attrs, "strides") != (1, 1)
-    small = strided or OH * OW <= BLOCK_MAX_PIXELS or any_image
-    return K % KBLOCK == 0 and C * R * S >= MIN_REDUCTION and small
+    return K % KBLOCK == 0 and C * R * S >= MIN_REDUCTION and (strided or OH * OW <= BLOCK_MAX_PIXELS)

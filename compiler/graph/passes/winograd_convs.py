@@ -32,20 +32,13 @@ MIN_CHANNELS = 32
 MIN_TILES = 32
 
 
-def winograd_convs(module: Module, direct: frozenset[str] = frozenset()) -> Module:
-    """The eligible convs by Winograd, but those named in `direct` (`graph.algorithms`: where this
-    machine ran their direct form faster)."""
+def winograd_convs(module: Module) -> Module:
     return pack_weights(
-        module,
-        lambda node: eligible(node) and node.name not in direct,
-        "conv2d_winograd",
-        lambda w: winograd.pack_winograd(w, TILE),
-        ("padding",),
+        module, _eligible, "conv2d_winograd", lambda w: winograd.pack_winograd(w, TILE), ("padding",)
     )
 
 
-def eligible(node: Call) -> bool:
-    """Whether the rules above would compute this call by Winograd."""
+def _eligible(node: Call) -> bool:
     if node.op != "conv2d" or not isinstance(node.args[1], Constant) or attr_int(node.attrs, "groups") != 1:
         return False
     K, C, R, S = node.args[1].type.shape
