@@ -26,8 +26,10 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import errno
 import mmap
 import os
+from collections.abc import Sequence
 from functools import cache
 
 import llvmlite.binding as llvm
@@ -73,11 +75,34 @@ MADV_HUGEPAGE = 14  # linux/mman.h
 def huge_page_bytes(nbytes: int) -> np.ndarray:
     """`nbytes` zeroed bytes at a 2 MB boundary of their own anonymous mapping, advised for
     transparent huge pages (see the module docstring); where madvise is missing or refuses, the
-    mapping keeps small pages. The mapping lives as long as the returned array (its base)."""
+    mapping keeps small pages. The mapping lives as long as the returned array (its base). A
+    mapping the memory limit refuses raises MemoryError, as numpy's allocations do."""
     total = max(1, nbytes) + HUGE_PAGE_BYTES
-    region = np.frombuffer(mmap.mmap(-1, total), np.uint8)
+    try:
+        mapping = mmap.mmap(-1, total)
+    except OSError as e:
+        if e.errno == errno.ENOMEM:
+            raise MemoryError(f"cannot map {total} bytes") from e
+        raise
+    region = np.frombuffer(mapping, np.uint8)
     madvise = getattr(ctypes.CDLL(None), "madvise", None)
     if madvise is not None:
         madvise(ctypes.c_void_p(region.ctypes.data), ctypes.c_size_t(total), MADV_HUGEPAGE)
     skip = -region.ctypes.data % HUGE_PAGE_BYTES
     return region[skip : skip + nbytes]
+
+
+def in_huge_pages(arrays: Sequence[np.ndarray], alignment: int = 64) -> list[np.ndarray]:
+    """Copies of `arrays`, C-contiguous, each at an `alignment` boundary of one `huge_page_bytes`
+    region: a compiled model's weights, a measured candidate's arguments."""
+    offsets, end = [], 0
+    for a in arrays:
+        offsets.append(end)
+        end += -(-a.nbytes // alignment) * alignment
+    region = huge_page_bytes(end)
+    out = []
+    for a, at in zip(arrays, offsets):
+        copy = region[at : at + a.nbytes].view(a.dtype).reshape(a.shape)
+        copy[...] = a
+        out.append(copy)
+    return out

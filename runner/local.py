@@ -223,6 +223,7 @@ def measure_loop(conn: Connection, memory_limit: int, seed: int) -> None:
     import numpy as np
 
     from compiler.build import load
+    from compiler.runtime import in_huge_pages
     from compiler.workloads import workload_from_spec
     from runner.evaluate import evaluate
     from runner.verify import compare, poison
@@ -240,12 +241,12 @@ def measure_loop(conn: Connection, memory_limit: int, seed: int) -> None:
             warm_up = key not in cache
             if warm_up:
                 workload = workload_from_spec(spec)
-                inputs = workload.random_inputs(np.random.default_rng(seed))
+                inputs = in_huge_pages(workload.random_inputs(np.random.default_rng(seed)))
                 cache.clear()
                 cache[key] = (workload, inputs, workload.reference(*inputs))
             workload, inputs, expected = cache[key]
             kernel = load(compiled)
-            outputs = workload.empty_outputs()
+            outputs = in_huge_pages(workload.empty_outputs())
             poison(outputs)
             kernel(*inputs, *outputs)
             names = [b.name for b in workload.func.params[workload.num_inputs :]]

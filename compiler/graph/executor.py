@@ -18,7 +18,7 @@ from compiler.graph.forward import ALIGNMENT, FORWARD, Arg, Base, ForwardPlan, e
 from compiler.graph.ir import Module
 from compiler.graph.memory_plan import MemoryPlan, plan_memory
 from compiler.graph.native_call import NativeForward, TensorSpec
-from compiler.runtime import huge_page_bytes, load_runtime
+from compiler.runtime import huge_page_bytes, in_huge_pages, load_runtime
 from compiler.target import Target, init_llvm
 
 
@@ -60,7 +60,7 @@ class CompiledModel:
         self.plan = plan_memory(module)
         self.forward_plan = plan_forward(module)
         self.steps = [Step(c.node, c.func, kernels[c.func], c.args) for c in self.forward_plan.calls]
-        self._constants = _in_one_region([c.data for c in self.forward_plan.constants])
+        self._constants = in_huge_pages([c.data for c in self.forward_plan.constants], ALIGNMENT)
         self._constant_pointers = (ctypes.c_void_p * max(1, len(self._constants)))(
             *(c.ctypes.data for c in self._constants)
         )
@@ -142,22 +142,6 @@ def _link_forward(
         ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p
     )
     return (jit, library), proto(library[FORWARD])
-
-
-def _in_one_region(arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
-    """Copies of `arrays`, C-contiguous, each at an `ALIGNMENT` boundary of one `huge_page_bytes`
-    region (compiler/runtime.py: where a model's weights sit moved its passes by a few percent)."""
-    offsets, end = [], 0
-    for a in arrays:
-        offsets.append(end)
-        end += -(-a.nbytes // ALIGNMENT) * ALIGNMENT
-    region = huge_page_bytes(end)
-    out = []
-    for a, at in zip(arrays, offsets):
-        copy = region[at : at + a.nbytes].view(a.dtype).reshape(a.shape)
-        copy[...] = a
-        out.append(copy)
-    return out
 
 
 def _timed(kernel: Kernel, pointers: list[int], number: int) -> float:

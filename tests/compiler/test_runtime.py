@@ -34,3 +34,9 @@ def test_a_models_weights_sit_in_one_region_in_order_and_unchanged() -> None:
     assert model._arena.ctypes.data % HUGE_PAGE_BYTES == 0
     xs = rng.standard_normal((3, 5)).astype("float32")
     np.testing.assert_allclose(model(xs)[0], np.maximum(xs @ w1, 0) @ w2, rtol=1e-5, atol=1e-5)
+
+
+def test_a_region_the_memory_limit_refuses_is_a_memory_error() -> None:
+    """As numpy's allocations: the measuring process reports it as "out of memory"."""
+    with pytest.raises(MemoryError):
+        huge_page_bytes(1 << 62)
