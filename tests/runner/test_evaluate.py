@@ -70,3 +70,45 @@ def test_a_repeat_after_a_flush_wakes_the_thread_team_first(monkeypatch):
     assert woken == []
     evaluate(kernel, args, repeat=3, flush_cache=True, keep_first_warm=True)
     assert len(woken) == 3
+
+
+class FakeWaits:
+    """`waited_ns` as a test scripts it: the wait each timed repeat saw, in order (then none)."""
+
+    def __init__(self, waits_ns):
+        self.waits = list(waits_ns)
+        self.total = 0
+        self.reads = 0
+
+    def __call__(self):
+        self.reads += 1
+        if self.reads % 2 == 0 and self.waits:  # the read after a repeat
+            self.total += self.waits.pop(0)
+        return self.total
+
+
+@pytest.mark.parametrize(
+    ("waits_ms", "timed"),
+    [
+        ([0, 0, 0], 3),  # undisturbed: three repeats timed
+        ([5, 0, 5, 0, 0], 5),  # two disturbed repeats timed again
+        ([5] * 10, 6),  # disturbed throughout: at most `repeat` more, then the times as they are
+    ],
+)
+def test_a_repeat_whose_threads_waited_for_a_cpu_is_timed_again(monkeypatch, waits_ms, timed):
+    kernel = _axpy(256)
+    args = [np.ones(256, np.float32), np.zeros(256, np.float32)]
+    waits = FakeWaits(w * 1_000_000 for w in waits_ms)
+    monkeypatch.setattr(evaluate_module, "waited_ns", waits)
+    monkeypatch.setattr(evaluate_module, "RETRY_PAUSE_S", 0.0)
+    assert len(evaluate(kernel, args, repeat=3, min_repeat_ms=1)) == 3
+    assert waits.reads == 2 * timed
+
+
+def test_no_retry_where_the_kernel_does_not_report_waits(monkeypatch):
+    kernel = _axpy(256)
+    args = [np.ones(256, np.float32), np.zeros(256, np.float32)]
+    reads = []
+    monkeypatch.setattr(evaluate_module, "waited_ns", lambda: reads.append(1))
+    assert len(evaluate(kernel, args, repeat=4)) == 4
+    assert len(reads) == 8
