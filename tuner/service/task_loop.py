@@ -266,6 +266,12 @@ class TaskLoop:
         self.drivers.pop(task_id, None)
 
 
+# The search loop yields its cores to the API and to anything else on the machine: a worker beside
+# it timed a 2-thread kernel at 8x its time while a process at equal priority was busy, and as fast
+# as alone beside one at niceness 10 (bench/RESULTS.md). On a machine of its own it changes nothing.
+SEARCH_NICENESS = 10
+
+
 class TaskLoopProcess:
     """The search loop in a child process of the coordinator: proposing candidates is CPU-bound Python
     (sampling, lowering, the cost model) and would otherwise hold the API's GIL for seconds at a time.
@@ -291,6 +297,7 @@ class TaskLoopProcess:
 
 def _loop_process(settings: Settings, stop: Event, parent: int) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when to stop (Ctrl-C reaches both)
+    os.nice(SEARCH_NICENESS)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     with Database.open(settings.database_url) as db:
         TaskLoop(db, settings).run(stop, parent)
