@@ -24,6 +24,7 @@ from bench import (
     fusion_speed,
     matmul,
     model_latency,
+    model_service,
     model_tuning,
     models,
     recovery,
@@ -57,6 +58,7 @@ BENCHMARKS = {
     "dense_layout": dense_layout.main,
     "fleet_soak": lambda: fleet_soak.main([]),  # their defaults; `python -m bench.<name> --help` for more
     "recovery": lambda: recovery.main([]),
+    "model_service": lambda: model_service.main([]),
 }
 
 
