@@ -19,7 +19,7 @@ from compiler.codegen import emit_llvm, repeat_name
 from compiler.ir import Buffer, PrimFunc
 from compiler.lower import lower
 from compiler.numpy_entry import entry_context, layout_ok, numpy_entry_name
-from compiler.runtime import load_runtime, with_workspace_cache
+from compiler.runtime import load_runtime
 from compiler.target import Target, init_llvm
 
 NP_DTYPES = {"float32": np.float32, "float64": np.float64, "int32": np.int32, "int64": np.int64}
@@ -134,7 +134,7 @@ def load(compiled: CompiledKernel) -> Kernel:
     name = compiled.func.name
     jit = llvm.create_lljit_compiler(compiled.target.target_machine())
     library = (
-        with_workspace_cache(llvm.JITLibraryBuilder())
+        llvm.JITLibraryBuilder()
         .add_object_img(compiled.obj)
         .add_current_process()
         .export_symbol(name)

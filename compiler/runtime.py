@@ -7,8 +7,7 @@ it is set here, before the first load, unless the user chose a value. libgomp's 
 survive fork(): processes that build kernels must be started with spawn or forkserver.
 
 A kernel mallocs its large intermediates (a padded image, a Winograd transform) on each call and
-frees them on return, through the cache of `compiler.workspaces` where a C compiler could build it.
-Beyond it (or without it), glibc gives freed memory back to the system once more than a threshold sits
+frees them on return. glibc gives freed memory back to the system once more than a threshold sits
 free at the top of the heap (or serves big blocks by mmap, unmapped on free), so the next call
 faults every page in again: a 3x3 conv with two 3.2 MB Winograd intermediates took 3.30 ms a call
 instead of 0.82 (bench/RESULTS.md). `keep_freed_memory` raises both thresholds for the process, as
@@ -36,8 +35,6 @@ from functools import cache
 import llvmlite.binding as llvm
 import numpy as np
 
-from compiler.workspaces import jit_allocator, jit_symbols
-
 
 class RuntimeMissingError(RuntimeError):
     """libgomp is not installed, so parallel loops cannot run."""
@@ -51,28 +48,6 @@ def load_runtime() -> None:
         raise RuntimeMissingError("libgomp (package libgomp1) is required to run parallel loops")
     llvm.load_library_permanently(path)
     keep_freed_memory()
-
-
-@cache
-def workspace_cache() -> ctypes.CDLL | None:
-    """The cache the JIT's kernels allocate their workspaces from (`compiler.workspaces`), loaded
-    once per process; None where there is no C compiler to build it."""
-    return jit_allocator()
-
-
-@cache
-def workspace_symbols() -> dict[str, int]:
-    """The addresses a loaded kernel's malloc and free resolve to; empty for the C library's."""
-    library = workspace_cache()
-    return jit_symbols(library) if library is not None else {}
-
-
-def with_workspace_cache(builder: llvm.JITLibraryBuilder) -> llvm.JITLibraryBuilder:
-    """The JIT library being built, its kernels' malloc and free resolved to the workspace cache
-    (definitions of the library itself come before the process's own symbols)."""
-    for symbol, address in workspace_symbols().items():
-        builder.import_symbol(symbol, address)
-    return builder
 
 
 # glibc's mallopt parameters (malloc.h) and the values set: blocks up to 32 MB (glibc's largest

@@ -18,7 +18,7 @@ from compiler.graph.forward import ALIGNMENT, FORWARD, Arg, Base, ForwardPlan, e
 from compiler.graph.ir import Module
 from compiler.graph.memory_plan import MemoryPlan, plan_memory
 from compiler.graph.native_call import NativeForward, TensorSpec
-from compiler.runtime import huge_page_bytes, in_huge_pages, load_runtime, with_workspace_cache
+from compiler.runtime import huge_page_bytes, in_huge_pages, load_runtime
 from compiler.target import Target, init_llvm
 
 
@@ -129,7 +129,7 @@ def _link_forward(
     forward = emit_forward(plan, {name: len(k.func.params) for name, k in kernels.items()})
     forward.triple = target.triple
     jit = llvm.create_lljit_compiler(target.target_machine())
-    builder = with_workspace_cache(llvm.JITLibraryBuilder())
+    builder = llvm.JITLibraryBuilder()
     for kernel in kernels.values():
         builder.add_object_img(kernel.compiled.obj)
     library = (

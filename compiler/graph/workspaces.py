@@ -15,7 +15,40 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from compiler.workspaces import SOURCE
+SLOTS = 64
+
+SOURCE = f"""\
+/* tensor-tuner: the kernels' workspaces, reused from one call to the next. */
+#include <pthread.h>
+#include <stddef.h>
+
+void *__real_malloc(size_t size);
+void __real_free(void *ptr);
+
+struct slot {{ void *ptr; size_t size; int used; }};
+static struct slot slots[{SLOTS}];
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+
+void *__wrap_malloc(size_t size) {{
+  void *ptr = NULL;
+  pthread_mutex_lock(&lock);
+  for (int i = 0; i < {SLOTS} && !ptr; i++)
+    if (slots[i].ptr && !slots[i].used && slots[i].size == size) {{ slots[i].used = 1; ptr = slots[i].ptr; }}
+  if (!ptr && (ptr = __real_malloc(size)))
+    for (int i = 0; i < {SLOTS}; i++)
+      if (!slots[i].ptr) {{ slots[i].ptr = ptr; slots[i].size = size; slots[i].used = 1; break; }}
+  pthread_mutex_unlock(&lock);
+  return ptr;
+}}
+
+void __wrap_free(void *ptr) {{
+  pthread_mutex_lock(&lock);
+  for (int i = 0; i < {SLOTS}; i++)
+    if (ptr && slots[i].ptr == ptr) {{ slots[i].used = 0; pthread_mutex_unlock(&lock); return; }}
+  pthread_mutex_unlock(&lock);
+  __real_free(ptr);
+}}
+"""
 
 LINK_FLAGS = ("-Wl,--wrap=malloc", "-Wl,--wrap=free", "-lpthread")
 
