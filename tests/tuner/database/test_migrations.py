@@ -2,7 +2,7 @@
 wrote (SQLite), and a schema built at revision 0002 with rows in its own columns (both backends)."""
 
 import json
-import shutil
+import sqlite3
 from dataclasses import asdict
 from pathlib import Path
 
@@ -16,13 +16,17 @@ from tuner.database import Database, alembic_config
 from tuner.database import queue as q
 from tuner.tune import tune
 
-WRITTEN_BY_0002 = Path(__file__).parent / "data" / "written_by_0002.db"  # `tune` of revision 0002
+# The file `tune` of revision 0002 wrote, kept as its SQL dump (`sqlite3 FILE .dump`) rather than the
+# binary database; restored, it is that file's schema and rows.
+WRITTEN_BY_0002 = Path(__file__).parent / "data" / "written_by_0002.sql"
 MATMUL = {"op": "matmul", "params": {"M": 64, "N": 48, "K": 40}}
 
 
 def test_a_database_the_previous_version_wrote_keeps_its_records(tmp_path: Path):
     path = tmp_path / "old.db"
-    shutil.copy(WRITTEN_BY_0002, path)
+    with sqlite3.connect(path) as restored:
+        restored.executescript(WRITTEN_BY_0002.read_text())
+    restored.close()
     with Database.open(f"sqlite:///{path}") as db:
         workloads = db.workloads()
         assert [w.name for w in workloads] == ["matmul", "custom"]
