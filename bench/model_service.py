@@ -27,6 +27,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 
@@ -96,9 +97,9 @@ def unpack(artifact: bytes, directory: Path) -> Path:
     return directory / "model.so"
 
 
-def tune_through_service(entry: ZooModel, source: bytes, url: str, trials: int, logs: Path) -> None:
+def tune_through_service(entry: ZooModel, source: bytes, url: str, trials: int, logs: Path) -> Path:
     """Start the service, tune the model under `trials`, download and unpack its artifact into
-    `logs`."""
+    `logs`; returns the library's path."""
     with Database.open(url) as db:
         admin = create_token(db, role="admin", name="bench")[1]
         worker_token = create_token(db, role="worker", name="bench")[1]
@@ -107,8 +108,9 @@ def tune_through_service(entry: ZooModel, source: bytes, url: str, trials: int, 
     worker: Process | None = None
     try:
         worker = start_worker(coordinator, worker_token, "bench-worker", logs)
-        loop = wait_until(lambda: search_loop_pid(coordinator.process.pid), 60, "the search loop")  # type: ignore[union-attr]
-        pids = (coordinator.process.pid, int(loop))  # type: ignore[union-attr, arg-type]
+        assert coordinator.process is not None
+        api_pid = coordinator.process.pid
+        pids = (api_pid, cast(int, wait_until(lambda: search_loop_pid(api_pid), 60, "the search loop")))
         with Client(coordinator.url, admin) as api:
             idle = sum(map(cpu_seconds, pids))
             start = time.monotonic()
@@ -126,7 +128,7 @@ def tune_through_service(entry: ZooModel, source: bytes, url: str, trials: int, 
             fetched = time.monotonic()
             artifact = api.model_artifact(model.id)
             print(f"artifact: {len(artifact) / 1e6:.1f} MB in {time.monotonic() - fetched:.0f} s")
-        unpack(artifact, logs)
+        return unpack(artifact, logs)
     finally:
         if worker is not None:
             worker.stop()
@@ -166,8 +168,8 @@ def main(argv: list[str] | None = None) -> None:
         directory = args.keep or Path(tmp)
         directory.mkdir(parents=True, exist_ok=True)
         with database_url(args.postgres, directory) as url:
-            tune_through_service(entry, source, url, args.trials, directory)
-            compare(entry, source, url, directory / "model.so")
+            library = tune_through_service(entry, source, url, args.trials, directory)
+            compare(entry, source, url, library)
 
 
 if __name__ == "__main__":

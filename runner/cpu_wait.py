@@ -28,7 +28,7 @@ def waited_ns() -> int | None:
         try:
             with open(f"{TASKS}/{tid}/schedstat", "rb") as f:
                 total += int(f.read().split()[1])
-        except FileNotFoundError:
+        except (FileNotFoundError, ProcessLookupError):
             continue  # the thread exited since the listing
         except (OSError, IndexError, ValueError):
             return None
