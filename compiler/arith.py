@@ -289,6 +289,11 @@ def _sym(e: Expr, inner: Ranges) -> tuple[Expr, Expr] | None:
             lo, hi = inner[e]
             return const(lo), const(hi)
         return e, e
+    if isinstance(e, Select) and e.dtype in INT_DTYPES:
+        t, f = _sym(e.true_value, inner), _sym(e.false_value, inner)
+        if t is None or f is None:
+            return None
+        return Binary(Op.MIN, t[0], f[0]), Binary(Op.MAX, t[1], f[1])
     if not isinstance(e, Binary) or e.dtype not in INT_DTYPES:
         return None
     a, b = _sym(e.a, inner), _sym(e.b, inner)

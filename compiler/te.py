@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import builtins
 import inspect
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from compiler.arith import simplify
@@ -38,6 +38,10 @@ from compiler.ir import (
 from compiler.names import unique_name
 from compiler.ops import Op
 from compiler.visit import loads, map_expr, seq, substitute
+
+# The block annotation naming a schedule rule of the tuner's space for the block (MetaSchedule's
+# `schedule_rule`): a compute definition that knows how it wants to be tiled says so.
+SCHEDULE_RULE = "schedule_rule"
 
 
 class TensorError(ValueError):
@@ -85,6 +89,7 @@ class Tensor:
     axes: tuple[Var, ...] = ()
     body: Expr | None = None
     scan: _Scan | None = None
+    annotations: tuple[tuple[str, object], ...] = ()  # of the block that computes it
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -154,11 +159,13 @@ def compute(
     name: str = "compute",
     dtype: str | None = None,
     axis_names: Sequence[str] | None = None,
+    annotations: Mapping[str, object] | None = None,
 ) -> Tensor:
     """A tensor whose element at `(i, j, ...)` is `fcompute(i, j, ...)`.
 
     Axes are named after fcompute's parameters; `lambda *i` (any rank) names them i0, i1, ...,
-    and `axis_names` overrides both (for code that builds computations from data)."""
+    and `axis_names` overrides both (for code that builds computations from data). `annotations`
+    go on the block that computes it (a schedule rule's name, as MetaSchedule's `schedule_rule`)."""
     shape = _check_shape(shape, name)
     names = list(axis_names) if axis_names is not None else _axis_names(fcompute, len(shape))
     if len(names) != len(shape):
@@ -168,7 +175,8 @@ def compute(
     body = as_expr(body, dtype)
     if dtype is not None and body.dtype != dtype:
         body = cast(dtype, body)
-    return Tensor(Buffer(name, shape, body.dtype), "compute", axes, body)
+    ann = tuple(sorted((annotations or {}).items()))
+    return Tensor(Buffer(name, shape, body.dtype), "compute", axes, body, annotations=ann)
 
 
 def _axis_names(fcompute: Callable[..., ExprLike], rank: int) -> list[str]:
@@ -361,7 +369,7 @@ class _Builder:
     def emit(self, t: Tensor) -> None:
         if t.op == "compute":
             assert t.body is not None
-            self.stmts.append(self.compute_nest(t.name, t.buffer, t.axes, t.body, {}, 0, "S"))
+            self.stmts.append(self.compute_nest(t.name, t.buffer, t.axes, t.body, {}, 0, "S", t.annotations))
         elif t.op == "scan" and id(t.scan) not in self.done_scans:
             assert t.scan is not None
             self.done_scans.add(id(t.scan))
@@ -376,6 +384,7 @@ class _Builder:
         remap: dict[Buffer, Buffer],
         row_offset: int,
         first_kind: str,
+        annotations: tuple[tuple[str, object], ...] = (),
     ) -> Stmt:
         """A loop nest around one block writing `out[axes]` (shifted by `row_offset` on axis 0)."""
         reduce_axes = body.axes if isinstance(body, Reduce) else ()
@@ -408,7 +417,14 @@ class _Builder:
             init = BufferStore(out, _identity(body.combiner, body.dtype), index)
         else:
             value = rewrite(body)
-        block = Block(name, tuple(iter_vars), tuple(loops), BufferStore(out, value, index), init)
+        block = Block(
+            name,
+            tuple(iter_vars),
+            tuple(loops),
+            BufferStore(out, value, index),
+            init,
+            annotations=annotations,
+        )
         stmt: Stmt = block
         for v, iv in reversed(list(zip(loops, iter_vars))):
             stmt = For(v, iv.extent, stmt)

@@ -287,13 +287,34 @@ def _consumer_domain(
     blocked = {
         v: pair for v, pair in blocked_reads(reads[0].indices).items() if v in spatial and v not in mapped
     }
+    coarse = {
+        v: pair
+        for v, pair in coarse_reads(reads[0].indices).items()
+        if v in spatial and v not in mapped and v not in blocked
+    }
     check(
-        bool(mapped or blocked),
+        bool(mapped or blocked or coarse),
         f"{where}: block {block.name!r} must read {buf.name} at its own iteration variables",
     )
+    covered = {*mapped.values(), *(d for pair in blocked.values() for d in pair[:2])}
+    covered |= {dim for dim, _, _ in coarse.values()}
+    # A spatial variable left over its whole range must not read a dimension the loop produces in
+    # parts: each iteration would write every element of the consumer from what it did not produce
+    # (under a parallel loop, what other iterations are producing).
+    for ld in reads:
+        for d, idx in enumerate(ld.indices):
+            if d in covered or not free_vars(idx) & spatial:
+                continue
+            lo, hi = (bound(e, outer) for e in region[d])
+            check(
+                lo == (0, 0) and hi == (buf.shape[d] - 1, buf.shape[d] - 1),
+                f"{where}: block {block.name!r} reads {buf.name} at dimension {d} by {idx}, "
+                "of which the loop produces parts",
+            )
     for ld in reads:
         shifted = [v.name for v, d in mapped.items() if not structural_equal(ld.indices[d], v)]
         shifted += [v.name for v, pair in blocked.items() if blocked_reads(ld.indices).get(v) != pair]
+        shifted += [v.name for v, pair in coarse.items() if coarse_reads(ld.indices).get(v) != pair]
         check(
             not shifted,
             f"{where}: block {block.name!r} reads {buf.name} at neighbouring elements along {shifted}, "
@@ -308,6 +329,19 @@ def _consumer_domain(
             "of which the loop produces parts",
         )
         first, last = region[div_dim]
+        ranges[v] = (
+            Binary(Op.MUL, first, const(size)),
+            Binary(Op.ADD, Binary(Op.MUL, last, const(size)), const(size - 1)),
+        )
+    for v, (dim, size, others) in coarse.items():
+        for d in others:
+            lo, hi = (bound(e, outer) for e in region[d])
+            check(
+                lo == (0, 0) and hi == (buf.shape[d] - 1, buf.shape[d] - 1),
+                f"{where}: block {block.name!r} reads {buf.name} along {v.name} at dimension {d}, "
+                "of which the loop produces parts",
+            )
+        first, last = region[dim]
         ranges[v] = (
             Binary(Op.MUL, first, const(size)),
             Binary(Op.ADD, Binary(Op.MUL, last, const(size)), const(size - 1)),
@@ -332,6 +366,32 @@ def blocked_reads(indices: tuple[Expr, ...]) -> dict[Var, tuple[int, int, int]]:
         v: (d, parts[(v, size, Op.FLOORMOD)], size)
         for (v, size, op), d in parts.items()
         if op is Op.FLOORDIV and (v, size, Op.FLOORMOD) in parts
+    }
+
+
+def coarse_reads(indices: tuple[Expr, ...]) -> dict[Var, tuple[int, int, tuple[int, ...]]]:
+    """The variables an access reads as `v // c` at one dimension (a Winograd output transform reads
+    its tile of the product so: `M[.., y // m, ..]`): each with (that dimension, c, the other
+    dimensions whose index involves v, such as the transform point picked by `y % m`)."""
+    divided: dict[Var, list[tuple[int, int]]] = {}
+    others: dict[Var, list[int]] = {}
+    for d, idx in enumerate(indices):
+        if (
+            isinstance(idx, Binary)
+            and idx.op is Op.FLOORDIV
+            and isinstance(idx.a, Var)
+            and isinstance(idx.b, Const)
+            and isinstance(idx.b.value, int)
+            and idx.b.value > 0
+        ):
+            divided.setdefault(idx.a, []).append((d, idx.b.value))
+        else:
+            for v in free_vars(idx):
+                others.setdefault(v, []).append(d)
+    return {
+        v: (found[0][0], found[0][1], tuple(others.get(v, ())))
+        for v, found in divided.items()
+        if len(found) == 1
     }
 
 

@@ -5,8 +5,8 @@ nested (terms in the order they first appear)."""
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from compiler.arith import simplify
-from compiler.ir import Binary, Const, Expr, Var, const
+from compiler.arith import simplify, symbolic_range
+from compiler.ir import Binary, Const, Expr, Select, Var, const
 from compiler.ops import Op
 
 VARS = {Var("i"): (0, 7), Var("j"): (0, 31), Var("k"): (0, 2)}
@@ -84,3 +84,12 @@ def test_a_division_left_over_from_a_sum_folds_in_the_same_pass():
     out = simplify(Binary(Op.FLOORDIV, Binary(Op.ADD, const(2), half), const(2)))
     assert out == Binary(Op.ADD, Binary(Op.FLOORDIV, i, const(4)), const(1))
     assert simplify(out) == out
+
+
+def test_the_range_of_a_select_of_indices_spans_both_sides():
+    """A Winograd transform reads its window at `y * 2 + select(e == 0, 0, 2)`: compute_at needs the
+    rows that read may touch, the union of the sides' ranges."""
+    y, e = Var("y"), Var("e")
+    column = Select(Binary(Op.EQ, e, const(0)), const(0), const(2))
+    lo, hi = symbolic_range(Binary(Op.ADD, Binary(Op.MUL, y, const(2)), column), {e: (0, 3)})
+    assert lo == Binary(Op.MUL, y, const(2)) and hi == Binary(Op.ADD, Binary(Op.MUL, y, const(2)), const(2))

@@ -263,6 +263,56 @@ def test_reverse_compute_at_a_consumer_reading_whole_blocks_back_in_plain_layout
     assert_computes(wl, sch)
 
 
+def tiles_read_back(m: int = 2, tiles: int = 5) -> Workload:
+    """Y [tiles, 6] (a product per tile, as Winograd's), then R [tiles * m - 1, 6] reading the tile
+    of each row, `Y[y // m]`, with a coefficient picked by `y % m` (the output transform's), over
+    an extent that is not whole tiles."""
+    A = te.placeholder((tiles, 7), name="A")
+    B = te.placeholder((7, 6), name="B")
+    r = te.reduce_axis((0, 7), name="k")
+    Y = te.compute((tiles, 6), lambda t, j: te.sum(A[t, r] * B[r, j], axis=r), name="Y")
+    rows = tiles * m - 1
+    R = te.compute((rows, 6), lambda y, j: Y[y // m, j] * te.select(y % m == 0, 1.0, -1.0), name="R")
+    func = te.create_prim_func([A, B, R], name="tiles_read_back")
+
+    def reference(a, b):
+        sign = np.where(np.arange(rows) % m == 0, 1.0, -1.0)[:, None]
+        return (np.repeat(a @ b, m, axis=0)[:rows] * sign,)
+
+    return Workload(func, reference, 2)
+
+
+def test_reverse_compute_at_a_consumer_reading_its_producers_tile_of_rows():
+    """Under the producer's tile loop the consumer computes the rows of that tile only (y // m is
+    the tile), the last tile's extra row guarded off."""
+    wl = tiles_read_back()
+    sch = wl.schedule()
+    t, _, _ = loops_of(sch, "Y")
+    sch.reverse_compute_at(sch.get_block("R"), t)
+    path, _ = find_block(sch.func.body, "R")
+    names = [lp.var.name for _, lp in loops_above(sch.func.body, path)]
+    inner = [lp.extent for _, lp in loops_above(sch.func.body, path)][names.index(t.name) + 1 :]
+    assert inner == [2, 6]
+    sch.parallel(t)  # each iteration writes its own rows
+    assert_computes(wl, sch)
+
+
+def test_reverse_compute_at_a_consumer_reading_a_part_of_its_columns_whole_is_refused():
+    """A producer loop over column blocks of Y; the consumer reads Y[i, a * 4 + b] with a and b
+    its own variables, which the move would leave over their whole ranges: each iteration would
+    compute every element from columns it did not produce (under a parallel loop, a race)."""
+    A = te.placeholder((5, 7), name="A")
+    B = te.placeholder((7, 8), name="B")
+    r = te.reduce_axis((0, 7), name="k")
+    Y = te.compute((5, 8), lambda i, j: te.sum(A[i, r] * B[r, j], axis=r), name="Y")
+    R = te.compute((5, 2, 4), lambda i, a, b: Y[i, a * 4 + b] + 1.0, name="R")
+    sch = Workload(te.create_prim_func([A, B, R]), lambda a, b: ((a @ b + 1).reshape(5, 2, 4),), 2).schedule()
+    _, j, _ = loops_of(sch, "Y")
+    j0, _ = sch.split(j, [2, None])
+    with schedule_error("R", match="produces parts"):
+        sch.reverse_compute_at(sch.get_block("R"), j0)
+
+
 # --- refused moves --------------------------------------------------------------------------------
 def test_reverse_compute_at_under_the_reduction_loop_is_refused():
     sch = mm_relu().schedule()

@@ -5,6 +5,7 @@ import pytest
 
 from compiler import build, te
 from compiler.ir import Block
+from compiler.serialize import from_json, to_json
 from compiler.te import TensorError
 from compiler.visit import blocks
 
@@ -98,3 +99,21 @@ def test_varargs_and_explicit_axis_names():
     a = np.random.default_rng(6).standard_normal((3, 4, 5), dtype=np.float32)
     (got,) = _run(te.create_prim_func([A, C]), a, out_shapes=[(3, 4, 5)])
     np.testing.assert_allclose(got, a * 2 + 1, rtol=1e-6)
+
+
+def test_annotations_go_on_the_computing_block_and_into_the_identity():
+    """A compute definition names the schedule rule of its block (as a Winograd conv's product does);
+    the annotation survives serialization and makes a different workload than the same compute
+    without it."""
+    A = te.placeholder((4, 5), name="A")
+    k = te.reduce_axis((0, 5), name="k")
+
+    def func(**annotations):
+        Y = te.compute((4,), lambda i: te.sum(A[i, k], axis=k), name="Y", annotations=annotations)
+        return te.create_prim_func([A, Y])
+
+    annotated = func(**{te.SCHEDULE_RULE: "winograd_product"})
+    (block,) = blocks(annotated.body)
+    assert block.annotations == ((te.SCHEDULE_RULE, "winograd_product"),)
+    assert from_json(to_json(annotated)).structural_hash() == annotated.structural_hash()
+    assert annotated.structural_hash() != func().structural_hash()
