@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
+from compiler import te, winograd
 from compiler.dtypes import FLOAT_DTYPES
 from compiler.interpret import COMBINERS, interpret, reduction_parts
 from compiler.ir import TRUE, Binary, Block, Buffer, Expr, For, IterVar, PrimFunc, SeqStmt, Stmt, Unary
@@ -43,6 +44,8 @@ from compiler.workloads.workload import (
 )
 
 NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")  # functions, buffers, blocks, variables
+# The annotations an unscheduled block may carry: the schedule rules the tuner's space knows.
+SCHEDULE_RULES = ((te.SCHEDULE_RULE, winograd.PRODUCT_RULE),)
 
 
 def primfunc_spec(func: PrimFunc, num_inputs: int) -> dict[str, Any]:
@@ -186,8 +189,11 @@ class _Nest:
         self.check_iter_vars()
         if not bool(block.predicate == TRUE):
             raise WorkloadError(f"{path}[6]", "an unscheduled block has no predicate")
-        if block.annotations:
-            raise WorkloadError(f"{path}[7]", "an unscheduled block has no annotations")
+        if block.annotations and (len(block.annotations) > 1 or block.annotations[0] not in SCHEDULE_RULES):
+            raise WorkloadError(
+                f"{path}[7]",
+                f"an unscheduled block's only annotation names a schedule rule: {SCHEDULE_RULES}",
+            )
         out = block.body.buffer
         extents = tuple(iv.extent for iv in self.spatial)
         if out.shape != extents:

@@ -74,6 +74,7 @@ from compiler.codegen_vector import row_loads, vector_pieces
 from compiler.ir import Buffer, Expr, PrimFunc, Unary, Var
 from compiler.schedule.tree import find_block, loops_above, readers
 from compiler.visit import block_loads, block_reads, free_vars, walk_expr
+from tuner.search import winograd_rule
 from tuner.search.space import (
     Decision,
     SpaceConfig,
@@ -173,6 +174,12 @@ class Heuristic:
     def vector_tile(self, extent: int) -> Decision:
         inner = _largest_divisor(extent, self.cfg.max_vector_row)
         return [extent // inner, inner]
+
+    def winograd_tiles(self, func: PrimFunc, name: str) -> list[Decision]:
+        cfg = self.cfg
+        return list(
+            winograd_rule.tile_decisions(func, name, cfg.vector_lanes, cfg.vector_registers, self.cores)
+        )
 
     def parallel_loops(self, extents: list[int], reduction_inside: bool) -> int:
         if reduction_inside and len(extents) > 1 and math.prod(extents[:-1]) >= self.cores:

@@ -12,6 +12,9 @@ consumers first:
   level 1 or 2), or an elementwise consumer is fused there; inputs the choices name (`packable_reads`:
   matmul's B) are copied into a contiguous panel per S0 tile; the outer spatial tiles are fused and
   run in parallel, the innermost spatial tile is vectorized, the reduction's init is decomposed out;
+- a reduction whose compute names a schedule rule (`te.SCHEDULE_RULE`, as MetaSchedule's block
+  annotation) gets that rule instead: a Winograd conv's batched matmul is tiled as a GEMM with the
+  transforms and the epilogue computed per block of its tiles (`winograd_rule.py`);
 - other blocks: a producer (e.g. padding) samples its compute location; the rest get their outer
   spatial loops fused in parallel and their innermost spatial loop split and vectorized (a pool's
   window loops move inside that loop's outer tile: `window_loop`);
@@ -40,6 +43,7 @@ from compiler.schedule.compute_location import blocked_reads
 from compiler.schedule.tree import find_block, find_loop, loops_above, readers
 from compiler.target import Target
 from compiler.visit import block_loads, block_reads, free_vars, walk_expr
+from tuner.search import winograd_rule
 
 ScheduleFn = Callable[[Schedule], None]
 P = ParamSpec("P")
@@ -137,6 +141,10 @@ class Decisions(Protocol):
         """The [outer, inner] split of a non-tiled block's innermost spatial loop; inner is vectorized."""
         ...
 
+    def winograd_tiles(self, func: PrimFunc, name: str) -> list[Decision]:
+        """The tiles of a Winograd product's rows, columns and K (`winograd_rule.apply`)."""
+        ...
+
     def parallel_loops(self, extents: list[int], reduction_inside: bool) -> int:
         """How many of a non-tiled block's leading spatial loops (of these extents) are fused into its
         parallel loop; the rest stay serial. `reduction_inside`: reduction loops follow them."""
@@ -177,6 +185,9 @@ class Sampled:
     def vector_tile(self, extent: int) -> Decision:
         return None
 
+    def winograd_tiles(self, func: PrimFunc, name: str) -> list[Decision]:
+        return [None, None, None]
+
     def parallel_loops(self, extents: list[int], reduction_inside: bool) -> int:
         return len(extents)
 
@@ -203,7 +214,10 @@ def apply_rules(sch: Schedule, cfg: SpaceConfig, decide: Decisions) -> None:
         _auto_inline(sch, name, decide)
     placed: set[str] = set()
     for name in reversed(block_names(sch)):
-        if is_tiling_target(sch.func, name):
+        if is_tiling_target(sch.func, name) and winograd_rule.is_winograd_product(sch.func, name):
+            decisions = decide.winograd_tiles(sch.func, name)
+            placed |= winograd_rule.apply(sch, name, decisions, cfg.vector_lanes, cfg.vector_registers)
+        elif is_tiling_target(sch.func, name):
             placed |= _multi_level_tile(sch, name, cfg, decide)
     for name in reversed(block_names(sch)):
         if name not in placed:

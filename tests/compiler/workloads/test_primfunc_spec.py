@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from compiler import te
+from compiler import te, winograd
 from compiler.interpret import interpret
 from compiler.ir import PrimFunc
 from compiler.serialize import to_json
@@ -172,7 +172,8 @@ CORRUPTIONS = [
     (f"{PAD}[3][0]", V("ch"), f"{PAD}[3][0]", "must be the loop variable b"),
     (f"{PAD}[4][3][0]", V("v_ch"), f"{PAD}[4][3]", "stores at its spatial variables, in order"),
     (f"{PAD}[6]", ["lt", V("v_x"), I64(12)], f"{PAD}[6]", "no predicate"),
-    (f"{PAD}[7]", [["meta_schedule.tiling", "SSR"]], f"{PAD}[7]", "no annotations"),
+    (f"{PAD}[7]", [["meta_schedule.tiling", "SSR"]], f"{PAD}[7]", "only annotation names a schedule rule"),
+    (f"{PAD}[7]", [["schedule_rule", "unknown"]], f"{PAD}[7]", "only annotation names a schedule rule"),
     (
         f"{PAD}[4][2][1]",
         ["const", True, "bool"],
@@ -430,3 +431,13 @@ def test_random_corruptions_are_refused_or_still_computable(changes):
     inputs = w.random_inputs(np.random.default_rng(0))  # what is accepted can be interpreted
     assert [o.shape for o in interpret(w.func, *inputs)] == [b.shape for b in w.outputs]
     assert workload_from_spec(w.spec) == w
+
+
+def test_a_block_naming_a_known_schedule_rule_travels():
+    """A Winograd conv's product names its schedule rule: such a kernel is a valid spec, the same
+    workload on the other side."""
+    x = te.placeholder((1, 4, 6, 6), name="x")
+    w = te.placeholder((4, 4, 4, 16), name="w")
+    conv = winograd.conv2d_winograd_nchw(x, w, (1, 1, 1, 1), 16, "conv")
+    func = te.create_prim_func([x, w, conv], name="winograd")
+    assert workload_from_spec(primfunc_spec(func, 2)).func.structural_hash() == func.structural_hash()
