@@ -213,22 +213,28 @@ def apply_rules(sch: Schedule, cfg: SpaceConfig, decide: Decisions) -> None:
     for name in reversed(block_names(sch)):
         _auto_inline(sch, name, decide)
     placed: set[str] = set()
+    unroll_steps = cfg.unroll_steps
     for name in reversed(block_names(sch)):
         if is_tiling_target(sch.func, name) and winograd_rule.is_winograd_product(sch.func, name):
             decisions = decide.winograd_tiles(sch.func, name)
             placed |= winograd_rule.apply(sch, name, decisions, cfg.vector_lanes, cfg.vector_registers)
+            unroll_steps = tuple(s for s in unroll_steps if s <= winograd_rule.MAX_UNROLL_STEP)
         elif is_tiling_target(sch.func, name):
             placed |= _multi_level_tile(sch, name, cfg, decide)
     for name in reversed(block_names(sch)):
         if name not in placed:
             _place_or_parallelize(sch, name, cfg, decide)
-    annotate_unroll(sch, cfg, decide)
+    annotate_unroll(sch, cfg, decide, unroll_steps)
 
 
-def annotate_unroll(sch: Schedule, cfg: SpaceConfig, decide: Decisions) -> None:
-    """The auto-unroll budget of the whole function, on the root block."""
-    probs = [1.0] * len(cfg.unroll_steps)
-    steps = sch.sample_categorical(list(cfg.unroll_steps), probs, decision=decide.unroll(cfg.unroll_steps))
+def annotate_unroll(
+    sch: Schedule, cfg: SpaceConfig, decide: Decisions, unroll_steps: tuple[int, ...] | None = None
+) -> None:
+    """The auto-unroll budget of the whole function, on the root block, one of `unroll_steps` (by
+    default the space's)."""
+    choices = unroll_steps or cfg.unroll_steps
+    probs = [1.0] * len(choices)
+    steps = sch.sample_categorical(list(choices), probs, decision=decide.unroll(choices))
     sch.annotate(sch.get_block("root"), AUTO_UNROLL_MAX_STEP, steps)
 
 

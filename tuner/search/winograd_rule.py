@@ -48,6 +48,10 @@ ITERATIONS_PER_CORE = 4  # parallel iterations per core the default leaves, for 
 # Rocket Lake (2 MB L2 per core), ResNet-18's 14x14 layer (4 MB of them) ran 0.84-0.93 ms fused and
 # 0.45-0.47 staged (warm); its 28x28 layer (1 MB) 0.48-0.51 fused (bench/RESULTS.md).
 FUSED_WEIGHT_BYTES = 1 << 20
+# The largest auto-unroll budget a function with a Winograd product samples: its transforms' loops of
+# nonzero terms unrolled 512 steps deep made ResNet-18's 56x56 kernel compile in 4.7-9.4 s instead
+# of 0.6-0.7, and run 1.45 ms instead of 0.55.
+MAX_UNROLL_STEP = 64
 # Bytes of one column block of the weights (C x K's block) a parallel iteration of the staged form
 # reads: it stays in cache for every tile.
 STAGED_WEIGHT_COLUMNS_BYTES = 64 << 10
@@ -79,7 +83,7 @@ def tile_decisions(func: PrimFunc, name: str, lanes: int, registers: int, cores:
             (d for d in divisors(k // k_tile) if c * k * 4 // d <= STAGED_WEIGHT_COLUMNS_BYTES), k // k_tile
         )
         return [[rows, 1], [1, outer, x_tile], [parts, k // k_tile // parts, k_tile]]
-    return [[rows, 1], [split, outer // split, x_tile], [1, k // k_tile, k_tile]]
+    return [[rows, 1], [split, outer // split, x_tile], [k // k_tile, k_tile]]
 
 
 def staged(func: PrimFunc, name: str) -> bool:
@@ -94,7 +98,8 @@ def apply(
     sch: Schedule, name: str, decisions: list[list[int] | None], lanes: int, registers: int
 ) -> set[str]:
     """The rule on the product block `name`; returns the blocks it placed. `decisions` are the rows',
-    the columns' and K's tiles, or None to sample them."""
+    the columns' and K's tiles (K in three in the staged form, its first part parallel; in two in the
+    fused form), or None to sample them."""
     func = sch.func
     transform_in = _producer(func, name)
     pads = [
@@ -110,8 +115,11 @@ def apply(
     e, u, n, y, x, k, rc = sch.get_loops(block)
     rows_d, columns_d, k_d = decisions
     yo, yi = sch.split(y, sch.sample_perfect_tile(y, n=2, max_innermost_factor=MAX_ROWS, decision=rows_d))
-    k_tiles = sch.sample_perfect_tile(k, n=3, max_innermost_factor=4 * lanes, decision=k_d)
-    kp, ko, ki = sch.split(k, k_tiles)
+    # The fused form's output transform reads every output channel of its tiles: K is not split there.
+    k_tiles = sch.sample_perfect_tile(
+        k, n=3 if is_staged else 2, max_innermost_factor=4 * lanes, decision=k_d
+    )
+    kp, ko, ki = sch.split(k, k_tiles if is_staged else [1, *k_tiles])
     rows_limit = max(1, registers * 3 // 4 // max(1, -(-int(k_tiles[-1]) // lanes)))
     xp, xo, xi = sch.split(
         x, sch.sample_perfect_tile(x, n=3, max_innermost_factor=rows_limit, decision=columns_d)

@@ -6,12 +6,14 @@ import numpy as np
 import pytest
 
 from compiler import Schedule, Target, build, te
+from compiler.auto_unroll import AUTO_UNROLL_MAX_STEP
 from compiler.graph import OPS, Attrs
 from compiler.ir import For
 from compiler.schedule.tree import find_block, loops_above, nodes
 from tests.compiler.graph.op_check import assert_schedules, random_inputs
 from tuner.search import winograd_rule
 from tuner.search.default_schedule import default_schedule
+from tuner.search.space import SpaceConfig, rule_space
 
 PRODUCT = "conv_wino_m"
 # (x shape, K): 64 channels' weights are 256 KiB transformed; 160 channels', 1.6 MiB
@@ -94,17 +96,29 @@ def test_samples_of_the_space_compute_the_conv(case):
     assert all(vectorized_loops_are_innermost(s) for s in samples)
 
 
+def test_the_space_unrolls_a_winograd_kernel_at_most_64_steps():
+    """Unrolled 512 steps, the transforms' loops of terms made a kernel compile for seconds."""
+    func, _, _ = conv_bias_relu(*SMALL)
+    space = rule_space(SpaceConfig.for_target(Target.host()))
+    budgets = set()
+    for seed in range(12):
+        sch = Schedule(func, seed=seed)
+        space(sch)
+        budgets.add(dict(sch.func.attrs)[AUTO_UNROLL_MAX_STEP])
+    assert budgets <= {0, 16, 64} and len(budgets) > 1
+
+
 def test_a_register_tile_of_one_element_vectorizes_no_loop_around_the_reduction():
-    func, reference, shapes = conv_bias_relu(*SMALL)
+    func, _, _ = conv_bias_relu(*SMALL)
     sch = Schedule(func)
-    placed = winograd_rule.apply(sch, PRODUCT, [[10, 1], [1, 12, 1], [1, 64, 1]], lanes=16, registers=32)
+    placed = winograd_rule.apply(sch, PRODUCT, [[10, 1], [1, 12, 1], [64, 1]], lanes=16, registers=32)
     assert PRODUCT in placed
     assert vectorized_loops_are_innermost(sch)
 
 
 @pytest.mark.parametrize(
     "lanes, registers, want",
-    [(16, 32, [[28, 1], [1, 7, 4], [1, 1, 64]]), (8, 16, [[28, 1], [1, 14, 2], [1, 2, 32]])],
+    [(16, 32, [[28, 1], [1, 7, 4], [1, 64]]), (8, 16, [[28, 1], [1, 14, 2], [2, 32]])],
     ids=["AVX-512", "AVX2"],
 )
 def test_the_default_register_tile_fills_half_the_registers(lanes, registers, want):
