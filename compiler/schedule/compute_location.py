@@ -305,9 +305,8 @@ def _consumer_domain(
         for d, idx in enumerate(ld.indices):
             if d in covered or not free_vars(idx) & spatial:
                 continue
-            lo, hi = (bound(e, outer) for e in region[d])
             check(
-                lo == (0, 0) and hi == (buf.shape[d] - 1, buf.shape[d] - 1),
+                _whole(region[d], buf.shape[d], outer),
                 f"{where}: block {block.name!r} reads {buf.name} at dimension {d} by {idx}, "
                 "of which the loop produces parts",
             )
@@ -322,31 +321,35 @@ def _consumer_domain(
         )
     ranges = {v: region[d] for v, d in mapped.items()}
     for v, (div_dim, mod_dim, size) in blocked.items():
-        lo, hi = (bound(e, outer) for e in region[mod_dim])
         check(
-            lo == (0, 0) and hi == (size - 1, size - 1),
+            _whole(region[mod_dim], size, outer),
             f"{where}: block {block.name!r} reads {buf.name} in blocks of {size} along {v.name}, "
             "of which the loop produces parts",
         )
-        first, last = region[div_dim]
-        ranges[v] = (
-            Binary(Op.MUL, first, const(size)),
-            Binary(Op.ADD, Binary(Op.MUL, last, const(size)), const(size - 1)),
-        )
+        ranges[v] = _blocks_of(region[div_dim], size)
     for v, (dim, size, others) in coarse.items():
         for d in others:
-            lo, hi = (bound(e, outer) for e in region[d])
             check(
-                lo == (0, 0) and hi == (buf.shape[d] - 1, buf.shape[d] - 1),
+                _whole(region[d], buf.shape[d], outer),
                 f"{where}: block {block.name!r} reads {buf.name} along {v.name} at dimension {d}, "
                 "of which the loop produces parts",
             )
-        first, last = region[dim]
-        ranges[v] = (
-            Binary(Op.MUL, first, const(size)),
-            Binary(Op.ADD, Binary(Op.MUL, last, const(size)), const(size - 1)),
-        )
+        ranges[v] = _blocks_of(region[dim], size)
     return [ranges.get(iv.var, (const(0), const(iv.extent - 1))) for iv in block.iter_vars]
+
+
+def _whole(span: tuple[Expr, Expr], extent: int, outer: dict[Var, tuple[int, int]]) -> bool:
+    """Whether a region's range along one dimension is all of its `extent`, wherever the loops are."""
+    lo, hi = (bound(e, outer) for e in span)
+    return lo == (0, 0) and hi == (extent - 1, extent - 1)
+
+
+def _blocks_of(span: tuple[Expr, Expr], size: int) -> tuple[Expr, Expr]:
+    """The range of v where `v // size` spans `span`."""
+    first, last = span
+    return Binary(Op.MUL, first, const(size)), Binary(
+        Op.ADD, Binary(Op.MUL, last, const(size)), const(size - 1)
+    )
 
 
 def blocked_reads(indices: tuple[Expr, ...]) -> dict[Var, tuple[int, int, int]]:
