@@ -5,11 +5,12 @@ product parallel over transform points; both forms, by default and as sampled, c
 import numpy as np
 import pytest
 
-from compiler import Schedule, Target, build, te
+from compiler import Schedule, ScheduleError, Target, build, te
 from compiler.auto_unroll import AUTO_UNROLL_MAX_STEP
 from compiler.graph import OPS, Attrs
 from compiler.ir import For
 from compiler.schedule.tree import find_block, loops_above, nodes
+from compiler.winograd import PRODUCT_RULE
 from tests.compiler.graph.op_check import assert_schedules, random_inputs
 from tuner.search import winograd_rule
 from tuner.search.default_schedule import default_schedule
@@ -125,3 +126,20 @@ def test_the_default_register_tile_fills_half_the_registers(lanes, registers, wa
     """ResNet-18's 56x56 layer: 28 x 28 tiles, 64 output channels; rows alone give every core work."""
     func, _, _ = conv_bias_relu((1, 64, 56, 56), 64)
     assert winograd_rule.tile_decisions(func, PRODUCT, lanes, registers, cores=2) == want
+
+
+def test_a_block_that_only_claims_the_rule_is_refused_by_it_not_miscompiled():
+    """A PrimFunc spec may name the rule on any block: on a plain matmul the rule refuses with a
+    ScheduleError (which the search skips and the default schedule falls back from)."""
+    A, B = te.placeholder((8, 12), name="A"), te.placeholder((12, 16), name="B")
+    k = te.reduce_axis((0, 12), name="k")
+    annotations = {te.SCHEDULE_RULE: PRODUCT_RULE}
+    Y = te.compute((8, 16), lambda i, j: te.sum(A[i, k] * B[k, j], axis=k), name="Y", annotations=annotations)
+    func = te.create_prim_func([A, B, Y])
+    space = rule_space(SpaceConfig.for_target(Target.host()))
+    with pytest.raises(ScheduleError):
+        space(Schedule(func, seed=0))
+    a, b = random_inputs([(8, 12), (12, 16)])
+    got = np.full((8, 16), np.nan, np.float32)
+    build(default_schedule(func, Target.host()).func, Target.host(), listings=False)(a, b, got)
+    np.testing.assert_allclose(got, a @ b, rtol=1e-5, atol=1e-5)
