@@ -310,7 +310,12 @@ class Schedule:
         """The loops above the block's first consumer where compute_at is legal, outermost first, as
         MetaSchedule chooses them: unit loops are skipped, and the list ends at a spatial loop that
         follows a reduction loop, or at a reduction loop that no spatial loop follows. Deeper, the
-        producer would be recomputed at every step of loops its region does not depend on."""
+        producer would be recomputed at every step of loops its region does not depend on.
+
+        It also ends at a vectorized loop (MetaSchedule vectorizes after choosing locations, so it
+        never offers one): there the producer would run once per lane, its loops inside a loop LLVM
+        must vectorize. A BERT softmax's row sum placed so ran 64 times per row and scalar, 50x
+        slower than its best, and LLVM warned at every such build."""
         return list(self._compute_locations(block))
 
     def _compute_locations(self, block: BlockRV) -> Iterator[str]:
@@ -326,6 +331,8 @@ class Schedule:
         last_spatial = max((k for k, kind in enumerate(kinds) if kind == "S"), default=-1)
         seen_reduction = False
         for k, (lp, kind) in enumerate(zip(loops, kinds)):
+            if lp.kind == "vectorized":
+                return
             if lp.extent == 1:
                 continue
             if kind == "S" and seen_reduction:

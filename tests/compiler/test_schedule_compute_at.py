@@ -462,6 +462,25 @@ def test_sample_compute_location_after_tiling_the_consumer():
         assert_computes(wl, s)
 
 
+def test_compute_location_candidates_end_at_a_vectorized_loop():
+    """A row sum computed per lane of its consumer's vectorized loop would run once per lane, its
+    reduction loop inside a loop LLVM cannot vectorize: the vectorized loop is never offered."""
+    wl = softmax(n=5, m=64)
+    sch = wl.schedule()
+    sch.compute_inline(sch.get_block("E"))
+    i, j = loops_of(sch, "Y")
+    j0, j1 = sch.split(j, [None, 16])
+    sch.vectorize(j1)
+    candidates = sch.compute_location_candidates(sch.get_block("S"))
+    assert candidates == [i.name, j0.name]
+    s = sch.get_block("S")
+    sch.compute_at(s, sch.sample_compute_location(s, decision=99))
+    path, _ = find_block(sch.func.body, "S")
+    assert [lp.kind for _, lp in loops_above(sch.func.body, path)][:2] == ["serial", "serial"]
+    assert all(lp.kind != "vectorized" for _, lp in loops_above(sch.func.body, path))
+    assert_computes(wl, sch)
+
+
 @pytest.mark.parametrize(("decision", "expected"), [(-7, -1), (99, 1)])
 def test_stale_compute_location_decision_is_clamped_and_recorded(decision, expected):
     sch = chain((37, 53)).schedule()
