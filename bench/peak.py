@@ -11,6 +11,8 @@ import ctypes
 import os
 import threading
 import time
+import warnings
+from collections.abc import Callable
 
 import llvmlite.binding as llvm
 import llvmlite.ir as ll
@@ -19,6 +21,9 @@ from compiler.build import optimize
 from compiler.target import Target, init_llvm
 
 CHAINS = 12
+ATTEMPTS = 8
+SETTLED = 0.85
+PAUSE_SECS = 1.0
 
 
 def _peak_module(lanes: int) -> str:
@@ -84,5 +89,24 @@ def measure_peak(iterations: int = 20_000_000, target: Target | None = None) -> 
     run(1)
     one = max(run(1) for _ in range(3))
     cores = os.cpu_count() or 1
-    every = max(run(cores) for _ in range(3))
-    return one, every, lanes
+    return one, all_cores_peak(run, cores, one), lanes
+
+
+def all_cores_peak(run: Callable[[int], float], cores: int, one: float) -> float:
+    """The best of `ATTEMPTS` runs on every core, stopping early at `SETTLED` of `cores` times the
+    one-core peak. Why: a busy core (another process, or the host's other tenant on this vCPU) halves
+    the all-core figure, and every "% of peak" printed later would then read twice too high (a model
+    run measured 126 GFLOPS on a 250 GFLOPS host). A figure that never settles is returned with a
+    warning rather than refused: the benchmark stays usable, its reader warned."""
+    best = 0.0
+    for _ in range(ATTEMPTS):
+        best = max(best, run(cores))
+        if best >= SETTLED * cores * one:
+            return best
+        time.sleep(PAUSE_SECS)
+    warnings.warn(
+        f"FMA peak on {cores} cores is {best:.0f} GFLOPS, {best / one:.2f}x one core's {one:.0f}: "
+        "a core is busy (or two share one physical core), so fractions of this peak read high",
+        stacklevel=2,
+    )
+    return best
