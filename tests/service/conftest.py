@@ -14,7 +14,7 @@ from tuner.database import Database
 from tuner.database.tokens import create_token
 from tuner.service.app import create_app
 from tuner.service.client import Client
-from tuner.service.settings import Settings
+from tuner.service.settings import HEARTBEATS_PER_LEASE, Settings
 from tuner.service.task_loop import TaskLoop
 
 
@@ -56,8 +56,8 @@ PATIENT_LEASE_SECONDS = 60.0
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
-        "patient_leases: leases that outlast a loaded host's slowest requests, for a test that "
-        "counts the leases it holds and does not heartbeat",
+        "patient_leases: leases and heartbeats that outlast a loaded host's slowest requests, for a "
+        "test that counts the leases it holds and does not heartbeat",
     )
 
 
@@ -65,7 +65,14 @@ def pytest_configure(config: pytest.Config) -> None:
 def settings(database_url: str, request: pytest.FixtureRequest) -> Settings:
     settings = service_settings(database_url)
     if request.node.get_closest_marker("patient_leases"):
-        return settings.model_copy(update={"lease_seconds": PATIENT_LEASE_SECONDS})
+        # The heartbeat too: a worker that has not sent one for 3 heartbeats is taken for dead and
+        # loses its leases, however long they are (a loaded CI host took the test past 1.5 s).
+        return settings.model_copy(
+            update={
+                "lease_seconds": PATIENT_LEASE_SECONDS,
+                "heartbeat_seconds": PATIENT_LEASE_SECONDS / HEARTBEATS_PER_LEASE,
+            }
+        )
     return settings
 
 
