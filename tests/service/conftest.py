@@ -65,7 +65,7 @@ def pytest_configure(config: pytest.Config) -> None:
 def settings(database_url: str, request: pytest.FixtureRequest) -> Settings:
     settings = service_settings(database_url)
     if request.node.get_closest_marker("patient_leases"):
-        # The heartbeat too: a worker that has not sent one for 3 heartbeats is taken for dead and
+        # The heartbeat too: a worker silent for MISSED_HEARTBEATS heartbeats is taken for dead and
         # loses its leases, however long they are (a loaded CI host took the test past 1.5 s).
         return settings.model_copy(
             update={
