@@ -59,12 +59,14 @@ $(TVM_STAMP):
 
 # Our tuner and TVM's on the layer shapes of bench/peer_suite.py, timed side by side: hours at 64
 # and 256 trials, so run it on a quiet machine. A part: make bench-peers TRIALS=64 SHAPES="mlp.fc1 bert.proj";
-# as an AVX2 machine (issue 12's emulated target): make bench-peers TARGET=znver3
+# as an AVX2 machine (issue 12's emulated target): make bench-peers TARGET=znver3. KEEP=DIR keeps the
+# databases, libraries and logs in DIR, and the same command again continues a run that was stopped.
 TRIALS ?= 64 256
 SHAPES ?=
 TARGET ?=
+KEEP ?=
 bench-peers: $(STAMP) $(TVM_STAMP)
-	$(PY) -m bench.peers --trials $(TRIALS) $(if $(strip $(SHAPES)),--shapes $(SHAPES)) $(if $(TARGET),--target $(TARGET))
+	$(PY) -m bench.peers --trials $(TRIALS) $(if $(strip $(SHAPES)),--shapes $(SHAPES)) $(if $(TARGET),--target $(TARGET)) $(if $(KEEP),--keep $(KEEP) --resume)
 
 clean:
 	rm -rf $(VENV) $(TVM_VENV) .pytest_cache .ruff_cache .mypy_cache .hypothesis

@@ -15,6 +15,10 @@ Each best schedule then becomes a shared library (ours: `compile_kernel(..., pic
 cc; TVM's: `export_library`), and bench/peer_timing.py times all of them and numpy in one process by
 one method, after checking each against numpy (its docstring says how). Printed: a markdown table per
 budget (for bench/RESULTS.md), geometric means, and, for each shape where TVM wins, both traces.
+
+The whole suite at 256 trials takes about four hours. With `--keep DIR`, each tuned shape's outcome
+is saved beside its databases and libraries as soon as both tuners are done, and `--resume` with the
+same DIR tunes only the shapes not yet saved: a run that was stopped continues where it stopped.
 """
 
 from __future__ import annotations
@@ -23,11 +27,12 @@ import argparse
 import json
 import math
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +51,7 @@ from tuner.tune import tune
 ROOT = Path(__file__).resolve().parent.parent
 TVM_PYTHON = ROOT / ".venv-tvm" / "bin" / "python"
 TIMING = {"repeat": 7, "min_batch_secs": 0.05, "pause_secs": 0.3}
+SIDES = "sides.json"  # a tuned shape's outcome in its work directory (`--resume`)
 RANKING_SPLITS = 10
 
 
@@ -157,6 +163,50 @@ def tune_tvm(wl: Workload, trials: int, work: Path, hardware: Hardware) -> Side:
     result = json.loads((work / "tvm.json").read_text())
     library = work / "tvm.so" if result["error"] is None else None
     return Side(result["wall_secs"], result["curve"], result["trace"] or "", library, result["error"])
+
+
+def save_sides(work: Path, ours: Side, tvm: Side) -> None:
+    """Both tuners' outcomes on one shape, written once both are done, so `--resume` skips it."""
+    sides = {
+        name: asdict(side) | {"library": side.library and str(side.library)}
+        for name, side in (("ours", ours), ("tvm", tvm))
+    }
+    (work / SIDES).write_text(json.dumps(sides))
+
+
+def load_sides(work: Path) -> tuple[Side, Side] | None:
+    """What `save_sides` wrote in `work`, or None where the shape was not tuned to the end."""
+    try:
+        sides = json.loads((work / SIDES).read_text())
+    except FileNotFoundError:
+        return None
+    ours, tvm = (
+        Side(**(s | {"library": s["library"] and Path(s["library"])})) for s in (sides["ours"], sides["tvm"])
+    )
+    return ours, tvm
+
+
+def tuned_entry(shape: PeerShape, trials: int, work: Path, hardware: Hardware, resume: bool) -> Entry:
+    """Both tuners on one shape from nothing, or, resuming, what an earlier run saved of it. A shape
+    the earlier run left half done starts again from empty databases."""
+    wl = workload_from_spec(shape.spec)
+    saved = load_sides(work) if resume else None
+    if saved:
+        return Entry(shape, wl, trials, *saved)
+    shutil.rmtree(work, ignore_errors=True)
+    (work / "ours").mkdir(parents=True)
+    (work / "tvm").mkdir()
+    ours = tune_ours(wl, trials, work / "ours", hardware)
+    theirs = tune_tvm(wl, trials, work / "tvm", hardware)
+    save_sides(work, ours, theirs)
+    print(
+        f"tuned {shape.name} @{trials}: ours {ours.curve[-1] if ours.curve else 0:.0f} GFLOPS in "
+        f"{ours.wall_secs:.0f} s, TVM {theirs.curve[-1] if theirs.curve else 0:.0f} GFLOPS in "
+        f"{theirs.wall_secs:.0f} s (as each measured them)",
+        file=sys.stderr,
+        flush=True,
+    )
+    return Entry(shape, wl, trials, ours, theirs)
 
 
 def manifest(entries: list[Entry]) -> dict[str, Any]:
@@ -332,12 +382,21 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--list", action="store_true", help="list the suite and exit")
     parser.add_argument("--keep", type=Path, help="keep databases, libraries and logs in this directory")
     parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue a stopped run in --keep DIR: tune only what it did not",
+    )
+    parser.add_argument(
         "--target",
         help="tune and time for a subset of this machine's features, as `tuner tune --target`: znver3 (AVX2)",
     )
     args = parser.parse_args(argv)
-    if args.keep and args.keep.exists() and any(args.keep.iterdir()):
-        parser.error(f"--keep {args.keep}: not empty (each run starts from fresh databases)")
+    if args.resume and not args.keep:
+        parser.error("--resume needs --keep DIR: the directory of the run to continue")
+    if args.keep and not args.resume and args.keep.exists() and any(args.keep.iterdir()):
+        parser.error(
+            f"--keep {args.keep}: not empty (each run starts from fresh databases; --resume continues it)"
+        )
     unknown = [name for name in args.shapes if name not in SHAPES]
     if unknown:
         parser.error(f"unknown shapes {unknown}; the suite: {', '.join(SHAPES)}")
@@ -356,23 +415,11 @@ def main(argv: list[str] | None = None) -> None:
     _, peak, _ = measure_peak(target=hardware.target)
     with tempfile.TemporaryDirectory(prefix="bench-peers-") as tmp:
         root = args.keep or Path(tmp)
-        entries = []
-        for trials in args.trials:
-            for name in args.shapes:
-                shape, work = SHAPES[name], root / f"{name}@{trials}"
-                (work / "ours").mkdir(parents=True, exist_ok=True)
-                (work / "tvm").mkdir(exist_ok=True)
-                wl = workload_from_spec(shape.spec)
-                ours = tune_ours(wl, trials, work / "ours", hardware)
-                theirs = tune_tvm(wl, trials, work / "tvm", hardware)
-                entries.append(Entry(shape, wl, trials, ours, theirs))
-                print(
-                    f"tuned {name} @{trials}: ours {ours.curve[-1] if ours.curve else 0:.0f} GFLOPS in "
-                    f"{ours.wall_secs:.0f} s, TVM {theirs.curve[-1] if theirs.curve else 0:.0f} GFLOPS in "
-                    f"{theirs.wall_secs:.0f} s (as each measured them)",
-                    file=sys.stderr,
-                    flush=True,
-                )
+        entries = [
+            tuned_entry(SHAPES[name], trials, root / f"{name}@{trials}", hardware, args.resume)
+            for trials in args.trials
+            for name in args.shapes
+        ]
         time_all(entries, root, hardware.target)
     report(entries, args.trials, hardware, peak)
 

@@ -1,6 +1,7 @@
 """`make bench-peers` without TVM (CI never installs it): the suite is valid workloads with the flops
 both sides are judged by, every operator in it has a TVM version and a numpy baseline, the baselines
-compute what our references compute, and the report keeps failures out of its means."""
+compute what our references compute, the report keeps failures out of its means, and a stopped run
+resumes without tuning again what it finished."""
 
 import ast
 from pathlib import Path
@@ -8,9 +9,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from bench import peers
 from bench.peer_numpy import BASELINES, numpy_kernel
 from bench.peer_suite import SUITE
-from bench.peers import Entry, Side, child_env, cost_model_ranking, table
+from bench.peers import Entry, Side, child_env, cost_model_ranking, load_sides, parse_args, save_sides, table
 from compiler.target import Target
 from compiler.workloads import workload_from_spec
 from runner import NullRunner
@@ -131,3 +133,44 @@ def test_the_cost_model_ranking_is_scored_on_the_tuning_runs_records(tmp_path):
     assert scores is not None and set(scores) == {"top1", "top5", "random_top1", "random_top5"}
     assert 0 < scores["top1"] <= scores["top5"] <= 1
     assert 0 < scores["random_top1"] < scores["random_top5"] <= 1
+
+
+def test_a_tuned_shapes_outcome_is_saved_and_loaded_whole(tmp_path):
+    ours = Side(12.5, [1.0, 3.0], "trace", tmp_path / "ours.so", ranking={"top1": 0.9})
+    tvm = Side(40.0, [], error="tvm_peer.py exited 1")
+    save_sides(tmp_path, ours, tvm)
+    assert load_sides(tmp_path) == (ours, tvm)
+    assert load_sides(tmp_path / "never-tuned") is None
+
+
+def test_resume_continues_a_kept_run_and_only_a_kept_one(tmp_path, capsys):
+    (tmp_path / "mlp.fc1@64").mkdir()
+    with pytest.raises(SystemExit):
+        parse_args(["--keep", str(tmp_path)])
+    assert "--resume continues it" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        parse_args(["--resume"])
+    assert parse_args(["--keep", str(tmp_path), "--resume"]).resume
+
+
+def test_resuming_skips_saved_shapes_and_starts_half_done_ones_afresh(tmp_path, monkeypatch):
+    done, half = SUITE[0], SUITE[1]
+    (tmp_path / "done").mkdir()
+    save_sides(tmp_path / "done", Side(1.0, [5.0]), Side(2.0, [6.0]))
+    (tmp_path / "half" / "ours").mkdir(parents=True)
+    (tmp_path / "half" / "ours" / "ours.db").write_text("an earlier run's records")
+    tuned = []
+
+    def fake_tune(wl, trials, work, hardware):
+        tuned.append(work)
+        assert not any(work.iterdir())  # from empty databases
+        return Side(3.0, [7.0])
+
+    monkeypatch.setattr(peers, "tune_ours", fake_tune)
+    monkeypatch.setattr(peers, "tune_tvm", fake_tune)
+    hardware = host_hardware()
+    assert peers.tuned_entry(done, 64, tmp_path / "done", hardware, resume=True).ours.curve == [5.0]
+    assert tuned == []
+    entry = peers.tuned_entry(half, 64, tmp_path / "half", hardware, resume=True)
+    assert tuned == [tmp_path / "half" / "ours", tmp_path / "half" / "tvm"]
+    assert load_sides(tmp_path / "half") == (entry.ours, entry.tvm)
