@@ -165,32 +165,33 @@ def tune_tvm(wl: Workload, trials: int, work: Path, hardware: Hardware) -> Side:
     return Side(result["wall_secs"], result["curve"], result["trace"] or "", library, result["error"])
 
 
-def save_sides(work: Path, ours: Side, tvm: Side) -> None:
+def save_sides(work: Path, hardware: Hardware, ours: Side, tvm: Side) -> None:
     """Both tuners' outcomes on one shape, written once both are done, so `--resume` skips it."""
-    sides = {
-        name: asdict(side) | {"library": side.library and str(side.library)}
-        for name, side in (("ours", ours), ("tvm", tvm))
-    }
-    (work / SIDES).write_text(json.dumps(sides))
+    sides = {"hardware": hardware.key, "ours": asdict(ours), "tvm": asdict(tvm)}
+    (work / SIDES).write_text(json.dumps(sides, default=str))
 
 
-def load_sides(work: Path) -> tuple[Side, Side] | None:
-    """What `save_sides` wrote in `work`, or None where the shape was not tuned to the end."""
+def load_sides(work: Path, hardware: Hardware) -> tuple[Side, Side] | None:
+    """What `save_sides` wrote in `work`, or None where the shape was not tuned to the end, or was
+    tuned for other hardware (another host, another --target): its numbers would not compare."""
     try:
         sides = json.loads((work / SIDES).read_text())
     except FileNotFoundError:
         return None
+    if sides["hardware"] != hardware.key:
+        return None
     ours, tvm = (
-        Side(**(s | {"library": s["library"] and Path(s["library"])})) for s in (sides["ours"], sides["tvm"])
+        Side(**(sides[n] | {"library": sides[n]["library"] and Path(sides[n]["library"])}))
+        for n in ("ours", "tvm")
     )
     return ours, tvm
 
 
 def tuned_entry(shape: PeerShape, trials: int, work: Path, hardware: Hardware, resume: bool) -> Entry:
-    """Both tuners on one shape from nothing, or, resuming, what an earlier run saved of it. A shape
-    the earlier run left half done starts again from empty databases."""
+    """Both tuners on one shape from nothing, or, resuming, what an earlier run saved of it on this
+    hardware. A shape the earlier run left half done starts again from empty databases."""
     wl = workload_from_spec(shape.spec)
-    saved = load_sides(work) if resume else None
+    saved = load_sides(work, hardware) if resume else None
     if saved:
         return Entry(shape, wl, trials, *saved)
     shutil.rmtree(work, ignore_errors=True)
@@ -198,7 +199,7 @@ def tuned_entry(shape: PeerShape, trials: int, work: Path, hardware: Hardware, r
     (work / "tvm").mkdir()
     ours = tune_ours(wl, trials, work / "ours", hardware)
     theirs = tune_tvm(wl, trials, work / "tvm", hardware)
-    save_sides(work, ours, theirs)
+    save_sides(work, hardware, ours, theirs)
     print(
         f"tuned {shape.name} @{trials}: ours {ours.curve[-1] if ours.curve else 0:.0f} GFLOPS in "
         f"{ours.wall_secs:.0f} s, TVM {theirs.curve[-1] if theirs.curve else 0:.0f} GFLOPS in "

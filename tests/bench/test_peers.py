@@ -4,6 +4,7 @@ compute what our references compute, the report keeps failures out of its means,
 resumes without tuning again what it finished."""
 
 import ast
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -135,12 +136,15 @@ def test_the_cost_model_ranking_is_scored_on_the_tuning_runs_records(tmp_path):
     assert 0 < scores["random_top1"] < scores["random_top5"] <= 1
 
 
-def test_a_tuned_shapes_outcome_is_saved_and_loaded_whole(tmp_path):
+def test_a_tuned_shapes_outcome_is_saved_and_loaded_whole_on_its_own_hardware(tmp_path):
     ours = Side(12.5, [1.0, 3.0], "trace", tmp_path / "ours.so", ranking={"top1": 0.9})
     tvm = Side(40.0, [], error="tvm_peer.py exited 1")
-    save_sides(tmp_path, ours, tvm)
-    assert load_sides(tmp_path) == (ours, tvm)
-    assert load_sides(tmp_path / "never-tuned") is None
+    hardware = host_hardware()
+    save_sides(tmp_path, hardware, ours, tvm)
+    assert load_sides(tmp_path, hardware) == (ours, tvm)
+    assert load_sides(tmp_path / "never-tuned", hardware) is None
+    avx2 = Target("x86_64-unknown-linux-gnu", "znver3", "+avx2,+fma,-avx512f", 2)
+    assert load_sides(tmp_path, replace(hardware, target=avx2)) is None
 
 
 def test_resume_continues_a_kept_run_and_only_a_kept_one(tmp_path, capsys):
@@ -156,7 +160,8 @@ def test_resume_continues_a_kept_run_and_only_a_kept_one(tmp_path, capsys):
 def test_resuming_skips_saved_shapes_and_starts_half_done_ones_afresh(tmp_path, monkeypatch):
     done, half = SUITE[0], SUITE[1]
     (tmp_path / "done").mkdir()
-    save_sides(tmp_path / "done", Side(1.0, [5.0]), Side(2.0, [6.0]))
+    hardware = host_hardware()
+    save_sides(tmp_path / "done", hardware, Side(1.0, [5.0]), Side(2.0, [6.0]))
     (tmp_path / "half" / "ours").mkdir(parents=True)
     (tmp_path / "half" / "ours" / "ours.db").write_text("an earlier run's records")
     tuned = []
@@ -168,9 +173,8 @@ def test_resuming_skips_saved_shapes_and_starts_half_done_ones_afresh(tmp_path, 
 
     monkeypatch.setattr(peers, "tune_ours", fake_tune)
     monkeypatch.setattr(peers, "tune_tvm", fake_tune)
-    hardware = host_hardware()
     assert peers.tuned_entry(done, 64, tmp_path / "done", hardware, resume=True).ours.curve == [5.0]
     assert tuned == []
     entry = peers.tuned_entry(half, 64, tmp_path / "half", hardware, resume=True)
     assert tuned == [tmp_path / "half" / "ours", tmp_path / "half" / "tvm"]
-    assert load_sides(tmp_path / "half") == (entry.ours, entry.tvm)
+    assert load_sides(tmp_path / "half", hardware) == (entry.ours, entry.tvm)
