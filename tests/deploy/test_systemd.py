@@ -176,7 +176,12 @@ def test_the_units_commands_run(tmp_path):
             lambda: f"worker {name} to register:\n{worker.output()}",
         )
         assert os.sched_getaffinity(worker.popen.pid) == {int(instance)}
-        assert "awaits an admin's approval" in worker.output()
+        # The worker logs this once the coordinator's reply is in: after the coordinator lists it.
+        wait_until(
+            lambda: "awaits an admin's approval" in worker.output(),
+            30,
+            lambda: f"worker {name} to say it awaits approval:\n{worker.output()}",
+        )
         # As the README says: an admin approves the worker's kind of machine on the coordinator's.
         approve = tuner_argv(["tuner", "hardware", "approve", "1"])
         result = subprocess.run(approve, env=coordinator_env, capture_output=True, text=True, timeout=120)

@@ -61,6 +61,20 @@ def test_a_task_the_database_refuses_fails_alone_and_a_lost_database_waits(api: 
     assert api.db.get_task(fine).status == api.db.get_task(waiting).status == TaskStatus.RUNNING
 
 
+def test_a_tick_past_its_time_still_advances_one_task_and_no_more(api: Api):
+    """A tick stops proposing after a quarter of a claim's time, so the loop renews its claims in
+    time; but a slow database (a loaded host) must not leave every tick with nothing done."""
+    worker = register(api)
+    first, second = submit(api, trials=4)["id"], submit(api, trials=4)["id"]
+    settings = api.loop.settings
+    api.loop.settings = settings.model_copy(update={"claim_seconds": 1e-6})  # past it at once
+    api.loop.tick()
+    assert {c["task_id"] for c in lease(api, worker)} == {first}
+    api.loop.settings = settings
+    api.loop.tick()
+    assert {c["task_id"] for c in lease(api, worker)} == {second}
+
+
 AVX2 = Hardware(Target("x86_64-unknown-linux-gnu", "znver3", "+avx,+avx2,+fma,-avx512f", 64), "Test EPYC")
 
 

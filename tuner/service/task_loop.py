@@ -9,9 +9,9 @@ queued first), and each client's neediest task goes first (fewest queued, then l
 such task's search driver (tuner.search.driver, the same the embedded tuner uses) learns from the
 records that arrived since it last looked and proposes up to `queue_depth` candidates. The queue of
 all this loop's tasks holds about `max_queued` pending candidates at most, and a tick stops
-proposing after a quarter of a claim's time: many tasks each get a few candidates soon, rather than
-the first ones many, and the loop renews its claims in time. An error in a search fails its task
-with the traceback.
+proposing after a quarter of a claim's time (having advanced one task at least): many tasks each
+get a few candidates soon, rather than the first ones many, and the loop renews its claims in time.
+An error in a search fails its task with the traceback.
 
 The searches of all tasks on one kind of hardware share one cost model, warm-started once from the
 database and trained by every task's records (as the tasks of a model do in the embedded tuner's task
@@ -137,8 +137,10 @@ class TaskLoop:
         for task_id in set(self.learned) - set(owned):
             del self.learned[task_id]
         deadline = time.monotonic() + s.claim_seconds / 4
-        for task_id in self._due(q.progress(self.db, task_ids=owned)):
-            if self._stop.is_set() or time.monotonic() > deadline:
+        for n, task_id in enumerate(self._due(q.progress(self.db, task_ids=owned))):
+            # The first due task advances whatever the clock says: a slow database must not leave
+            # every tick with nothing done.
+            if self._stop.is_set() or (n > 0 and time.monotonic() > deadline):
                 return
             try:
                 self._advance(self.db.get_task(task_id))
