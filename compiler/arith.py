@@ -96,7 +96,7 @@ def _simplify(e: Expr, rng: Ranges) -> Expr:
     """Bottom-up, except that a sum of index terms is canonicalized in one pass (`_index_sum`)."""
     if isinstance(e, Binary):
         if e.op in _SUM_OPS and e.dtype == INDEX_DTYPE:
-            return _index_sum(e, rng).to_expr()
+            return _recombine_divmod(_index_sum(e, rng)).to_expr()
         a, b = _simplify(e.a, rng), _simplify(e.b, rng)
         node: Expr = e if (a is e.a and b is e.b) else Binary(e.op, a, b)
     elif isinstance(e, (Var, Const)):
@@ -128,6 +128,26 @@ def _index_sum(e: Expr, rng: Ranges) -> Linear:
             return b.scale(a.constant)
         return Linear({Binary(Op.MUL, a.to_expr(), b.to_expr()): 1})
     return linear(_simplify(e, rng))
+
+
+def _recombine_divmod(lin: Linear) -> Linear:
+    """`k * c * (x // c) + k * (x % c)` is `k * x`. A fused loop's variable comes back so from the
+    row-major offset of the loops it fused (y * W + x, with y = f // W and x = f % W), and once split
+    (f = f0 * 16 + f1, W = 7 or 56) the division no longer folds on its own: without this, the
+    offset is not linear in the vectorized loop, and a contiguous row is gathered lane by lane."""
+    while True:
+        for atom, coef in lin.terms.items():
+            if not (isinstance(atom, Binary) and atom.op == Op.FLOORMOD and isinstance(atom.b, Const)):
+                continue
+            div = Binary(Op.FLOORDIV, atom.a, atom.b)
+            # The quotient may have folded on its own: (i // 2) // 2 is i // 4.
+            div = div if div in lin.terms else simplify(div)
+            if lin.terms.get(div) == coef * int(atom.b.value):
+                pair = Linear({atom: coef, div: lin.terms[div]})
+                lin = lin.add(pair, -1).add(linear(atom.a).scale(coef))
+                break
+        else:
+            return lin
 
 
 def _simplify_node(e: Expr, rng: Ranges) -> Expr | None:

@@ -5,7 +5,7 @@ nested (terms in the order they first appear)."""
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from compiler.arith import simplify, symbolic_range
+from compiler.arith import linear, simplify, symbolic_range
 from compiler.ir import Binary, Const, Expr, Select, Var, const
 from compiler.ops import Op
 
@@ -93,3 +93,35 @@ def test_the_range_of_a_select_of_indices_spans_both_sides():
     column = Select(Binary(Op.EQ, e, const(0)), const(0), const(2))
     lo, hi = symbolic_range(Binary(Op.ADD, Binary(Op.MUL, y, const(2)), column), {e: (0, 3)})
     assert lo == Binary(Op.MUL, y, const(2)) and hi == Binary(Op.ADD, Binary(Op.MUL, y, const(2)), const(2))
+
+
+def test_a_split_fused_loops_row_major_offset_is_linear_in_it():
+    """y * 56 + x, with y and x a fused loop's `f // 56` and `f % 56` and f split by 16: the offset
+    must come out as f itself, or the vectorized loop's lanes are gathered one by one."""
+    f0, f1, c = Var("f0"), Var("f1"), Var("c")
+    f = f0 * 16 + f1
+    y, x = Binary(Op.FLOORDIV, f, const(56)), Binary(Op.FLOORMOD, f, const(56))
+    ranges = {f0: (0, 195), f1: (0, 15), c: (0, 63)}
+    assert simplify((c * 56 + y) * 56 + x, ranges) == simplify(c * 3136 + f0 * 16 + f1)
+    assert simplify(y * 168 + x * 3 + 1, ranges) == simplify(f0 * 48 + f1 * 3 + 1)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    coefs=st.lists(st.integers(-20, 20), min_size=4, max_size=4),
+    scale=st.integers(-3, 3),
+    c=st.integers(2, 12),
+    env=ASSIGNMENTS,
+)
+def test_a_quotient_and_remainder_recombine_into_what_they_divide(coefs, scale, c, env):
+    """Of a sum of loop variables (a fused loop, split), whatever the divisor and the ranges."""
+    i, j, k = VARS
+    inner = i * coefs[0] + j * coefs[1] + k * coefs[2] + coefs[3]
+    quotient, remainder = Binary(Op.FLOORDIV, inner, const(c)), Binary(Op.FLOORMOD, inner, const(c))
+    divided = quotient * (scale * c) + remainder * scale
+    expr = divided + i * 2 + j
+    out = simplify(expr, VARS)
+    assert evaluate(out, env) == evaluate(expr, env)
+    assert simplify(out, VARS) == out
+    recombined = linear(simplify(inner * scale + i * 2 + j, VARS))
+    assert (linear(out).terms, linear(out).constant) == (recombined.terms, recombined.constant)

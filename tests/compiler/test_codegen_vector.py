@@ -142,6 +142,27 @@ def test_an_odd_row_is_loaded_by_one_masked_load_with_avx512(m):
     np.testing.assert_allclose(got, a * 2.0 + 1.0, rtol=1e-6)
 
 
+@pytest.mark.parametrize(("width", "tile"), [(7, 49), (14, 28), (56, 16), (28, 16)])
+def test_fused_rows_split_across_row_ends_are_loaded_as_one_contiguous_run(width, tile):
+    """C[c, y, x] with y and x fused and the fused loop split by `tile` (not a multiple of the row):
+    each lane's y * width + x is the fused index again, so the lanes are one contiguous run, not a
+    gather (a 1x1 conv's rows of 7 fill 49 lanes of 64 so, 7 of 16 unfused)."""
+    A = te.placeholder((3, width, width), name="A")
+    C = te.compute((3, width, width), lambda c, y, x: A[c, y, x] * 2.0 + 1.0, name="C")
+    sch = Schedule(te.create_prim_func([A, C]))
+    _, y, x = sch.get_loops(sch.get_block("C"))
+    _, inner = sch.split(sch.fuse(y, x), [None, tile])
+    sch.vectorize(inner)
+    assert all(can_vectorize(loop) for loop in _vectorized_loops(sch.func))
+    kernel = build(sch.func)
+    ir = kernel.compiled.llvm_ir
+    assert re.search(r"load <\d+ x float>", ir) and not re.search(r"load float,", ir)  # no lane alone
+    a = np.random.default_rng(width).standard_normal((3, width, width), dtype=np.float32)
+    got = np.full_like(a, np.nan)
+    kernel(a, got)
+    np.testing.assert_allclose(got, a * 2.0 + 1.0, rtol=1e-6)
+
+
 def test_reduction_vectorized_over_spatial_axis_uses_wide_registers():
     n = 128
     A = te.placeholder((n, n), name="A")
