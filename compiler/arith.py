@@ -139,7 +139,7 @@ def _recombine_divmod(lin: Linear) -> Linear:
         for atom, coef in lin.terms.items():
             if not (isinstance(atom, Binary) and atom.op == Op.FLOORMOD and isinstance(atom.b, Const)):
                 continue
-            div = Binary(Op.FLOORDIV, atom.a, atom.b)
+            div: Expr = Binary(Op.FLOORDIV, atom.a, atom.b)
             # The quotient may have folded on its own: (i // 2) // 2 is i // 4.
             div = div if div in lin.terms else simplify(div)
             if lin.terms.get(div) == coef * int(atom.b.value):
