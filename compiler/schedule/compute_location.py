@@ -238,13 +238,56 @@ def _check_contiguous(body: Stmt, loop_path: Path, producers: list[Block], where
     for p in producers:
         inner = _ranges_between(body, loop_path, find_block(body, p.name)[0])
         sub = dict(zip((iv.var for iv in p.iter_vars), p.bindings))
-        for d, idx in enumerate(p.body.indices):
-            check(
-                _sweeps_interval(simplify(substitute(idx, sub)), inner),
-                f"{where}: producer {p.name!r} writes a strided part of dimension {d} of "
-                f"{p.body.buffer.name} in one iteration of the loop; move the block to a loop "
-                "outside the strided loops",
-            )
+        indices = tuple(simplify(substitute(idx, sub)) for idx in p.body.indices)
+        sparse = [d for d, idx in enumerate(indices) if not _sweeps_interval(idx, inner)]
+        if not sparse:
+            continue
+        check(
+            _run_fills_box(body, loop_path, p, indices, inner, range(sparse[0], sparse[-1] + 1)),
+            f"{where}: producer {p.name!r} writes a strided part of dimension {sparse[0]} of "
+            f"{p.body.buffer.name} in one iteration of the loop; move the block to a loop "
+            "outside the strided loops",
+        )
+
+
+def _run_fills_box(
+    body: Stmt,
+    loop_path: Path,
+    producer: Block,
+    indices: tuple[Expr, ...],
+    inner: dict[Var, tuple[int, int]],
+    group: range,
+) -> bool:
+    """Whether the dimensions `group`, which one iteration does not write densely one by one, are
+    written as one contiguous run of their row-major offset that is exactly the box the region gives
+    them: a fused loop's `f // W` and `f % W` over whole rows of f (a 1x1 conv's image, its rows
+    fused, in tiles of 28 rows of 14). The run is dense, the box holds it and is as large; the other
+    dimensions are dense (`_sweeps_interval`) and vary with other loops, so the whole is a box."""
+    shape = producer.body.buffer.shape
+    offset: Expr = const(0)
+    for d in group:
+        offset = Binary(Op.ADD, Binary(Op.MUL, offset, const(shape[d])), indices[d])
+    offset = simplify(offset)
+    swept = {v for d in group for v in free_vars(indices[d]) & inner.keys()}
+    others = {v for d, idx in enumerate(indices) if d not in group for v in free_vars(idx) & inner.keys()}
+    if swept & others or not _sweeps_interval(offset, inner):
+        return False
+    run = 1
+    for atom, coef in linear(offset).terms.items():
+        if isinstance(atom, Var) and atom in inner:  # the rest is fixed in one iteration (`_sweeps_interval`)
+            run += abs(coef) * (inner[atom][1] - inner[atom][0])
+    region = _access_region(body, loop_path, producer, producer.body.indices)
+    loop = get(body, loop_path)
+    if region is None or not isinstance(loop, For):
+        return False
+    outer = _outer_ranges(body, loop_path, loop)
+    box = 1
+    for lo, hi in (region[d] for d in group):
+        extent = bound(simplify(Binary(Op.ADD, Binary(Op.SUB, hi, lo), const(1)), outer), outer)
+        if extent is None:
+            return False
+        box *= extent[1]
+    return box == run
 
 
 def _sweeps_interval(index: Expr, inner: dict[Var, tuple[int, int]]) -> bool:

@@ -192,6 +192,49 @@ def test_reverse_compute_at_where_a_tile_spans_parts_of_two_rows_is_refused():
         sch.reverse_compute_at(sch.get_block("C"), f0)
 
 
+def test_reverse_compute_at_where_a_tile_is_whole_rows_of_a_fused_loop():
+    """16 x 14 fused and split by 28: each tile is two whole rows, a box, though neither row index
+    (f // 14) nor column (f % 14) is dense alone."""
+    wl = mm_relu(16, 14, 8)
+    sch = wl.schedule()
+    i, j, k = loops_of(sch, "Y")
+    sch.reorder(k, i, j)
+    f0, f1 = sch.split(sch.fuse(i, j), [None, 28])
+    sch.reorder(f0, k, f1)
+    sch.reverse_compute_at(sch.get_block("C"), f0)
+    assert f0.name in block_loop_names(sch, "C")
+    assert_computes(wl, sch)
+
+
+def one_by_one_conv_relu(channels: int = 3, filters: int = 4, h: int = 6, w: int = 5) -> Workload:
+    """Y[f, y, x] = sum over c of W[f, c] * X[c, y, x] (a 1x1 conv, unbatched), then R = relu(Y)."""
+    X, W = te.placeholder((channels, h, w), name="X"), te.placeholder((filters, channels), name="W")
+    c = te.reduce_axis((0, channels), name="c")
+    Y = te.compute((filters, h, w), lambda f, y, x: te.sum(W[f, c] * X[c, y, x], axis=c), name="Y")
+    R = te.compute((filters, h, w), lambda f, y, x: te.max(Y[f, y, x], 0.0), name="R")
+    reference = lambda x, wt: (np.maximum(np.einsum("fc,cyx->fyx", wt, x), 0),)  # noqa: E731
+    return Workload(te.create_prim_func([X, W, R]), reference, 2)
+
+
+@pytest.mark.parametrize(("run", "fits"), [(10, True), (15, True), (30, True), (6, False), (3, False)])
+def test_reverse_compute_at_a_tile_of_filters_by_a_run_of_the_fused_image(run, fits):
+    """Per tile of the fused 6 x 5 image, 2 filters by `run` pixels: a box where the run is whole
+    rows; a run ending inside a row (6, or 3, which may: it is not proven not to) is refused."""
+    wl = one_by_one_conv_relu()
+    sch = wl.schedule()
+    f, y, x, c = loops_of(sch, "Y")
+    f0, f1 = sch.split(f, [2, None])
+    p0, p1 = sch.split(sch.fuse(y, x), [None, run])
+    sch.reorder(f0, p0, c, f1, p1)
+    if not fits:
+        with schedule_error("R", p0.name, match="strided part"):
+            sch.reverse_compute_at(sch.get_block("R"), p0)
+        return
+    sch.reverse_compute_at(sch.get_block("R"), p0)
+    assert p0.name in block_loop_names(sch, "R")
+    assert_computes(wl, sch)
+
+
 def test_reverse_compute_at_where_one_iteration_writes_a_strided_set_is_refused():
     sch = mm_relu(16, 24, 8).schedule()
     i, j, _ = loops_of(sch, "Y")

@@ -69,11 +69,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from compiler import Schedule, ScheduleError, Target
-from compiler.arith import bound, ceil_div, divisors, linear
-from compiler.codegen_vector import row_loads, vector_pieces
+from compiler.arith import bound, ceil_div, divisors, linear, simplify
+from compiler.codegen_vector import flat_index, row_loads, stride_in, vector_pieces
 from compiler.ir import Buffer, Expr, PrimFunc, Unary, Var
 from compiler.schedule.tree import find_block, loops_above, readers
-from compiler.visit import block_loads, block_reads, free_vars, walk_expr
+from compiler.visit import block_loads, block_reads, free_vars, substitute, walk_expr
 from tuner.search import winograd_rule
 from tuner.search.space import (
     Decision,
@@ -259,10 +259,10 @@ class Heuristic:
 
 @dataclass(frozen=True)
 class _Operand:
-    """A load of the block: its buffer, the loops its indices depend on (through the block's
-    bindings), how far apart the lanes of the vectorized loop lie in memory (1 contiguous, 2
-    every other element (a stride-2 convolution), 0 when they are not along its last dimension, or
-    not linearly (a gather)), and its indices, in the block's variables."""
+    """A load of the block: its buffer, the loops its indices depend on, how far apart the lanes of
+    the vectorized loop lie in memory (1 contiguous, 2 every other element (a stride-2 convolution),
+    0 when they are not along its last dimension, or not linearly (a gather)), and its indices, in
+    the loops' variables (the block's bindings substituted: a fused loop's `f // 7` and `f % 7`)."""
 
     buffer: Buffer
     loops: frozenset[int]
@@ -272,42 +272,40 @@ class _Operand:
 
 @dataclass(frozen=True)
 class _Nest:
-    """The loops around a block to tile, the block's operand loads, and the loop each of the block's
-    variables is bound to (None where its binding reads several) with the variable's extent."""
+    """The loops around a block to tile (their variables and extents), and the block's operand loads."""
 
     extents: list[int]
     kinds: list[str]
     vector: int  # the innermost spatial loop, which the rules vectorize
     operands: list[_Operand]
-    bound_to: dict[Var, tuple[int | None, int]]
+    loop_vars: list[Var]
 
     @classmethod
     def of(cls, func: PrimFunc, name: str, kinds: list[str]) -> _Nest:
         path, block = find_block(func.body, name)
         loops = [lp for _, lp in loops_above(func.body, path)]
         vector = max(k for k, kind in enumerate(kinds) if kind == "S")
-        fed = {  # iteration variable -> the loops its binding reads
-            iv.var: {k for k, lp in enumerate(loops) if lp.var in free_vars(b)}
-            for iv, b in zip(block.iter_vars, block.bindings)
-        }
-        lanes = [iv.var for iv in block.iter_vars if fed[iv.var] == {vector}]
+        bindings = {iv.var: b for iv, b in zip(block.iter_vars, block.bindings)}
+        position = {lp.var: k for k, lp in enumerate(loops)}
 
         def operand(buffer: Buffer, indices: tuple[Expr, ...]) -> _Operand:
+            indices = tuple(simplify(substitute(i, bindings)) for i in indices)
             used = set().union(*(free_vars(i) for i in indices))
-            terms = linear(indices[-1]).terms
-            stride = (
-                abs(terms.get(lanes[0], 0)) if len(lanes) == 1 and free_vars(indices[-1]) <= set(terms) else 0
-            )
-            return _Operand(buffer, frozenset(k for v in used for k in fed.get(v, ())), stride, indices)
+            loops_read = frozenset(position[v] for v in used if v in position)
+            return _Operand(buffer, loops_read, _lane_stride(buffer, indices, loops[vector].var), indices)
 
         operands = [
             operand(ld.buffer, ld.indices) for ld in block_loads(block) if ld.buffer != block.body.buffer
         ]
-        bound_to = {
-            iv.var: (next(iter(fed[iv.var])) if len(fed[iv.var]) == 1 else None, iv.extent)
-            for iv in block.iter_vars
-        }
-        return cls([lp.extent for lp in loops], kinds, vector, operands, bound_to)
+        return cls([lp.extent for lp in loops], kinds, vector, operands, [lp.var for lp in loops])
+
+
+def _lane_stride(buffer: Buffer, indices: tuple[Expr, ...], lane: Var) -> int:
+    """`_Operand.stride` of a load at `indices` (in the loops' variables) along the loop `lane`."""
+    if stride_in(flat_index(buffer, indices), lane) == 1:
+        return 1  # a fused loop's run crosses rows of the last dimension, contiguously
+    last = linear(indices[-1])
+    return abs(last.terms.get(lane, 0)) if free_vars(indices[-1]) <= set(last.terms) else 0
 
 
 def _row_tiles(nest: _Nest, width: int, budget: int) -> Iterator[list[int]]:
@@ -374,11 +372,11 @@ def _streamed_bytes(nest: _Nest, tile: list[int]) -> int:
 
 def _footprint(nest: _Nest, operand: _Operand, tile: list[int]) -> int:
     """Bytes of `operand` one register tile reads over the whole reduction: the span of each index
-    with the spatial variables over the tile and the reduction's over their extents (a variable bound
-    to several loops, or an index with no bound, spans the whole of it)."""
+    with the spatial loops over the tile and the reduction's over their extents (an index with no
+    bound spans the whole of its dimension)."""
     ranges = {
-        var: (0, (extent if loop is None or nest.kinds[loop] != "S" else tile[loop]) - 1)
-        for var, (loop, extent) in nest.bound_to.items()
+        var: (0, (tile[k] if nest.kinds[k] == "S" else nest.extents[k]) - 1)
+        for k, var in enumerate(nest.loop_vars)
     }
     total = np.dtype(operand.buffer.dtype).itemsize
     for index, dim in zip(operand.indices, operand.buffer.shape):

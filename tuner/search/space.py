@@ -38,7 +38,7 @@ from typing import ParamSpec, Protocol
 from compiler import BlockRV, LoopRV, Schedule, ScheduleError
 from compiler.auto_unroll import AUTO_UNROLL_MAX_STEP
 from compiler.codegen_vector import flat_index, masks_odd_rows, stride_in
-from compiler.ir import Block, Buffer, Expr, PrimFunc, Select, const, structural_equal
+from compiler.ir import Block, Buffer, Expr, For, IterVar, PrimFunc, Select, const, structural_equal
 from compiler.schedule.compute_location import blocked_reads
 from compiler.schedule.tree import find_block, find_loop, loops_above, readers
 from compiler.target import Target
@@ -309,6 +309,10 @@ def _multi_level_tile(sch: Schedule, name: str, cfg: SpaceConfig, decide: Decisi
             follower = sch.cache_write(block, 0, "local")
         except ScheduleError:
             follower = None
+    rows = contiguous_rows(sch.func, name, cfg.vector_lanes)
+    if rows is not None:
+        loops = sch.get_loops(block)
+        sch.fuse(loops[rows], loops[rows + 1])
     kinds = _loop_kinds(sch.func, name)
     # Every choice before the panels and the splits: the choices read the block's unsplit loops and
     # its inputs.
@@ -345,6 +349,43 @@ def _multi_level_tile(sch: Schedule, name: str, cfg: SpaceConfig, decide: Decisi
     sch.vectorize(s[3][-1])
     sch.parallel(sch.fuse(*s[0]) if len(s[0]) > 1 else s[0][0])
     return placed
+
+
+def contiguous_rows(func: PrimFunc, name: str, lanes: int) -> int | None:
+    """The index of the loop outside the innermost spatial loop, where the two are spatial loops,
+    directly nested and each bound to one variable of the block, the inner one shorter than a vector
+    of `lanes`, and every access of the block reads them as one contiguous run (y * W + x with x of
+    extent W, or neither): a 1x1 conv's rows of 7 or 14. Fused before tiling, they are one loop the
+    register tile vectorizes whole runs of: a row of 7 fills 7 of 16 lanes, a run of 49 fills 49 of
+    64. The tiles lost are those of part rows with several rows, which reuse nothing a longer run
+    does not. Longer rows fill their vectors already, and their runs of the fused loop (64 of a
+    56-wide image) would end inside rows: the output tile is then no box, so the write-back or the
+    fused epilogue cannot follow the tile (reverse_compute_at refuses) and runs on its own after the
+    whole conv (MobileNetV2's 56x56 expansion, 3x slower)."""
+    path, block = find_block(func.body, name)
+    loops = [lp for _, lp in loops_above(func.body, path)]
+    kinds = _loop_kinds(func, name)
+    spatial = [k for k, kind in enumerate(kinds) if kind == "S"]
+    if len(spatial) < 2 or spatial[-2] + 1 != spatial[-1]:
+        return None
+    outer, inner = spatial[-2], spatial[-1]
+    y, x = _bound_alone(block, loops[outer]), _bound_alone(block, loops[inner])
+    if y is None or x is None or x.extent >= lanes:
+        return None
+    accesses = [(ld.buffer, ld.indices) for ld in block_loads(block)]
+    accesses.append((block.body.buffer, block.body.indices))
+    for buffer, indices in accesses:
+        flat = flat_index(buffer, indices)
+        step_x, step_y = stride_in(flat, x.var), stride_in(flat, y.var)
+        if step_x not in (0, 1) or step_y != (step_x or 0) * x.extent:
+            return None
+    return outer
+
+
+def _bound_alone(block: Block, loop: For) -> IterVar | None:
+    """The block's one variable bound to `loop`, if its binding is the loop's variable itself."""
+    bound = [(iv, b) for iv, b in zip(block.iter_vars, block.bindings) if loop.var in free_vars(b)]
+    return bound[0][0] if len(bound) == 1 and structural_equal(bound[0][1], loop.var) else None
 
 
 def packable_reads(func: PrimFunc, name: str) -> list[int]:

@@ -17,6 +17,7 @@ from tuner.search.space import (
     UNROLL_STEPS,
     SpaceConfig,
     block_names,
+    contiguous_rows,
     is_tiling_target,
     packable_reads,
     rule_space,
@@ -37,6 +38,10 @@ SPECS = {
     "conv2d_nhwc": {
         "op": "conv2d_nhwc",
         "params": {"N": 1, "C": 4, "H": 7, "W": 7, "K": 6, "R": 3, "S": 3, "padding": 1, "stride": 2},
+    },
+    "conv2d_1x1": {
+        "op": "conv2d_nchw",
+        "params": {"N": 1, "C": 5, "H": 7, "W": 9, "K": 6, "R": 1, "S": 1},
     },
     "softmax": {"op": "softmax", "params": {"M": 6, "N": 40}},
     "cumsum": {"op": "cumsum", "params": {"M": 9, "N": 20}},
@@ -185,3 +190,40 @@ def test_the_sampled_space_copies_no_panel():
     for seed in range(6):
         _, sch = sample(SPECS["matmul"], seed)
         assert "cache_read" not in {i.kind for i in sch.trace.instructions}
+
+
+def _conv(R: int, stride: int = 1, padding: int = 0, op: str = "conv2d_nchw") -> dict:
+    params = {"N": 1, "C": 8, "H": 7, "W": 7, "K": 16, "R": R, "S": R, "stride": stride, "padding": padding}
+    return {"op": op, "params": params}
+
+
+@pytest.mark.parametrize(
+    ("spec", "rows"),
+    [
+        (_conv(1), 2),  # n, f, [y, x]: every operand reads the image as one run of 49
+        (_conv(3), None),  # the input's rows are 9 apart, the output's 7
+        (_conv(3, padding=1), None),  # the padded input's rows are 9 wide
+        (_conv(1, stride=2), None),  # every other element of every other row
+        (_conv(1, op="conv2d_nhwc"), None),  # channels innermost: x is not contiguous with them
+        (_conv(1, op="conv2d_nchw_kblock"), None),  # the input does not read the channel block
+        (SPECS["matmul"], None),  # A reads rows, not columns: no run over both
+        (SPECS["batch_matmul"], None),
+    ],
+    ids=["1x1", "3x3", "3x3 padded", "1x1 stride 2", "nhwc", "kblock", "matmul", "batch_matmul"],
+)
+def test_loops_every_operand_reads_as_one_run_are_found(spec, rows):
+    func = workload_from_spec(spec).func
+    (name,) = [n for n in block_names(Schedule(func)) if is_tiling_target(func, n)]
+    assert contiguous_rows(func, name, 16) == rows
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_1x1_convs_image_is_tiled_as_one_fused_loop(seed):
+    """Its register tile vectorizes runs of the fused H x W loop (up to 4 vectors), not of a row."""
+    _, sch = sample(_conv(1), seed)
+    instructions = sch.trace.instructions
+    kinds = [i.kind for i in instructions]
+    assert kinds.index("fuse") < kinds.index("sample_perfect_tile")
+    tiles = [i.decision for i in instructions if i.kind == "sample_perfect_tile" and i.args["n"] == 4]
+    assert [np.prod(t) for t in tiles] == [49, 16, 1]  # the fused image, the filters, the batch
+    assert tiles[0][-1] in (1, 7, 49)
