@@ -5,7 +5,9 @@ the default one from schedule rules in the spirit of MetaSchedule's PostOrderApp
 consumers first:
 
 - auto-inline: an elementwise intermediate without a select is inlined into its consumers;
-- multi-level tiling "SSRSRS" of reductions with data reuse (matmul, conv, dense), each loop split
+- multi-level tiling "SSRSRS" of reductions with data reuse (matmul, conv, dense); first, the two
+  innermost spatial loops are fused where every operand reads them as one contiguous run and the
+  rows are shorter than a vector (a 1x1 conv's 7x7 image: `contiguous_rows`); each loop split
   with `sample_perfect_tile`, the innermost loop first, so that the innermost spatial tiles (the
   register tile) fit the target's vector registers (see `_RegisterTile`); the written tile either
   stays in place, or goes through a local accumulator (`cache_write` + `reverse_compute_at` at tile
