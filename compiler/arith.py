@@ -359,6 +359,13 @@ def _sym_divmod(op: Op, a: tuple[Expr, Expr], c: int) -> tuple[Expr, Expr]:
     return const(0), const(c - 1)
 
 
+def conjuncts(e: Expr) -> list[Expr]:
+    """The conditions `e` is the AND of (none for TRUE)."""
+    if isinstance(e, Binary) and e.op == Op.AND:
+        return conjuncts(e.a) + conjuncts(e.b)
+    return [] if structural_equal(e, TRUE) else [e]
+
+
 def ceil_div(a: int, b: int) -> int:
     return -(-a // b)
 

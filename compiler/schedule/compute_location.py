@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from compiler.arith import bound, linear, simplify, symbolic_range
+from compiler.arith import bound, conjuncts, linear, simplify, symbolic_range
 from compiler.ir import (
     TRUE,
     Binary,
@@ -137,13 +137,30 @@ def reverse_compute_at(func: PrimFunc, block_name: str, loop_name: str, fresh: F
         raise ScheduleError(f"{where}: cannot infer the region of {buf.name} written under the loop")
     outer = _outer_ranges(func.body, loop_path, loop)
     own_region = _consumer_domain(block, buf, region, outer, where)
-    new_block, new_nest = _rebuild(block, own_region, outer, fresh, where, by_iter_var=True)
+    guard = _common_outer_guard(producers, outer)
+    new_block, new_nest = _rebuild(block, own_region, outer, fresh, where, by_iter_var=True, guard=guard)
     body = _remove(func.body, path)
     loop_path, loop = find_loop(body, loop_name)
     index = _last_child_with(loop, {p.name for p in producers}) + 1
     body = insert_at(body, loop_path, index, new_nest)
     check_order(func.body, body, new_block.name)
     return replace(func, body=body)
+
+
+def _common_outer_guard(producers: list[Block], outer: dict[Var, tuple[int, int]]) -> Expr:
+    """The conditions of the producers' predicates on the loops at and above the target alone (the
+    overhang of a guarded split there): in an iteration where they fail, no producer writes anything,
+    and the moved consumer must not run either, or it reads elements no iteration has written yet."""
+    common: list[Expr] | None = None
+    for p in producers:
+        fixed = [c for c in conjuncts(p.predicate) if free_vars(c) <= outer.keys()]
+        if common is not None:
+            fixed = [c for c in common if any(structural_equal(c, f) for f in fixed)]
+        common = fixed
+    guard: Expr = TRUE
+    for c in common or []:
+        guard = Binary(Op.AND, guard, c)
+    return guard
 
 
 def _check_movable(block: Block, where: str) -> None:
@@ -261,8 +278,12 @@ def _run_fills_box(
     """Whether the dimensions `group`, which one iteration does not write densely one by one, are
     written as one contiguous run of their row-major offset that is exactly the box the region gives
     them: a fused loop's `f // W` and `f % W` over whole rows of f (a 1x1 conv's image, its rows
-    fused, in tiles of 28 rows of 14). The run is dense, the box holds it and is as large; the other
-    dimensions are dense (`_sweeps_interval`) and vary with other loops, so the whole is a box."""
+    fused, in tiles of two rows of 14). The run is dense and unguarded, so it writes as many elements
+    as it has points; the box, each dimension at its largest extent wherever the outer loops are,
+    holds them and is no larger, so they are the box. The other dimensions are dense one by one
+    (`_sweeps_interval`) and vary with other loops, so the whole write is a box."""
+    if free_vars(producer.predicate) & inner.keys():
+        return False  # a guard may skip points of the run: fewer elements written than counted
     shape = producer.body.buffer.shape
     offset: Expr = const(0)
     for d in group:
@@ -277,9 +298,10 @@ def _run_fills_box(
         if isinstance(atom, Var) and atom in inner:  # the rest is fixed in one iteration (`_sweeps_interval`)
             run += abs(coef) * (inner[atom][1] - inner[atom][0])
     region = _access_region(body, loop_path, producer, producer.body.indices)
-    loop = get(body, loop_path)
-    if region is None or not isinstance(loop, For):
+    if region is None:
         return False
+    loop = get(body, loop_path)
+    assert isinstance(loop, For)
     outer = _outer_ranges(body, loop_path, loop)
     box = 1
     for lo, hi in (region[d] for d in group):
@@ -448,16 +470,18 @@ def _rebuild(
     fresh: Fresh,
     where: str,
     by_iter_var: bool = False,
+    guard: Expr = TRUE,
 ) -> tuple[Block, Stmt]:
     """New loops for `block` covering `region`: one per iteration variable, unit loops dropped.
 
     With `by_iter_var`, region[k] is the range of iteration variable k; otherwise region[d] is the
     range of dimension d of the block's output, which must be written at plain iteration variables.
+    The new block's predicate is `guard` and that each variable stays in its domain.
     """
     ranges = region if by_iter_var else _iter_ranges(block, region, where)
     loops: list[tuple[Var, int]] = []
     bindings: list[Expr] = []
-    guards: Expr = TRUE
+    guards: Expr = guard
     for iv, (lo, hi) in zip(block.iter_vars, ranges):
         extent = _extent(iv, lo, hi, outer, where)
         if extent == iv.extent:

@@ -6,20 +6,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 
-from compiler.arith import simplify
-from compiler.ir import TRUE, Binary, Block, Expr, For, PrimFunc, Stmt, Var, structural_equal
+from compiler.arith import conjuncts, simplify
+from compiler.ir import TRUE, Binary, Block, Expr, For, PrimFunc, Stmt, Var
 from compiler.ops import Op
 from compiler.schedule.errors import ScheduleError, check
 from compiler.schedule.tree import find_block, find_loop, insert_sibling, is_ancestor, loops_above
 from compiler.visit import free_vars, map_blocks, substitute
 
 Fresh = Callable[[str], Var]
-
-
-def _conjuncts(e: Expr) -> list[Expr]:
-    if isinstance(e, Binary) and e.op == Op.AND:
-        return _conjuncts(e.a) + _conjuncts(e.b)
-    return [] if structural_equal(e, TRUE) else [e]
 
 
 def decompose_reduction(
@@ -49,7 +43,7 @@ def decompose_reduction(
     keep = {lp.var for lp in outer} | set(copies)
     spatial = [(iv, b) for iv, b in zip(block.iter_vars, block.bindings) if iv.kind == "S"]
     pred: Expr = TRUE
-    for c in _conjuncts(block.predicate):
+    for c in conjuncts(block.predicate):
         if free_vars(c) <= keep:  # guards of reduction loops do not concern the init
             pred = Binary(Op.AND, pred, substitute(c, copies))
     init_name = f"{block_name}_init"

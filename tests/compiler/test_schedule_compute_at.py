@@ -206,6 +206,33 @@ def test_reverse_compute_at_where_a_tile_is_whole_rows_of_a_fused_loop():
     assert_computes(wl, sch)
 
 
+def test_reverse_compute_at_where_a_guard_skips_part_of_a_fused_run_is_refused():
+    """Rows of 2 fused in threes, the fused loop of 6 split by 5 (guard g < 6): the run counts 10
+    points, a box of 5 rows, but the guard leaves 3 rows written; the consumer would read the rest
+    before any iteration wrote them (under a parallel loop, wrong results)."""
+    sch = mm_relu(7, 2, 8).schedule()
+    i, j, k = loops_of(sch, "Y")
+    i0, i1 = sch.split(i, [None, 3])
+    g0, g1 = sch.split(sch.fuse(i1, j), [None, 5])
+    sch.reorder(i0, k, g0, g1)
+    with schedule_error("C", i0.name, match="strided part"):
+        sch.reverse_compute_at(sch.get_block("C"), i0)
+
+
+def test_reverse_compute_at_under_the_overhang_of_a_guarded_split_runs_only_where_its_producer_does():
+    """Rows 4 = 2 x 2 fused with their 2 columns and split 2 x 3 (guard l0 * 3 + l1 < 4): where the
+    guard fails the producer writes nothing, and the consumer must not run either (it computed
+    elements of other rows from what no iteration had written)."""
+    wl = mm_relu(4, 2, 8)
+    sch = wl.schedule()
+    i, j, k = loops_of(sch, "Y")
+    i0, i1 = sch.split(i, [2, None])
+    l0, l1 = sch.split(sch.fuse(i1, j), [None, 3])
+    sch.reorder(l0, l1, i0, k)
+    sch.reverse_compute_at(sch.get_block("C"), i0)
+    assert_computes(wl, sch)
+
+
 def one_by_one_conv_relu(channels: int = 3, filters: int = 4, h: int = 6, w: int = 5) -> Workload:
     """Y[f, y, x] = sum over c of W[f, c] * X[c, y, x] (a 1x1 conv, unbatched), then R = relu(Y)."""
     X, W = te.placeholder((channels, h, w), name="X"), te.placeholder((filters, channels), name="W")

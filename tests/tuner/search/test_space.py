@@ -192,8 +192,9 @@ def test_the_sampled_space_copies_no_panel():
         assert "cache_read" not in {i.kind for i in sch.trace.instructions}
 
 
-def _conv(R: int, stride: int = 1, padding: int = 0, op: str = "conv2d_nchw") -> dict:
-    params = {"N": 1, "C": 8, "H": 7, "W": 7, "K": 16, "R": R, "S": R, "stride": stride, "padding": padding}
+def _conv(R: int, stride: int = 1, padding: int = 0, op: str = "conv2d_nchw", size: int = 7) -> dict:
+    params = {"N": 1, "C": 8, "H": size, "W": size, "K": 16, "R": R, "S": R, "stride": stride}
+    params["padding"] = padding
     return {"op": op, "params": params}
 
 
@@ -201,6 +202,7 @@ def _conv(R: int, stride: int = 1, padding: int = 0, op: str = "conv2d_nchw") ->
     ("spec", "rows"),
     [
         (_conv(1), 2),  # n, f, [y, x]: every operand reads the image as one run of 49
+        (_conv(1, size=14), None),  # rows of 14 fill 14 of 16 lanes already
         (_conv(3), None),  # the input's rows are 9 apart, the output's 7
         (_conv(3, padding=1), None),  # the padded input's rows are 9 wide
         (_conv(1, stride=2), None),  # every other element of every other row
@@ -209,7 +211,7 @@ def _conv(R: int, stride: int = 1, padding: int = 0, op: str = "conv2d_nchw") ->
         (SPECS["matmul"], None),  # A reads rows, not columns: no run over both
         (SPECS["batch_matmul"], None),
     ],
-    ids=["1x1", "3x3", "3x3 padded", "1x1 stride 2", "nhwc", "kblock", "matmul", "batch_matmul"],
+    ids=["1x1", "1x1 14x14", "3x3", "3x3 padded", "1x1 stride 2", "nhwc", "kblock", "matmul", "batch_matmul"],
 )
 def test_loops_every_operand_reads_as_one_run_are_found(spec, rows):
     func = workload_from_spec(spec).func
