@@ -139,11 +139,16 @@ def _recombine_divmod(lin: Linear) -> Linear:
         for atom, coef in lin.terms.items():
             if not (isinstance(atom, Binary) and atom.op == Op.FLOORMOD and isinstance(atom.b, Const)):
                 continue
+            partner = coef * int(atom.b.value)
+            if not any(
+                v == partner and isinstance(t, Binary) and t.op == Op.FLOORDIV for t, v in lin.terms.items()
+            ):
+                continue
             div: Expr = Binary(Op.FLOORDIV, atom.a, atom.b)
             # The quotient may have folded on its own: (i // 2) // 2 is i // 4.
             div = div if div in lin.terms else simplify(div)
-            if lin.terms.get(div) == coef * int(atom.b.value):
-                pair = Linear({atom: coef, div: lin.terms[div]})
+            if lin.terms.get(div) == partner:
+                pair = Linear({atom: coef, div: partner})
                 lin = lin.add(pair, -1).add(linear(atom.a).scale(coef))
                 break
         else:

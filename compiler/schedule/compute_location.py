@@ -151,15 +151,12 @@ def _common_outer_guard(producers: list[Block], outer: dict[Var, tuple[int, int]
     """The conditions of the producers' predicates on the loops at and above the target alone (the
     overhang of a guarded split there): in an iteration where they fail, no producer writes anything,
     and the moved consumer must not run either, or it reads elements no iteration has written yet."""
-    common: list[Expr] | None = None
-    for p in producers:
-        fixed = [c for c in conjuncts(p.predicate) if free_vars(c) <= outer.keys()]
-        if common is not None:
-            fixed = [c for c in common if any(structural_equal(c, f) for f in fixed)]
-        common = fixed
+    first, *others = [conjuncts(p.predicate) for p in producers]
     guard: Expr = TRUE
-    for c in common or []:
-        guard = Binary(Op.AND, guard, c)
+    for c in first:
+        shared = all(any(structural_equal(c, o) for o in other) for other in others)
+        if shared and free_vars(c) <= outer.keys():
+            guard = Binary(Op.AND, guard, c)
     return guard
 
 
