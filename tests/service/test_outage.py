@@ -10,6 +10,7 @@ process: its file locked by another writer.
 from __future__ import annotations
 
 import sqlite3
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -22,15 +23,18 @@ from fastapi.testclient import TestClient
 from tests.conftest import fresh_database
 from tests.postgres import temporary_database
 from tests.service.api_routes import ENDPOINTS, Endpoint
-from tests.service.conftest import HARDWARE, service_settings
+from tests.service.conftest import HARDWARE, Api, service_settings
 from tests.service.database_proxy import DatabaseProxy
 from tests.service.processes import Coordinator, wait_until
+from tests.service.test_api import register, submit
 from tuner.database import Database
+from tuner.database import queue as q
 from tuner.database.tokens import create_token
 from tuner.service.app import create_app
 from tuner.service.errors import RETRY_AFTER_SECONDS
 from tuner.service.routes.system import HEALTH_SECONDS
 from tuner.service.settings import Settings
+from tuner.service.task_loop import run_loop
 
 TIMEOUT = 2.0  # database_timeout_seconds
 Call = Callable[[str, str, dict | None], httpx.Response]
@@ -163,3 +167,35 @@ def test_sqlite_locked(sqlite_url: str, caplog: pytest.LogCaptureFixture):
         assert_available(call)
     assert not [r for r in caplog.records if r.exc_info], "a traceback was logged"
     assert any("503, database unavailable" in r.getMessage() for r in caplog.records)
+
+
+@pytest.mark.parametrize("database_url", ["postgresql"], indirect=True)
+def test_a_search_loop_started_while_postgresql_is_away_waits_for_it(
+    api: Api, database_url: str, caplog: pytest.LogCaptureFixture
+):
+    """The search loop's process starts seconds after the API (it imports the compiler): a database
+    lost in between must not end it (on a loaded CI host it died so, and the API served on with no
+    search behind it)."""
+    register(api)
+    task = submit(api, trials=4)["id"]
+    with DatabaseProxy(database_url) as proxy:
+        proxy.cut()
+        settings = api.loop.settings.model_copy(update={"database_url": proxy.url})
+        stop = threading.Event()
+        loop = threading.Thread(target=run_loop, args=(settings, stop), name="search-loop")
+        loop.start()
+        try:
+            time.sleep(1.0)
+            assert loop.is_alive()
+            assert q.counts(api.db, task_id=task).pending == 0
+            proxy.restore()
+            wait_until(lambda: q.counts(api.db, task_id=task).pending > 0, 30, "the task searched")
+        finally:
+            stop.set()
+            loop.join()
+    said = [r.getMessage() for r in caplog.records if r.name == "tuner.service.task_loop"]
+    assert said[:2] == [
+        "database unavailable (OperationalError); the search loop waits for it",
+        "database available again",
+    ], said
+    assert not [r for r in caplog.records if r.exc_info], "a traceback was logged"

@@ -93,7 +93,11 @@ class Database:
         With `timeout_seconds`, every transaction after the migration (which may take long) waits that
         long at most for the database, then fails as an outage (`outage.is_outage`)."""
         db = cls(_create_engine(url, timeout_seconds))
-        _migrate(db.engine)
+        try:
+            _migrate(db.engine)
+        except BaseException:
+            db.close()  # a caller that retries while the database is away leaks no engine per try
+            raise
         if timeout_seconds is not None:
             outage.limit_waits(db.engine, timeout_seconds)
         return db

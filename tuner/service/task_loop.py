@@ -301,5 +301,27 @@ def _loop_process(settings: Settings, stop: Event, parent: int) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when to stop (Ctrl-C reaches both)
     os.nice(SEARCH_NICENESS)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    with Database.open(settings.database_url) as db:
-        TaskLoop(db, settings).run(stop, parent)
+    run_loop(settings, stop, parent)
+
+
+def run_loop(settings: Settings, stop: Event, parent: int | None = None) -> None:
+    """Open the database, waiting for it if it is away, and tick until `stop` is set (or the process
+    `parent` is gone). The loop starts seconds after the API (a process that imports the compiler):
+    a database lost meanwhile must not end it, or the API would serve on with no search behind it."""
+    away = False
+    while not stop.is_set() and (parent is None or os.getppid() == parent):
+        try:
+            db = Database.open(settings.database_url)
+        except Exception as e:
+            if not is_outage(e):
+                raise
+            if not away:
+                log.warning("database unavailable (%s); the search loop waits for it", type(e).__name__)
+                away = True
+            stop.wait(settings.tick_seconds)
+            continue
+        if away:
+            log.warning("database available again")
+        with db:
+            TaskLoop(db, settings).run(stop, parent)
+        return
