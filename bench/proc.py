@@ -8,12 +8,22 @@ from pathlib import Path
 
 
 def search_loop_pid(coordinator_pid: int) -> int | None:
-    """The coordinator's search-loop child: the one multiprocessing spawned (not its resource tracker)."""
-    children = Path(f"/proc/{coordinator_pid}/task/{coordinator_pid}/children").read_text().split()
+    """The coordinator's search-loop child: the one multiprocessing spawned (not its resource tracker),
+    by whichever thread (a loop that died is replaced by the supervising thread)."""
+    threads = Path(f"/proc/{coordinator_pid}/task").glob("*/children")
+    children = [child for thread in threads for child in _read(thread).split()]
     for child in children:
-        if b"spawn_main" in Path(f"/proc/{child}/cmdline").read_bytes():
+        if b"spawn_main" in _read(Path(f"/proc/{child.decode()}/cmdline")):
             return int(child)
     return None
+
+
+def _read(path: Path) -> bytes:
+    """A /proc file, empty if its thread or process has just ended."""
+    try:
+        return path.read_bytes()
+    except (FileNotFoundError, ProcessLookupError):
+        return b""
 
 
 def rss_mb(pid: int) -> float:

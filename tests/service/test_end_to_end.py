@@ -113,6 +113,24 @@ def test_the_search_loop_yields_its_cores_to_the_api_and_to_a_worker_beside_it(s
     wait_until(lambda: os.getpriority(os.PRIO_PROCESS, loop) == niceness, 60, f"niceness {niceness}")
 
 
+def test_a_search_loop_that_dies_is_replaced_and_tasks_still_advance(settings, service, tokens, tmp_path):
+    """The kernel's OOM killer or a crash in native code may end the search loop's process: the
+    coordinator starts another, or its API would take tasks that never advance."""
+    coordinator = service.process.pid
+    first = wait_until(lambda: search_loop_pid(coordinator), 60, "the search loop")
+    os.kill(first, signal.SIGKILL)
+    wait_until(lambda: search_loop_pid(coordinator) not in (None, first), 60, "another search loop")
+    worker = start_worker(service, tokens["worker"], "w", tmp_path, *FAST)
+    try:
+        with Client(service.url, tokens["admin"]) as api:
+            wait_for_workers(api, 1)
+            task = wait_for_task(api, api.submit(SPEC, trials=4, strategy="random").id)
+            assert_complete(settings, task, 4)
+    finally:
+        assert worker.stop() == 0, worker.output()[-2000:]
+    assert "the search loop died (exit code -9); starting another" in service.process.output()
+
+
 def test_two_workers_tune_a_task_and_the_best_kernel_computes_right(settings, service, tokens, tmp_path):
     workers = [start_worker(service, tokens["worker"], f"w{i}", tmp_path, *FAST) for i in range(2)]
     try:

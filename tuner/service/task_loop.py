@@ -272,29 +272,53 @@ class TaskLoop:
 # it timed a 2-thread kernel at 8x its time while a process at equal priority was busy, and as fast
 # as alone beside one at niceness 10 (bench/RESULTS.md). On a machine of its own it changes nothing.
 SEARCH_NICENESS = 10
+# How often the coordinator checks that its search loop lives: also the least time between two
+# starts of a loop that keeps dying.
+SUPERVISE_SECONDS = 2.0
 
 
 class TaskLoopProcess:
     """The search loop in a child process of the coordinator: proposing candidates is CPU-bound Python
     (sampling, lowering, the cost model) and would otherwise hold the API's GIL for seconds at a time.
-    The child watches its parent and ends, releasing its tasks, if the parent dies without stopping it."""
+    The child watches its parent and ends, releasing its tasks, if the parent dies without stopping it;
+    the parent starts another child if this one dies (the kernel's OOM killer, a crash in native
+    code): an API with no search behind it would take tasks that never advance."""
 
     def __init__(self, settings: Settings) -> None:
-        ctx = mp.get_context("spawn")
-        self._stop = ctx.Event()
-        self._process = ctx.Process(
-            target=_loop_process, args=(settings, self._stop, os.getpid()), name="search-loop", daemon=True
+        self._settings = settings
+        self._context = mp.get_context("spawn")
+        self._stop = self._context.Event()
+        self._process = self._spawn()
+        self._supervisor = threading.Thread(
+            target=self._supervise, name="search-loop-supervisor", daemon=True
         )
 
     def start(self) -> None:
         self._process.start()
+        self._supervisor.start()
 
     def stop(self, timeout: float = STOP_SECONDS) -> None:
         self._stop.set()
+        self._supervisor.join()  # it starts no child after this
         self._process.join(timeout)
         if self._process.is_alive():
             self._process.kill()
             self._process.join()
+
+    def _spawn(self) -> mp.process.BaseProcess:
+        return self._context.Process(
+            target=_loop_process,
+            args=(self._settings, self._stop, os.getpid()),
+            name="search-loop",
+            daemon=True,
+        )
+
+    def _supervise(self) -> None:
+        while not self._stop.wait(SUPERVISE_SECONDS):
+            if not self._process.is_alive():
+                log.error("the search loop died (exit code %s); starting another", self._process.exitcode)
+                self._process = self._spawn()
+                self._process.start()
 
 
 def _loop_process(settings: Settings, stop: Event, parent: int) -> None:
