@@ -5,6 +5,8 @@ database outage without stopping a server other tests share.
   its network goes away;
 - `freeze()`: connections are accepted and nothing goes through either way, as when the server is
   stopped (SIGSTOP), swapping, or behind a path that swallows packets: TCP notices nothing;
+- `strand()`: the open connections go silent for good while new ones go through, as when a failover
+  moves the database's address or a NAT drops its state: TCP notices nothing for hours;
 - `restore()`: back to forwarding (connections accepted while frozen go through from then on).
 """
 
@@ -15,6 +17,7 @@ import select
 import socket
 import struct
 import threading
+import time
 from urllib.parse import urlsplit, urlunsplit
 
 from tests.service.processes import free_port
@@ -51,6 +54,11 @@ class DatabaseProxy:
     def freeze(self) -> None:
         self.mode = "frozen"
 
+    def strand(self) -> None:
+        self.mode = "strand"
+        while self.mode == "strand":  # until the proxy's thread has set the open connections aside
+            time.sleep(0.01)
+
     def restore(self) -> None:
         self.mode = "up"
 
@@ -65,9 +73,14 @@ class DatabaseProxy:
         listener = self._listener
         peers: dict[socket.socket, socket.socket] = {}  # each end of a forwarded connection -> the other
         parked: list[socket.socket] = []  # accepted while frozen: connected upstream once restored
+        stranded: list[socket.socket] = []  # open, never forwarded again
         try:
             while not self._stopping.is_set():
                 mode = self.mode
+                if mode == "strand":
+                    stranded += peers
+                    peers.clear()
+                    mode = self.mode = "up"
                 if mode == "down":
                     if listener is not None:
                         listener.close()
@@ -94,7 +107,7 @@ class DatabaseProxy:
                     elif s in peers:
                         self._forward(s, peers)
         finally:
-            for s in [*peers, *parked, *([listener] if listener else [])]:
+            for s in [*peers, *parked, *stranded, *([listener] if listener else [])]:
                 s.close()
 
     def _connect(self, client: socket.socket, peers: dict[socket.socket, socket.socket]) -> None:

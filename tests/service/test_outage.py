@@ -199,3 +199,36 @@ def test_a_search_loop_started_while_postgresql_is_away_waits_for_it(
         "database available again",
     ], said
     assert not [r for r in caplog.records if r.exc_info], "a traceback was logged"
+
+
+@pytest.mark.parametrize("database_url", ["postgresql"], indirect=True)
+def test_a_search_loop_whose_connections_go_silent_gives_them_up(
+    api: Api, database_url: str, caplog: pytest.LogCaptureFixture
+):
+    """A failover or a dropped NAT entry leaves the loop's open connections silent while the database
+    answers new ones; TCP notices nothing for hours. The loop gives up a connection it waited on for
+    a claim's time (its claims have lapsed by then) and goes on with a new one."""
+    register(api)
+    settings = api.loop.settings
+    with DatabaseProxy(database_url) as proxy:
+        stop = threading.Event()
+        loop = threading.Thread(
+            target=run_loop, args=(settings.model_copy(update={"database_url": proxy.url}), stop)
+        )
+        loop.start()
+        try:
+            first = submit(api, trials=4)["id"]
+            wait_until(lambda: q.counts(api.db, task_id=first).pending > 0, 30, "the first task searched")
+            proxy.strand()
+            second = submit(api, trials=4)["id"]
+            wait_until(
+                lambda: q.counts(api.db, task_id=second).pending > 0,
+                settings.claim_seconds + 30,
+                "the second task searched",
+            )
+        finally:
+            stop.set()
+            loop.join(settings.claim_seconds + 30)
+        assert not loop.is_alive()
+    assert "a database connection was held for too long: its socket was shut" in caplog.text
+    assert not [r for r in caplog.records if r.exc_info], "a traceback was logged"

@@ -331,11 +331,15 @@ def _loop_process(settings: Settings, stop: Event, parent: int) -> None:
 def run_loop(settings: Settings, stop: Event, parent: int | None = None) -> None:
     """Open the database, waiting for it if it is away, and tick until `stop` is set (or the process
     `parent` is gone). The loop starts seconds after the API (a process that imports the compiler):
-    a database lost meanwhile must not end it, or the API would serve on with no search behind it."""
+    a database lost meanwhile must not end it, or the API would serve on with no search behind it.
+
+    A transaction waits on the database at most a claim's time: past it the loop's claims have lapsed
+    anyway, and a connection that went silent (a failover, a dropped NAT entry: TCP notices nothing
+    for hours) would otherwise hold the loop, and every task it owns, until TCP gives up."""
     away = False
     while not stop.is_set() and (parent is None or os.getppid() == parent):
         try:
-            db = Database.open(settings.database_url)
+            db = Database.open(settings.database_url, timeout_seconds=settings.claim_seconds)
         except Exception as e:
             if not is_outage(e):
                 raise
