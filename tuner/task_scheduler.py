@@ -5,7 +5,8 @@ twice counts twice). `round-robin` gives every task a batch in turn. `gradient` 
 default, after Ansor) first gives each task one batch, then always picks the task whose next batch
 promises the largest drop in model latency: a mix of its recent improvement per batch and an
 optimistic guess (its latency shrinking like 1/batches), weighted by how often it runs. A task with
-no valid schedule yet comes first: the model cannot run without one.
+no valid schedule yet comes first: the model cannot run without one. Either way, a budget too small
+for a whole first batch per task is shared over every task in the first round.
 """
 
 from __future__ import annotations
@@ -127,7 +128,7 @@ def tune_tasks(
             i = pick_task(scheduler, [t.weight for t in tasks], histories)
             if i is None:
                 break
-            results = tunings[i].step(min(batch_size, trials - spent))
+            results = tunings[i].step(_batch_trials(i, histories, batch_size, trials - spent))
             if not results:
                 histories[i].exhausted = True
                 continue
@@ -157,6 +158,17 @@ def pick_task(scheduler: str, weights: Sequence[int], histories: Sequence[TaskHi
     if untried:
         return untried[0]
     return max(live, key=lambda i: (_gradient(weights[i], histories[i].latencies), -i))
+
+
+def _batch_trials(task: int, histories: Sequence[TaskHistory], batch_size: int, left: int) -> int:
+    """A whole batch, except in the first round, which shares a small budget over every task not
+    yet tried (as the coordinator's model loop does): 200 trials over 32 layers measure each one's
+    default schedule and a few more, where whole batches in turn left 19 layers unmeasured and the
+    model's estimated latency unknown."""
+    if histories[task].latencies:
+        return min(batch_size, left)
+    untried = sum(not h.latencies and not h.exhausted for h in histories)
+    return min(batch_size, max(1, left // untried))
 
 
 def _gradient(weight: int, latencies: list[float], alpha: float = 0.2, window: int = 3) -> float:

@@ -38,6 +38,18 @@ def test_gradient_favours_the_layer_that_runs_most_often(tuning_db):
     assert result.order.count(0) >= 3 * result.order.count(1)
 
 
+@pytest.mark.parametrize("scheduler", ["round-robin", "gradient"])
+def test_a_budget_too_small_for_a_batch_each_is_shared_over_every_task_first(tuning_db, scheduler):
+    """Whole batches in turn left most of a model's layers unmeasured and its latency unknown."""
+    three = [*LAYERS, Task({"op": "matmul", "params": {"M": 8, "N": 16, "K": 8}})]
+    result = tune_tasks(
+        three, trials=10, database=tuning_db, runner=NullRunner(), scheduler=scheduler, batch_size=8
+    )
+    assert [r.trials for r in result.results] == [3, 3, 4]
+    assert result.order == [0, 1, 2]
+    assert 0 < result.latency_secs < float("inf")
+
+
 def test_an_unknown_scheduler_is_refused(tuning_db):
     with pytest.raises(ValueError, match="scheduler must be one of"):
         tune_tasks(LAYERS, trials=4, database=tuning_db, scheduler="fifo")
