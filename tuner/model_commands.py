@@ -274,7 +274,8 @@ def _tune_model(args: argparse.Namespace, console: Console) -> int:
         task, best = tasks[p.task], p.best_secs[p.task]
         console.print(
             f"[{p.trials:>5}/{p.total}] {task.name} (x{task.weight}): best {best * 1e3:.3f} ms, "
-            f"{task.flops / best / 1e9:.3g} GFLOPS; model estimate {p.latency_secs * 1e3:.3f} ms",
+            f"{task.flops / best / 1e9:.3g} GFLOPS; model estimate "
+            f"{_estimate(p.latency_secs, sum(b == float('inf') for b in p.best_secs))}",
             soft_wrap=True,
             highlight=False,
         )
@@ -297,7 +298,9 @@ def _tune_model(args: argparse.Namespace, console: Console) -> int:
     reference, run = _reference_runner(args.model, inputs)
     time.sleep(0.3)  # the other runtime's idle threads spin for a while after its last call
     rows.append((reference, statistics.median(latencies(run, args.repeat))))
-    Console().print(_latency_table(Path(args.model).name, rows, result.estimated_secs, args.repeat))
+    unmeasured = sum(t.best_secs is None for t in result.tasks)
+    estimate = _estimate(result.estimated_secs, unmeasured)
+    Console().print(_latency_table(Path(args.model).name, rows, estimate, args.repeat))
     console.print(f"tuned {result.scheduled.wall_secs if result.scheduled else 0.0:.0f} s", highlight=False)
     if args.plot:
         _plot_model(result, rows, args.plot)
@@ -323,10 +326,20 @@ def _tuned_table(result: ModelTuneResult) -> Table:
     return table
 
 
-def _latency_table(name: str, rows: list[tuple[str, float]], estimated: float, repeat: int) -> Table:
+def _estimate(secs: float, unmeasured: int) -> str:
+    """The model's estimated latency, or why there is none (a task without a record: the budget was
+    smaller than the number of tasks)."""
+    return (
+        f"unknown until every task has a record ({unmeasured} without)"
+        if unmeasured
+        else f"{secs * 1e3:.3f} ms"
+    )
+
+
+def _latency_table(name: str, rows: list[tuple[str, float]], estimate: str, repeat: int) -> Table:
     table = Table(
         title=f"{name}: median latency of one forward pass ({repeat} runs)",
-        caption=f"estimated from the tasks' best records x calls: {estimated * 1e3:.3f} ms",
+        caption=f"estimated from the tasks' best records x calls: {estimate}",
     )
     ours = rows[1][1]
     for column in ("runtime", "median ms", "vs tuned"):
