@@ -161,14 +161,18 @@ def pick_task(scheduler: str, weights: Sequence[int], histories: Sequence[TaskHi
 
 
 def _batch_trials(task: int, histories: Sequence[TaskHistory], batch_size: int, left: int) -> int:
-    """A whole batch, except in the first round, which shares a small budget over every task not
-    yet tried (as the coordinator's model loop does): 200 trials over 32 layers measure each one's
-    default schedule and a few more, where whole batches in turn left 19 layers unmeasured and the
-    model's estimated latency unknown."""
     if histories[task].latencies:
         return min(batch_size, left)
-    untried = sum(not h.latencies and not h.exhausted for h in histories)
-    return min(batch_size, max(1, left // untried))
+    return first_batch_trials(batch_size, left, sum(not h.latencies and not h.exhausted for h in histories))
+
+
+def first_batch_trials(batch_size: int, left: int, untried: int) -> int:
+    """A task's first batch, here and in the coordinator's model loop: a whole batch, unless the
+    budget `left` is too small for one per task not yet tried (`untried`, this one included); then
+    the budget is shared evenly, at least one trial each while any is left. 200 trials over 32
+    layers so measure each one's default schedule and a few more, where whole batches in turn left
+    19 layers unmeasured and the model's estimated latency unknown."""
+    return min(batch_size, left, max(1, left // untried))
 
 
 def _gradient(weight: int, latencies: list[float], alpha: float = 0.2, window: int = 3) -> float:

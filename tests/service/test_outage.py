@@ -12,8 +12,9 @@ from __future__ import annotations
 import sqlite3
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
@@ -169,6 +170,21 @@ def test_sqlite_locked(sqlite_url: str, caplog: pytest.LogCaptureFixture):
     assert any("503, database unavailable" in r.getMessage() for r in caplog.records)
 
 
+@contextmanager
+def search_loop(settings: Settings, database_url: str) -> Iterator[threading.Thread]:
+    """`run_loop` on `database_url` in a thread; stopped on exit, and waited for a claim's time and
+    more (a loop stuck on the database is still alive after it)."""
+    stop = threading.Event()
+    settings = settings.model_copy(update={"database_url": database_url})
+    loop = threading.Thread(target=run_loop, args=(settings, stop), name="search-loop")
+    loop.start()
+    try:
+        yield loop
+    finally:
+        stop.set()
+        loop.join(settings.claim_seconds + 30)
+
+
 @pytest.mark.parametrize("database_url", ["postgresql"], indirect=True)
 def test_a_search_loop_started_while_postgresql_is_away_waits_for_it(
     api: Api, database_url: str, caplog: pytest.LogCaptureFixture
@@ -180,19 +196,13 @@ def test_a_search_loop_started_while_postgresql_is_away_waits_for_it(
     task = submit(api, trials=4)["id"]
     with DatabaseProxy(database_url) as proxy:
         proxy.cut()
-        settings = api.loop.settings.model_copy(update={"database_url": proxy.url})
-        stop = threading.Event()
-        loop = threading.Thread(target=run_loop, args=(settings, stop), name="search-loop")
-        loop.start()
-        try:
+        with search_loop(api.loop.settings, proxy.url) as loop:
             time.sleep(1.0)
             assert loop.is_alive()
             assert q.counts(api.db, task_id=task).pending == 0
             proxy.restore()
             wait_until(lambda: q.counts(api.db, task_id=task).pending > 0, 30, "the task searched")
-        finally:
-            stop.set()
-            loop.join()
+        assert not loop.is_alive()
     said = [r.getMessage() for r in caplog.records if r.name == "tuner.service.task_loop"]
     assert said[:2] == [
         "database unavailable (OperationalError); the search loop waits for it",
@@ -211,12 +221,7 @@ def test_a_search_loop_whose_connections_go_silent_gives_them_up(
     register(api)
     settings = api.loop.settings
     with DatabaseProxy(database_url) as proxy:
-        stop = threading.Event()
-        loop = threading.Thread(
-            target=run_loop, args=(settings.model_copy(update={"database_url": proxy.url}), stop)
-        )
-        loop.start()
-        try:
+        with search_loop(settings, proxy.url) as loop:
             first = submit(api, trials=4)["id"]
             wait_until(lambda: q.counts(api.db, task_id=first).pending > 0, 30, "the first task searched")
             proxy.strand()
@@ -226,9 +231,6 @@ def test_a_search_loop_whose_connections_go_silent_gives_them_up(
                 settings.claim_seconds + 30,
                 "the second task searched",
             )
-        finally:
-            stop.set()
-            loop.join(settings.claim_seconds + 30)
         assert not loop.is_alive()
     assert "a database connection was held for too long: its socket was shut" in caplog.text
     assert not [r for r in caplog.records if r.exc_info], "a traceback was logged"

@@ -38,7 +38,7 @@ from tuner.database.models import (
 from tuner.database.outage import is_outage
 from tuner.database.records import ACTIVE
 from tuner.database.schema import Candidate, Model, Task, TuningRecord
-from tuner.task_scheduler import TaskHistory, pick_task
+from tuner.task_scheduler import TaskHistory, first_batch_trials, pick_task
 
 log = logging.getLogger(__name__)
 # Trials per batch, as `tune_model` (and MetaSchedule's task scheduler) measures them by default.
@@ -159,7 +159,7 @@ def _next_batches(
     added: dict[int, int] = {}
     for k, m in enumerate(chosen):
         # A small budget is shared by every layer of the first round; a pick gets a whole batch.
-        n = min(batch_trials, left // (len(chosen) - k) if fresh else left)
+        n = first_batch_trials(batch_trials, left, len(chosen) - k) if fresh else min(batch_trials, left)
         if n <= 0:
             break
         added[m.id] = added.get(m.id, 0) + n

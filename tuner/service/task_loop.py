@@ -77,6 +77,25 @@ class Event(Protocol):
     def wait(self, timeout: float | None = None) -> bool: ...
 
 
+class OutageLog:
+    """A database outage in the log: one line when it starts, one when it ends, however many tries
+    fail in between."""
+
+    def __init__(self, meanwhile: str) -> None:
+        self.meanwhile = meanwhile  # what the loop does until the database is back
+        self.away = False
+
+    def started(self, error: Exception) -> None:
+        if not self.away:
+            log.warning("database unavailable (%s); %s", type(error).__name__, self.meanwhile)
+            self.away = True
+
+    def ended(self) -> None:
+        if self.away:
+            log.warning("database available again")
+            self.away = False
+
+
 def owner_id() -> str:
     """Unique per process start: a restarted coordinator is a new owner and waits out its old claims
     only if it cannot tell them apart (it can: `disown` on a clean shutdown releases them at once)."""
@@ -103,21 +122,18 @@ class TaskLoop:
         """Tick until `stop` is set (or the process `parent` is gone), then release this loop's claims
         so another coordinator, or this one restarted, resumes the tasks at once."""
         self._stop = stop
-        away = False  # the database is: an outage is logged when it starts and when it ends
+        outage = OutageLog("retrying every tick")
         try:
             while not stop.is_set() and (parent is None or os.getppid() == parent):
                 try:
                     self.tick()
-                    if away:
-                        log.warning("database available again")
-                    away = False
+                    outage.ended()
                 except Exception as e:  # the database may be away for a moment; the loop must outlive it
                     self._seen_since = None
                     if not is_outage(e):
                         log.exception("task loop tick failed; retrying")
-                    elif not away:
-                        log.warning("database unavailable (%s); retrying every tick", type(e).__name__)
-                        away = True
+                    else:
+                        outage.started(e)
                 stop.wait(self.settings.tick_seconds)
         finally:
             disown(self.db, owner=self.owner)
@@ -336,20 +352,17 @@ def run_loop(settings: Settings, stop: Event, parent: int | None = None) -> None
     A transaction waits on the database at most a claim's time: past it the loop's claims have lapsed
     anyway, and a connection that went silent (a failover, a dropped NAT entry: TCP notices nothing
     for hours) would otherwise hold the loop, and every task it owns, until TCP gives up."""
-    away = False
+    outage = OutageLog("the search loop waits for it")
     while not stop.is_set() and (parent is None or os.getppid() == parent):
         try:
             db = Database.open(settings.database_url, timeout_seconds=settings.claim_seconds)
         except Exception as e:
             if not is_outage(e):
                 raise
-            if not away:
-                log.warning("database unavailable (%s); the search loop waits for it", type(e).__name__)
-                away = True
+            outage.started(e)
             stop.wait(settings.tick_seconds)
             continue
-        if away:
-            log.warning("database available again")
+        outage.ended()
         with db:
             TaskLoop(db, settings).run(stop, parent)
         return
