@@ -19,8 +19,9 @@ import numpy as np
 
 try:
     import onnx
-    from google.protobuf.message import DecodeError
-    from onnx import external_data_helper, helper, numpy_helper
+    from google.protobuf.descriptor import FieldDescriptor
+    from google.protobuf.message import DecodeError, Message
+    from onnx import helper, numpy_helper
 except ImportError as e:  # pragma: no cover - the models extra is installed wherever tests run
     raise ImportError("from_onnx needs the onnx package: pip install 'tensor-tuner[models]'") from e
 
@@ -74,8 +75,16 @@ def _check_size(size: int, max_bytes: int) -> None:
 
 
 def _check(model: onnx.ModelProto, max_nodes: int) -> int:
-    """The model's ai.onnx opset, after the checks that need no conversion: size, opset, operators
-    (before the checker, so that it never walks a graph we would refuse), the ONNX checker."""
+    """The model's ai.onnx opset, after the checks that need no conversion: external data (before the
+    onnx library reads any tensor), size, opset, operators (before the checker, so that it never walks a
+    graph we would refuse), the ONNX checker."""
+    external = _external_tensor(model)
+    if external is not None:
+        # The message names the tensor only: neither the location it gives nor whether it exists.
+        raise FrontendError(
+            f"tensor {external.name!r} keeps its data in an external file: from_onnx reads a model's "
+            "bytes only (save it with onnx.save_model(..., save_as_external_data=False))"
+        )
     graph = model.graph
     if len(graph.node) > max_nodes:
         raise FrontendError(f"the model has {len(graph.node)} nodes, more than max_nodes={max_nodes}")
@@ -92,11 +101,6 @@ def _check(model: onnx.ModelProto, max_nodes: int) -> int:
             op = f"{node.domain}.{node.op_type}" if node.domain not in ("", "ai.onnx") else node.op_type
             supported = ", ".join(sorted(CONVERTERS))
             raise GraphError(_label(node, i), op, f"unsupported operator; supported: {supported}")
-    for tensor in _tensors(graph):
-        if external_data_helper.uses_external_data(tensor):
-            raise FrontendError(
-                f"tensor {tensor.name!r} keeps its data in an external file, which from_onnx does not read"
-            )
     try:
         onnx.checker.check_model(model)
     except onnx.checker.ValidationError as e:
@@ -104,10 +108,28 @@ def _check(model: onnx.ModelProto, max_nodes: int) -> int:
     return opsets[0]
 
 
-def _tensors(graph: onnx.GraphProto) -> list[onnx.TensorProto]:
-    """The initializers and the tensors of Constant nodes: every weight the model carries."""
-    constants = [a.t for n in graph.node if n.op_type == "Constant" for a in n.attribute if a.name == "value"]
-    return [*graph.initializer, *constants]
+def _external_tensor(model: onnx.ModelProto) -> onnx.TensorProto | None:
+    """The first tensor anywhere in the model that points at an external file, else None.
+
+    The onnx library reads such a tensor's bytes from a path relative to the working directory
+    wherever it meets one (the checker, shape inference, numpy_helper), and a tensor can hide in
+    any attribute of any node, in subgraphs, sparse tensors, functions and training graphs. So every
+    message of the model is visited, without recursion (a nesting thousands deep is legal protobuf)."""
+    pending: list[Message] = [model]
+    while pending:
+        message = pending.pop()
+        if isinstance(message, onnx.TensorProto):
+            if message.data_location == onnx.TensorProto.EXTERNAL or len(message.external_data):
+                return message
+            continue
+        for descriptor, value in message.ListFields():
+            if descriptor.type != FieldDescriptor.TYPE_MESSAGE:
+                continue
+            if isinstance(value, Message):
+                pending.append(value)
+            else:
+                pending.extend(value)
+    return None
 
 
 def _label(node: onnx.NodeProto, index: int) -> str:

@@ -52,3 +52,17 @@ def test_memory_past_the_limit_is_refused_in_the_child():
     with pytest.raises(IsolatedError, match="needs more than its 1024 MiB"):
         run_isolated(allocate, 2 << 30, seconds=60, memory_bytes=1 << 30)
     assert run_isolated(allocate, 100 << 20, seconds=60, memory_bytes=1 << 30) == 100 << 20
+
+
+def where_am_i() -> tuple[str, list[str]]:
+    return os.getcwd(), os.listdir()
+
+
+def test_the_child_works_in_an_empty_directory_of_its_own(tmp_path, monkeypatch):
+    """A relative name in a submitted model finds nothing of the coordinator's directory (its tokens,
+    its SQLite file), and the directory is gone after the child."""
+    (tmp_path / "admin.token").write_text("secret")
+    monkeypatch.chdir(tmp_path)
+    workdir, listing = run_isolated(where_am_i, seconds=60, memory_bytes=1 << 30)
+    assert workdir != str(tmp_path) and listing == []
+    assert not os.path.exists(workdir)

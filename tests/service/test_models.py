@@ -21,7 +21,7 @@ from compiler.graph import load_library
 from compiler.graph.serialize import module_to_json
 from runner import MODEL_TIMING
 from tests.service.conftest import Api, in_process_client
-from tests.service.onnx_models import encoded, mlp, reference
+from tests.service.onnx_models import encoded, file_reader, mlp, reference
 from tests.service.test_api import lease, measure, register, submit
 from tuner.cli import main
 from tuner.database import NewRecord, trace_hash
@@ -153,6 +153,24 @@ def test_a_bad_model_is_a_422_naming_the_problem(api: Api, body: dict, message: 
     reply = api.client.post("/v1/models", json=body, headers=api.as_("client"))
     assert reply.status_code == 422, reply.text
     assert message in str(reply.json()["detail"])
+
+
+def test_a_model_cannot_read_a_file_of_the_coordinator(api: Api, tmp_path: Path, monkeypatch):
+    """Issue 42's attack: the README's quickstart keeps tokens in the directory `tuner serve` runs in,
+    and a tensor with its data "external" at `admin.token` read them back. Refused, with one message
+    whether the file exists or not (no oracle), and never a byte of it."""
+    register(api)
+    secret = b"SECRETTOKEN12345"
+    (tmp_path / "admin.token").write_bytes(secret)
+    monkeypatch.chdir(tmp_path)
+    details = []
+    for location in ("admin.token", "missing.token", str(tmp_path / "admin.token")):
+        body = {"onnx": encoded(file_reader(location)), "trials": 8}
+        reply = api.client.post("/v1/models", json=body, headers=api.as_("client"))
+        assert reply.status_code == 422, reply.text
+        details.append(str(reply.json()["detail"]))
+    assert len(set(details)) == 1 and "tensor 'v' keeps its data in an external file" in details[0]
+    assert "token" not in details[0] and str(int.from_bytes(secret[:8], "little")) not in details[0]
 
 
 def test_model_limits(api: Api):

@@ -1,6 +1,6 @@
 """The SQL tuning database: every measurement kept, best and top-k schedules per workload and hardware."""
 
-from tuner.database.database import Database, alembic_config
+from tuner.database.database import Database, absolute_url, alembic_config
 from tuner.database.records import (
     CandidateStatus,
     HardwareInfo,
@@ -23,6 +23,7 @@ __all__ = [
     "TaskInfo",
     "TaskStatus",
     "WorkloadInfo",
+    "absolute_url",
     "alembic_config",
     "trace_hash",
 ]

@@ -416,6 +416,17 @@ def new_task(
     )
 
 
+def absolute_url(url: str) -> str:
+    """`url` with a relative SQLite file made absolute against the working directory: the same
+    database for a process that works in another directory (the coordinator's isolated children)."""
+    parsed = make_url(url)
+    if parsed.get_backend_name() != "sqlite" or parsed.database in (None, "", ":memory:"):
+        return url
+    if parsed.database.startswith("file:"):  # a URI filename (?uri=true) is the user's to resolve
+        return url
+    return parsed.set(database=str(Path(parsed.database).resolve())).render_as_string(hide_password=False)
+
+
 def _create_engine(url: str, timeout_seconds: float | None = None) -> Engine:
     parsed = make_url(url)
     if parsed.get_backend_name() != "sqlite":

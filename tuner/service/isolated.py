@@ -6,13 +6,19 @@ out of memory, crashes or overruns costs only itself; the API process and its me
 Children fork from a server process (multiprocessing's forkserver) that imported the model code once:
 a spawned child imported numpy, onnx and the compiler anew for every submitted model, seconds of a
 `submit-model`. The server is started from a fresh interpreter, not forked from the coordinator, so
-it holds none of the coordinator's threads, sockets or database connections."""
+it holds none of the coordinator's threads, sockets or database connections.
+
+Each child works in an empty directory of its own, removed after it: a file name in the bytes it reads
+(or a library that resolves one against the working directory) finds nothing of the coordinator's,
+whose directory holds its tokens and its SQLite file."""
 
 from __future__ import annotations
 
 import multiprocessing as mp
+import os
 import resource
 import signal
+import tempfile
 from collections.abc import Callable
 from multiprocessing.connection import Connection
 from typing import Any, TypeVar
@@ -30,9 +36,15 @@ class IsolatedError(Exception):
 def run_isolated(fn: Callable[..., T], *args: Any, seconds: float, memory_bytes: int) -> T:
     """`fn(*args)` in a child limited to `memory_bytes` of address space. An exception that
     `fn` raises is re-raised here (it must pickle); a child that dies, or is still running after
-    `seconds`, is an IsolatedError."""
+    `seconds`, is an IsolatedError. The child's working directory is empty: paths `fn` is given
+    must be absolute."""
+    with tempfile.TemporaryDirectory(prefix="tensor-tuner-isolated-") as workdir:
+        return _run(fn, args, workdir, seconds, memory_bytes)
+
+
+def _run(fn: Callable[..., T], args: tuple[Any, ...], workdir: str, seconds: float, memory_bytes: int) -> T:
     receive, send = _CTX.Pipe(duplex=False)
-    child = _CTX.Process(target=_child, args=(send, fn, args, memory_bytes), daemon=True)
+    child = _CTX.Process(target=_child, args=(send, fn, args, workdir, memory_bytes), daemon=True)
     child.start()
     send.close()
     try:
@@ -52,8 +64,11 @@ def run_isolated(fn: Callable[..., T], *args: Any, seconds: float, memory_bytes:
     return value
 
 
-def _child(send: Connection, fn: Callable[..., Any], args: tuple[Any, ...], memory_bytes: int) -> None:
+def _child(
+    send: Connection, fn: Callable[..., Any], args: tuple[Any, ...], workdir: str, memory_bytes: int
+) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the coordinator decides when it stops
+    os.chdir(workdir)
     resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
     try:
         result = (True, fn(*args))

@@ -15,7 +15,7 @@ from sqlalchemy.exc import IntegrityError
 
 from compiler.target import Target
 from runner.hardware import Hardware
-from tuner.database import Database, NewRecord, TaskStatus, alembic_config, trace_hash
+from tuner.database import Database, NewRecord, TaskStatus, absolute_url, alembic_config, trace_hash
 from tuner.database.schema import Base, TuningRecord
 
 WORKLOAD = {"op": "matmul", "params": {"M": 64, "N": 48, "K": 40}, "dtype": "float32"}
@@ -365,3 +365,18 @@ def test_bad_records_are_refused_before_and_by_the_database(tuning_db: Database)
             connection.execute(insert(TuningRecord).values(**row, **bad))
     with pytest.raises(IntegrityError):
         tuning_db.add_record(new(wid, hid + 100, 0))  # foreign keys are on, on SQLite too
+
+
+def test_absolute_url_names_the_same_sqlite_file_from_any_directory(tmp_path, monkeypatch):
+    """The coordinator's isolated children work in an empty directory: the URL they are given must
+    still open the coordinator's database."""
+    monkeypatch.chdir(tmp_path)
+    with Database.open("sqlite:///tune.db") as db:
+        add_pair(db)
+    url = absolute_url("sqlite:///tune.db?timeout=5")
+    assert url == f"sqlite:///{tmp_path}/tune.db?timeout=5"
+    monkeypatch.chdir("/")
+    with Database.open(url) as db:
+        assert [w.name for w in db.workloads()] == ["w0"]
+    for unchanged in ("sqlite://", "sqlite:///:memory:", "postgresql+psycopg://postgres@127.0.0.1/test"):
+        assert absolute_url(unchanged) == unchanged

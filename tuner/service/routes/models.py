@@ -21,7 +21,7 @@ from starlette.concurrency import run_in_threadpool
 from compiler.graph import LibraryError
 from compiler.workloads import WorkloadError
 from compiler.workloads.probe import check_finite
-from tuner.database import Database, HardwareInfo, Role, TaskInfo, quotas
+from tuner.database import Database, HardwareInfo, Role, TaskInfo, absolute_url, quotas
 from tuner.database import models as m
 from tuner.database.tokens import TokenInfo
 from tuner.service import admission
@@ -164,7 +164,7 @@ def _build(settings: Settings, key: tuple[int, str, tuple[int, ...]]) -> bytes:
     try:
         return run_isolated(
             build_artifact,
-            settings.database_url,
+            absolute_url(settings.database_url),
             key[0],
             key[1],
             seconds=BUILD_SECONDS,
