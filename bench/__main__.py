@@ -1,5 +1,6 @@
 """Run the benchmarks: `python -m bench [name ...]` (all by default). Results print as ratios
-measured side by side in this one process; record quoted numbers in bench/RESULTS.md."""
+measured side by side in this one process; record quoted numbers in bench/results/ (and the summary,
+bench/RESULTS.md)."""
 
 import os
 

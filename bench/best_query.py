@@ -15,9 +15,8 @@ from pathlib import Path
 import httpx
 import numpy as np
 
-from compiler.target import Target
+from compiler.target import Hardware, Target
 from compiler.workloads import workload_from_spec
-from runner.hardware import Hardware
 from tests.postgres import temporary_database
 from tests.service.processes import Coordinator
 from tuner.database import Database, NewRecord, trace_hash

@@ -93,7 +93,7 @@ def alternated_ms(
     """Milliseconds of each of `calls` calls of every run per round, the runs alternated round by
     round so that a noisy neighbour hits them alike; a pause after each lets the threads of one
     library (OpenBLAS, libgomp, ONNX Runtime) stop spinning before the next one runs."""
-    from tuner.model_commands import latencies
+    from tuner.cli.models import latencies
 
     times: dict[str, list[float]] = {k: [] for k in runs}
     for _ in range(rounds):

@@ -13,9 +13,10 @@ from compiler.ir import PrimFunc
 from compiler.schedule.compute_location import can_compute_at
 from compiler.schedule.kinds import SAMPLE_CATEGORICAL, SAMPLE_COMPUTE_LOCATION
 from compiler.schedule.tree import find_loop
+from compiler.schedule_rules import UNROLL_STEPS, RuleConfig
 from compiler.workloads import workload_from_spec
 from runner import Candidate, LocalRunner, LocalRunnerConfig
-from tuner.search.space import UNROLL_STEPS, SpaceConfig, rule_space
+from tuner.search.space import rule_space
 
 SPEC = {
     "op": "conv2d_nchw",
@@ -49,7 +50,7 @@ def placements(func: PrimFunc, trace: Trace) -> tuple[list[str], list[dict]]:
 def main(programs: int = 8) -> None:
     func = workload_from_spec(SPEC).func
     target = Target.host()
-    space = rule_space(SpaceConfig.for_target(target))
+    space = rule_space(RuleConfig.for_target(target))
     ratios, best_kept = [], 0
     with LocalRunner(LocalRunnerConfig(), target) as runner:
         seed, done = 0, 0

@@ -18,9 +18,9 @@ import numpy as np
 from bench.common import alternated_ms, forward_passes, threads_from_env, with_and_without, zoo_model_ms
 from compiler import Target, build, graph
 from compiler.graph import passes
+from compiler.schedule_rules import default_schedule
 from compiler.workloads import workload_from_spec
 from runner.evaluate import evaluate
-from tuner.search.default_schedule import default_schedule
 
 PAUSE_S = 0.3
 # (C, H=W, K, R=S, padding): ResNet-18 stages 2-5, its 1x1 downsampling, ResNet-50 and MobileNetV2 1x1s.

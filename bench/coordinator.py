@@ -23,15 +23,15 @@ import time
 from collections import defaultdict
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import httpx
 import numpy as np
 
 from bench.common import random_matmul_traces
-from bench.soak_worker import TimedWorker
+from bench.soak_worker import TimedClient
+from compiler.target import host_hardware
 from compiler.workloads import workload_from_spec
-from runner.hardware import host_hardware
 from runner.worker import Worker, WorkerConfig
 from tests.postgres import temporary_database
 from tests.service.processes import Coordinator
@@ -48,13 +48,13 @@ LOOP_SECONDS = 20.0
 SPEC = {"op": "matmul", "params": {"M": 64, "N": 64, "K": 64}}
 
 
-class DrainingWorker(TimedWorker):
-    """The soak's timed worker daemon, also noting the wall clock of its first lease and last result.
-    With `until_idle` it stops at its first empty lease (the queue is drained)."""
+class DrainingClient(TimedClient):
+    """The soak's timed worker client, also noting the wall clock of its first lease and last result.
+    With `until_idle` its worker stops at its first empty lease (the queue is drained)."""
 
-    def __init__(self, config: WorkerConfig, until_idle: bool) -> None:
-        super().__init__(config)
-        self.until_idle = until_idle
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.until_idle = False
         self.first = self.last = 0.0
 
     def _request(self, method: str, path: str, body: dict[str, Any] | None) -> Any:
@@ -75,11 +75,13 @@ class DrainingWorker(TimedWorker):
 
 def _work(url: str, token: str, index: int, seconds: float | None, out: Any) -> None:
     config = WorkerConfig(coordinator_url=url, token=token, name=f"null-{index}", runner="null")
-    worker = DrainingWorker(config, until_idle=seconds is None)
+    worker = Worker(config, client=DrainingClient)
+    client = cast(DrainingClient, worker.coordinator)
+    client.until_idle = seconds is None
     if seconds is not None:
         threading.Timer(seconds, worker.stopping.set).start()
     worker.run()
-    out.put((dict(worker.seconds), worker.measured, worker.first, worker.last))
+    out.put((dict(client.seconds), client.measured, client.first, client.last))
 
 
 def _run_workers(

@@ -16,8 +16,8 @@ from contextlib import contextmanager
 
 import numpy as np
 
+from compiler.target import host_hardware
 from compiler.workloads import workload_from_spec
-from runner.hardware import host_hardware
 from tuner.database import Database
 from tuner.search import cost_model
 from tuner.search.cost_model import CostModel, Group, evaluate_ranking, random_ranking

@@ -30,11 +30,10 @@ import numpy as np
 
 from bench.peer_suite import SHAPES, SUITE
 from compiler import Trace, build
-from compiler.target import Target
+from compiler.schedule_rules import default_schedule
+from compiler.target import Target, host_hardware
 from compiler.workloads import Workload, workload_from_spec
 from runner.evaluate import evaluate
-from runner.hardware import host_hardware
-from tuner.search.default_schedule import default_schedule
 
 ROUNDS = 15
 REPEAT_MS = 20.0

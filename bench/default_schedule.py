@@ -12,9 +12,9 @@ import numpy as np
 
 from bench.common import best_seconds, set_kernel_threads
 from compiler import PrimFunc, Schedule, Target, build, te
+from compiler.schedule_rules import RuleConfig, default_schedule
 from runner.evaluate import evaluate
-from tuner.search.default_schedule import default_schedule
-from tuner.search.space import SpaceConfig, rule_space
+from tuner.search.space import rule_space
 
 SAMPLES = 16
 PAUSE_S = 0.3  # let the other library's threads go to sleep before timing
@@ -22,7 +22,7 @@ F32 = np.float32
 
 
 @dataclass(frozen=True)
-class Case:
+class ScheduleCase:
     name: str
     func: PrimFunc
     numpy: Callable[..., np.ndarray]
@@ -39,7 +39,7 @@ def _pad(data: te.Tensor, p: int, value: float) -> te.Tensor:
     )
 
 
-def conv2d(n: int, c: int, size: int, k: int, padding: int) -> Case:
+def conv2d(n: int, c: int, size: int, k: int, padding: int) -> ScheduleCase:
     data, weight = (
         te.placeholder((n, c, size, size), name="data"),
         te.placeholder((k, c, 3, 3), name="weight"),
@@ -53,7 +53,7 @@ def conv2d(n: int, c: int, size: int, k: int, padding: int) -> Case:
         name="conv",
     )
     name = f"conv2d {n}x{c}x{size}x{size} k{k} 3x3" + (f" pad{padding}" if padding else "")
-    return Case(
+    return ScheduleCase(
         name, te.create_prim_func([data, weight, out]), _im2col_conv(padding), [data.shape, weight.shape]
     )
 
@@ -72,7 +72,7 @@ def _im2col_conv(padding: int) -> Callable[..., np.ndarray]:
     return run
 
 
-def depthwise(c: int, size: int) -> Case:
+def depthwise(c: int, size: int) -> ScheduleCase:
     data, weight = (
         te.placeholder((1, c, size, size), name="data"),
         te.placeholder((c, 1, 3, 3), name="weight"),
@@ -94,17 +94,19 @@ def depthwise(c: int, size: int) -> Case:
         return acc
 
     name = f"depthwise 1x{c}x{size}x{size} 3x3 pad1"
-    return Case(name, te.create_prim_func([data, weight, out]), taps, [data.shape, weight.shape])
+    return ScheduleCase(name, te.create_prim_func([data, weight, out]), taps, [data.shape, weight.shape])
 
 
-def matmul(m: int, k: int, n: int) -> Case:
+def matmul(m: int, k: int, n: int) -> ScheduleCase:
     a, b = te.placeholder((m, k), name="A"), te.placeholder((k, n), name="B")
     r = te.reduce_axis((0, k), "k")
     c = te.compute((m, n), lambda i, j: te.sum(a[i, r] * b[r, j], axis=r), name="C")
-    return Case(f"matmul {m}x{k} @ {k}x{n}", te.create_prim_func([a, b, c]), np.matmul, [a.shape, b.shape])
+    return ScheduleCase(
+        f"matmul {m}x{k} @ {k}x{n}", te.create_prim_func([a, b, c]), np.matmul, [a.shape, b.shape]
+    )
 
 
-def max_pool(c: int, size: int) -> Case:
+def max_pool(c: int, size: int) -> ScheduleCase:
     """3x3, stride 2, padding 1 (ResNet's stem)."""
     data = te.placeholder((1, c, size, size), name="data")
     padded = _pad(data, 1, float("-inf"))
@@ -126,10 +128,10 @@ def max_pool(c: int, size: int) -> Case:
         return acc
 
     name = f"max_pool 3x3 s2 1x{c}x{size}x{size}"
-    return Case(name, te.create_prim_func([data, out]), taps, [data.shape])
+    return ScheduleCase(name, te.create_prim_func([data, out]), taps, [data.shape])
 
 
-def softmax(shape: tuple[int, int, int]) -> Case:
+def softmax(shape: tuple[int, int, int]) -> ScheduleCase:
     a = te.placeholder(shape, name="A")
     n = shape[-1]
     k1, k2 = te.reduce_axis((0, n), "k"), te.reduce_axis((0, n), "k")
@@ -142,10 +144,12 @@ def softmax(shape: tuple[int, int, int]) -> Case:
         y = np.exp(x - x.max(axis=-1, keepdims=True))
         return y / y.sum(axis=-1, keepdims=True)
 
-    return Case(f"softmax {'x'.join(map(str, shape))} last axis", te.create_prim_func([a, out]), ref, [shape])
+    return ScheduleCase(
+        f"softmax {'x'.join(map(str, shape))} last axis", te.create_prim_func([a, out]), ref, [shape]
+    )
 
 
-def cases() -> list[Case]:
+def cases() -> list[ScheduleCase]:
     return [
         conv2d(1, 64, 56, 64, 1),
         conv2d(1, 256, 14, 256, 1),
@@ -166,8 +170,8 @@ def kernel_seconds(func: PrimFunc, args: list[np.ndarray], expected: np.ndarray,
     return min(evaluate(kernel, args, repeat=repeat, min_repeat_ms=30))
 
 
-def best_random(case: Case, args: list[np.ndarray], expected: np.ndarray, target: Target) -> float:
-    space = rule_space(SpaceConfig.for_target(target))
+def best_random(case: ScheduleCase, args: list[np.ndarray], expected: np.ndarray, target: Target) -> float:
+    space = rule_space(RuleConfig.for_target(target))
     best = float("inf")
     for seed in range(SAMPLES):
         sch = Schedule(case.func, seed=seed)

@@ -32,11 +32,11 @@ from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import func, select
 
 from bench.proc import cpu_seconds, rss_mb, search_loop_pid
-from runner.hardware import host_hardware
+from compiler.target import host_hardware
 from tests.postgres import temporary_database
 from tests.service.processes import Coordinator, Process, environment, wait_until
 from tuner.database import Database
-from tuner.database.schema import TuningRecord, Worker
+from tuner.database.schema import RecordRow, WorkerRow
 from tuner.database.tokens import create_token
 from tuner.service.client import Client
 from tuner.service.settings import Settings
@@ -60,11 +60,11 @@ class Service:
 
     def stored(self) -> int:
         with self.db.transaction() as session:
-            return session.scalar(select(func.count()).select_from(TuningRecord)) or 0
+            return session.scalar(select(func.count()).select_from(RecordRow)) or 0
 
     def registered(self, names: list[str]) -> int:
         with self.db.transaction() as session:
-            return session.scalar(select(func.count()).where(Worker.name.in_(names))) or 0
+            return session.scalar(select(func.count()).where(WorkerRow.name.in_(names))) or 0
 
     def metrics(self) -> dict[str, list[tuple[dict[str, str], float]]]:
         """The coordinator's /metrics: each sample's labels and value, by sample name."""

@@ -16,9 +16,9 @@ import numpy as np
 from bench.common import best_seconds
 from compiler import graph
 from compiler.build import build
-from compiler.graph import GraphBuilder, Module, Task
-from runner.hardware import host_hardware
-from tuner.search.default_schedule import default_schedule
+from compiler.graph import ExtractedTask, GraphBuilder, Module
+from compiler.schedule_rules import default_schedule
+from compiler.target import host_hardware
 from tuner.tune import tune
 
 LAYERS = {  # (C, H, W, K): ResNet-18 stages 1 and 3
@@ -42,18 +42,18 @@ def layer(c: int, h: int, w: int, k: int, epilogue: str) -> Module:
     return b.module([out])
 
 
-def task_of(module: Module) -> Task:
+def task_of(module: Module) -> ExtractedTask:
     (task,) = graph.extract_tasks(graph.optimize(module))
     return task
 
 
-def tuned_micros(task: Task, trials: int, directory: Path, name: str) -> float:
+def tuned_micros(task: ExtractedTask, trials: int, directory: Path, name: str) -> float:
     result = tune(task.spec, trials=trials, database=f"sqlite:///{directory / name}.db")
     assert result.best is not None
     return result.best.median_secs * 1e6
 
 
-def default_micros(task: Task) -> float:
+def default_micros(task: ExtractedTask) -> float:
     target = host_hardware().target
     kernel = build(default_schedule(task.func, target).func, target, listings=False)
     rng = np.random.default_rng(0)

@@ -31,8 +31,9 @@ from bench.common import alternated_ms, set_kernel_threads
 from bench.model_latency import ZooModel, onnx_bytes, zoo_models
 from compiler import frontend, graph
 from compiler.graph import CompiledModel
-from runner.hardware import host_hardware
-from tuner.model_commands import onnx_runtime, onnx_runtime_session
+from compiler.target import host_hardware
+from tuner.best import build_model
+from tuner.cli.models import onnx_runtime, onnx_runtime_session
 
 ORT_HEAVY = {"Conv", "FusedConv", "Gemm", "FusedGemm", "MatMul", "FusedMatMul", "NchwcConv"}
 OUR_HEAVY = ("conv2d", "matmul", "dense")
@@ -41,27 +42,29 @@ LOOKAHEAD = 2
 
 
 @dataclass(frozen=True)
-class Layer:
+class LayerTime:
     name: str
     shape: tuple[int, ...]
     ms: float
     flops: float
 
 
-def our_layers(model: CompiledModel, inputs: list[np.ndarray], passes: int) -> tuple[list[Layer], float]:
+def our_layers(model: CompiledModel, inputs: list[np.ndarray], passes: int) -> tuple[list[LayerTime], float]:
     """Our heavy kernels in pass order, and the milliseconds every other kernel takes."""
     nodes = {n.name: n for n in model.module.nodes() if isinstance(n, graph.CallTIR)}
     heavy, other = [], 0.0
     for step, secs in model.profile(*inputs, repeat=passes, in_pass=True):
         node = nodes[step.node]
         if any(word in step.func for word in OUR_HEAVY):
-            heavy.append(Layer(step.func, node.type.shape, secs * 1e3, node.flops))
+            heavy.append(LayerTime(step.func, node.type.shape, secs * 1e3, node.flops))
         else:
             other += secs * 1e3
     return heavy, other
 
 
-def ort_layers(onnx: bytes, inputs: list[np.ndarray], threads: int, runs: int) -> tuple[list[Layer], float]:
+def ort_layers(
+    onnx: bytes, inputs: list[np.ndarray], threads: int, runs: int
+) -> tuple[list[LayerTime], float]:
     """ONNX Runtime's heavy nodes in execution order (median kernel time over `runs`), and the
     milliseconds of its other nodes."""
     with tempfile.TemporaryDirectory() as tmp:
@@ -86,7 +89,7 @@ def ort_layers(onnx: bytes, inputs: list[np.ndarray], threads: int, runs: int) -
         ms = statistics.median(durations[WARMUP:])
         op, ins, out = kinds[name]
         if op in ORT_HEAVY:
-            heavy.append(Layer(f"{op} {name}", out, ms, _ort_flops(op, ins, out)))
+            heavy.append(LayerTime(f"{op} {name}", out, ms, _ort_flops(op, ins, out)))
         else:
             other += ms
     return heavy, other
@@ -101,10 +104,10 @@ def _ort_flops(op: str, ins: list[tuple[int, ...]], out: tuple[int, ...]) -> flo
     return 2.0 * math.prod(out) * ins[0][-1]
 
 
-def pair(ours: list[Layer], theirs: list[Layer]) -> list[tuple[Layer | None, Layer | None]]:
+def pair(ours: list[LayerTime], theirs: list[LayerTime]) -> list[tuple[LayerTime | None, LayerTime | None]]:
     """Each of our layers with whichever of ORT's next LOOKAHEAD unpaired ones is closest in FLOPs."""
     left = list(theirs)
-    out: list[tuple[Layer | None, Layer | None]] = []
+    out: list[tuple[LayerTime | None, LayerTime | None]] = []
     for layer in ours:
         window = left[:LOOKAHEAD]
         if not window:
@@ -120,7 +123,7 @@ def compare(entry: ZooModel, database: str | None, passes: int, threads: int) ->
     model, args = entry.make(), entry.inputs()
     onnx = onnx_bytes(model, args)
     inputs = [a.numpy() for a in args]
-    ours = graph.build(graph.optimize(frontend.from_torch(model, args)), database=database)
+    ours = build_model(graph.optimize(frontend.from_torch(model, args)), database=database)
     runs = {"ours": lambda: ours(*inputs), "ort": onnx_runtime(onnx, inputs, threads)}
     latency = {k: statistics.median(v) for k, v in alternated_ms(runs, 5, 6).items()}
     mine, my_other = our_layers(ours, inputs, passes)
@@ -130,7 +133,7 @@ def compare(entry: ZooModel, database: str | None, passes: int, threads: int) ->
         f"(alternated); layers timed in their passes ({passes} passes each):"
     )
     print(f"{'ours':44s} {'ms':>7s} {'ONNX Runtime':52s} {'ms':>7s} {'ORT/ours':>8s}")
-    missing = Layer("-", (), 0.0, 0.0)
+    missing = LayerTime("-", (), 0.0, 0.0)
     for first, second in pair(mine, theirs):
         a, b = first or missing, second or missing
         ratio = f"{b.ms / a.ms:8.2f}" if a.ms and b.ms else ""

@@ -38,7 +38,8 @@ def hand_schedule(func: PrimFunc, ti: int = 8, tj: int = 32) -> PrimFunc:
 def register_tile(target: Target) -> tuple[int, int]:
     """The hand schedule's accumulator tile for `target`: two vectors wide, 8 rows (16 of AVX-512's
     32 registers) or 4 (8 of AVX2's 16; 6 rows leave a tail on 1024). AVX-512's 8x32 on AVX2 is 32
-    accumulators, which spill: 67 GFLOPS against 187 for 4x16 on a znver3 host (bench/RESULTS.md)."""
+    accumulators, which spill: 67 GFLOPS against 187 for 4x16 on a znver3 host
+    (bench/results/2026-11-24-c.md)."""
     lanes = target.vector_lanes()
     return (8 if lanes >= 16 else 4), 2 * lanes
 

@@ -20,8 +20,8 @@ import numpy as np
 from bench.common import set_kernel_threads
 from compiler import frontend, graph
 from compiler.graph import CompiledModel
-from runner.hardware import host_hardware
-from tuner.model_commands import latencies, onnx_runtime
+from compiler.target import host_hardware
+from tuner.cli.models import latencies, onnx_runtime
 
 
 @dataclass(frozen=True)

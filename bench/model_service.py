@@ -37,9 +37,10 @@ from bench.model_tuning import peers
 from bench.proc import cpu_seconds, search_loop_pid
 from compiler import frontend, graph
 from compiler.graph import load_library
-from runner.hardware import host_hardware
+from compiler.target import host_hardware
 from tests.postgres import temporary_database
 from tests.service.processes import Coordinator, Process, start_worker, wait_until
+from tuner.best import build_model
 from tuner.database import Database, TaskStatus
 from tuner.database.tokens import create_token
 from tuner.service.client import Client
@@ -147,7 +148,7 @@ def compare(entry: ZooModel, source: bytes, url: str, library: Path) -> None:
     error = float(np.max(np.abs(native(*inputs)[0] - expected)))
     print(f"artifact against PyTorch: max abs error {error:.2e} (outputs up to {np.abs(expected).max():.2f})")
     with Database.open(url) as db:
-        built = graph.build(graph.optimize(frontend.from_onnx(source)), database=db)
+        built = build_model(graph.optimize(frontend.from_onnx(source)), database=db)
     ours = {"artifact": lambda: native(*inputs), "graph.build": lambda: built(*inputs)}
     runs = {**ours, **peers(entry, host_hardware().target.cores)}
     ms = {k: statistics.median(t) for k, t in alternated_ms(runs, ROUNDS, CALLS).items()}

@@ -25,7 +25,7 @@ from bench.common import alternated_ms
 from bench.model_latency import ZooModel, onnx_session, zoo_models
 from bench.peak import measure_peak
 from compiler import frontend, graph
-from runner.hardware import host_hardware
+from compiler.target import host_hardware
 from tuner import tune_model
 from tuner.model_tuning import ModelTuneResult
 

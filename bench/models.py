@@ -13,8 +13,8 @@ import numpy as np
 from bench.common import best_seconds
 from bench.conv2d import im2col_conv
 from compiler.workloads import workload_from_spec
-from tuner.task_scheduler import Task, TasksResult, tune_tasks
-from tuner.tune import compile_best
+from tuner.best import compile_best
+from tuner.task_scheduler import TasksResult, WeightedWorkload, tune_tasks
 
 
 def mlp_layers(batch: int) -> list[dict]:
@@ -76,7 +76,7 @@ def main(trials: int = 128) -> None:
     rng = np.random.default_rng(0)
     with tempfile.TemporaryDirectory() as tmp:
         db = f"sqlite:///{Path(tmp) / 'models.db'}"
-        mlp_tasks = [Task(spec) for batch in (1, 64) for spec in mlp_layers(batch)]
+        mlp_tasks = [WeightedWorkload(spec) for batch in (1, 64) for spec in mlp_layers(batch)]
         describe("MLP (batch 1 and 64)", tune_tasks(mlp_tasks, trials=trials, database=db, batch_size=8))
         for batch in (1, 64):
             x = rng.standard_normal((batch, 784), dtype=np.float32)
@@ -93,7 +93,9 @@ def main(trials: int = 128) -> None:
                 lambda x=x, w1=w1, b1=b1, w2=w2, b2=b2: mlp_numpy(x, w1, b1, w2, b2),
                 (x, [(w1, b1), (w2, b2)]),
             )  # fmt: skip
-        conv = tune_tasks([Task(s) for s in CONV_LAYERS], trials=trials // 2, database=db, batch_size=8)
+        conv = tune_tasks(
+            [WeightedWorkload(s) for s in CONV_LAYERS], trials=trials // 2, database=db, batch_size=8
+        )
         describe("conv2d stack", conv)
         x = rng.standard_normal((1, 16, 32, 32), dtype=np.float32)
         ws = [rng.standard_normal((32, c, 3, 3), dtype=np.float32) for c in (16, 32)]

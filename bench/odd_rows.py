@@ -27,8 +27,8 @@ from bench.common import best_seconds
 from bench.peer_suite import SUITE
 from compiler import PrimFunc, Target, build
 from compiler.build import Kernel
+from compiler.schedule_rules import default_schedule
 from compiler.workloads import workload_from_spec
-from tuner.search.default_schedule import default_schedule
 
 ROUNDS = 5
 

@@ -14,7 +14,7 @@ an AVX-512 CPU (znver4) with AVX-512 masked off, and TVM would emit instructions
 Each best schedule then becomes a shared library (ours: `compile_kernel(..., pic=True)` linked with
 cc; TVM's: `export_library`), and bench/peer_timing.py times all of them and numpy in one process by
 one method, after checking each against numpy (its docstring says how). Printed: a markdown table per
-budget (for bench/RESULTS.md), geometric means, and, for each shape where TVM wins, both traces.
+budget (for bench/results/), geometric means, and, for each shape where TVM wins, both traces.
 
 The whole suite at 256 trials takes about four hours. With `--keep DIR`, each tuned shape's outcome
 is saved beside its databases and libraries as soon as both tuners are done, and `--resume` with the
@@ -40,9 +40,8 @@ from bench.peak import measure_peak
 from bench.peer_suite import SHAPES, SUITE, PeerShape
 from compiler import Trace
 from compiler.build import compile_kernel
-from compiler.target import Target
+from compiler.target import Hardware, Target, host_hardware
 from compiler.workloads import Workload, workload_from_spec
-from runner.hardware import Hardware, host_hardware
 from tuner.baseline import openblas_coretype
 from tuner.database import Database
 from tuner.search.training_data import evaluate_model, groups_from_records, hardware_records

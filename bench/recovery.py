@@ -41,12 +41,12 @@ from typing import Any
 import httpx
 from sqlalchemy import func, select
 
-from runner.hardware import host_hardware
+from compiler.target import host_hardware
 from tests.postgres import temporary_database
 from tests.service.database_proxy import DatabaseProxy
 from tests.service.processes import Coordinator, Process, start_worker, wait_until
 from tuner.database import Database
-from tuner.database.schema import Candidate, Task, TuningRecord, Worker
+from tuner.database.schema import CandidateRow, RecordRow, TaskRow, WorkerRow
 from tuner.database.tokens import create_token
 from tuner.service.client import Client
 from tuner.service.clock import utcnow
@@ -121,38 +121,40 @@ class Fleet:
             return session.scalar(query) or 0
 
     def stored(self) -> int:
-        return self._scalar(select(func.count()).select_from(TuningRecord))
+        return self._scalar(select(func.count()).select_from(RecordRow))
 
     def proposed(self) -> int:
-        return self._scalar(select(func.count()).select_from(Candidate))
+        return self._scalar(select(func.count()).select_from(CandidateRow))
 
     def trials_done(self, task: int) -> int:
-        return self._scalar(select(Task.trials_done).where(Task.id == task))
+        return self._scalar(select(TaskRow.trials_done).where(TaskRow.id == task))
 
     def owner(self, task: int) -> str | None:
         with self.db.transaction() as session:
-            return session.scalar(select(Task.owner).where(Task.id == task))
+            return session.scalar(select(TaskRow.owner).where(TaskRow.id == task))
 
     def worker_id(self, name: str) -> int:
-        return self._scalar(select(Worker.id).where(Worker.name == name).order_by(Worker.id.desc()).limit(1))
+        return self._scalar(
+            select(WorkerRow.id).where(WorkerRow.name == name).order_by(WorkerRow.id.desc()).limit(1)
+        )
 
     def held(self, worker_id: int) -> list[int]:
         """The candidates leased to the worker, lease not expired."""
         held = (
-            (Candidate.worker_id == worker_id)
-            & (Candidate.status == "leased")
-            & (Candidate.lease_expires_at >= utcnow())
+            (CandidateRow.worker_id == worker_id)
+            & (CandidateRow.status == "leased")
+            & (CandidateRow.lease_expires_at >= utcnow())
         )
         with self.db.transaction() as session:
-            return list(session.scalars(select(Candidate.id).where(held)))
+            return list(session.scalars(select(CandidateRow.id).where(held)))
 
     def done(self, candidates: list[int]) -> int:
-        where = Candidate.id.in_(candidates) & (Candidate.status == "done")
+        where = CandidateRow.id.in_(candidates) & (CandidateRow.status == "done")
         return self._scalar(select(func.count()).where(where))
 
     def finished(self) -> bool:
         with self.db.transaction() as session:
-            statuses = session.scalars(select(Task.status).where(Task.id.in_(self.budgets)))
+            statuses = session.scalars(select(TaskRow.status).where(TaskRow.id.in_(self.budgets)))
             return all(status in ("done", "failed", "cancelled") for status in statuses)
 
     def settle(self, stall: float = 60.0) -> bool:
@@ -287,26 +289,26 @@ def audit(fleet: Fleet) -> str:
     wrong = []
     with fleet.db.transaction() as session:
         for task, trials in fleet.budgets.items():
-            row = session.execute(select(Task.status, Task.trials_done).where(Task.id == task)).one()
-            of_task = TuningRecord.task_id == task
+            row = session.execute(select(TaskRow.status, TaskRow.trials_done).where(TaskRow.id == task)).one()
+            of_task = RecordRow.task_id == task
             records = session.scalar(select(func.count()).where(of_task))
-            traces = session.scalar(select(func.count(func.distinct(TuningRecord.trace_hash))).where(of_task))
-            linked = session.scalar(
-                select(func.count(func.distinct(TuningRecord.candidate_id))).where(of_task)
-            )
+            traces = session.scalar(select(func.count(func.distinct(RecordRow.trace_hash))).where(of_task))
+            linked = session.scalar(select(func.count(func.distinct(RecordRow.candidate_id))).where(of_task))
             states = dict(
                 session.execute(
-                    select(Candidate.status, func.count())
-                    .where(Candidate.task_id == task)
-                    .group_by(Candidate.status)
+                    select(CandidateRow.status, func.count())
+                    .where(CandidateRow.task_id == task)
+                    .group_by(CandidateRow.status)
                 ).all()
             )
             expected = ("done", trials, trials, trials, trials, {"done": trials})
             if (row.status, row.trials_done, records, traces, linked, states) != expected:
                 holders = session.execute(
-                    select(Worker.name, Candidate.id, Candidate.lease_expires_at, Candidate.attempts)
-                    .join(Worker, Worker.id == Candidate.worker_id)
-                    .where(Candidate.task_id == task, Candidate.status == "leased")
+                    select(
+                        WorkerRow.name, CandidateRow.id, CandidateRow.lease_expires_at, CandidateRow.attempts
+                    )
+                    .join(WorkerRow, WorkerRow.id == CandidateRow.worker_id)
+                    .where(CandidateRow.task_id == task, CandidateRow.status == "leased")
                 ).all()
                 leases = ", ".join(f"{c.id} to {c.name} until {c.lease_expires_at:%H:%M:%S}" for c in holders)
                 wrong.append(
@@ -314,9 +316,9 @@ def audit(fleet: Fleet) -> str:
                     f"{traces} traces, {linked} candidates recorded, candidates {states}"
                     + (f", leased: {leases}" if leases else "")
                 )
-        pairs = select(TuningRecord.workload_id, TuningRecord.hardware_id, TuningRecord.trace_hash).distinct()
+        pairs = select(RecordRow.workload_id, RecordRow.hardware_id, RecordRow.trace_hash).distinct()
         distinct = session.scalar(select(func.count()).select_from(pairs.subquery()))
-        records = session.scalar(select(func.count()).select_from(TuningRecord))
+        records = session.scalar(select(func.count()).select_from(RecordRow))
     verdict = (
         f"NOT COMPLETE at {utcnow():%H:%M:%S} UTC: " + "; ".join(wrong)
         if wrong

@@ -20,11 +20,12 @@ from bench.common import best_seconds
 from bench.matmul import hand_schedule
 from bench.tuning import SPEC, numpy_gflops
 from compiler import Target, build
+from compiler.schedule_rules import RuleConfig
+from compiler.target import Hardware, cpu_model
 from compiler.workloads import workload_from_spec
 from runner import LocalRunner, LocalRunnerConfig
 from runner.evaluate import evaluate
-from runner.hardware import Hardware, cpu_model
-from tuner.search.space import SpaceConfig, rule_space
+from tuner.search.space import rule_space
 from tuner.tune import tune
 
 HAND_N = 480  # divisible by every tile below
@@ -65,7 +66,7 @@ def hand_tiles(targets: dict[str, Target]) -> None:
 def tuned(targets: dict[str, Target]) -> None:
     numpy_rate = 0.0  # the best of one measurement per seed, like the tuned kernels' best
     for name, target in targets.items():
-        bounded = SpaceConfig.for_target(target)
+        bounded = RuleConfig.for_target(target)
         arms = {"bounded": bounded, "unbounded": replace(bounded, vector_registers=UNBOUNDED)}
         results: dict[str, list[float]] = {arm: [] for arm in arms}
         with LocalRunner(LocalRunnerConfig(), target) as runner:

@@ -14,10 +14,11 @@ from pathlib import Path
 
 from compiler import Schedule, Target
 from compiler.lower import lower
+from compiler.schedule_rules import RuleConfig
 from compiler.workloads import workload_from_spec
 from runner import NullRunner
 from tuner.search.features import extract_features
-from tuner.search.space import SpaceConfig, rule_space
+from tuner.search.space import rule_space
 from tuner.tune import tune
 
 SPECS = {
@@ -33,7 +34,7 @@ def sample_costs(spec: dict, seeds: int, repeats: int = 3) -> dict[str, float]:
     """Median over seeds of the fastest of `repeats` runs, in ms, of each phase for one program."""
     func = workload_from_spec(spec).func
     target = Target.host()
-    space = rule_space(SpaceConfig.for_target(target))
+    space = rule_space(RuleConfig.for_target(target))
     locations: list[float] = []
     listing = Schedule.compute_location_candidates
 

@@ -15,11 +15,12 @@ import threading
 import time
 from collections import Counter, defaultdict
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import httpx
 
-from runner.worker import Fatal, Worker, WorkerConfig
+from runner.coordinator_client import CoordinatorClient, Fatal
+from runner.worker import Worker, WorkerConfig
 
 FIRST_WARNINGS = 5  # kept verbatim in the report; the rest are only counted
 
@@ -38,12 +39,12 @@ class Warnings(logging.Handler):
             self.first.append(record.getMessage())
 
 
-class TimedWorker(Worker):
+class TimedClient(CoordinatorClient):
     """Times each request to the coordinator by kind: lease (one that brought candidates), idle lease,
     results, heartbeat, release, stop and register. The heartbeat thread records too, hence the lock."""
 
-    def __init__(self, config: WorkerConfig) -> None:
-        super().__init__(config)
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
         self.seconds: dict[str, list[float]] = defaultdict(list)
         self.outcomes: Counter[str] = Counter()
         self.failed: Counter[str] = Counter()
@@ -78,14 +79,15 @@ def main() -> None:
     warnings = Warnings()
     logging.getLogger("tuner.worker").addHandler(warnings)
     config = WorkerConfig(coordinator_url=args.coordinator, token=args.token, name=args.name, runner="null")
-    worker = TimedWorker(config)
+    worker = Worker(config, client=TimedClient)
     worker.install_signal_handlers()
     code = worker.run()
+    timed = cast(TimedClient, worker.coordinator)
     report = {
         "exit": code,
-        "seconds": worker.seconds,
-        "outcomes": worker.outcomes,
-        "failed": worker.failed,
+        "seconds": timed.seconds,
+        "outcomes": timed.outcomes,
+        "failed": timed.failed,
         "warnings": warnings.count,
         "first_warnings": warnings.first,
     }

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from bench.proc import rss_mb, search_loop_pid
-from runner.hardware import host_hardware
+from compiler.target import host_hardware
 from tests.postgres import temporary_database
 from tests.service.processes import Coordinator, Process, start_worker
 from tuner.database import Database

@@ -89,7 +89,7 @@ def depthwise_conv2d_nchw(
     return [data, weight, out]
 
 
-OPS: dict[str, Callable[..., Tensors]] = {
+TVM_WORKLOADS: dict[str, Callable[..., Tensors]] = {
     "matmul": matmul,
     "batch_matmul": batch_matmul,
     "conv2d_nchw": conv2d_nchw,
@@ -101,9 +101,9 @@ OPS: dict[str, Callable[..., Tensors]] = {
 def prim_func(spec: dict[str, Any]) -> tvm.tirx.PrimFunc:
     if spec.get("dtype", "float32") != "float32":
         raise SystemExit(f"tvm_peer: the TVM versions are float32, not {spec['dtype']}")
-    if spec["op"] not in OPS:
-        raise SystemExit(f"tvm_peer: no TVM version of {spec['op']!r}; add one to OPS")
-    return te.create_prim_func(OPS[spec["op"]](**spec["params"]))
+    if spec["op"] not in TVM_WORKLOADS:
+        raise SystemExit(f"tvm_peer: no TVM version of {spec['op']!r}; add one to TVM_WORKLOADS")
+    return te.create_prim_func(TVM_WORKLOADS[spec["op"]](**spec["params"]))
 
 
 def _import_intrinsics() -> None:

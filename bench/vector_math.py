@@ -17,7 +17,7 @@ import numpy as np
 from bench.common import best_seconds, set_kernel_threads
 from compiler import graph
 from compiler.graph import GraphBuilder
-from runner.hardware import host_hardware
+from compiler.target import host_hardware
 
 
 def one_op(op: str, shape: tuple[int, ...], **attrs: object) -> graph.CompiledModel:

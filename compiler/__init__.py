@@ -4,10 +4,11 @@ from compiler import te
 from compiler.build import Kernel, build
 from compiler.ir import PrimFunc
 from compiler.schedule import BlockRV, LoopRV, Schedule, ScheduleError, Trace, TraceError
-from compiler.target import Target
+from compiler.target import Hardware, Target, host_hardware
 
 __all__ = [
     "BlockRV",
+    "Hardware",
     "Kernel",
     "LoopRV",
     "PrimFunc",
@@ -17,5 +18,6 @@ __all__ = [
     "Trace",
     "TraceError",
     "build",
+    "host_hardware",
     "te",
 ]

@@ -103,10 +103,10 @@ def vector_pieces(extent: int, register: int) -> list[int]:
 
     Power-of-two vectors split evenly into machine registers; LLVM widens a size such as 24 lanes
     with masked or shuffled lanes, measured 5-15x slower (a 4x24 matmul register tile ran at 18-38
-    GFLOPS where 4x16 ran at 174-216, bench/RESULTS.md). A remainder narrower than one register is
-    different: as one vector, it is one register wide (7 lanes in 8, 12 in 16), where one vector per
+    GFLOPS where 4x16 ran at 174-216, bench/results/2026-11-23-a.md). A remainder narrower than one register
+    is different: as one vector, it is one register wide (7 lanes in 8, 12 in 16), where one vector per
     set bit of its size makes three narrow operations of 4, 2 and 1 lanes (7x7 and 14x14 convs: 1.6-2.3x
-    slower, bench/RESULTS.md). Only its stores are split, and its loads without AVX-512
+    slower, bench/results/2026-11-24-c.md). Only its stores are split, and its loads without AVX-512
     (`_masked_width`); they are few once LLVM keeps an accumulator in a register."""
     if extent < register:
         return [extent]
@@ -237,8 +237,8 @@ def masks_odd_rows(target: Target) -> bool:
     splits a plain load of 14 lanes into loads of 8, 4 and 2 and two inserts (a 14x14 conv's input
     rows in its innermost loop); with AVX-512's masked moves it is one load whose mask stops at the
     last lane, so nothing past the row is read. AVX2's masked load holds its mask in a vector
-    register, one of the 16 a register tile fills: measured 0.77-1.38x by layer (bench/RESULTS.md,
-    eleventh stop), so AVX2 keeps the split loads."""
+    register, one of the 16 a register tile fills: measured 0.77-1.38x by layer
+    (bench/results/2026-11-25-c.md, eleventh stop), so AVX2 keeps the split loads."""
     return "avx512f" in target.feature_set
 
 

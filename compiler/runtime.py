@@ -10,14 +10,14 @@ A kernel mallocs its large intermediates (a padded image, a Winograd transform) 
 frees them on return. glibc gives freed memory back to the system once more than a threshold sits
 free at the top of the heap (or serves big blocks by mmap, unmapped on free), so the next call
 faults every page in again: a 3x3 conv with two 3.2 MB Winograd intermediates took 3.30 ms a call
-instead of 0.82 (bench/RESULTS.md). `keep_freed_memory` raises both thresholds for the process, as
-TVM's workspace pool keeps its pages, so a call reuses the previous call's pages.
+instead of 0.82 (bench/results/2026-11-24-b.md). `keep_freed_memory` raises both thresholds for the process,
+as TVM's workspace pool keeps its pages, so a call reuses the previous call's pages.
 
 What a compiled model keeps for its lifetime (its weights and its arena of intermediates) lives in
 `huge_page_bytes`: one anonymous mapping per region, aligned to 2 MB and advised for transparent huge
 pages. On a Rocket Lake the same kernel on the same data ran 0.58 or 0.71 ms by where numpy's heap
 put its arrays, and ResNet-18, built three times each way in one process, three runs, averaged 12.28
-ms a pass with heap memory and 11.98 with these regions (bench/RESULTS.md): a huge page is
+ms a pass with heap memory and 11.98 with these regions (bench/results/2026-11-25-e.md): a huge page is
 physically contiguous, so the caches' sets fill by virtual address, not by which pages the
 process's history left free.
 """

@@ -7,7 +7,8 @@ CLI, `tune()`, a worker measuring on its own machine, `compiler.build` for libra
 host's; a coordinator uses the target its workers registered.
 
 `mcpu` is LLVM's name of the CPU ("znver4", "skylake-avx512"); the marketing model string
-("AMD EPYC 9454") is the hardware's `cpu_model` (runner.hardware), which no code specializes on.
+("AMD EPYC 9454") is the `Hardware`'s `cpu_model`, which no code specializes on: it says to a person
+what the machine is. Records are comparable only on one kind of hardware, which the target's key names.
 """
 
 from __future__ import annotations
@@ -15,8 +16,10 @@ from __future__ import annotations
 import fnmatch
 import hashlib
 import os
+import platform
 from dataclasses import dataclass
 from functools import cache
+from pathlib import Path
 
 import llvmlite.binding as llvm
 
@@ -146,3 +149,36 @@ def _apply_feature_change(flags: dict[str, bool], change: str, spec: str) -> Non
 def parse_features(features: str) -> frozenset[str]:
     """The features an LLVM feature string ("+avx2,-avx512f,...") turns on."""
     return frozenset(f[1:] for f in features.split(",") if f.startswith("+"))
+
+
+@dataclass(frozen=True)
+class Hardware:
+    """A kind of machine: the target programs are specialized for, and the CPU's model name, which
+    says to a person what the machine is."""
+
+    target: Target
+    cpu_model: str
+
+    @property
+    def key(self) -> str:
+        return self.target.key
+
+
+def host_hardware(emulate: str | None = None) -> Hardware:
+    """This machine, with the cores this process may use (pin it first to measure on fewer); with
+    `emulate` ("znver3", "x86-64-v3,-fma": see `Target.emulated`), this machine narrowed to another
+    CPU's features: another kind of hardware, whose records are kept apart."""
+    if emulate is None:
+        return Hardware(Target.host(), cpu_model())
+    return Hardware(Target.host().emulated(emulate), f"{cpu_model()} as {emulate}")
+
+
+def cpu_model() -> str:
+    """The CPU's model name, as /proc/cpuinfo gives it."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"

@@ -17,7 +17,7 @@ its operands as a GEMM's row-major A and B:
 - transformed input V [alpha, alpha, N, TH, TW, C], the transform vectorized along C;
 - weights U [alpha, alpha, C, K] (`pack_winograd`): the matmul vectorizes along K and broadcasts V
   along C, one cache line serving 16 steps of its reduction (with V as [.., C, TH, TW], each step
-  read a new line: 128 against 185 GFLOPS on one Rocket Lake core, bench/RESULTS.md);
+  read a new line: 128 against 185 GFLOPS on one Rocket Lake core, bench/results/2026-11-26.md);
 - product M [alpha, alpha, N, TH, TW, K], its block annotated with `PRODUCT_RULE`;
 - the output transform writes output channels in blocks of kb (as conv2d_nchw_kblock does) and a
   copy block puts them back in NCHW, which fusion inlines into the epilogue.
@@ -36,7 +36,7 @@ from compiler.topi import Padding, conv_out_size
 
 KERNEL = 3
 # The schedule rule the batched matmul's block names (`te.SCHEDULE_RULE`): the tuner computes the
-# transforms per tile of it (tuner/search/winograd_rule.py).
+# transforms per tile of it (compiler/schedule_rules/winograd_tiling.py).
 PRODUCT_RULE = "winograd_product"
 
 # (A^T [m, alpha], G [alpha, 3], B^T [alpha, alpha]) for each output tile m, with interpolation

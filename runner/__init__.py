@@ -1,6 +1,6 @@
 """Building and timing candidates: precise timing, verification against numpy, process isolation."""
 
-from runner.confirm import Measured, measure_confirming
+from runner.confirm import Confirmed, Measured, confirm, measure_confirming, would_be_best
 from runner.evaluate import evaluate
 from runner.local import LocalRunner, LocalRunnerConfig
 from runner.null import NullRunner
@@ -19,6 +19,7 @@ __all__ = [
     "MODEL_TIMING",
     "BuildResult",
     "Candidate",
+    "Confirmed",
     "LocalRunner",
     "LocalRunnerConfig",
     "Measured",
@@ -28,6 +29,8 @@ __all__ = [
     "Status",
     "TimingConfig",
     "TimingKind",
+    "confirm",
     "evaluate",
     "measure_confirming",
+    "would_be_best",
 ]

@@ -7,7 +7,7 @@ A repeat during which the process's threads waited for a CPU (`runner.cpu_wait`)
 after a short pause, up to `repeat` more times: on a worker beside a busy coordinator, one
 measurement in 13 waited, some of them for 10x the kernel's time, and a would-be best measured
 twice ranks by its slower median, so a disturbed block of repeats cost layers their best record
-(bench/RESULTS.md).
+(bench/results/2026-11-26.md).
 """
 
 from __future__ import annotations

@@ -32,8 +32,8 @@ RUN_TIMEOUT_S = 60.0
 # 610 us, then 41 us when timed again) and was ranked by it. Which part of the start is slow (the
 # thread team, the idle second core, numpy's threads after the reference) was not isolated; 50 ms
 # of untimed calls first made it read 39-43 us, where sleeping 1 s after the reference left the
-# first repeats at 614 and 106 us (bench/RESULTS.md). The warm-up runs whenever the workload changes
-# (and the reference with it), which covers a process's first candidate; whether a warm process
+# first repeats at 614 and 106 us (bench/results/2026-11-25-a.md). The warm-up runs whenever the workload
+# changes (and the reference with it), which covers a process's first candidate; whether a warm process
 # also slows on a new workload was not measured.
 WARM_UP_MS = 50.0
 

@@ -86,7 +86,7 @@ class TimingConfig:
 # input just written by the layer before, its weights in memory (every layer reads its own), its
 # threads awake. Timed warm, in a loop, a schedule that needs its weights in cache wins records it
 # then loses in the model: the BERT layer tuned 500 trials warm ran 10.43 ms, its default schedules
-# 9.32 (bench/RESULTS.md). Evicting the input too is pessimistic for convolutions, whose
+# 9.32 (bench/results/2026-11-24-b.md). Evicting the input too is pessimistic for convolutions, whose
 # activations outweigh their weights. TVM's x86 network tuning flushes every argument but the first
 # for the same reasons.
 MODEL_TIMING = TimingConfig(number=1, repeat=9, min_repeat_ms=0.0, flush_cache=True, keep_first_warm=True)

@@ -1,6 +1,7 @@
 """The auto-tuner: search space, search strategies, cost model, database, coordinator and CLI."""
 
+from tuner.best import build_model, compile_best
 from tuner.model_tuning import ModelTuneResult, tune_model
-from tuner.tune import TuneResult, compile_best, tune
+from tuner.tune import TuneResult, tune
 
-__all__ = ["ModelTuneResult", "TuneResult", "compile_best", "tune", "tune_model"]
+__all__ = ["ModelTuneResult", "TuneResult", "build_model", "compile_best", "tune", "tune_model"]

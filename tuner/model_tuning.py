@@ -14,20 +14,20 @@ from dataclasses import dataclass, field
 
 from compiler import graph
 from compiler.graph import CompiledModel, Module
-from compiler.graph.passes import Task
+from compiler.graph.passes import ExtractedTask
+from compiler.target import Hardware, host_hardware
 from runner import MODEL_TIMING, LocalRunner, LocalRunnerConfig, Runner, TimingKind
-from runner.hardware import Hardware, host_hardware
+from tuner.best import best_record, build_model
 from tuner.database import Database
-from tuner.task_scheduler import BatchProgress, TasksResult, tune_tasks
-from tuner.task_scheduler import Task as SchedulerTask
-from tuner.tune import DEFAULT_DATABASE, best_record, open_database
+from tuner.task_scheduler import BatchProgress, TasksResult, WeightedWorkload, tune_tasks
+from tuner.tune import DEFAULT_DATABASE, opened
 
 
 @dataclass(frozen=True)
 class TaskReport:
     """One task after tuning: its share of the estimated latency is weight x best seconds."""
 
-    task: Task
+    task: ExtractedTask
     trials: int  # measured by this run
     best_secs: float | None
 
@@ -78,43 +78,41 @@ def tune_model(
     own_runner = None
     if runner is None and trials > 0:
         runner = own_runner = LocalRunner(LocalRunnerConfig(timing=MODEL_TIMING, seed=seed), hardware.target)
-    db = open_database(database)
     try:
-        scheduled = None
-        curve: list[tuple[int, float]] = []
-        if trials > 0:
+        with opened(database) as db:
+            scheduled = None
+            curve: list[tuple[int, float]] = []
+            if trials > 0:
 
-            def on_batch(p: BatchProgress) -> None:
-                curve.append((p.trials, p.latency_secs))
-                if progress:
-                    progress(p)
+                def on_batch(p: BatchProgress) -> None:
+                    curve.append((p.trials, p.latency_secs))
+                    if progress:
+                        progress(p)
 
-            scheduled = tune_tasks(
-                [SchedulerTask(t.spec, weight=t.weight) for t in tasks],
-                trials=trials,
-                database=db,
-                scheduler=scheduler,
-                strategy=strategy,
-                seed=seed,
-                runner=runner,
-                batch_size=batch_size,
-                progress=on_batch,
-                hardware=hardware,
-            )
-        reports = _reports(tasks, scheduled, db, hardware)
-        compiled = graph.build(module, database=db, hardware=hardware)
+                scheduled = tune_tasks(
+                    [WeightedWorkload(t.spec, weight=t.weight) for t in tasks],
+                    trials=trials,
+                    database=db,
+                    scheduler=scheduler,
+                    strategy=strategy,
+                    seed=seed,
+                    runner=runner,
+                    batch_size=batch_size,
+                    progress=on_batch,
+                    hardware=hardware,
+                )
+            reports = _reports(tasks, scheduled, db, hardware)
+            compiled = build_model(module, database=db, hardware=hardware)
     finally:
         if own_runner is not None:
             own_runner.close()
-        if not isinstance(database, Database):
-            db.close()
     return ModelTuneResult(module, reports, compiled, curve, time.perf_counter() - start, scheduled)
 
 
 def _reports(
-    tasks: list[Task], scheduled: TasksResult | None, db: Database, hardware: Hardware
+    tasks: list[ExtractedTask], scheduled: TasksResult | None, db: Database, hardware: Hardware
 ) -> list[TaskReport]:
-    """Each task's trials and the time of the record `graph.build` runs it with."""
+    """Each task's trials and the time of the record `build_model` runs it with."""
     out = []
     for k, task in enumerate(tasks):
         best = best_record(db, task.workload_hash, hardware.key, TimingKind.LAYER)

@@ -1,20 +1,22 @@
 """`tune`: search a workload's schedules on this machine, measure them, keep every record.
 
 One loop: the search driver (tuner.search.driver) proposes a batch of unmeasured programs, the runner
-builds and times them (a would-be best twice: runner.confirm), the records go to the database, and
-the driver learns from them. Running the same call again continues from the database (its programs
-are never measured twice, its records train the model).
+builds and times them (a would-be best twice, ranked by the service's rule: runner.confirm), the
+records go to the database, and the driver learns from them. Running the same call again continues
+from the database (its programs are never measured twice, its records train the model).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from compiler import PrimFunc, Trace, build
-from compiler.build import Kernel
+from compiler import Trace
+from compiler.schedule_rules import RuleConfig, default_schedule
+from compiler.target import Hardware, host_hardware
 from compiler.workloads import Workload, workload_from_spec
 from runner import (
     Candidate,
@@ -25,12 +27,10 @@ from runner import (
     TimingKind,
     measure_confirming,
 )
-from runner.hardware import Hardware, host_hardware
 from tuner.database import Database, NewRecord, Record
 from tuner.search.cost_model import CostModel
-from tuner.search.default_schedule import default_schedule
 from tuner.search.driver import STRATEGIES, SearchDriver, TaskIds
-from tuner.search.space import ScheduleFn, SpaceConfig, rule_space
+from tuner.search.space import ScheduleFn, rule_space
 from tuner.search.strategy import Proposal
 
 DEFAULT_DATABASE = "sqlite:///tensor-tuner.db"
@@ -69,8 +69,14 @@ def as_workload(workload: Workload | dict[str, Any]) -> Workload:
     return workload if isinstance(workload, Workload) else workload_from_spec(workload)
 
 
-def open_database(database: Database | str) -> Database:
-    return database if isinstance(database, Database) else Database.open(database)
+@contextmanager
+def opened(database: Database | str) -> Iterator[Database]:
+    """The database as given, or opened from its URL for the block and closed after it."""
+    if isinstance(database, Database):
+        yield database
+        return
+    with Database.open(database) as db:
+        yield db
 
 
 def tune(
@@ -96,19 +102,17 @@ def tune(
         raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
     wl = as_workload(workload)
     hardware = hardware or host_hardware()
-    db = open_database(database)
     own_runner = runner is None
     runner = runner or LocalRunner(LocalRunnerConfig(seed=seed), hardware.target)
     start_from = default_schedule(wl.func, hardware.target).trace if space is None else None
-    space = space or rule_space(SpaceConfig.for_target(hardware.target))
+    space = space or rule_space(RuleConfig.for_target(hardware.target))
     try:
-        tuning = Tuning(wl, db, runner, hardware, strategy, seed, space, batch_size, start_from)
-        return tuning.run(trials, progress)
+        with opened(database) as db:
+            tuning = Tuning(wl, db, runner, hardware, strategy, seed, space, batch_size, start_from)
+            return tuning.run(trials, progress)
     finally:
         if own_runner:
             runner.close()
-        if not isinstance(database, Database):
-            db.close()
 
 
 class Tuning:
@@ -223,53 +227,10 @@ class Tuning:
                     timing_kind=self.timing_kind,
                     worker="local",
                     remeasured=measured.remeasured,
+                    ranked_secs=measured.ranked_secs,
                 )
             )
             out.append(result)
             secs = self.best_secs
             self.curve.append(gflops(self.wl, secs if secs < float("inf") else None))
         return out
-
-
-def compile_best(
-    workload: Workload | dict[str, Any],
-    *,
-    database: Database | str = DEFAULT_DATABASE,
-    hardware: Hardware | None = None,
-) -> Kernel:
-    """The fastest known schedule of `workload` on `hardware` (this machine by default), built for it."""
-    wl = as_workload(workload)
-    hardware = hardware or host_hardware()
-    db = open_database(database)
-    try:
-        (program,) = best_programs([wl.func], db, hardware, TimingKind.WARM)
-    finally:
-        if not isinstance(database, Database):
-            db.close()
-    if program is None:
-        raise LookupError(f"no measured schedule of {wl.name} on this hardware; tune it first")
-    return build(program, hardware.target, listings=False)
-
-
-def best_programs(
-    funcs: Sequence[PrimFunc], db: Database, hardware: Hardware, timing_kind: TimingKind
-) -> list[PrimFunc | None]:
-    """Each function with its best measured schedule on `hardware` applied (None where it has none),
-    as `best_record` finds it."""
-    out: list[PrimFunc | None] = []
-    for func in funcs:
-        best = best_record(db, func.structural_hash(), hardware.key, timing_kind)
-        out.append(Trace.from_json(best.trace).apply(func).func if best is not None else None)
-    return out
-
-
-def best_record(
-    db: Database, workload_hash: str, hardware_key: str, timing_kind: TimingKind
-) -> Record | None:
-    """The best record timed as `timing_kind`; without one, the best timed another way: a model's
-    layer tuned only as a kernel runs its tuned schedule rather than the untuned default."""
-    for kind in [timing_kind, *(k for k in TimingKind if k != timing_kind)]:
-        best = db.best(workload_hash, hardware_key, timing_kind=kind)
-        if best is not None:
-            return best
-    return None

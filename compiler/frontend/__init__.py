@@ -1,4 +1,6 @@
-"""Model import: an ONNX file or a PyTorch module becomes a graph module (`compiler.graph.Module`).
+"""Model import: an ONNX file or a PyTorch module becomes a graph module (`compiler.graph.Module`);
+`load` reads a model file (or its bytes) in any format we take, for the `tuner` command and the
+coordinator alike.
 
 The frontends need optional packages (onnx, torch: the `models` extra), so each is imported only when
 called: `import compiler.frontend` works without them, and a call without its package says which one
@@ -7,7 +9,9 @@ to install.
 
 from __future__ import annotations
 
+import json
 import os
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -50,4 +54,61 @@ def from_torch(
     return convert(model, example_args)
 
 
-__all__ = ["DEFAULT_MAX_BYTES", "DEFAULT_MAX_NODES", "FrontendError", "from_onnx", "from_torch"]
+# How a model comes: an ONNX model, the graph's JSON form (compiler/graph/serialize.py), or a program
+# saved by torch.export.save.
+SOURCE_FORMATS = ("onnx", "graph", "pt2")
+_SUFFIXES = {".json": "graph", ".pt2": "pt2"}
+
+
+def load(
+    source: str | os.PathLike[str] | bytes,
+    source_format: str | None = None,
+    *,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    max_nodes: int = DEFAULT_MAX_NODES,
+) -> Module:
+    """The graph module of a model file (a path) or its bytes, in `source_format` (one of
+    SOURCE_FORMATS; by default the path's suffix says: .json a graph, .pt2 an exported program, else
+    ONNX). A .pt2 program is read from a path only (torch reads the archive itself)."""
+    if source_format is None:
+        if isinstance(source, bytes):
+            raise FrontendError(
+                "the bytes of a model need their format named: one of " + ", ".join(SOURCE_FORMATS)
+            )
+        source_format = _SUFFIXES.get(Path(source).suffix, "onnx")
+    if source_format == "onnx":
+        return from_onnx(source, max_bytes=max_bytes, max_nodes=max_nodes)
+    if source_format == "graph":
+        return _from_graph_json(source, max_bytes, max_nodes)
+    if source_format == "pt2" and not isinstance(source, bytes):
+        import torch
+
+        return from_torch(torch.export.load(source))
+    raise FrontendError(
+        f"cannot read a model as {source_format!r}: the formats are {', '.join(SOURCE_FORMATS)}"
+    )
+
+
+def _from_graph_json(source: str | os.PathLike[str] | bytes, max_bytes: int, max_nodes: int) -> Module:
+    from compiler.graph.serialize import module_from_json
+
+    size = len(source) if isinstance(source, bytes) else os.path.getsize(source)
+    if size > max_bytes:
+        raise FrontendError(f"the graph is {size} bytes, more than max_bytes={max_bytes}")
+    text = source if isinstance(source, bytes) else Path(source).read_bytes()
+    try:
+        data = json.loads(text)
+    except ValueError as e:
+        raise FrontendError(f"the graph is not JSON: {e}") from None
+    return module_from_json(data, max_nodes=max_nodes)
+
+
+__all__ = [
+    "DEFAULT_MAX_BYTES",
+    "DEFAULT_MAX_NODES",
+    "SOURCE_FORMATS",
+    "FrontendError",
+    "from_onnx",
+    "from_torch",
+    "load",
+]

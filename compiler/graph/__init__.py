@@ -17,7 +17,7 @@ from compiler.graph.ir import (
     TensorType,
 )
 from compiler.graph.op import OPS, OpDef, Pattern
-from compiler.graph.passes import Task, extract_tasks, optimize, verify
+from compiler.graph.passes import ExtractedTask, extract_tasks, optimize, verify
 from compiler.graph.reference import run_reference
 
 __all__ = [
@@ -27,6 +27,7 @@ __all__ = [
     "CallTIR",
     "CompiledModel",
     "Constant",
+    "ExtractedTask",
     "GraphBuilder",
     "GraphError",
     "Input",
@@ -36,7 +37,6 @@ __all__ = [
     "Node",
     "OpDef",
     "Pattern",
-    "Task",
     "TensorType",
     "build",
     "extract_tasks",

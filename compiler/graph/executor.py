@@ -14,7 +14,15 @@ import llvmlite.binding as llvm
 import numpy as np
 
 from compiler.build import Kernel
-from compiler.graph.forward import ALIGNMENT, FORWARD, Arg, Base, ForwardPlan, emit_forward, plan_forward
+from compiler.graph.forward import (
+    ALIGNMENT,
+    FORWARD,
+    ForwardPlan,
+    Storage,
+    TensorRef,
+    emit_forward,
+    plan_forward,
+)
 from compiler.graph.ir import Module
 from compiler.graph.memory_plan import MemoryPlan, plan_memory
 from compiler.graph.native_call import NativeForward, TensorSpec
@@ -27,12 +35,13 @@ class Step:
     node: str
     func: str
     kernel: Kernel
-    args: tuple[Arg, ...]
+    args: tuple[TensorRef, ...]
 
 
 @dataclass(frozen=True)
 class KernelSource:
-    """Where a kernel's schedule came from: "tuned" (the database's best record) or "default"."""
+    """Where a kernel's schedule came from: "given" (by the build's caller: a tuned record, a
+    hand-written schedule) or "default" (the compiler's default schedule)."""
 
     func: str
     origin: str
@@ -100,9 +109,9 @@ class CompiledModel:
         outputs = [np.empty(o.shape, o.dtype) for o in self._forward.outputs]
         self._forward.run_into(arrays, outputs)
         bases = {
-            Base.INPUT: [a.ctypes.data for a in arrays],
-            Base.OUTPUT: [a.ctypes.data for a in outputs],
-            Base.CONSTANT: [c.ctypes.data for c in self._constants],
+            Storage.INPUT: [a.ctypes.data for a in arrays],
+            Storage.OUTPUT: [a.ctypes.data for a in outputs],
+            Storage.CONSTANT: [c.ctypes.data for c in self._constants],
         }
         pointers = [[_address(bases, self._arena.ctypes.data, a) for a in s.args] for s in self.steps]
         if in_pass:
@@ -116,8 +125,8 @@ class CompiledModel:
         return [(step, statistics.median(t)) for step, t in zip(self.steps, times)]
 
 
-def _address(bases: Mapping[Base, list[int]], arena: int, arg: Arg) -> int:
-    return arena + arg.index if arg.base is Base.ARENA else bases[arg.base][arg.index]
+def _address(bases: Mapping[Storage, list[int]], arena: int, arg: TensorRef) -> int:
+    return arena + arg.index if arg.base is Storage.ARENA else bases[arg.base][arg.index]
 
 
 def _link_forward(

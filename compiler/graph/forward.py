@@ -29,7 +29,7 @@ I32 = ir.IntType(32)
 I64 = ir.IntType(64)
 
 
-class Base(Enum):
+class Storage(Enum):
     INPUT = "input"
     OUTPUT = "output"
     CONSTANT = "constant"
@@ -37,11 +37,11 @@ class Base(Enum):
 
 
 @dataclass(frozen=True)
-class Arg:
+class TensorRef:
     """Where a tensor lives: `index` into the inputs, outputs or constants, or a byte offset into
     the arena."""
 
-    base: Base
+    base: Storage
     index: int
 
 
@@ -49,13 +49,13 @@ class Arg:
 class KernelCall:
     node: str
     func: str  # the module's name for the PrimFunc
-    args: tuple[Arg, ...]
+    args: tuple[TensorRef, ...]
 
 
 @dataclass(frozen=True)
 class OutputCopy:
     output: int
-    source: Arg
+    source: TensorRef
     nbytes: int
 
 
@@ -72,28 +72,28 @@ def plan_forward(module: Module) -> ForwardPlan:
     memory = plan_memory(module, ALIGNMENT)
     offsets = [sum(memory.storage_bytes[:k]) for k in range(len(memory.storage_bytes))]
     aliases = views(module)
-    where: dict[int, Arg] = {id(n): Arg(Base.INPUT, k) for k, n in enumerate(module.inputs)}
+    where: dict[int, TensorRef] = {id(n): TensorRef(Storage.INPUT, k) for k, n in enumerate(module.inputs)}
     constants: list[Constant] = []
     copies: list[OutputCopy] = []
     for k, out in enumerate(module.outputs):
         if isinstance(out, CallTIR) and id(out) not in where and id(out) not in aliases:
-            where[id(out)] = Arg(Base.OUTPUT, k)
+            where[id(out)] = TensorRef(Storage.OUTPUT, k)
     calls = []
     for node in module.nodes():
         if isinstance(node, Constant):
-            where[id(node)] = Arg(Base.CONSTANT, len(constants))
+            where[id(node)] = TensorRef(Storage.CONSTANT, len(constants))
             constants.append(node)
         elif id(node) in aliases:
             where[id(node)] = where[id(aliases[id(node)])]
         elif isinstance(node, CallTIR):
             if id(node) not in where:
-                where[id(node)] = Arg(Base.ARENA, offsets[memory.storage_of[node.name]])
+                where[id(node)] = TensorRef(Storage.ARENA, offsets[memory.storage_of[node.name]])
             args = tuple(where[id(a)] for a in (*node.args, node))
             calls.append(KernelCall(node.name, node.func, args))
         elif not isinstance(node, Input):
             raise GraphError(node.name, type(node).__name__, "build needs a fused module (graph.optimize)")
     for k, out in enumerate(module.outputs):
-        if where[id(out)] != Arg(Base.OUTPUT, k):
+        if where[id(out)] != TensorRef(Storage.OUTPUT, k):
             copies.append(OutputCopy(k, where[id(out)], out.type.nbytes))
     return ForwardPlan(
         tuple(calls), tuple(copies), tuple(constants), max(ALIGNMENT, sum(memory.storage_bytes))
@@ -111,7 +111,7 @@ def emit_forward(plan: ForwardPlan, arity: Mapping[str, int]) -> ir.Module:
     module = ir.Module(name=FORWARD)
     fn = ir.Function(module, ir.FunctionType(I32, [I8PP, I8PP, I8PP, I8P]), name=FORWARD)
     b = ir.IRBuilder(fn.append_basic_block("entry"))
-    bases = dict(zip(Base, fn.args))
+    bases = dict(zip(Storage, fn.args))
     kernels: dict[str, ir.Function] = {}
     for call in plan.calls:
         if call.func not in kernels:
@@ -121,14 +121,14 @@ def emit_forward(plan: ForwardPlan, arity: Mapping[str, int]) -> ir.Module:
     if plan.copies:
         memcpy = module.declare_intrinsic("llvm.memcpy", [I8P, I8P, I64])
         for copy in plan.copies:
-            dest = _address(b, bases, Arg(Base.OUTPUT, copy.output))
+            dest = _address(b, bases, TensorRef(Storage.OUTPUT, copy.output))
             source = _address(b, bases, copy.source)
             b.call(memcpy, [dest, source, I64(copy.nbytes), ir.IntType(1)(0)])
     b.ret(I32(0))
     return module
 
 
-def _address(b: ir.IRBuilder, bases: Mapping[Base, ir.Argument], arg: Arg) -> ir.Value:
-    if arg.base is Base.ARENA:
-        return b.gep(bases[Base.ARENA], [I64(arg.index)], inbounds=True)
+def _address(b: ir.IRBuilder, bases: Mapping[Storage, ir.Argument], arg: TensorRef) -> ir.Value:
+    if arg.base is Storage.ARENA:
+        return b.gep(bases[Storage.ARENA], [I64(arg.index)], inbounds=True)
     return b.load(b.gep(bases[arg.base], [I64(arg.index)], inbounds=True))

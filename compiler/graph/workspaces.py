@@ -4,7 +4,7 @@ A kernel mallocs its large intermediates (a padded image, a Winograd transform) 
 frees them on return. In our own processes `compiler.runtime.keep_freed_memory` tunes glibc so that
 the next call reuses the pages; a C program that loads an exported library keeps its own malloc
 settings, under which each call faults megabytes of fresh pages in again (a Winograd 3x3 conv:
-3.3 ms instead of 0.8, bench/RESULTS.md). So the library links its kernels with the linker's
+3.3 ms instead of 0.8, bench/results/2026-11-24-b.md). So the library links its kernels with the linker's
 `--wrap=malloc --wrap=free`: their calls go to a small cache, compiled from `SOURCE` with the
 system compiler, that keeps each freed block for the next request of the same size, and passes
 whatever it cannot keep to the C library. Other code in the process is not affected: the wrap

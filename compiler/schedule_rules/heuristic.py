@@ -1,10 +1,5 @@
-"""The default schedule: the space's rules with every choice made by a heuristic instead of at random.
-
-`graph.build` compiles every fused kernel of a model; a kernel the database has no record for gets
-this schedule. It is deterministic (no sampling, no measurement) and is a traced Schedule like any
-other: its trace stores and replays as a tuned one does, and a search may start from it.
-
-The rules are `space.apply_rules`; the choices (`Heuristic`) are:
+"""The default schedule's choices: the rules' decisions made by a heuristic instead of at random
+(`default.py` applies them). The choices (`Heuristic`) are:
 
 - auto-inline, except a block calling a math function (exp, log, ...) that several blocks read: a
   softmax's exp is read by the row sum and by the division, and inlined it would run twice (2x the
@@ -20,10 +15,10 @@ The rules are `space.apply_rules`; the choices (`Heuristic`) are:
   (one per vector or broadcast element each operand needs; a strided row's shuffles; on AVX2, an odd
   row's split loads and inserts: `row_loads`) and
   the FMA latency (about `LATENCY_CHAINS` independent accumulators keep the FMA units busy). Within the
-  space's register bounds (`space._RegisterTile`), so a matmul gets rows of the output that share each
-  loaded vector of B (8x48, 6x64: 24 accumulators) and a conv2d rows of filters that share each input
-  vector; ties go to more accumulators, then to fewer bytes per step of the operands that stream
-  from L2 (`_streamed_bytes`), then to fewer loads;
+  rules' register bounds (`multi_level_tiling._RegisterTile`), so a matmul gets rows of the output
+  that share each loaded vector of B (8x48, 6x64: 24 accumulators) and a conv2d rows of filters
+  that share each input vector; ties go to more accumulators, then to fewer bytes per step of the
+  operands that stream from L2 (`_streamed_bytes`), then to fewer loads;
 - every reduction loop keeps the largest tile the space allows inside (R1), so the accumulators stay in
   registers over as much of the reduction as possible; R0 has the rest. Except where no loop gives
   rows (a batch-1 dense layer: one row of weights per reduction step, each element used once): the
@@ -37,7 +32,7 @@ The rules are `space.apply_rules`; the choices (`Heuristic`) are:
   tile into a contiguous panel, and S0 keeps only the loops the input depends on (column stripes),
   the others going whole into S1, so the panel is copied once and stays in cache while every row
   tile reads it. On a Zen 3 (AVX2, 512 KiB L2), matmul 512^3 ran 73 GFLOPS without it, 160 with it
-  (numpy 174); BERT's 128x3072 by 3072x768 89 -> 153 (bench/RESULTS.md 2026-11-25, tenth stop).
+  (numpy 174); BERT's 128x3072 by 3072x768 89 -> 153 (bench/results/2026-11-25-b.md, tenth stop).
   With AVX-512 vectors the panels cost a Zen 4 2-4%, and made a Xeon with two FMA ports 1.05x
   (bert.proj) to 2.6x (BERT's feed-forward matmuls) faster (thirteenth stop): every target gets them;
 - within S0, the loops the largest operand does not depend on run innermost, so consecutive parallel
@@ -55,9 +50,6 @@ The rules are `space.apply_rules`; the choices (`Heuristic`) are:
   (a max pool's output columns) or along the reduction inside it (a row sum), where fusing it into
   the parallel loop leaves one scalar window per iteration (4x slower, one thread);
 - auto-unroll 64: the register tile's unvectorized loops (rows) unroll, the reduction loops do not.
-
-If a rule refuses on a function, the schedule falls back to parallel outer loops and vectorized inner
-ones, block by block, keeping what succeeds; it never raises for a valid PrimFunc.
 """
 
 from __future__ import annotations
@@ -68,22 +60,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from compiler import Schedule, ScheduleError, Target
 from compiler.arith import bound, ceil_div, divisors, linear, simplify
 from compiler.codegen_vector import flat_index, row_loads, stride_in, vector_pieces
 from compiler.ir import Buffer, Expr, PrimFunc, Unary, Var
+from compiler.schedule import Schedule
 from compiler.schedule.tree import find_block, loops_above, readers
+from compiler.schedule_rules import winograd_tiling
+from compiler.schedule_rules.analysis import packable_reads
+from compiler.schedule_rules.config import RuleConfig
+from compiler.schedule_rules.decisions import Decision
 from compiler.visit import block_loads, block_reads, free_vars, substitute, walk_expr
-from tuner.search import winograd_rule
-from tuner.search.space import (
-    Decision,
-    SpaceConfig,
-    annotate_unroll,
-    apply_rules,
-    block_names,
-    packable_reads,
-    parallelize_vectorize,
-)
 
 WRITE_LEVEL = 2
 UNROLL_STEP = 64
@@ -95,31 +81,11 @@ PANEL_MIN_ROW = 64  # elements: a shorter row (a 16-lane block of packed weights
 STREAM_BYTES = 64 << 10  # an operand's bytes per tile beyond which it comes from L2 (2x the smallest L1d)
 
 
-def default_schedule(func: PrimFunc, target: Target) -> Schedule:
-    """The rules with heuristic choices for `target`; a simpler schedule where a rule refuses."""
-    cfg = SpaceConfig.for_target(target)
-    decide = Heuristic(cfg, target.cores)
-    sch = Schedule(func)
-    try:
-        apply_rules(sch, cfg, decide)
-        return sch
-    except ScheduleError:
-        pass
-    sch = Schedule(func)
-    for name in reversed(block_names(sch)):
-        try:
-            parallelize_vectorize(sch, name, cfg, decide)
-        except ScheduleError:
-            continue  # a primitive that refuses changes nothing: the block keeps its loops
-    annotate_unroll(sch, cfg, decide)
-    return sch
-
-
 @dataclass(frozen=True)
 class Heuristic:
     """The choices described in the module docstring, for the machine `cfg` describes."""
 
-    cfg: SpaceConfig
+    cfg: RuleConfig
     cores: int
 
     def inline(self, func: PrimFunc, name: str) -> bool:
@@ -136,11 +102,11 @@ class Heuristic:
         return True
 
     def packed_reads(self, func: PrimFunc, name: str, kinds: list[str]) -> list[int]:
-        nest = _Nest.of(func, name, kinds)
+        nest = _TileNest.of(func, name, kinds)
         return [index for index, _ in self._panels(func, name, nest, self._register_tile(nest))]
 
     def tiles(self, func: PrimFunc, name: str, kinds: list[str]) -> list[Decision]:
-        nest = _Nest.of(func, name, kinds)
+        nest = _TileNest.of(func, name, kinds)
         tile = self._register_tile(nest)
         rows = math.prod(tile) // tile[nest.vector]
         panels = self._panels(func, name, nest, tile)
@@ -161,7 +127,7 @@ class Heuristic:
         return out
 
     def outer_order(self, func: PrimFunc, name: str, kinds: list[str]) -> list[int]:
-        nest = _Nest.of(func, name, kinds)
+        nest = _TileNest.of(func, name, kinds)
         spatial = [k for k, kind in enumerate(kinds) if kind == "S"]
         largest = max(nest.operands, key=lambda o: math.prod(o.buffer.shape), default=None)
         if largest is None:
@@ -178,7 +144,7 @@ class Heuristic:
     def winograd_tiles(self, func: PrimFunc, name: str) -> list[Decision]:
         cfg = self.cfg
         return list(
-            winograd_rule.tile_decisions(func, name, cfg.vector_lanes, cfg.vector_registers, self.cores)
+            winograd_tiling.tile_decisions(func, name, cfg.vector_lanes, cfg.vector_registers, self.cores)
         )
 
     def parallel_loops(self, extents: list[int], reduction_inside: bool) -> int:
@@ -190,7 +156,7 @@ class Heuristic:
         return min(range(len(steps)), key=lambda i: abs(steps[i] - UNROLL_STEP))
 
     def _panels(
-        self, func: PrimFunc, name: str, nest: _Nest, tile: list[int]
+        self, func: PrimFunc, name: str, nest: _TileNest, tile: list[int]
     ) -> list[tuple[int, frozenset[int]]]:
         """The packable inputs worth a panel per column stripe of the register `tile`, with the loops
         each depends on: read as rows longer than the tile and at least PANEL_MIN_ROW long (else a
@@ -216,7 +182,7 @@ class Heuristic:
                 out.append((index, loops))
         return out if len({loops for _, loops in out}) <= 1 else []
 
-    def _stream_tiles(self, nest: _Nest, tile: list[int]) -> int:
+    def _stream_tiles(self, nest: _TileNest, tile: list[int]) -> int:
         """How many vector tiles of the vectorized loop sit side by side (S2) when the reduction steps
         one at a time: as many as fill the accumulators and leave every core a parallel tile. Only
         the spatial loops give parallel tiles (counting the reduction too, a 784 -> 128 dense layer
@@ -235,10 +201,10 @@ class Heuristic:
         ]
         return max(fits, default=1)
 
-    def _register_tile(self, nest: _Nest) -> list[int]:
+    def _register_tile(self, nest: _TileNest) -> list[int]:
         """Factor per loop of the best-scoring register tile (1 off the tile)."""
         cfg = self.cfg
-        widest = cfg.vector_tile_limit(nest.extents[nest.vector])  # the first bound of space._RegisterTile
+        widest = cfg.vector_tile_limit(nest.extents[nest.vector])  # the first bound of _RegisterTile
         best: tuple[tuple[float, int, int, int, int], list[int]] | None = None
         widths = [w for w in divisors(nest.extents[nest.vector]) if w <= widest]
         for width in widths:
@@ -271,7 +237,7 @@ class _Operand:
 
 
 @dataclass(frozen=True)
-class _Nest:
+class _TileNest:
     """The loops around a block to tile (their variables and extents), and the block's operand loads."""
 
     extents: list[int]
@@ -281,7 +247,7 @@ class _Nest:
     loop_vars: list[Var]
 
     @classmethod
-    def of(cls, func: PrimFunc, name: str, kinds: list[str]) -> _Nest:
+    def of(cls, func: PrimFunc, name: str, kinds: list[str]) -> _TileNest:
         path, block = find_block(func.body, name)
         loops = [lp for _, lp in loops_above(func.body, path)]
         vector = max(k for k, kind in enumerate(kinds) if kind == "S")
@@ -308,7 +274,7 @@ def _lane_stride(buffer: Buffer, indices: tuple[Expr, ...], lane: Var) -> int:
     return abs(last.terms.get(lane, 0)) if free_vars(indices[-1]) <= set(last.terms) else 0
 
 
-def _row_tiles(nest: _Nest, width: int, budget: int) -> Iterator[list[int]]:
+def _row_tiles(nest: _TileNest, width: int, budget: int) -> Iterator[list[int]]:
     """Every register tile with `width` on the vector loop and factors of the other spatial loops
     whose product (the rows) is at most `budget`."""
     others = [k for k, kind in enumerate(nest.kinds) if kind == "S" and k != nest.vector]
@@ -326,7 +292,7 @@ def _row_tiles(nest: _Nest, width: int, budget: int) -> Iterator[list[int]]:
     yield from extend(0, [width if k == nest.vector else 1 for k in range(len(nest.kinds))], 1)
 
 
-def _score(nest: _Nest, tile: list[int], cfg: SpaceConfig) -> tuple[float, int, int, int, int]:
+def _score(nest: _TileNest, tile: list[int], cfg: RuleConfig) -> tuple[float, int, int, int, int]:
     """Useful lanes per cycle of one reduction step over the register tile, then the tie-breakers:
     more accumulators, fewer bytes streamed from L2, fewer loads, a wider vector."""
     width = tile[nest.vector]
@@ -348,7 +314,7 @@ def _score(nest: _Nest, tile: list[int], cfg: SpaceConfig) -> tuple[float, int, 
     return width * rows / cycles, accumulators, -_streamed_bytes(nest, tile), -loads, width
 
 
-def _streamed_bytes(nest: _Nest, tile: list[int]) -> int:
+def _streamed_bytes(nest: _TileNest, tile: list[int]) -> int:
     """Bytes one reduction step of the register `tile` reads from the operands it reads more than
     STREAM_BYTES of over the whole reduction: the parallel tiles that follow reuse them (the loops
     they do not depend on run innermost), but from L2, so each step's share comes from there. A row
@@ -356,7 +322,7 @@ def _streamed_bytes(nest: _Nest, tile: list[int]) -> int:
     hide this: on a Xeon with two FMA ports, matmul 512^3's 4x64 tile (a 128 KiB stripe of B, 256
     bytes a step) ran 1.3x slower than 8x32 (64 KiB, within the bound), both with panels; BERT's
     attention context, 3 heads x 2 rows x 64 columns (96 KiB of V), 1.3-1.7x slower than 3 x 4 x 32,
-    whose narrower stripes also get panels (bench/RESULTS.md, thirteenth stop). A conv's input a
+    whose narrower stripes also get panels (bench/results/2026-11-25-d.md, thirteenth stop). A conv's input a
     little over L1 (ResNet-18 conv2_x: 44 KiB) is not streamed: counted so, its tile lost 10%. On
     AVX2 no suite shape's tile changed."""
     total = 0
@@ -370,7 +336,7 @@ def _streamed_bytes(nest: _Nest, tile: list[int]) -> int:
     return total
 
 
-def _footprint(nest: _Nest, operand: _Operand, tile: list[int]) -> int:
+def _footprint(nest: _TileNest, operand: _Operand, tile: list[int]) -> int:
     """Bytes of `operand` one register tile reads over the whole reduction: the span of each index
     with the spatial loops over the tile and the reduction's over their extents (an index with no
     bound spans the whole of its dimension)."""
@@ -389,7 +355,7 @@ def _registers(width: int, lanes: int) -> int:
     """Vector registers one row of a `width`-wide vectorized loop fills, as the code generator emits
     it (`vector_pieces`): 56 lanes are 32 + 16 + 8, 4 AVX-512 registers; 7 lanes in 8 are one vector,
     1 register. (Counted as 4 + 2 + 1 lanes, 3 registers, a 14x14 conv's tile kept 8 of its 24
-    accumulators: bench/RESULTS.md, eleventh stop.)"""
+    accumulators: bench/results/2026-11-25-c.md, eleventh stop.)"""
     return sum(ceil_div(piece, lanes) for piece in vector_pieces(width, lanes))
 
 

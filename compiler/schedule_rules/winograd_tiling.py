@@ -1,5 +1,6 @@
-"""The schedule rule of a Winograd convolution (compiler/winograd.py): its batched matmul tiled as a
-GEMM, and the transforms placed around it in one of two forms, by the size of the weights.
+"""The schedule rule of a Winograd convolution (compiler/winograd.py), for the block whose compute names
+it (`te.SCHEDULE_RULE`, as MetaSchedule's block annotation): its batched matmul tiled as a GEMM, and
+the transforms placed around it in one of two forms, by the size of the weights.
 
 Tiled block by block (the generic rules), each stage of the conv ran over the whole image at the
 root: the padded input, V and M (3.2 MB each for ResNet-18's 56x56 layer) were written to memory and
@@ -32,10 +33,13 @@ gives the default's). Which form, and where each stage goes, are not sampled.
 
 from __future__ import annotations
 
-from compiler import BlockRV, LoopRV, Schedule, ScheduleError, te
+from compiler import te
 from compiler.arith import divisors
 from compiler.ir import Block, Buffer, PrimFunc
+from compiler.schedule import BlockRV, LoopRV, Schedule, ScheduleError
 from compiler.schedule.tree import find_block, find_loop, readers, writers
+from compiler.schedule_rules.analysis import is_tiling_target
+from compiler.schedule_rules.rule import BlockRule, RuleContext
 from compiler.visit import block_reads
 from compiler.winograd import PRODUCT_RULE
 
@@ -46,7 +50,7 @@ MAX_LANES = 64  # the longest vector of a transform or a copy (compiler.codegen_
 ITERATIONS_PER_CORE = 4  # parallel iterations per core the default leaves, for balance
 # Transformed weights above this are read once (the staged form), not once per block of tiles: on a
 # Rocket Lake (2 MB L2 per core), ResNet-18's 14x14 layer (4 MB of them) ran 0.84-0.93 ms fused and
-# 0.45-0.47 staged (warm); its 28x28 layer (1 MB) 0.48-0.51 fused (bench/RESULTS.md).
+# 0.45-0.47 staged (warm); its 28x28 layer (1 MB) 0.48-0.51 fused (bench/results/2026-11-26.md).
 FUSED_WEIGHT_BYTES = 1 << 20
 # The largest auto-unroll budget a function with a Winograd product samples: its transforms' loops of
 # nonzero terms unrolled 512 steps deep made ResNet-18's 56x56 kernel compile in 4.7-9.4 s instead
@@ -57,13 +61,22 @@ MAX_UNROLL_STEP = 64
 STAGED_WEIGHT_COLUMNS_BYTES = 64 << 10
 
 
+class WinogradTiling(BlockRule):
+    def apply_to(self, sch: Schedule, name: str, ctx: RuleContext) -> None:
+        if not (is_tiling_target(sch.func, name) and is_winograd_product(sch.func, name)):
+            return
+        decisions = ctx.decide.winograd_tiles(sch.func, name)
+        ctx.placed |= tile(sch, name, decisions, ctx.cfg.vector_lanes, ctx.cfg.vector_registers)
+        ctx.unroll_steps = tuple(s for s in ctx.unroll_steps if s <= MAX_UNROLL_STEP)
+
+
 def is_winograd_product(func: PrimFunc, name: str) -> bool:
     _, block = find_block(func.body, name)
     return (te.SCHEDULE_RULE, PRODUCT_RULE) in block.annotations
 
 
 def tile_decisions(func: PrimFunc, name: str, lanes: int, registers: int, cores: int) -> list[list[int]]:
-    """The default's tiles of the rows, the columns and K (`apply` samples them in that order):
+    """The default's tiles of the rows, the columns and K (`tile` samples them in that order):
     one row per parallel iteration; the register tile with the most accumulators up to half the
     registers (the rest hold what each step loads), K's vector of at most four registers preferred
     wide; the columns split for the parallel loop only where the rows alone leave fewer than
@@ -94,9 +107,7 @@ def staged(func: PrimFunc, name: str) -> bool:
     return alpha * alpha * c * k * 4 > FUSED_WEIGHT_BYTES
 
 
-def apply(
-    sch: Schedule, name: str, decisions: list[list[int] | None], lanes: int, registers: int
-) -> set[str]:
+def tile(sch: Schedule, name: str, decisions: list[list[int] | None], lanes: int, registers: int) -> set[str]:
     """The rule on the product block `name`; returns the blocks it placed. `decisions` are the rows',
     the columns' and K's tiles (K in three in the staged form, its first part parallel; in two in the
     fused form), or None to sample them."""

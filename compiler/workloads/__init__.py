@@ -2,7 +2,7 @@
 expression language, and serialized PrimFuncs (fused graph kernels), all made from JSON specs by
 `workload_from_spec`."""
 
-from compiler.workloads.registry import OPS, OpDef, OpGraph, Param, register
+from compiler.workloads.registry import WORKLOADS, OpGraph, Param, WorkloadDef, register
 from compiler.workloads.spec import workload_from_spec
 from compiler.workloads.workload import (
     DTYPES,
@@ -26,11 +26,11 @@ __all__ = [
     "MAX_RANK",
     "MAX_STATEMENTS",
     "MAX_TOTAL_BYTES",
-    "OPS",
-    "OpDef",
+    "WORKLOADS",
     "OpGraph",
     "Param",
     "Workload",
+    "WorkloadDef",
     "WorkloadError",
     "register",
     "workload_from_spec",

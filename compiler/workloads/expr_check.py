@@ -15,7 +15,7 @@ from compiler.ops import BY_SYNTAX, Op
 from compiler.workloads.expr_syntax import (
     Access,
     BinOp,
-    Call,
+    FuncCall,
     Name,
     Neg,
     Node,
@@ -124,7 +124,7 @@ class _Statement:
             raise error(f"index variable {name.name!r} appears twice", name.pos)
         self.vars[name.name] = name
 
-    def reduce_vars(self, call: Call) -> list[Name]:
+    def reduce_vars(self, call: FuncCall) -> list[Name]:
         """The trailing arguments of `call` that name reduction variables."""
         out: list[Name] = []
         axes = {a.name for a in self.st.axes}
@@ -140,7 +140,7 @@ class _Statement:
         return out
 
     def split_reduction(self, node: Node) -> tuple[str | None, Node, list[Name]]:
-        if isinstance(node, Call) and node.func in REDUCERS:
+        if isinstance(node, FuncCall) and node.func in REDUCERS:
             red = self.reduce_vars(node)
             if red:
                 if len(node.args) - len(red) != 1:
@@ -170,7 +170,7 @@ class _Statement:
         for arg in node.args:
             self.value(arg, reads)
 
-    def call(self, node: Call) -> None:
+    def call(self, node: FuncCall) -> None:
         if node.func in REDUCERS and self.reduce_vars(node):
             raise error(
                 f"a {node.func} reduction must be the whole right-hand side of its statement", node.pos
@@ -270,7 +270,7 @@ def evaluate(node: Node, backend: Backend, index: bool = False) -> Any:
         return backend.var(node.name)
     if isinstance(node, Access):
         return backend.load(node.tensor, [evaluate(i, backend, True) for i in node.indices])
-    if isinstance(node, Call):
+    if isinstance(node, FuncCall):
         return backend.apply(CALLABLE_OPS[node.func], [evaluate(a, backend) for a in node.args])
     if isinstance(node, Neg):
         return -evaluate(node.a, backend, index)
@@ -287,6 +287,6 @@ def op_count(node: Node) -> int:
         return 1 + op_count(node.a) + op_count(node.b)
     if isinstance(node, Neg):
         return 1 + op_count(node.a)
-    if isinstance(node, Call):
+    if isinstance(node, FuncCall):
         return 1 + sum(op_count(a) for a in node.args)
     return 0

@@ -63,7 +63,7 @@ class Access:
 
 
 @dataclass(frozen=True)
-class Call:
+class FuncCall:
     func: str
     args: tuple[Node, ...]
     pos: int = field(default=0, compare=False)
@@ -83,7 +83,7 @@ class Neg:
     pos: int = field(default=0, compare=False)
 
 
-Node = Num | Name | Access | Call | BinOp | Neg
+Node = Num | Name | Access | FuncCall | BinOp | Neg
 
 
 @dataclass(frozen=True)
@@ -232,7 +232,7 @@ class _Parser:
         if self.at("["):
             return self.checked(Access(name.name, self.args("[", "]"), name.pos))
         if self.at("("):
-            return self.checked(Call(name.name, self.args("(", ")"), name.pos))
+            return self.checked(FuncCall(name.name, self.args("(", ")"), name.pos))
         return name
 
     def args(self, open_: str, close: str) -> tuple[Node, ...]:
@@ -266,7 +266,7 @@ def node_text(node: Node, context: int = 0) -> str:
         return node.name
     if isinstance(node, Access):
         return f"{node.tensor}[{', '.join(node_text(i) for i in node.indices)}]"
-    if isinstance(node, Call):
+    if isinstance(node, FuncCall):
         return f"{node.func}({', '.join(node_text(a) for a in node.args)})"
     if isinstance(node, Neg):
         text, prec = "-" + node_text(node.a, NEG_PRECEDENCE), NEG_PRECEDENCE

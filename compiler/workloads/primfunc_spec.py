@@ -134,7 +134,7 @@ def _check_function(func: PrimFunc, num_inputs: int) -> None:
     check_bytes(func.params + func.allocs, "primfunc")
 
 
-def _nests(body: Stmt) -> list[_Nest]:
+def _nests(body: Stmt) -> list[_SpecBlock]:
     """The loop nests of the body, each around one block: the body is one nest or a seq of them."""
     if isinstance(body, SeqStmt):
         if len(body.stmts) < 2:
@@ -154,7 +154,7 @@ def _nests(body: Stmt) -> list[_Nest]:
             stmt, path = stmt.body, f"{path}[5]"
         if not isinstance(stmt, Block):
             raise WorkloadError(path, f"a loop nest holds one block, found {type(stmt).__name__}")
-        nests.append(_Nest(loops, stmt, path))
+        nests.append(_SpecBlock(loops, stmt, path))
     return nests
 
 
@@ -171,7 +171,7 @@ def _check_loop(loop: For, path: str, names: set[str]) -> None:
 
 
 @dataclass(frozen=True)
-class _Nest:
+class _SpecBlock:
     """A block with the loops around it; `path` is the block's in the spec."""
 
     loops: list[For]
@@ -275,7 +275,7 @@ def _same(a: tuple[Expr, ...], b: tuple[Expr, ...]) -> bool:
     return len(a) == len(b) and all(bool(x == y) for x, y in zip(a, b))
 
 
-def _check_dataflow(func: PrimFunc, num_inputs: int, nests: list[_Nest]) -> None:
+def _check_dataflow(func: PrimFunc, num_inputs: int, nests: list[_SpecBlock]) -> None:
     """Each block writes an output or an intermediate no other block writes, and reads only inputs and
     buffers earlier blocks wrote; in the end every output and intermediate is written."""
     inputs = set(func.params[:num_inputs])

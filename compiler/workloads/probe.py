@@ -36,7 +36,7 @@ _KINDS = ("op", "expr", "primfunc")
 
 
 @dataclass(frozen=True)
-class _Nest:
+class _ProbedBlock:
     loops: tuple[For, ...]
     block: Block
 
@@ -165,7 +165,7 @@ def _untouched(shape: tuple[int, ...], dtype: str) -> np.ndarray:
     return np.frombuffer(memory, dtype, count=count).reshape(shape)
 
 
-def _nests(s: Stmt, loops: tuple[For, ...]) -> Iterator[_Nest]:
+def _nests(s: Stmt, loops: tuple[For, ...]) -> Iterator[_ProbedBlock]:
     """Every block with the loops around it, in program order."""
     if isinstance(s, SeqStmt):
         for k in s.stmts:
@@ -173,7 +173,7 @@ def _nests(s: Stmt, loops: tuple[For, ...]) -> Iterator[_Nest]:
     elif isinstance(s, For):
         yield from _nests(s.body, (*loops, s))
     elif isinstance(s, Block):
-        yield _Nest(loops, s)
+        yield _ProbedBlock(loops, s)
 
 
 def _reads(block: Block) -> Iterator[tuple[Buffer, tuple[Expr, ...]]]:

@@ -39,7 +39,7 @@ class OpGraph:
 
 
 @dataclass(frozen=True)
-class OpDef:
+class WorkloadDef:
     """A registered operator: its declared parameters and the function that builds it."""
 
     name: str
@@ -47,16 +47,16 @@ class OpDef:
     build: Callable[..., OpGraph]  # called with the validated params as keywords, plus dtype
 
 
-OPS: dict[str, OpDef] = {}
+WORKLOADS: dict[str, WorkloadDef] = {}
 
 F = TypeVar("F", bound=Callable[..., OpGraph])
 
 
 def register(name: str, **params: Param) -> Callable[[F], F]:
-    """Add the decorated op function to OPS under `name`, with its declared parameters."""
+    """Add the decorated op function to WORKLOADS under `name`, with its declared parameters."""
 
     def add(fn: F) -> F:
-        OPS[name] = OpDef(name, params, fn)
+        WORKLOADS[name] = WorkloadDef(name, params, fn)
         return fn
 
     return add
@@ -64,11 +64,11 @@ def register(name: str, **params: Param) -> Callable[[F], F]:
 
 def op_workload(op: str, params: object, dtype: str) -> Workload:
     """The workload of registered op `op` with raw (unvalidated) `params`."""
-    if op not in OPS:
-        raise WorkloadError("op", f"unknown operator {show(op)}; known: {', '.join(sorted(OPS))}")
-    opdef = OPS[op]
-    values = _check_params(opdef, params)
-    graph = opdef.build(dtype=dtype, **values)
+    if op not in WORKLOADS:
+        raise WorkloadError("op", f"unknown operator {show(op)}; known: {', '.join(sorted(WORKLOADS))}")
+    workload_def = WORKLOADS[op]
+    values = _check_params(workload_def, params)
+    graph = workload_def.build(dtype=dtype, **values)
     func = te.create_prim_func([*graph.inputs, *graph.outputs], name=op)
     check_bytes(func.params + func.allocs, "params")
     canonical = {k: list(v) if isinstance(v, tuple) else v for k, v in sorted(values.items())}
@@ -76,18 +76,18 @@ def op_workload(op: str, params: object, dtype: str) -> Workload:
     return Workload(op, spec, func, len(graph.inputs), graph.reference, graph.flops)
 
 
-def _check_params(opdef: OpDef, params: object) -> dict[str, Any]:
+def _check_params(workload_def: WorkloadDef, params: object) -> dict[str, Any]:
     if not isinstance(params, dict):
         raise WorkloadError("params", f"must be an object of shape parameters, got {show(params)}")
     for key in params:
-        if key not in opdef.params:
-            known = ", ".join(opdef.params)
-            raise WorkloadError(f"params.{key}", f"unknown parameter of {opdef.name}; known: {known}")
+        if key not in workload_def.params:
+            known = ", ".join(workload_def.params)
+            raise WorkloadError(f"params.{key}", f"unknown parameter of {workload_def.name}; known: {known}")
     values: dict[str, Any] = {}
-    for key, p in opdef.params.items():
+    for key, p in workload_def.params.items():
         field = f"params.{key}"
         if key not in params and p.default is None:
-            raise WorkloadError(field, f"missing required parameter of {opdef.name}")
+            raise WorkloadError(field, f"missing required parameter of {workload_def.name}")
         raw = params.get(key, p.default)
         values[key] = check_shape(raw, field) if p.shape else check_int(raw, field, p.minimum)
     return values

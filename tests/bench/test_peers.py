@@ -14,10 +14,9 @@ from bench import peers
 from bench.peer_numpy import BASELINES, numpy_kernel
 from bench.peer_suite import SUITE
 from bench.peers import Entry, Side, child_env, cost_model_ranking, load_sides, parse_args, save_sides, table
-from compiler.target import Target
+from compiler.target import Target, host_hardware
 from compiler.workloads import workload_from_spec
 from runner import NullRunner
-from runner.hardware import host_hardware
 from tuner.tune import tune
 
 BENCH = Path(__file__).resolve().parents[2] / "bench"
@@ -63,7 +62,7 @@ def test_every_operator_has_a_tvm_version_and_a_numpy_baseline():
     (ops,) = [
         node.value
         for node in ast.walk(tree)
-        if isinstance(node, ast.AnnAssign) and getattr(node.target, "id", "") == "OPS"
+        if isinstance(node, ast.AnnAssign) and getattr(node.target, "id", "") == "TVM_WORKLOADS"
     ]
     tvm_ops = {key.value for key in ops.keys}
     for shape in SUITE:

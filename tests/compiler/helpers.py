@@ -21,7 +21,7 @@ Arrays = tuple[np.ndarray, ...]
 
 
 @dataclass(frozen=True)
-class Workload:
+class ProgramCase:
     """A program and what numpy says it computes: the first `n_inputs` parameters are inputs, and
     `reference` returns the remaining (output) parameters in order."""
 
@@ -33,7 +33,7 @@ class Workload:
         return Schedule(self.func, seed=seed)
 
 
-def assert_computes(wl: Workload, program: PrimFunc | Schedule, seed: int = 0) -> None:
+def assert_computes(wl: ProgramCase, program: PrimFunc | Schedule, seed: int = 0) -> None:
     """Build `program` and compare it with the reference on random inputs. Outputs start as NaN, so
     an element the program never writes fails the check too."""
     func = program.func if isinstance(program, Schedule) else program
@@ -73,15 +73,15 @@ def is_guarded(sch: Schedule, block: str) -> bool:
 
 
 # --- workloads ----------------------------------------------------------------------------------
-def matmul(n: int = 97, m: int = 127, k: int = 61) -> Workload:
+def matmul(n: int = 97, m: int = 127, k: int = 61) -> ProgramCase:
     A = te.placeholder((n, k), name="A")
     B = te.placeholder((k, m), name="B")
     r = te.reduce_axis((0, k), name="k")
     C = te.compute((n, m), lambda i, j: te.sum(A[i, r] * B[r, j], axis=r), name="C")
-    return Workload(te.create_prim_func([A, B, C], name="matmul"), lambda a, b: (_mm(a, b),), 2)
+    return ProgramCase(te.create_prim_func([A, B, C], name="matmul"), lambda a, b: (_mm(a, b),), 2)
 
 
-def mm_relu(n: int = 97, m: int = 127, k: int = 61) -> Workload:
+def mm_relu(n: int = 97, m: int = 127, k: int = 61) -> ProgramCase:
     """Blocks Y (the matmul) and C (relu of Y)."""
     A = te.placeholder((n, k), name="A")
     B = te.placeholder((k, m), name="B")
@@ -89,10 +89,10 @@ def mm_relu(n: int = 97, m: int = 127, k: int = 61) -> Workload:
     Y = te.compute((n, m), lambda i, j: te.sum(A[i, r] * B[r, j], axis=r), name="Y")
     C = te.compute((n, m), lambda i, j: te.max(Y[i, j], 0.0), name="C")
     func = te.create_prim_func([A, B, C], name="mm_relu")
-    return Workload(func, lambda a, b: (np.maximum(_mm(a, b), 0),), 2)
+    return ProgramCase(func, lambda a, b: (np.maximum(_mm(a, b), 0),), 2)
 
 
-def mm_two_consumers(n: int = 31, m: int = 37, k: int = 13) -> Workload:
+def mm_two_consumers(n: int = 31, m: int = 37, k: int = 13) -> ProgramCase:
     """Y feeds two outputs in separate nests: C = relu(Y) and D = 2 * Y."""
     A = te.placeholder((n, k), name="A")
     B = te.placeholder((k, m), name="B")
@@ -101,10 +101,10 @@ def mm_two_consumers(n: int = 31, m: int = 37, k: int = 13) -> Workload:
     C = te.compute((n, m), lambda i, j: te.max(Y[i, j], 0.0), name="C")
     D = te.compute((n, m), lambda i, j: Y[i, j] * 2.0, name="D")
     func = te.create_prim_func([A, B, C, D], name="mm_two")
-    return Workload(func, lambda a, b: (np.maximum(_mm(a, b), 0), 2 * _mm(a, b)), 2)
+    return ProgramCase(func, lambda a, b: (np.maximum(_mm(a, b), 0), 2 * _mm(a, b)), 2)
 
 
-def bias_relu(n: int = 97, m: int = 127, k: int = 61) -> Workload:
+def bias_relu(n: int = 97, m: int = 127, k: int = 61) -> ProgramCase:
     """Blocks Y (matmul), Z = Y + bias[j] and R = relu(Z)."""
     A = te.placeholder((n, k), name="A")
     B = te.placeholder((k, m), name="B")
@@ -114,10 +114,10 @@ def bias_relu(n: int = 97, m: int = 127, k: int = 61) -> Workload:
     Z = te.compute((n, m), lambda i, j: Y[i, j] + bias[j], name="Z")
     R = te.compute((n, m), lambda i, j: te.max(Z[i, j], 0.0), name="R")
     func = te.create_prim_func([A, B, bias, R], name="bias_relu")
-    return Workload(func, lambda a, b, c: (np.maximum(_mm(a, b) + c, 0),), 3)
+    return ProgramCase(func, lambda a, b, c: (np.maximum(_mm(a, b) + c, 0),), 3)
 
 
-def chain(shape: tuple[int, ...] = (1000,), stages: int = 2) -> Workload:
+def chain(shape: tuple[int, ...] = (1000,), stages: int = 2) -> ProgramCase:
     """Elementwise stages B, C (, D) of A: each doubles the previous stage and adds its number."""
     tensor = A = te.placeholder(shape, name="A")
     for s, name in enumerate("BCD"[:stages]):
@@ -129,7 +129,7 @@ def chain(shape: tuple[int, ...] = (1000,), stages: int = 2) -> Workload:
             x = 2 * x + (s + 1)
         return (x,)
 
-    return Workload(te.create_prim_func([A, tensor], name="chain"), reference, 1)
+    return ProgramCase(te.create_prim_func([A, tensor], name="chain"), reference, 1)
 
 
 def _double_plus(t: te.Tensor, c: float) -> Callable[..., te.Expr]:
@@ -138,17 +138,17 @@ def _double_plus(t: te.Tensor, c: float) -> Callable[..., te.Expr]:
     return lambda i, j: t[i, j] * 2.0 + c
 
 
-def stencil(n: int = 97) -> Workload:
+def stencil(n: int = 97) -> ProgramCase:
     """P = 2 * A, then C[i] = P[i] + P[i + 1]: each C reads a neighbour of its own P element."""
     A = te.placeholder((n,), name="A")
     P = te.compute((n,), lambda i: A[i] * 2.0, name="P")
     C = te.compute((n - 1,), lambda i: P[i] + P[i + 1], name="C")
-    return Workload(te.create_prim_func([A, C], name="stencil"), lambda a: (2 * a[:-1] + 2 * a[1:],), 1)
+    return ProgramCase(te.create_prim_func([A, C], name="stencil"), lambda a: (2 * a[:-1] + 2 * a[1:],), 1)
 
 
 def conv2d(
     n: int = 1, ci: int = 3, h: int = 13, w: int = 11, co: int = 5, kh: int = 3, kw: int = 3, pad: int = 1
-) -> Workload:
+) -> ProgramCase:
     """NCHW conv2d with a padding block `pad` (te.select/te.all) and the conv block `conv`."""
     X = te.placeholder((n, ci, h, w), name="X")
     W = te.placeholder((co, ci, kh, kw), name="W")
@@ -177,10 +177,10 @@ def conv2d(
                 out += np.einsum("nchw,fc->nfhw", window, wt[:, :, dy, dx])
         return (out,)
 
-    return Workload(te.create_prim_func([X, W, O], name="conv2d"), reference, 2)
+    return ProgramCase(te.create_prim_func([X, W, O], name="conv2d"), reference, 2)
 
 
-def softmax(n: int = 37, m: int = 61) -> Workload:
+def softmax(n: int = 37, m: int = 61) -> ProgramCase:
     """Row softmax in four blocks: M (row max), E = exp(X - M), S (row sum of E), Y = E / S."""
     X = te.placeholder((n, m), name="X")
     k1 = te.reduce_axis((0, m), name="k")
@@ -194,10 +194,10 @@ def softmax(n: int = 37, m: int = 61) -> Workload:
         e = np.exp(x - x.max(axis=1, keepdims=True))
         return (e / e.sum(axis=1, keepdims=True),)
 
-    return Workload(te.create_prim_func([X, Y], name="softmax"), reference, 1)
+    return ProgramCase(te.create_prim_func([X, Y], name="softmax"), reference, 1)
 
 
-def scan_pipeline(m: int = 10, n: int = 16) -> Workload:
+def scan_pipeline(m: int = 10, n: int = 16) -> ProgramCase:
     """X2 = 2 * X, read only by the recurrence of a cumulative sum `scan` over rows (its first row,
     block scan_init, doubles X itself), then D = scan + 1."""
     X = te.placeholder((m, n), name="X")
@@ -208,7 +208,7 @@ def scan_pipeline(m: int = 10, n: int = 16) -> Workload:
     S = te.scan(init, update, state, name="scan")
     D = te.compute((m, n), lambda t, i: S[t, i] + 1.0, name="D")
     func = te.create_prim_func([X, D], name="scan_pipeline")
-    return Workload(func, lambda x: (np.cumsum(2 * x.astype(np.float64), axis=0) + 1,), 1)
+    return ProgramCase(func, lambda x: (np.cumsum(2 * x.astype(np.float64), axis=0) + 1,), 1)
 
 
 def _mm(a: np.ndarray, b: np.ndarray) -> np.ndarray:

@@ -5,7 +5,7 @@ offers only locations where compute_at is legal; the innermost loop of a moved b
 import numpy as np
 import pytest
 from helpers import (
-    Workload,
+    ProgramCase,
     assert_computes,
     bias_relu,
     chain,
@@ -112,7 +112,7 @@ def test_compute_at_covers_a_read_region_wider_than_the_buffer():
     A = te.placeholder((8,), name="A")
     P = te.compute((8,), lambda i: A[i] * 2.0, name="P")
     C = te.compute((8,), lambda i: te.select(i >= 4, P[i - 4], P[i + 4]), name="C")
-    wl = Workload(te.create_prim_func([A, C]), lambda a: (2 * np.roll(a, 4),), 1)
+    wl = ProgramCase(te.create_prim_func([A, C]), lambda a: (2 * np.roll(a, 4),), 1)
     sch = wl.schedule()
     (i,) = loops_of(sch, "C")
     sch.compute_at(sch.get_block("P"), i)  # reads P[i - 4 .. i + 4]: 9 elements of an 8-element buffer
@@ -233,14 +233,14 @@ def test_reverse_compute_at_under_the_overhang_of_a_guarded_split_runs_only_wher
     assert_computes(wl, sch)
 
 
-def one_by_one_conv_relu(channels: int = 3, filters: int = 4, h: int = 6, w: int = 5) -> Workload:
+def one_by_one_conv_relu(channels: int = 3, filters: int = 4, h: int = 6, w: int = 5) -> ProgramCase:
     """Y[f, y, x] = sum over c of W[f, c] * X[c, y, x] (a 1x1 conv, unbatched), then R = relu(Y)."""
     X, W = te.placeholder((channels, h, w), name="X"), te.placeholder((filters, channels), name="W")
     c = te.reduce_axis((0, channels), name="c")
     Y = te.compute((filters, h, w), lambda f, y, x: te.sum(W[f, c] * X[c, y, x], axis=c), name="Y")
     R = te.compute((filters, h, w), lambda f, y, x: te.max(Y[f, y, x], 0.0), name="R")
     reference = lambda x, wt: (np.maximum(np.einsum("fc,cyx->fyx", wt, x), 0),)  # noqa: E731
-    return Workload(te.create_prim_func([X, W, R]), reference, 2)
+    return ProgramCase(te.create_prim_func([X, W, R]), reference, 2)
 
 
 @pytest.mark.parametrize(("run", "fits"), [(10, True), (15, True), (30, True), (6, False), (3, False)])
@@ -298,7 +298,7 @@ def test_reverse_compute_at_a_consumer_under_its_producer_twice_nested():
     assert_computes(wl, sch)
 
 
-def blocked_matmul_unblocked(block: int = 8) -> Workload:
+def blocked_matmul_unblocked(block: int = 8) -> ProgramCase:
     """Y [m, n / block, block] (columns in blocks, as a conv in blocks of output channels computes),
     then R [m, n] = relu(Y), read back at (j // block, j % block)."""
     m, k, n = 5, 7, 24
@@ -310,7 +310,7 @@ def blocked_matmul_unblocked(block: int = 8) -> Workload:
     )
     R = te.compute((m, n), lambda i, j: te.max(Y[i, j // block, j % block], 0.0), name="R")
     func = te.create_prim_func([A, B, R], name="blocked_relu")
-    return Workload(func, lambda a, b: (np.maximum(a @ b, 0),), 2)
+    return ProgramCase(func, lambda a, b: (np.maximum(a @ b, 0),), 2)
 
 
 @pytest.mark.parametrize("level", [0, 1, 2], ids=["rows", "column blocks", "inside a block"])
@@ -333,7 +333,7 @@ def test_reverse_compute_at_a_consumer_reading_whole_blocks_back_in_plain_layout
     assert_computes(wl, sch)
 
 
-def tiles_read_back(m: int = 2, tiles: int = 5) -> Workload:
+def tiles_read_back(m: int = 2, tiles: int = 5) -> ProgramCase:
     """Y [tiles, 6] (a product per tile, as Winograd's), then R [tiles * m - 1, 6] reading the tile
     of each row, `Y[y // m]`, with a coefficient picked by `y % m` (the output transform's), over
     an extent that is not whole tiles."""
@@ -349,7 +349,7 @@ def tiles_read_back(m: int = 2, tiles: int = 5) -> Workload:
         sign = np.where(np.arange(rows) % m == 0, 1.0, -1.0)[:, None]
         return (np.repeat(a @ b, m, axis=0)[:rows] * sign,)
 
-    return Workload(func, reference, 2)
+    return ProgramCase(func, reference, 2)
 
 
 def test_reverse_compute_at_a_consumer_reading_its_producers_tile_of_rows():
@@ -376,7 +376,9 @@ def test_reverse_compute_at_a_consumer_reading_a_part_of_its_columns_whole_is_re
     r = te.reduce_axis((0, 7), name="k")
     Y = te.compute((5, 8), lambda i, j: te.sum(A[i, r] * B[r, j], axis=r), name="Y")
     R = te.compute((5, 2, 4), lambda i, a, b: Y[i, a * 4 + b] + 1.0, name="R")
-    sch = Workload(te.create_prim_func([A, B, R]), lambda a, b: ((a @ b + 1).reshape(5, 2, 4),), 2).schedule()
+    sch = ProgramCase(
+        te.create_prim_func([A, B, R]), lambda a, b: ((a @ b + 1).reshape(5, 2, 4),), 2
+    ).schedule()
     _, j, _ = loops_of(sch, "Y")
     j0, _ = sch.split(j, [2, None])
     with schedule_error("R", match="produces parts"):

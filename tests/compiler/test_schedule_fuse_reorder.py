@@ -6,7 +6,7 @@ import itertools
 import numpy as np
 import pytest
 from helpers import (
-    Workload,
+    ProgramCase,
     assert_computes,
     chain,
     extents,
@@ -159,7 +159,7 @@ def test_reorder_inside_a_scan_step_is_allowed():
     init = te.compute((1, n, p), lambda _, i, j: X[0, i, j], name="init")
     update = te.compute((m, n, p), lambda t, i, j: state[t - 1, i, j] + X[t, i, j], name="update")
     func = te.create_prim_func([X, te.scan(init, update, state, name="scan")])
-    wl = Workload(func, lambda x: (x.astype(np.float64).cumsum(axis=0),), 1)
+    wl = ProgramCase(func, lambda x: (x.astype(np.float64).cumsum(axis=0),), 1)
     sch = wl.schedule()
     _, i, j = loops_of(sch, "scan")
     sch.reorder(j, i)

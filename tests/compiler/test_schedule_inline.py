@@ -3,7 +3,7 @@ reverse_compute_inline (relu into bias-add), and the blocks each must refuse."""
 
 import pytest
 from helpers import (
-    Workload,
+    ProgramCase,
     assert_computes,
     bias_relu,
     chain,
@@ -28,13 +28,13 @@ def buffer_names(sch) -> set[str]:
     return {b.name for b in sch.func.allocs}
 
 
-def fan_out(n: int = 1000) -> Workload:
+def fan_out(n: int = 1000) -> ProgramCase:
     """B = 2 * A read by two outputs: C = B + 1 and D = 3 * B."""
     A = te.placeholder((n,), name="A")
     B = te.compute((n,), lambda i: A[i] * 2.0, name="B")
     C = te.compute((n,), lambda i: B[i] + 1.0, name="C")
     D = te.compute((n,), lambda i: B[i] * 3.0, name="D")
-    return Workload(te.create_prim_func([A, C, D]), lambda a: (2 * a + 1, 6 * a), 1)
+    return ProgramCase(te.create_prim_func([A, C, D]), lambda a: (2 * a + 1, 6 * a), 1)
 
 
 # --- compute_inline -------------------------------------------------------------------------------
@@ -168,7 +168,7 @@ def test_reverse_inline_a_transposing_consumer():
     A = te.placeholder((n, m), name="A")
     B = te.compute((n, m), lambda i, j: A[i, j] * 2.0, name="B")
     T = te.compute((m, n), lambda j, i: B[i, j] + 1.0, name="T")
-    wl = Workload(te.create_prim_func([A, T]), lambda a: ((2 * a + 1).T,), 1)
+    wl = ProgramCase(te.create_prim_func([A, T]), lambda a: ((2 * a + 1).T,), 1)
     sch = wl.schedule()
     sch.reverse_compute_inline(sch.get_block("T"))
     assert_computes(wl, sch)

@@ -7,7 +7,7 @@ import json
 from collections.abc import Callable
 
 import pytest
-from helpers import Workload, bias_relu, chain, conv2d, loops_of, matmul, mm_relu
+from helpers import ProgramCase, bias_relu, chain, conv2d, loops_of, matmul, mm_relu
 
 from compiler import Schedule, Trace, TraceError
 from compiler.schedule.instruction import lookup, register, registered
@@ -19,7 +19,7 @@ def c_loops(sch: Schedule) -> list:
 
 
 # One call of each kind, as the last call of a short schedule: (workload, schedule).
-EXAMPLES: dict[str, tuple[Callable[[], Workload], Callable[[Schedule], object]]] = {
+EXAMPLES: dict[str, tuple[Callable[[], ProgramCase], Callable[[Schedule], object]]] = {
     "get_block": (matmul, lambda sch: sch.get_block("C")),
     "get_loops": (matmul, lambda sch: sch.get_loops(sch.get_block("C"))),
     "get_innermost_loop": (matmul, lambda sch: sch.get_innermost_loop(sch.get_block("C"))),
@@ -55,7 +55,7 @@ EXAMPLES: dict[str, tuple[Callable[[], Workload], Callable[[Schedule], object]]]
 }
 
 
-def example(name: str) -> tuple[Workload, Schedule]:
+def example(name: str) -> tuple[ProgramCase, Schedule]:
     make, call = EXAMPLES[name]
     wl = make()
     sch = wl.schedule()

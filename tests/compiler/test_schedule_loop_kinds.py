@@ -4,7 +4,7 @@ whose iterations would race or reorder a reduction or recurrence are refused."""
 import numpy as np
 import pytest
 from helpers import (
-    Workload,
+    ProgramCase,
     assert_computes,
     chain,
     loop_kinds,
@@ -19,13 +19,13 @@ from helpers import (
 from compiler import te
 
 
-def broadcast(n: int = 29, m: int = 43) -> Workload:
+def broadcast(n: int = 29, m: int = 43) -> ProgramCase:
     """B[j] = 2 * A[j] feeds every row of C[i, j] = B[j] + X[i, j]."""
     A = te.placeholder((m,), name="A")
     X = te.placeholder((n, m), name="X")
     B = te.compute((m,), lambda j: A[j] * 2.0, name="B")
     C = te.compute((n, m), lambda i, j: B[j] + X[i, j], name="C")
-    return Workload(te.create_prim_func([A, X, C]), lambda a, x: (2 * a[None, :] + x,), 2)
+    return ProgramCase(te.create_prim_func([A, X, C]), lambda a, x: (2 * a[None, :] + x,), 2)
 
 
 KINDS = {"parallel": "parallel", "vectorize": "vectorized", "unroll": "unrolled"}

@@ -14,7 +14,7 @@ import pytest
 
 from compiler import topi
 from compiler.visit import blocks
-from compiler.workloads import OPS, Workload, WorkloadError, workload_from_spec
+from compiler.workloads import WORKLOADS, Workload, WorkloadError, workload_from_spec
 from compiler.workloads.ops.conv import (
     conv2d_nchw_kblock_ref,
     conv2d_nchw_ref,
@@ -53,7 +53,7 @@ def build():
 
 
 def test_every_registered_op_has_a_case():
-    assert set(OPS) == {op for op, _ in CASES}
+    assert set(WORKLOADS) == {op for op, _ in CASES}
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
@@ -84,7 +84,7 @@ def test_spec_is_canonical_and_round_trips(op, params):
     w = make(op, params)
     assert list(w.spec) == ["op", "params", "dtype"]
     assert list(w.spec["params"]) == sorted(w.spec["params"])
-    assert set(w.spec["params"]) == set(OPS[op].params)
+    assert set(w.spec["params"]) == set(WORKLOADS[op].params)
     shuffled = dict(reversed(list(params.items())))
     again = workload_from_spec({"dtype": "float32", "params": shuffled, "op": op})
     assert json.dumps(again.spec) == json.dumps(w.spec)

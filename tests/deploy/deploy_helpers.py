@@ -218,7 +218,7 @@ def wait_until(condition: Callable[[], Any], timeout: float, what: Callable[[], 
     raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what()}")
 
 
-class Process:
+class UnitProcess:
     """A subprocess whose output goes to a log file; `stop()` always leaves it dead."""
 
     def __init__(self, argv: list[str], env: dict[str, str], log: Path) -> None:
@@ -244,7 +244,7 @@ class Process:
         return f"$ {shlex.join(self.argv)}\n" + self.log.read_text(errors="replace")[-4000:]
 
 
-def healthy(url: str, process: Process) -> bool:
+def healthy(url: str, process: UnitProcess) -> bool:
     if not process.running():
         raise AssertionError(f"the coordinator exited with {process.popen.returncode}:\n{process.output()}")
     try:

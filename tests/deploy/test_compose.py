@@ -10,7 +10,7 @@ from urllib.parse import urlsplit
 import pytest
 from deploy_helpers import (
     DEPLOY,
-    Process,
+    UnitProcess,
     clean_environment,
     compose,
     created_token,
@@ -173,9 +173,9 @@ def test_the_containers_commands_run(tmp_path):
     check = services()["coordinator"]["healthcheck"]["test"]
     assert check[:2] == ["CMD", "python"]
     healthcheck = [sys.executable, *check[2:]]
-    started: list[Process] = []
+    started: list[UnitProcess] = []
     try:
-        coordinator = Process(argv, coordinator_env, tmp_path / "coordinator.log")
+        coordinator = UnitProcess(argv, coordinator_env, tmp_path / "coordinator.log")
         started.append(coordinator)
         wait_until(lambda: healthy(url, coordinator), 60, lambda: f"/healthz:\n{coordinator.output()}")
         assert subprocess.run(healthcheck, env=coordinator_env, timeout=60).returncode == 0
@@ -189,7 +189,7 @@ def test_the_containers_commands_run(tmp_path):
 
         for name in WORKERS:
             argv, env = container(name, variables, TENSOR_TUNER_COORDINATOR_URL=url)
-            started.append(Process(argv, env, tmp_path / f"{name}.log"))
+            started.append(UnitProcess(argv, env, tmp_path / f"{name}.log"))
         wait_until(
             lambda: {w["name"] for w in workers(url, admin) if w["alive"]} == set(WORKERS),
             60,

@@ -12,7 +12,7 @@ import pytest
 from deploy_helpers import (
     INSTALLED_TUNER,
     SYSTEMD,
-    Process,
+    UnitProcess,
     clean_environment,
     created_token,
     env_file,
@@ -145,9 +145,9 @@ def test_the_units_commands_run(tmp_path):
             "TENSOR_TUNER_PORT": str(port),
         },
     )
-    started: list[Process] = []
+    started: list[UnitProcess] = []
     try:
-        coordinator = Process(exec_start(COORDINATOR), coordinator_env, tmp_path / "coordinator.log")
+        coordinator = UnitProcess(exec_start(COORDINATOR), coordinator_env, tmp_path / "coordinator.log")
         started.append(coordinator)
         wait_until(lambda: healthy(url, coordinator), 60, lambda: f"/healthz:\n{coordinator.output()}")
 
@@ -167,7 +167,7 @@ def test_the_units_commands_run(tmp_path):
             unit_environment(WORKER, instance, str(credentials)),
             {"TENSOR_TUNER_COORDINATOR_URL": url},
         )
-        worker = Process(exec_start(WORKER, instance), worker_env, tmp_path / "worker.log")
+        worker = UnitProcess(exec_start(WORKER, instance), worker_env, tmp_path / "worker.log")
         started.append(worker)
         name = expand_specifiers("%H:%I", instance)
         wait_until(

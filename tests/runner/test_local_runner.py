@@ -10,13 +10,14 @@ import pytest
 from compiler import Schedule
 from compiler.build import compile_kernel
 from compiler.ir import Allocate, Binary, Block, BufferStore, Const, For, Load, PrimFunc, SeqStmt, Var, const
+from compiler.schedule_rules import RuleConfig
 from compiler.target import Target
 from compiler.visit import map_blocks
 from compiler.workloads import workload_from_spec
 from compiler.workloads.primfunc_spec import primfunc_spec
 from runner import MODEL_TIMING, Candidate, LocalRunner, LocalRunnerConfig, Status, TimingConfig, local
 from tests.compiler.workloads.test_primfunc_spec import fused_conv2d_add_relu
-from tuner.search.space import SpaceConfig, rule_space
+from tuner.search.space import rule_space
 
 SPEC = {"op": "matmul", "params": {"M": 64, "N": 48, "K": 40}, "dtype": "float32"}
 
@@ -153,7 +154,7 @@ def test_a_fused_primfunc_is_measured_and_checked_against_its_interpreted_refere
     trace the tuner's space samples, and check the kernel against the function's own reference."""
     spec = primfunc_spec(fused_conv2d_add_relu(), 3)
     sch = Schedule(workload_from_spec(spec).func, seed=3)
-    rule_space(SpaceConfig.for_target(Target.host()))(sch)
+    rule_space(RuleConfig.for_target(Target.host()))(sch)
     (result,) = runner.run([Candidate(spec, sch.trace.to_json())])
     assert result.status is Status.OK, result.message
 

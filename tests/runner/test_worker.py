@@ -12,8 +12,9 @@ import httpx
 import pytest
 
 from runner.null import NullRunner
+from runner.protocol import MESSAGE_LIMIT
 from runner.results import MODEL_TIMING, Candidate, RunResult, Status, TimingConfig, TimingKind
-from runner.worker import MESSAGE_LIMIT, Worker, WorkerConfig
+from runner.worker import Worker, WorkerConfig
 
 SPEC = {"op": "matmul", "params": {"M": 8, "N": 8, "K": 8}}
 Answer = Callable[[str, dict], httpx.Response | None]
@@ -22,10 +23,17 @@ Answer = Callable[[str, dict], httpx.Response | None]
 def item(candidate_id: int, task_id: int, secs: float, best_secs: float | None = None) -> dict:
     """A leased candidate whose (null-runner) time is `secs`."""
     trace = {"secs": secs, "n": candidate_id}
-    return {"id": candidate_id, "task_id": task_id, "spec": SPEC, "trace": trace, "best_secs": best_secs}
+    return {
+        "id": candidate_id,
+        "task_id": task_id,
+        "spec": SPEC,
+        "trace": trace,
+        "best_secs": best_secs,
+        "lease_expires_at": "2026-11-28T00:00:00Z",
+    }
 
 
-class Coordinator:
+class FakeCoordinator:
     """The worker protocol in memory: each lease hands out the next batch, and the worker is told to
     stop once they are gone. `answer` may replace any reply (None: the normal one)."""
 
@@ -57,12 +65,12 @@ class Coordinator:
         return [body for path, body in self.requests if path.endswith(suffix)]
 
 
-def run(coordinator: Coordinator, runner: object | None = None) -> int:
+def run(coordinator: FakeCoordinator, runner: object | None = None) -> int:
     config = WorkerConfig(
         coordinator_url="http://coordinator", token="t", idle_poll_s=0.01, max_backoff_s=0.1
     )
     worker = Worker(config, runner or NullRunner(lambda c: c.trace["secs"]))
-    worker.client = httpx.Client(base_url="http://coordinator", transport=httpx.MockTransport(coordinator))
+    worker.coordinator.http = httpx.Client(transport=httpx.MockTransport(coordinator))
     coordinator.worker = worker
     return worker.run()
 
@@ -72,7 +80,7 @@ def test_each_candidate_is_measured_once_the_coordinator_arranges_any_remeasurem
     by the worker that found it: a worker's own second run would prove nothing of a forged first."""
     measured: list[int] = []
     runner = NullRunner(lambda c: measured.append(c.trace["n"]) or c.trace["secs"])
-    coordinator = Coordinator(
+    coordinator = FakeCoordinator(
         [[item(1, task_id=1, secs=1e-3), item(2, task_id=2, secs=2e-3, best_secs=5e-3)]]
     )
     assert run(coordinator, runner) == 0
@@ -86,7 +94,7 @@ def test_a_candidate_is_timed_as_the_coordinator_asks_and_the_result_says_how():
     asked: list[TimingConfig | None] = []
     runner = NullRunner(lambda c: asked.append(c.timing) or c.trace["secs"])
     layer = {**item(1, task_id=1, secs=1e-3), "timing": {**asdict(MODEL_TIMING), "newer": True}}
-    coordinator = Coordinator([[layer, item(2, task_id=2, secs=1e-3)]])
+    coordinator = FakeCoordinator([[layer, item(2, task_id=2, secs=1e-3)]])
     assert run(coordinator, runner) == 0
     assert asked == [MODEL_TIMING, None]
     assert [r["timing"] for r in coordinator.accepted] == [asdict(MODEL_TIMING), asdict(TimingConfig())]
@@ -101,7 +109,7 @@ def test_a_timings_kind_says_what_its_time_means():
 
 def test_a_worker_of_hardware_awaiting_approval_says_so(caplog: pytest.LogCaptureFixture):
     registered = {"id": 1, "lease_seconds": 60.0, "heartbeat_seconds": 60.0, "hardware_approved": False}
-    coordinator = Coordinator(
+    coordinator = FakeCoordinator(
         [], lambda path, body: httpx.Response(201, json=registered) if path == "/v1/workers" else None
     )
     with caplog.at_level("WARNING", logger="tuner.worker"):
@@ -111,7 +119,7 @@ def test_a_worker_of_hardware_awaiting_approval_says_so(caplog: pytest.LogCaptur
 
 def test_a_batch_over_the_size_limit_is_sent_in_halves():
     too_large = httpx.Response(413, json={"detail": "request body over the limit"})
-    coordinator = Coordinator(
+    coordinator = FakeCoordinator(
         [[item(n, 1, 1e-3) for n in range(1, 5)]],
         lambda path, body: too_large if len(body.get("results", [])) > 2 else None,
     )
@@ -126,7 +134,7 @@ def test_a_refused_result_is_sent_as_a_runtime_error_and_the_rest_as_they_are():
             return httpx.Response(422, json={"detail": [{"loc": ["body", "results", 0], "msg": "no"}]})
         return None
 
-    coordinator = Coordinator([[item(n, 1, 1e-3) for n in range(1, 4)]], refuse_2)
+    coordinator = FakeCoordinator([[item(n, 1, 1e-3) for n in range(1, 4)]], refuse_2)
     assert run(coordinator) == 0
     by_id = {r["candidate_id"]: r for r in coordinator.accepted}
     assert [by_id[n]["status"] for n in (1, 2, 3)] == ["ok", "runtime_error", "ok"]
@@ -148,15 +156,39 @@ class Crashing:
 
 
 def test_messages_are_cleaned_before_they_are_sent():
-    coordinator = Coordinator([[item(1, 1, 1e-3)]])
+    coordinator = FakeCoordinator([[item(1, 1, 1e-3)]])
     assert run(coordinator, Crashing()) == 0
     (result,) = coordinator.accepted
     assert result["message"].startswith("SIGSEGVxxx") and len(result["message"]) == MESSAGE_LIMIT
 
 
+def test_a_time_the_protocol_cannot_carry_is_reported_as_a_runtime_error():
+    """A broken clock's 0 s is not a time (the coordinator refuses under a picosecond): the candidate
+    is done as an error saying why, not a crash of the worker nor a lease that goes round the fleet."""
+    coordinator = FakeCoordinator([[item(1, 1, 0.0), item(2, 1, 1e-3)]])
+    assert run(coordinator) == 0
+    by_id = {r["candidate_id"]: r for r in coordinator.accepted}
+    assert [by_id[n]["status"] for n in (1, 2)] == ["runtime_error", "ok"]
+    assert (
+        by_id[1]["message"].startswith("the measurement cannot be reported")
+        and "run_secs" in by_id[1]["message"]
+    )
+
+
+def test_an_answer_that_is_not_its_model_is_retried():
+    """A lease answer without its candidates' fields (another version's, a proxy's JSON) is not read
+    as a batch: the worker asks again."""
+    pages = iter([httpx.Response(200, json={"candidates": [{"id": 1}]})])
+    coordinator = FakeCoordinator(
+        [[item(1, 1, 1e-3)]], lambda path, body: next(pages, None) if path.endswith("/lease") else None
+    )
+    assert run(coordinator) == 0
+    assert [r["candidate_id"] for r in coordinator.accepted] == [1]
+
+
 def test_an_answer_that_is_not_json_is_retried():
     pages = iter([httpx.Response(200, text="<html>a proxy's page</html>")])
-    coordinator = Coordinator(
+    coordinator = FakeCoordinator(
         [[item(1, 1, 1e-3)]], lambda path, body: next(pages, None) if path.endswith("/lease") else None
     )
     assert run(coordinator) == 0
@@ -175,7 +207,7 @@ def test_no_heartbeat_follows_the_goodbye_when_the_coordinator_refuses_us(status
             return httpx.Response(status, json={"detail": "no"})
         return None
 
-    coordinator = Coordinator([], refuse)
+    coordinator = FakeCoordinator([], refuse)
     assert run(coordinator) == 2
     time.sleep(0.1)
     assert coordinator.paths("/heartbeat") and coordinator.requests[-1][0] == "/v1/workers/1/stop"
@@ -183,10 +215,10 @@ def test_no_heartbeat_follows_the_goodbye_when_the_coordinator_refuses_us(status
 
 
 def test_a_worker_fails_over_to_the_next_coordinator_and_registers_there_if_unknown():
-    """Coordinator a goes away after the first batch; b serves another database (it answers 404 for
+    """FakeCoordinator a goes away after the first batch; b serves another database (it answers 404 for
     worker 1): the worker moves to b, registers there as worker 7, and goes on."""
-    a = Coordinator([[item(1, 1, 1e-3)], [item(2, 1, 1e-3)]])
-    b = Coordinator([[item(3, 1, 1e-3)]])
+    a = FakeCoordinator([[item(1, 1, 1e-3)], [item(2, 1, 1e-3)]])
+    b = FakeCoordinator([[item(3, 1, 1e-3)]])
     calls: list[str] = []
 
     def route(request: httpx.Request) -> httpx.Response:
@@ -206,14 +238,14 @@ def test_a_worker_fails_over_to_the_next_coordinator_and_registers_there_if_unkn
         coordinator_url="http://a, http://b/", token="t", idle_poll_s=0.01, max_backoff_s=0.1
     )
     worker = Worker(config, NullRunner(lambda c: c.trace["secs"]))
-    worker.client = httpx.Client(transport=httpx.MockTransport(route))
+    worker.coordinator.http = httpx.Client(transport=httpx.MockTransport(route))
     a.worker = b.worker = worker
     assert worker.run() == 0
     assert [r["candidate_id"] for r in a.accepted] == [1]
     assert [r["candidate_id"] for r in b.accepted] == [3]
     assert calls[:2] == ["a /v1/workers", "a /v1/workers/1/lease"]
     assert "b /v1/workers" in calls and calls[-1] == "b /v1/workers/7/stop"
-    assert worker.url == "http://b" and worker.worker_id == 7
+    assert worker.coordinator.url == "http://b" and worker.coordinator.worker_id == 7
 
 
 def test_every_coordinator_away_means_backoff_not_a_busy_loop():
@@ -226,7 +258,7 @@ def test_every_coordinator_away_means_backoff_not_a_busy_loop():
 
     config = WorkerConfig(coordinator_url="http://a,http://b", token="t", max_backoff_s=0.4)
     worker = Worker(config, NullRunner())
-    worker.client = httpx.Client(transport=httpx.MockTransport(away))
+    worker.coordinator.http = httpx.Client(transport=httpx.MockTransport(away))
     threading.Timer(1.5, worker.stopping.set).start()
     assert worker.run() == 2  # stopped before any coordinator could be reached
     gaps = [later - earlier for earlier, later in pairwise(tries)]
@@ -244,7 +276,7 @@ def test_heartbeats_name_the_leases_the_worker_holds():
             return httpx.Response(201, json={"id": 1, "lease_seconds": 60.0, "heartbeat_seconds": 0.01})
         return None
 
-    coordinator = Coordinator([[item(1, 1, 1e-3), item(2, 1, 1e-3)], [item(3, 1, 1e-3)]], fast_beats)
+    coordinator = FakeCoordinator([[item(1, 1, 1e-3), item(2, 1, 1e-3)], [item(3, 1, 1e-3)]], fast_beats)
     assert run(coordinator, NullRunner(lambda c: time.sleep(0.1) or c.trace["secs"])) == 0
     named = [tuple(body["holding"]) for body in coordinator.paths("/heartbeat")]
     assert set(named) <= {(), (1, 2), (3,)} and {(1, 2), (3,)} <= set(named)

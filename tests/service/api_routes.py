@@ -31,7 +31,6 @@ EXAMPLES: dict[str, dict[str, Any]] = {
                 "build_secs": 0.5,
                 "message": "",
                 "timing": {"repeat": 5, "min_repeat_ms": 5.0, "flush_cache": False},
-                "remeasured": False,
             }
         ]
     },

@@ -9,7 +9,7 @@ import httpx
 import pytest
 from fastapi.testclient import TestClient
 
-from runner.hardware import Hardware, host_hardware
+from compiler.target import Hardware, host_hardware
 from tuner.database import Database
 from tuner.database.tokens import create_token
 from tuner.service.app import create_app

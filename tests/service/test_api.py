@@ -10,11 +10,12 @@ from compiler.target import Target
 from compiler.workloads import workload_from_spec
 from compiler.workloads.primfunc_spec import primfunc_spec
 from runner import TimingKind
+from runner.protocol import WORKER_NAME_LENGTH
 from tests.compiler.workloads.test_primfunc_spec import fused_conv2d_add_relu
 from tests.service.conftest import HARDWARE, HW, OTHER, Api, hardware_body
-from tuner.database.schema import Candidate, Worker
+from tuner.database.schema import CandidateRow, WorkerRow
 from tuner.service.clock import utcnow
-from tuner.service.schemas import WORKER_NAME_LENGTH, Timing
+from tuner.service.schemas import Timing
 
 SPEC = {"op": "matmul", "params": {"M": 32, "N": 32, "K": 16}}
 FUSED = primfunc_spec(fused_conv2d_add_relu(), 3)
@@ -458,7 +459,7 @@ def test_metrics_in_prometheus_format(api: Api):
     assert 'tuner_http_request_seconds_bucket{le="0.005",route="/v1/workers/{worker_id}/lease"}' in text
     # Silent for 2 s, four heartbeats: gone, for the worker list and the metrics alike.
     with api.db.transaction() as session:
-        session.get(Worker, worker).last_seen_at = utcnow() - timedelta(seconds=2)
+        session.get(WorkerRow, worker).last_seen_at = utcnow() - timedelta(seconds=2)
     (listed,) = api.client.get("/v1/workers", headers=api.as_("client")).json()
     assert not listed["alive"]
     assert "tuner_workers_seen 0.0" in api.client.get("/metrics", headers=api.as_("client")).text
@@ -477,7 +478,7 @@ def test_candidates_keep_their_hardware(api: Api):
     submit(api, trials=2)
     api.loop.tick()
     with api.db.transaction() as session:
-        assert {c.hardware_id for c in session.query(Candidate)} == {1}
+        assert {c.hardware_id for c in session.query(CandidateRow)} == {1}
     assert len(lease(api, worker)) == 2
 
 

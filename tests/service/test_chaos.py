@@ -16,7 +16,7 @@ from tests.service.database_proxy import DatabaseProxy
 from tests.service.processes import Coordinator, Process, start_worker, wait_until
 from tests.service.test_end_to_end import assert_complete, wait_for_task, wait_for_workers
 from tuner.database import Database
-from tuner.database.schema import TuningRecord
+from tuner.database.schema import RecordRow
 from tuner.database.tokens import create_token
 from tuner.service.client import Client
 
@@ -82,9 +82,9 @@ def test_workers_and_coordinators_killed_and_the_database_cut(tmp_path: Path):
         for task in finished:
             assert_complete(settings.model_copy(update={"database_url": url}), task, TRIALS)
         with Database.open(url) as db, db.transaction() as session:
-            pairs = select(TuningRecord.workload_id, TuningRecord.hardware_id, TuningRecord.trace_hash)
+            pairs = select(RecordRow.workload_id, RecordRow.hardware_id, RecordRow.trace_hash)
             distinct = session.scalar(select(func.count()).select_from(pairs.distinct().subquery()))
-            records = session.scalar(select(func.count()).select_from(TuningRecord))
+            records = session.scalar(select(func.count()).select_from(RecordRow))
         assert records == distinct == TASKS * TRIALS
     assert codes == [0] * len(codes), [w.output()[-2000:] for w in workers]
     assert any(f"moving to {b.url}" in w.output() for w in workers), "no worker moved to b"

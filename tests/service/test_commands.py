@@ -11,7 +11,7 @@ from tests.service.conftest import OTHER, Api, hardware_body, in_process_client
 from tests.service.processes import free_port
 from tests.service.test_api import HW, SPEC, lease, measure, register, submit
 from tuner.cli import main
-from tuner.service import commands
+from tuner.cli import service as commands
 from tuner.service.client import Client
 from tuner.service.schemas import TaskDetail
 

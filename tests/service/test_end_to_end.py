@@ -25,7 +25,7 @@ from compiler.workloads import workload_from_spec
 from tests.service.onnx_models import mlp, reference
 from tests.service.processes import Coordinator, start_worker, wait_until
 from tuner.database import Database
-from tuner.database.schema import Candidate, TuningRecord
+from tuner.database.schema import CandidateRow, RecordRow
 from tuner.database.tokens import create_token
 from tuner.service.client import Client
 from tuner.service.schemas import TaskDetail
@@ -90,15 +90,13 @@ def assert_complete(settings: Settings, task: TaskDetail, trials: int) -> None:
         with db.transaction() as session:
             states = dict(
                 session.execute(
-                    select(Candidate.status, func.count())
-                    .where(Candidate.task_id == task.id)
-                    .group_by(Candidate.status)
+                    select(CandidateRow.status, func.count())
+                    .where(CandidateRow.task_id == task.id)
+                    .group_by(CandidateRow.status)
                 ).all()
             )
             linked = session.scalar(
-                select(func.count(func.distinct(TuningRecord.candidate_id))).where(
-                    TuningRecord.task_id == task.id
-                )
+                select(func.count(func.distinct(RecordRow.candidate_id))).where(RecordRow.task_id == task.id)
             )
     assert len(records) == trials and len({r.trace_hash for r in records}) == trials
     assert states == {"done": trials} and linked == trials
@@ -171,7 +169,7 @@ def best_candidate(settings: Settings, record_id: int) -> tuple[int, int]:
     with Database.open(settings.database_url) as db:
         candidate_id = db.get_record(record_id).candidate_id
         with db.transaction() as session:
-            return candidate_id, session.get(Candidate, candidate_id).worker_id
+            return candidate_id, session.get(CandidateRow, candidate_id).worker_id
 
 
 def test_a_worker_killed_while_holding_leases(settings, service, tokens, tmp_path):

@@ -12,7 +12,7 @@ from sqlalchemy import func, select
 from tests.service.processes import Coordinator, start_worker, wait_until
 from tests.service.test_end_to_end import FAST, assert_complete, wait_for_task, wait_for_workers
 from tuner.database import Database
-from tuner.database.schema import Candidate
+from tuner.database.schema import CandidateRow
 from tuner.database.tokens import create_token
 from tuner.service.client import Client
 from tuner.service.clock import utcnow
@@ -32,9 +32,9 @@ def held_by(settings: Settings, worker_id: int) -> int:
     """Leases the worker still holds: leased to it and not expired."""
     with Database.open(settings.database_url) as db, db.transaction() as session:
         held = (
-            (Candidate.worker_id == worker_id)
-            & (Candidate.status == "leased")
-            & (Candidate.lease_expires_at >= utcnow())
+            (CandidateRow.worker_id == worker_id)
+            & (CandidateRow.status == "leased")
+            & (CandidateRow.lease_expires_at >= utcnow())
         )
         return session.scalar(select(func.count()).where(held)) or 0
 

@@ -102,7 +102,7 @@ well_formed = schemathesis.openapi.from_asgi(
 
 
 @dataclass(frozen=True)
-class Served:
+class ServedApp:
     """The app on a seeded database, HTTP only, with the secrets of its tokens."""
 
     app: object
@@ -114,7 +114,7 @@ class Served:
 
 
 @pytest.fixture
-def served(request: pytest.FixtureRequest) -> Served:
+def served(request: pytest.FixtureRequest) -> ServedApp:
     """The app on a seeded database of the backend the test names. The module's operations share its
     state as clients would (a task one cancels is cancelled for the next): a copy per operation would
     isolate them, but costs a second and a half per operation on PostgreSQL (CREATE, DROP DATABASE)."""
@@ -122,18 +122,18 @@ def served(request: pytest.FixtureRequest) -> Served:
 
 
 @pytest.fixture(scope="module")
-def served_on_sqlite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+def served_on_sqlite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServedApp]:
     # Two module fixtures, not one parametrized: pytest-xdist hands a worker tests of both backends
     # in any order, and a parametrized one would be set up again at each switch.
     yield from serve("sqlite", tmp_path_factory.mktemp("fuzz"))
 
 
 @pytest.fixture(scope="module")
-def served_on_postgresql(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+def served_on_postgresql(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServedApp]:
     yield from serve("postgresql", tmp_path_factory.mktemp("fuzz"))
 
 
-def serve(kind: str, directory: Path) -> Iterator[Served]:
+def serve(kind: str, directory: Path) -> Iterator[ServedApp]:
     with fresh_database(kind, directory) as url:
         settings = service_settings(url)
         app = create_app(settings)
@@ -142,14 +142,14 @@ def serve(kind: str, directory: Path) -> Iterator[Served]:
             for role in ROLES_OF_TOKENS:  # ids 1..3, for the fuzzer to revoke
                 create_token(db, role=role, name=f"spare {role}")
             tokens = {role: create_token(db, role=role, name=f"fuzz {role}") for role in ROLES_OF_TOKENS}
-            served = Served(
+            served = ServedApp(
                 http_only(app), {r: t[1] for r, t in tokens.items()}, {t[0] for t in tokens.values()}
             )
             seed(client, TaskLoop(db, settings, owner="fuzz-seed"), served)
             yield served
 
 
-def seed(client: TestClient, loop: TaskLoop, served: Served) -> None:
+def seed(client: TestClient, loop: TaskLoop, served: ServedApp) -> None:
     """Three workers of approved hardware, three tasks with candidates queued, four of them leased and
     three measured (held as would-be bests, leased again and re-measured), and a model."""
 
@@ -183,20 +183,20 @@ HYPOTHESIS = {
 @schema.parametrize()
 @pytest.mark.parametrize("served", ["sqlite"], indirect=True)
 @settings(max_examples=20, **HYPOTHESIS)
-def test_no_server_errors_and_every_answer_is_documented(case: schemathesis.Case, served: Served):
+def test_no_server_errors_and_every_answer_is_documented(case: schemathesis.Case, served: ServedApp):
     call_as_admin(case, served)
 
 
 @well_formed.parametrize()
 @pytest.mark.parametrize("served", ["postgresql"], indirect=True)
 @settings(max_examples=20, **HYPOTHESIS)
-def test_valid_requests_reach_postgresql_without_server_errors(case: schemathesis.Case, served: Served):
+def test_valid_requests_reach_postgresql_without_server_errors(case: schemathesis.Case, served: ServedApp):
     """Invalid requests are refused before any query, the same on both backends: on PostgreSQL only
     valid ones are sent, whose values reach the database."""
     call_as_admin(case, served)
 
 
-def call_as_admin(case: schemathesis.Case, served: Served) -> None:
+def call_as_admin(case: schemathesis.Case, served: ServedApp) -> None:
     if case.path_parameters and case.path_parameters.get("token_id") in served.token_ids:
         case.path_parameters["token_id"] = 1  # revoking the tests' own tokens would end their fuzz
     case.call_and_validate(app=served.app, headers=served.as_("admin"), checks=CHECKS)
@@ -205,7 +205,7 @@ def call_as_admin(case: schemathesis.Case, served: Served) -> None:
 @well_formed.exclude(path="/healthz").parametrize()
 @pytest.mark.parametrize("served", ["sqlite"], indirect=True)
 @settings(max_examples=10, **HYPOTHESIS)
-def test_every_operation_refuses_a_missing_forged_or_wrong_token(case: schemathesis.Case, served: Served):
+def test_every_operation_refuses_a_missing_forged_or_wrong_token(case: schemathesis.Case, served: ServedApp):
     role = ROLES[case.operation.label]
     case.headers = {k: v for k, v in (case.headers or {}).items() if k.lower() != "authorization"}
     attempts = [({}, 401), ({"Authorization": "Bearer tt_forged"}, 401)]

@@ -151,14 +151,14 @@ def requests(draw: st.DrawFn, endpoint: Endpoint, token_ids: frozenset[str]) -> 
 
 
 @dataclass
-class Served:
+class ServedClient:
     client: TestClient
     tokens: dict[str, str]
     token_ids: frozenset[str]
 
 
 @pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServedClient]:
     """The app on a SQLite file with ids 1..3 of workers, tasks, candidates, records and tokens, and a
     model."""
     with fresh_database("sqlite", tmp_path_factory.mktemp("hostile")) as url:
@@ -169,7 +169,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
             for role in ("client", "worker", "admin"):
                 create_token(db, role=role, name=f"spare {role}")
             made = {role: create_token(db, role=role, name=role) for role in ("client", "worker", "admin")}
-            served = Served(
+            served = ServedClient(
                 client, {r: t[1] for r, t in made.items()}, frozenset(str(t[0]) for t in made.values())
             )
             seed(served, TaskLoop(db, settings, owner="hostile-seed"))
@@ -179,7 +179,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
         print(f"  {outcome}: {n}")
 
 
-def seed(served: Served, loop: TaskLoop) -> None:
+def seed(served: ServedClient, loop: TaskLoop) -> None:
     def post(path: str, body: dict[str, Any], role: str) -> Any:
         reply = served.client.post(
             path, json=body, headers={"Authorization": f"Bearer {served.tokens[role]}"}
@@ -212,7 +212,7 @@ def test_every_request_model_has_an_example():
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(data=st.data())
-def test_no_input_makes_a_server_error(served: Served, endpoint: Endpoint, data: st.DataObject):
+def test_no_input_makes_a_server_error(served: ServedClient, endpoint: Endpoint, data: st.DataObject):
     url, body, role = data.draw(requests(endpoint, served.token_ids))
     headers = {"Content-Type": "application/json"} if body is not None else {}
     if role:

@@ -24,9 +24,10 @@ from tests.service.conftest import Api, in_process_client
 from tests.service.onnx_models import encoded, file_reader, mlp, reference
 from tests.service.test_api import lease, measure, register, submit
 from tuner.cli import main
+from tuner.cli import service as commands
+from tuner.cli import service_models as model_commands
 from tuner.database import NewRecord, trace_hash
 from tuner.search.driver import SearchDriver
-from tuner.service import commands, model_commands
 from tuner.service.client import Client
 from tuner.service.model_loop import BATCH_TRIALS
 from tuner.service.schemas import ModelDetail, Scheduler

@@ -8,8 +8,7 @@ import pytest
 from sqlalchemy.exc import IntegrityError, OperationalError
 
 from compiler.schedule import loop_transform
-from compiler.target import Target
-from runner.hardware import Hardware
+from compiler.target import Hardware, Target
 from tests.service.conftest import Api, hardware_body
 from tests.service.test_api import lease, measure, register, submit
 from tuner.database import TaskStatus

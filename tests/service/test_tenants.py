@@ -82,17 +82,15 @@ def test_a_worker_cannot_complete_another_workers_lease(api: Api):
 
 
 def test_a_forged_impossible_time_is_refused_and_flagged(api: Api, caplog: pytest.LogCaptureFixture):
-    """The issue's reproduction: run_secs [1e-12] with remeasured false became the best record,
-    524,288,000 GFLOPS for a 64^3 matmul."""
+    """The issue's reproduction: run_secs [1e-12] (sent with remeasured false, a field the protocol no
+    longer has) became the best record, 524,288,000 GFLOPS for a 64^3 matmul."""
     worker = register(api)
     spec = {"op": "matmul", "params": {"M": 64, "N": 64, "K": 64}}
     submit(api, trials=3, workload=spec)
     api.loop.tick()
     a, b, c = lease(api, worker)
     before = REGISTRY.get_sample_value("tuner_results_total", {"outcome": "impossible"}) or 0.0
-    forged = [
-        {"candidate_id": x["id"], "status": "ok", "run_secs": [1e-12], "remeasured": False} for x in (a, b)
-    ]
+    forged = [{"candidate_id": x["id"], "status": "ok", "run_secs": [1e-12]} for x in (a, b)]
     with caplog.at_level(logging.WARNING, logger="tuner.service.routes.workers"):
         assert post_results(api, worker, api.as_("worker"), *forged) == ["refused", "refused"]
         assert post_results(api, worker, api.as_("worker"), forged[0]) == ["refused"]
@@ -116,14 +114,21 @@ def test_a_forged_impossible_time_is_refused_and_flagged(api: Api, caplog: pytes
 
 
 def test_a_new_best_counts_only_once_a_second_lease_remeasured_it(api: Api):
-    """A result that would be the best, even with remeasured: true, waits for a second lease; the record
-    ranks by the slower of the two measurements, so one forged time cannot make the best."""
+    """A result that would be the best waits for a second lease (a worker cannot claim it re-measured
+    it: the protocol has no such field); the record ranks by the slower of the two measurements, so
+    one forged time cannot make the best."""
     w1, w2 = register(api, "w1"), register(api, "w2")
     submit(api, trials=2)
     api.loop.tick()
     a, b = lease(api, w1)
-    lying = {"candidate_id": a["id"], "status": "ok", "run_secs": [1e-6] * 5, "remeasured": True}
+    lying = {"candidate_id": a["id"], "status": "ok", "run_secs": [1e-6] * 5}
     honest = {"candidate_id": b["id"], "status": "ok", "run_secs": [2e-3] * 5}
+    claim = api.client.post(
+        f"/v1/workers/{w1}/results",
+        json={"results": [{**lying, "remeasured": True}]},
+        headers=api.as_("worker"),
+    )
+    assert claim.status_code == 422 and "remeasured" in claim.text
     assert post_results(api, w1, api.as_("worker"), lying, honest) == ["confirming", "confirming"]
     assert api.client.post("/v1/best", json={"workload": SPEC}, headers=api.as_("client")).json() == []
     again = lease(api, w2)

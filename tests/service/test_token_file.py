@@ -10,9 +10,9 @@ import pytest
 from tests.service.conftest import Api, in_process_client, service_settings
 from tests.service.processes import Coordinator, Process, environment, wait_until
 from tuner.cli import _parser, main
+from tuner.cli import service as commands
 from tuner.database import Database
 from tuner.database.tokens import create_token
-from tuner.service import commands
 from tuner.service.settings import Settings
 
 

@@ -112,7 +112,7 @@ def test_tune_model_spends_the_budget_continues_and_exports(tmp_path, capsys) ->
         assert row in captured.out
     assert plot.stat().st_size > 0
 
-    from runner.hardware import host_hardware
+    from compiler.target import host_hardware
     from tuner.database import Database
     from tuner.search.training_data import hardware_records
 

@@ -7,8 +7,8 @@ import numpy as np
 
 from compiler import graph
 from compiler.graph import GraphBuilder, Module
+from compiler.target import host_hardware
 from runner import MODEL_TIMING, NullRunner
-from runner.hardware import host_hardware
 from tuner import tune_model
 from tuner.task_scheduler import BatchProgress
 
@@ -48,7 +48,7 @@ def test_the_budget_is_spent_over_the_tasks_and_the_model_is_built_from_it(tunin
     finite = [secs for _, secs in result.curve if secs < float("inf")]
     assert finite and finite == sorted(finite, reverse=True)  # the estimate only improves
     assert result.estimated_secs == finite[-1]
-    assert {s.origin for s in result.model.sources} == {"tuned"}
+    assert {s.origin for s in result.model.sources} == {"given"}
     x = RNG.standard_normal((1, 4, 6, 6)).astype("float32")
     np.testing.assert_allclose(result.model(x)[0], graph.run_reference(module, [x])[0], rtol=1e-4, atol=1e-4)
 
@@ -63,7 +63,7 @@ def test_a_layer_two_models_share_is_tuned_once(tuning_db) -> None:
     tuned_before = {t.task.workload_hash for t in first.tasks}
     origins = {s.func: s.origin for s in second.model.sources}
     assert {
-        t.task.name: "tuned" if t.task.workload_hash in tuned_before else "default" for t in second.tasks
+        t.task.name: "given" if t.task.workload_hash in tuned_before else "default" for t in second.tasks
     } == origins
     assert "default" in origins.values()  # its head (3 classes, not 5) was never tuned
 

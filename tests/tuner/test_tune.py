@@ -13,9 +13,10 @@ from compiler.workloads.primfunc_spec import primfunc_spec
 from runner import MODEL_TIMING, Candidate, NullRunner, RunResult, Status, TimingKind
 from runner.null import hashed_seconds
 from tests.compiler.workloads.test_primfunc_spec import fused_conv2d_add_relu
+from tuner.best import best_record, compile_best
 from tuner.database import Database
 from tuner.search.training_data import evaluate_model, groups_from_records, hardware_records, split_group_key
-from tuner.tune import best_record, compile_best, tune
+from tuner.tune import tune
 
 SPEC = {"op": "matmul", "params": {"M": 48, "N": 64, "K": 32}}
 
@@ -239,8 +240,8 @@ def test_a_fused_primfunc_is_tuned_and_recorded_under_its_structural_hash(db):
 @pytest.mark.parametrize("strategy", ["random", "evolutionary"])
 def test_the_search_starts_from_the_default_schedule_once(db, strategy):
     """The first program measured is the untuned default's; a second run does not measure it again."""
-    from runner.hardware import host_hardware
-    from tuner.search.default_schedule import default_schedule
+    from compiler.schedule_rules import default_schedule
+    from compiler.target import host_hardware
 
     default = default_schedule(workload_from_spec(SPEC).func, host_hardware().target).func.structural_hash()
     tune(SPEC, trials=4, database=db, runner=NullRunner(), strategy=strategy, batch_size=4)
@@ -251,8 +252,8 @@ def test_the_search_starts_from_the_default_schedule_once(db, strategy):
 
 
 def test_a_user_space_does_not_start_from_the_default_schedule(db):
-    from runner.hardware import host_hardware
-    from tuner.search.default_schedule import default_schedule
+    from compiler.schedule_rules import default_schedule
+    from compiler.target import host_hardware
 
     default = default_schedule(workload_from_spec(SPEC).func, host_hardware().target).func.structural_hash()
     result = tune(SPEC, trials=50, database=db, runner=NullRunner(), space=stochastic_schedule_mm)

@@ -5,10 +5,10 @@ records, show a record's program and trace.
     tuner best matmul M=512 N=512 K=512 [--top 5] [--hardware KEY] [--coordinator URL --token T]
     tuner show matmul M=512 N=512 K=512 [--rank 1] [--hardware KEY] [--coordinator URL --token T]
     tuner evaluate-model [--holdout 0.25] [--splits 10]
-    tuner import model.onnx; tuner run model.onnx [--input x.npy] (`tuner.model_commands`)
+    tuner import model.onnx; tuner run model.onnx [--input x.npy] (`tuner.cli.models`)
 
-and the service's commands (`tuner.service.commands`): serve, worker, token, hardware, submit, status;
-(`tuner.service.model_commands`) submit-model, model-artifact.
+and the service's commands (`tuner.cli.service`): serve, worker, token, hardware, submit, status;
+(`tuner.cli.service_models`) submit-model, model-artifact. The whole command lives in this package.
 
 A workload is an operator name and its parameters (`compiler.workloads`), or `--spec '<JSON>'`.
 """
@@ -25,14 +25,12 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from compiler import Trace
+from compiler.target import host_hardware
 from compiler.workloads import Workload, WorkloadError, workload_from_spec
 from runner import TimingKind
-from runner.hardware import host_hardware
 from tuner.baseline import numpy_seconds
-from tuner.database import Database
-from tuner.model_commands import add_model_commands, add_target_option, hardware_or_report
-from tuner.search.training_data import evaluate_model, groups_from_records, hardware_records, split_group_key
-from tuner.service.commands import (
+from tuner.cli.models import add_model_commands, add_target_option, hardware_or_report
+from tuner.cli.service import (
     add_hardware_option,
     add_remote_options,
     add_service_commands,
@@ -41,7 +39,9 @@ from tuner.service.commands import (
     remote_best,
     run_reporting_coordinator_errors,
 )
-from tuner.service.model_commands import add_model_service_commands
+from tuner.cli.service_models import add_model_service_commands
+from tuner.database import Database
+from tuner.search.training_data import evaluate_model, groups_from_records, hardware_records, split_group_key
 from tuner.tune import DEFAULT_DATABASE, STRATEGIES, TuneResult, gflops, tune
 
 

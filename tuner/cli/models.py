@@ -24,9 +24,10 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from compiler import graph
+from compiler import frontend, graph
 from compiler.graph import GraphError, Module
-from runner.hardware import Hardware, host_hardware
+from compiler.target import Hardware, host_hardware
+from tuner.best import build_model
 from tuner.task_scheduler import SCHEDULERS, BatchProgress
 from tuner.tune import DEFAULT_DATABASE
 
@@ -95,17 +96,6 @@ def hardware_or_report(target: str | None, console: Console) -> Hardware | None:
         return None
 
 
-def load_model(path: str) -> Module:
-    """The graph of an ONNX file or of a `torch.export.save`d program."""
-    from compiler import frontend
-
-    if Path(path).suffix == ".pt2":
-        import torch
-
-        return frontend.from_torch(torch.export.load(path))
-    return frontend.from_onnx(path)
-
-
 def _import(args: argparse.Namespace, console: Console) -> int:
     module = _load_or_report(args.model, console)
     if module is None:
@@ -138,8 +128,12 @@ def _run(args: argparse.Namespace, console: Console) -> int:
         return 2
     inputs = _inputs(module, args.input, np.random.default_rng(args.seed))
     start = time.perf_counter()
-    model = graph.build(graph.optimize(module), database=args.database, hardware=hardware)
-    tuned = sum(s.origin == "tuned" for s in model.sources)
+    module = graph.optimize(module)
+    if args.database is None:
+        model = graph.build(module, target=hardware.target)
+    else:
+        model = build_model(module, database=args.database, hardware=hardware)
+    tuned = sum(s.origin == "given" for s in model.sources)
     console.print(
         f"built {len(model.sources)} kernels ({tuned} tuned, {len(model.sources) - tuned} default) "
         f"in {time.perf_counter() - start:.1f} s; intermediates {model.peak_bytes / 1e6:.3f} MB "
@@ -194,7 +188,7 @@ def latencies(run: Callable[[], object], repeat: int) -> list[float]:
 
 def _load_or_report(path: str, console: Console) -> Module | None:
     try:
-        return load_model(path)
+        return frontend.load(path)
     except (GraphError, ValueError, OSError, ImportError) as e:
         console.print(f"[red]cannot import[/red] {escape(path)}: {escape(str(e))}", soft_wrap=True)
         return None
@@ -264,7 +258,7 @@ def _tune_model(args: argparse.Namespace, console: Console) -> int:
         return 2
     module = graph.optimize(module)
     inputs = _inputs(module, [], np.random.default_rng(args.seed))
-    untuned = _median(graph.build(module, hardware=hardware), inputs, args.repeat)
+    untuned = _median(graph.build(module, target=hardware.target), inputs, args.repeat)
     console.print(
         f"{len(graph.extract_tasks(module))} tasks; untuned: {untuned * 1e3:.3f} ms per forward pass"
     )
@@ -378,8 +372,8 @@ def _export(args: argparse.Namespace, console: Console) -> int:
     if module is None or hardware is None:
         return 2
     database = args.database or DEFAULT_DATABASE
-    model = graph.build(graph.optimize(module), database=database, hardware=hardware)
-    tuned = sum(s.origin == "tuned" for s in model.sources)
+    model = build_model(graph.optimize(module), database=database, hardware=hardware)
+    tuned = sum(s.origin == "given" for s in model.sources)
     library, header = model.export(args.output)
     console.print(
         f"wrote {library} and {header}: {len(model.sources)} kernels ({tuned} tuned), "

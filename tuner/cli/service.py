@@ -1,5 +1,5 @@
 """The service's commands of `tuner`: serve, worker, token, hardware, submit, status, cancel, the
-remote side of best and show, and (`model_commands`) submit-model and model-artifact.
+remote side of best and show, and (`service_models`) submit-model and model-artifact.
 
 Every command reads `tuner.service.settings.Settings` (environment variables `TENSOR_TUNER_*`), and its flags
 override single settings. Without a coordinator (no `--coordinator` flag, no
@@ -26,8 +26,9 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from runner.coordinator_client import coordinator_urls
 from runner.results import TimingConfig
-from runner.worker import Worker, WorkerConfig, coordinator_urls, parse_cpus
+from runner.worker import Worker, WorkerConfig, parse_cpus
 from tuner.database import Database, Role, TaskStatus
 from tuner.database.tokens import create_token, revoke_token, tokens
 from tuner.service.client import ApiError, BadResponse, Client

@@ -22,7 +22,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from compiler.graph import rename_header
-from tuner.service import commands
+from tuner.cli import service as commands
 from tuner.service.artifact import HEADER, LIBRARY
 from tuner.service.client import ApiError, Client
 from tuner.service.schemas import ModelDetail, ModelPublic

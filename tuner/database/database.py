@@ -19,7 +19,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.pool import StaticPool
 
-from runner import hardware as machine
+from compiler import target as machine
 from runner.results import Status, TimingKind
 from tuner.database import outage
 from tuner.database.records import (
@@ -32,7 +32,7 @@ from tuner.database.records import (
     median_secs,
     trace_hash,
 )
-from tuner.database.schema import Base, Hardware, Task, TuningRecord, Workload
+from tuner.database.schema import Base, HardwareRow, RecordRow, TaskRow, WorkloadRow
 
 MIGRATIONS = Path(__file__).parent / "migrations"
 SQLITE_BUSY_TIMEOUT_MS = 30_000
@@ -73,15 +73,13 @@ class Database:
         self._session = sessionmaker(engine)
         self._workloads: dict[int, WorkloadInfo] = {}
         conflict = [
-            TuningRecord.workload_id,
-            TuningRecord.hardware_id,
-            TuningRecord.timing_kind,
-            TuningRecord.program_hash,
+            RecordRow.workload_id,
+            RecordRow.hardware_id,
+            RecordRow.timing_kind,
+            RecordRow.program_hash,
         ]
         self._record_insert = (
-            self.insert(TuningRecord)
-            .on_conflict_do_nothing(index_elements=conflict)
-            .returning(TuningRecord.id)
+            self.insert(RecordRow).on_conflict_do_nothing(index_elements=conflict).returning(RecordRow.id)
         )
 
     @classmethod
@@ -122,9 +120,9 @@ class Database:
         """Get or create by structural hash: the same program is the same workload whatever it is called,
         so an existing row keeps its name and spec."""
         with self._session.begin() as session:
-            insert = self.insert(Workload).values(hash=hash, name=name, spec=spec, flops=flops)
-            session.execute(insert.on_conflict_do_nothing(index_elements=[Workload.hash]))
-            return session.scalars(select(Workload.id).where(Workload.hash == hash)).one()
+            insert = self.insert(WorkloadRow).values(hash=hash, name=name, spec=spec, flops=flops)
+            session.execute(insert.on_conflict_do_nothing(index_elements=[WorkloadRow.hash]))
+            return session.scalars(select(WorkloadRow.id).where(WorkloadRow.hash == hash)).one()
 
     def add_hardware(self, hardware: machine.Hardware, *, approved: bool = True) -> int:
         """Get or create by key: records are only comparable between machines of the same key.
@@ -135,9 +133,9 @@ class Database:
         t = hardware.target
         values = {"key": t.key, "cpu_model": hardware.cpu_model, "triple": t.triple, "mcpu": t.mcpu}
         with self._session.begin() as session:
-            insert = self.insert(Hardware).values(**values, features=t.features, cores=t.cores)
-            session.execute(insert.on_conflict_do_nothing(index_elements=[Hardware.key]))
-            row = session.scalars(select(Hardware).where(Hardware.key == t.key)).one()
+            insert = self.insert(HardwareRow).values(**values, features=t.features, cores=t.cores)
+            session.execute(insert.on_conflict_do_nothing(index_elements=[HardwareRow.key]))
+            row = session.scalars(select(HardwareRow).where(HardwareRow.key == t.key)).one()
             if approved and row.approved_at is None:
                 row.approved_at = func.now()
             return row.id
@@ -146,7 +144,7 @@ class Database:
         """An admin's decision that tasks may target this kind of machine (and, if given, its peak,
         beyond which no measurement is believed). Raises KeyError for an unknown id."""
         with self._session.begin() as session:
-            row = session.get(Hardware, hardware_id)
+            row = session.get(HardwareRow, hardware_id)
             if row is None:
                 raise KeyError(hardware_id)
             if row.approved_at is None:
@@ -188,7 +186,7 @@ class Database:
     def update_task(self, task_id: int, *, status: str | None = None, trials_done: int | None = None) -> None:
         """Record a task's progress; raises KeyError for an unknown task, ValueError for an unknown status."""
         with self._session.begin() as session:
-            task = session.get(Task, task_id)
+            task = session.get(TaskRow, task_id)
             if task is None:
                 raise KeyError(task_id)
             if status is not None:
@@ -199,7 +197,7 @@ class Database:
     def get_task(self, task_id: int) -> TaskInfo:
         """Raises KeyError for an unknown task."""
         with self._session.begin() as session:
-            row = session.execute(_tasks_query().where(Task.id == task_id)).one_or_none()
+            row = session.execute(_tasks_query().where(TaskRow.id == task_id)).one_or_none()
             if row is None:
                 raise KeyError(task_id)
             return _task_info(*row)
@@ -208,33 +206,37 @@ class Database:
         """Every task, oldest first; those of one status, or submitted with one token, if given."""
         query = _tasks_query()
         if status is not None:
-            query = query.where(Task.status == TaskStatus(status).value)
+            query = query.where(TaskRow.status == TaskStatus(status).value)
         if token_id is not None:
-            query = query.where(Task.token_id == token_id)
+            query = query.where(TaskRow.token_id == token_id)
         with self._session.begin() as session:
-            return [_task_info(*row) for row in session.execute(query.order_by(Task.id))]
+            return [_task_info(*row) for row in session.execute(query.order_by(TaskRow.id))]
 
     def task_owners(self, task_ids: Iterable[int]) -> dict[int, int | None]:
         """The token that submitted each of these tasks (None: none did), by task id."""
         with self._session.begin() as session:
-            rows = session.execute(select(Task.id, Task.token_id).where(Task.id.in_(list(task_ids))))
+            rows = session.execute(select(TaskRow.id, TaskRow.token_id).where(TaskRow.id.in_(list(task_ids))))
             return {task: token for task, token in rows}
 
     def get_workload(self, workload_id: int) -> WorkloadInfo:
         """Raises KeyError for an unknown workload."""
         with self._session.begin() as session:
-            row = session.get(Workload, workload_id)
+            row = session.get(WorkloadRow, workload_id)
             if row is None:
                 raise KeyError(workload_id)
             return _plain(WorkloadInfo, row)
 
     def workloads(self) -> list[WorkloadInfo]:
         with self._session.begin() as session:
-            return [_plain(WorkloadInfo, w) for w in session.scalars(select(Workload).order_by(Workload.id))]
+            return [
+                _plain(WorkloadInfo, w) for w in session.scalars(select(WorkloadRow).order_by(WorkloadRow.id))
+            ]
 
     def hardware_list(self) -> list[HardwareInfo]:
         with self._session.begin() as session:
-            return [_plain(HardwareInfo, h) for h in session.scalars(select(Hardware).order_by(Hardware.id))]
+            return [
+                _plain(HardwareInfo, h) for h in session.scalars(select(HardwareRow).order_by(HardwareRow.id))
+            ]
 
     # Tuning records.
 
@@ -279,10 +281,10 @@ class Database:
     def measured_program_hashes(self, workload_id: int, hardware_id: int, *, timing_kind: str) -> set[str]:
         """Every stored program of the pair timed as `timing_kind`, whatever its status: a failed
         program fails again, so the search must not propose it either."""
-        query = select(TuningRecord.program_hash).where(
-            TuningRecord.workload_id == workload_id,
-            TuningRecord.hardware_id == hardware_id,
-            TuningRecord.timing_kind == TimingKind(timing_kind).value,
+        query = select(RecordRow.program_hash).where(
+            RecordRow.workload_id == workload_id,
+            RecordRow.hardware_id == hardware_id,
+            RecordRow.timing_kind == TimingKind(timing_kind).value,
         )
         with self._session.begin() as session:
             return set(session.scalars(query))
@@ -299,17 +301,17 @@ class Database:
         records timed another way (a warm time is not a layer's time)."""
         # The ids as scalar subqueries, so the planner walks the partial index ix_tuning_records_best
         # for that one pair in order and stops after k rows, however many records the pair has.
-        workload_id = select(Workload.id).where(Workload.hash == workload_hash).scalar_subquery()
-        hardware_id = select(Hardware.id).where(Hardware.key == hardware_key).scalar_subquery()
+        workload_id = select(WorkloadRow.id).where(WorkloadRow.hash == workload_hash).scalar_subquery()
+        hardware_id = select(HardwareRow.id).where(HardwareRow.key == hardware_key).scalar_subquery()
         query = (
             _records_query()
             .where(
-                TuningRecord.workload_id == workload_id,
-                TuningRecord.hardware_id == hardware_id,
-                TuningRecord.timing_kind == TimingKind(timing_kind).value,
-                TuningRecord.status == Status.OK.value,
+                RecordRow.workload_id == workload_id,
+                RecordRow.hardware_id == hardware_id,
+                RecordRow.timing_kind == TimingKind(timing_kind).value,
+                RecordRow.status == Status.OK.value,
             )
-            .order_by(TuningRecord.median_secs, TuningRecord.id)
+            .order_by(RecordRow.median_secs, RecordRow.id)
             .limit(k)
         )
         return self._records(query)
@@ -319,22 +321,22 @@ class Database:
         the task times: (record id, median seconds). One query for a whole task list, each pair's best
         found through the partial index of ok records, as `top_k` finds it."""
         best = (
-            select(TuningRecord.id)
+            select(RecordRow.id)
             .where(
-                TuningRecord.workload_id == Task.workload_id,
-                TuningRecord.hardware_id == Task.hardware_id,
-                TuningRecord.timing_kind == Task.timing_kind,
-                TuningRecord.status == Status.OK.value,
+                RecordRow.workload_id == TaskRow.workload_id,
+                RecordRow.hardware_id == TaskRow.hardware_id,
+                RecordRow.timing_kind == TaskRow.timing_kind,
+                RecordRow.status == Status.OK.value,
             )
-            .order_by(TuningRecord.median_secs, TuningRecord.id)
+            .order_by(RecordRow.median_secs, RecordRow.id)
             .limit(1)
-            .correlate(Task)
+            .correlate(TaskRow)
             .scalar_subquery()
         )
         query = (
-            select(Task.id, TuningRecord.id, TuningRecord.median_secs)
-            .join(TuningRecord, TuningRecord.id == best)
-            .where(Task.id.in_(task_ids))
+            select(TaskRow.id, RecordRow.id, RecordRow.median_secs)
+            .join(RecordRow, RecordRow.id == best)
+            .where(TaskRow.id.in_(task_ids))
         )
         with self._session.begin() as session:
             rows = session.execute(query).all()
@@ -345,30 +347,28 @@ class Database:
         """Every record of the pair, any status, oldest first: what the cost model trains on."""
         return self._records(
             _records_query()
-            .where(TuningRecord.workload_id == workload_id, TuningRecord.hardware_id == hardware_id)
-            .order_by(TuningRecord.id)
+            .where(RecordRow.workload_id == workload_id, RecordRow.hardware_id == hardware_id)
+            .order_by(RecordRow.id)
         )
 
     def task_records(self, task_id: int, *, after_id: int = 0) -> list[Record]:
         """A task's records with ids above `after_id`, oldest first: what arrived since the last look."""
         return self._records(
             _records_query()
-            .where(TuningRecord.task_id == task_id, TuningRecord.id > after_id)
-            .order_by(TuningRecord.id)
+            .where(RecordRow.task_id == task_id, RecordRow.id > after_id)
+            .order_by(RecordRow.id)
         )
 
     def task_timings(self, task_id: int) -> list[float | None]:
         """The median seconds of each of a task's records, oldest first (None where it failed): its
         tuning curve, without reading the traces, which a dashboard polling it does not need."""
-        query = (
-            select(TuningRecord.median_secs).where(TuningRecord.task_id == task_id).order_by(TuningRecord.id)
-        )
+        query = select(RecordRow.median_secs).where(RecordRow.task_id == task_id).order_by(RecordRow.id)
         with self._session.begin() as session:
             return list(session.scalars(query))
 
     def get_record(self, record_id: int) -> Record:
         """Raises KeyError for an unknown record."""
-        records = self._records(_records_query().where(TuningRecord.id == record_id))
+        records = self._records(_records_query().where(RecordRow.id == record_id))
         if not records:
             raise KeyError(record_id)
         return records[0]
@@ -380,12 +380,12 @@ class Database:
         the cost model of a new workload, since what runs fast on a machine transfers between programs."""
         return self._records(
             _records_query()
-            .where(TuningRecord.hardware_id == hardware_id, TuningRecord.workload_id != exclude_workload_id)
-            .order_by(TuningRecord.id.desc())
+            .where(RecordRow.hardware_id == hardware_id, RecordRow.workload_id != exclude_workload_id)
+            .order_by(RecordRow.id.desc())
             .limit(limit)
         )
 
-    def _records(self, query: Select[TuningRecord, str, dict[str, Any], float, str]) -> list[Record]:
+    def _records(self, query: Select[RecordRow, str, dict[str, Any], float, str]) -> list[Record]:
         with self._session.begin() as session:
             return [_record(*row) for row in session.execute(query)]
 
@@ -400,9 +400,9 @@ def new_task(
     token_id: int | None,
     candidate_secs: float,
     timing_kind: str = TimingKind.WARM.value,
-) -> Task:
+) -> TaskRow:
     """A pending task row with nothing done yet: `Database.add_task` and `quotas.submit_task` add it."""
-    return Task(
+    return TaskRow(
         workload_id=workload_id,
         hardware_id=hardware_id,
         strategy=strategy,
@@ -527,16 +527,16 @@ def _plain(cls: type[T], row: Base, **joined: Any) -> T:
     return cls(**{name: getattr(row, name) for name in names}, **joined)
 
 
-def _records_query() -> Select[TuningRecord, str, dict[str, Any], float, str]:
+def _records_query() -> Select[RecordRow, str, dict[str, Any], float, str]:
     return (
-        select(TuningRecord, Workload.hash, Workload.spec, Workload.flops, Hardware.key)
-        .join(Workload, TuningRecord.workload_id == Workload.id)
-        .join(Hardware, TuningRecord.hardware_id == Hardware.id)
+        select(RecordRow, WorkloadRow.hash, WorkloadRow.spec, WorkloadRow.flops, HardwareRow.key)
+        .join(WorkloadRow, RecordRow.workload_id == WorkloadRow.id)
+        .join(HardwareRow, RecordRow.hardware_id == HardwareRow.id)
     )
 
 
 def _record(
-    row: TuningRecord, workload_hash: str, spec: dict[str, Any], flops: float, hardware_key: str
+    row: RecordRow, workload_hash: str, spec: dict[str, Any], flops: float, hardware_key: str
 ) -> Record:
     return _plain(
         Record,
@@ -548,15 +548,15 @@ def _record(
     )
 
 
-def _tasks_query() -> Select[Task, str, str]:
+def _tasks_query() -> Select[TaskRow, str, str]:
     return (
-        select(Task, Workload.name, Hardware.key)
-        .join(Workload, Task.workload_id == Workload.id)
-        .join(Hardware, Task.hardware_id == Hardware.id)
+        select(TaskRow, WorkloadRow.name, HardwareRow.key)
+        .join(WorkloadRow, TaskRow.workload_id == WorkloadRow.id)
+        .join(HardwareRow, TaskRow.hardware_id == HardwareRow.id)
     )
 
 
-def _task_info(task: Task, workload_name: str, hardware_key: str) -> TaskInfo:
+def _task_info(task: TaskRow, workload_name: str, hardware_key: str) -> TaskInfo:
     return _plain(
         TaskInfo, task, status=TaskStatus(task.status), workload_name=workload_name, hardware_key=hardware_key
     )

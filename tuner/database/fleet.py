@@ -13,7 +13,7 @@ from sqlalchemy import Select, select, update
 from tuner.database.database import Database
 from tuner.database.queue import lock_candidates, release, renew_leases
 from tuner.database.records import CandidateStatus
-from tuner.database.schema import Candidate, Hardware, Worker
+from tuner.database.schema import CandidateRow, HardwareRow, WorkerRow
 
 
 class WorkerStopped(Exception):
@@ -35,18 +35,18 @@ def expire_silent(db: Database, *, now: datetime, heartbeat_secs: float) -> int:
     available at once, as expired leases, to the next lease request and to `give_up_expired`. Returns
     how many ended. The caller must have seen the database for as long as a worker may stay silent:
     heartbeats that could not arrive while it was away say nothing about the workers."""
-    silent = select(Worker.id).where(Worker.last_seen_at < alive_since(now, heartbeat_secs))
+    silent = select(WorkerRow.id).where(WorkerRow.last_seen_at < alive_since(now, heartbeat_secs))
     with db.transaction() as session:
         held = lock_candidates(
             session,
-            Candidate.status == CandidateStatus.LEASED.value,
-            Candidate.lease_expires_at >= now,
-            Candidate.worker_id.in_(silent),
+            CandidateRow.status == CandidateStatus.LEASED.value,
+            CandidateRow.lease_expires_at >= now,
+            CandidateRow.worker_id.in_(silent),
         )
         if held:
             session.execute(
-                update(Candidate)
-                .where(Candidate.id.in_(held))
+                update(CandidateRow)
+                .where(CandidateRow.id.in_(held))
                 .values(lease_expires_at=alive_since(now, heartbeat_secs))
             )
         return len(held)
@@ -69,7 +69,7 @@ def register_worker(
 ) -> int:
     """A new worker row per start: a restarted daemon is a new worker (its old leases expire)."""
     with db.transaction() as session:
-        worker = Worker(
+        worker = WorkerRow(
             name=name, hardware_id=hardware_id, token_id=token_id, last_seen_at=now, stopped=False
         )
         session.add(worker)
@@ -80,7 +80,7 @@ def register_worker(
 def get_worker(db: Database, worker_id: int) -> WorkerInfo:
     """Raises KeyError for an unknown worker."""
     with db.transaction() as session:
-        row = session.execute(_workers_query().where(Worker.id == worker_id)).one_or_none()
+        row = session.execute(_workers_query().where(WorkerRow.id == worker_id)).one_or_none()
         if row is None:
             raise KeyError(worker_id)
         return _info(*row)
@@ -106,7 +106,7 @@ def _seen(db: Database, worker_id: int, now: datetime, *, stopped: bool) -> None
     """Raises KeyError for an unknown worker, WorkerStopped for news of a stopped one but another
     goodbye."""
     with db.transaction() as session:
-        worker = session.get(Worker, worker_id)
+        worker = session.get(WorkerRow, worker_id)
         if worker is None:
             raise KeyError(worker_id)
         if worker.stopped and not stopped:
@@ -117,18 +117,18 @@ def _seen(db: Database, worker_id: int, now: datetime, *, stopped: bool) -> None
 def workers(db: Database, *, seen_since: datetime | None = None) -> list[WorkerInfo]:
     """Every worker (or those seen since a time and not stopped: with `alive_since`, the live ones),
     oldest first."""
-    query = _workers_query().order_by(Worker.id)
+    query = _workers_query().order_by(WorkerRow.id)
     if seen_since is not None:
-        query = query.where(Worker.last_seen_at >= seen_since, Worker.stopped.is_(False))
+        query = query.where(WorkerRow.last_seen_at >= seen_since, WorkerRow.stopped.is_(False))
     with db.transaction() as session:
         return [_info(*row) for row in session.execute(query)]
 
 
-def _workers_query() -> Select[Worker, str]:
-    return select(Worker, Hardware.key).join(Hardware, Worker.hardware_id == Hardware.id)
+def _workers_query() -> Select[WorkerRow, str]:
+    return select(WorkerRow, HardwareRow.key).join(HardwareRow, WorkerRow.hardware_id == HardwareRow.id)
 
 
-def _info(worker: Worker, hardware_key: str) -> WorkerInfo:
+def _info(worker: WorkerRow, hardware_key: str) -> WorkerInfo:
     return WorkerInfo(
         worker.id,
         worker.name,

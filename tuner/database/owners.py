@@ -16,7 +16,7 @@ from sqlalchemy.orm import Session
 from tuner.database.database import Database
 from tuner.database.queue import lock_candidates
 from tuner.database.records import ACTIVE, CandidateStatus, TaskStatus
-from tuner.database.schema import Candidate, Task
+from tuner.database.schema import CandidateRow, TaskRow
 
 
 def claim_tasks(db: Database, *, owner: str, now: datetime, claim_secs: float) -> list[int]:
@@ -28,25 +28,27 @@ def claim_tasks(db: Database, *, owner: str, now: datetime, claim_secs: float) -
     task's row (and its updated_at, which says when the task last changed) still between results."""
     until = now + timedelta(seconds=claim_secs)
     stale = or_(
-        Task.owner.is_(None),
-        Task.owner_until < now,
-        and_(Task.owner == owner, Task.owner_until < now + timedelta(seconds=claim_secs / 2)),
+        TaskRow.owner.is_(None),
+        TaskRow.owner_until < now,
+        and_(TaskRow.owner == owner, TaskRow.owner_until < now + timedelta(seconds=claim_secs / 2)),
     )
-    active = Task.status.in_(ACTIVE)
+    active = TaskRow.status.in_(ACTIVE)
     with db.transaction() as session:
-        ids = session.scalars(select(Task.id).where(active, stale).order_by(Task.id).with_for_update()).all()
+        ids = session.scalars(
+            select(TaskRow.id).where(active, stale).order_by(TaskRow.id).with_for_update()
+        ).all()
         if ids:
             session.execute(
-                update(Task)
-                .where(Task.id.in_(ids), active, stale)
+                update(TaskRow)
+                .where(TaskRow.id.in_(ids), active, stale)
                 .values(
                     owner=owner,
                     owner_until=until,
                     status=TaskStatus.RUNNING.value,
-                    updated_at=case((Task.owner == owner, Task.updated_at), else_=func.now()),
+                    updated_at=case((TaskRow.owner == owner, TaskRow.updated_at), else_=func.now()),
                 )
             )
-        return sorted(session.scalars(select(Task.id).where(active, Task.owner == owner)))
+        return sorted(session.scalars(select(TaskRow.id).where(active, TaskRow.owner == owner)))
 
 
 def finish_task(
@@ -64,8 +66,8 @@ def finish_task(
     with db.transaction() as session:
         leftovers = _lock_unfinished(session, task_id)
         result = session.execute(
-            update(Task)
-            .where(Task.id == task_id, Task.owner == owner, Task.status.in_(ACTIVE))
+            update(TaskRow)
+            .where(TaskRow.id == task_id, TaskRow.owner == owner, TaskRow.status.in_(ACTIVE))
             .values(status=status.value, message=message, traceback=traceback, owner=None, owner_until=None)
         )
         assert isinstance(result, CursorResult)  # as the ORM returns for an UPDATE without RETURNING
@@ -79,7 +81,7 @@ def disown(db: Database, *, owner: str) -> None:
     """Give up every claim of `owner` (a coordinator shutting down): another coordinator may take
     them at once."""
     with db.transaction() as session:
-        session.execute(update(Task).where(Task.owner == owner).values(owner=None, owner_until=None))
+        session.execute(update(TaskRow).where(TaskRow.owner == owner).values(owner=None, owner_until=None))
 
 
 def cancel_task(
@@ -91,7 +93,7 @@ def cancel_task(
     with db.transaction() as session:
         leftovers = _lock_unfinished(session, task_id)
         # NO KEY UPDATE: a concurrent cancel or finish holds the row FOR KEY SHARE too, and waits.
-        task = session.get(Task, task_id, with_for_update={"key_share": True})
+        task = session.get(TaskRow, task_id, with_for_update={"key_share": True})
         if task is None:
             raise KeyError(task_id)
         if task.status not in ACTIVE:
@@ -109,16 +111,18 @@ def _lock_unfinished(session: Session, task_id: int) -> list[int]:
     The task row is held FOR KEY SHARE meanwhile: that waits for an `enqueue` in progress (which
     holds it FOR UPDATE) and keeps the next one out, so no candidate is added behind the list; and it
     does not conflict with the updates a result makes to the task's count, so it cannot deadlock."""
-    session.execute(select(Task.id).where(Task.id == task_id).with_for_update(read=True, key_share=True))
+    session.execute(
+        select(TaskRow.id).where(TaskRow.id == task_id).with_for_update(read=True, key_share=True)
+    )
     unfinished = [CandidateStatus.PENDING.value, CandidateStatus.LEASED.value]
-    return lock_candidates(session, Candidate.task_id == task_id, Candidate.status.in_(unfinished))
+    return lock_candidates(session, CandidateRow.task_id == task_id, CandidateRow.status.in_(unfinished))
 
 
 def _withdraw(session: Session, candidate_ids: list[int]) -> None:
     """No worker will be given them; a result already on its way is still stored, but not counted."""
     if candidate_ids:
         session.execute(
-            update(Candidate)
-            .where(Candidate.id.in_(candidate_ids))
+            update(CandidateRow)
+            .where(CandidateRow.id.in_(candidate_ids))
             .values(status=CandidateStatus.CANCELLED.value, lease_expires_at=None)
         )

@@ -11,9 +11,10 @@ second machine of the same kind cannot complete another's lease), and only once:
 locked while its record is written, so a retried submission finds it done and stores nothing. A
 measurement faster than the hardware can run is refused, as is one timed another way than its
 candidate asks. A result that would be the new best of its workload, hardware and timing kind is not
-stored at once: it is held on its candidate, which goes back to the queue
-for a second lease (any worker's) to re-measure; the record is then written from both measurements and
-ranks by the slower of the two, so no single result, forged or lucky, ever becomes the best.
+stored at once: it is held on its candidate, which goes back to the queue for a second lease (any
+worker's) to re-measure; the record is then written from both measurements by the new-best rule the
+embedded tuner applies too (`runner.confirm`: it ranks by the slower of the two medians), so no single
+result, forged or lucky, ever becomes the best.
 Rows are always locked in id order, candidates before tasks, so concurrent transactions on PostgreSQL
 cannot deadlock; SKIP LOCKED lets several coordinators lease from one queue without waiting. Two
 exceptions keep that true: `enqueue` locks its task first, but then only inserts rows nobody else
@@ -26,7 +27,7 @@ from __future__ import annotations
 import enum
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, fields
 from datetime import datetime, timedelta
 from math import inf
 from typing import Any
@@ -34,39 +35,12 @@ from typing import Any
 from sqlalchemy import ColumnElement, Connection, Row, Select, and_, func, select, update
 from sqlalchemy.orm import Session
 
-from runner.results import MODEL_TIMING, Status, TimingConfig, TimingKind
+from runner.confirm import confirm, would_be_best
+from runner.protocol import LeasedCandidate, ResultIn
+from runner.results import MODEL_TIMING, RunResult, Status, TimingConfig, TimingKind
 from tuner.database.database import Database
-from tuner.database.records import ACTIVE, CandidateStatus, NewRecord, median_secs, trace_hash
-from tuner.database.schema import Candidate, Hardware, Task, TuningRecord, Worker
-
-
-@dataclass(frozen=True)
-class LeasedCandidate:
-    id: int
-    task_id: int
-    spec: dict[str, Any]
-    trace: dict[str, Any]
-    # The workload's best median on this hardware when leased: a result beating it is re-measured.
-    best_secs: float | None
-    lease_expires_at: datetime
-    # How to time it when not the worker's own way: a model's layer as a forward pass runs it.
-    timing: dict[str, Any] | None = None
-
-
-@dataclass(frozen=True, kw_only=True)
-class Submission:
-    """A worker's result for one leased candidate."""
-
-    candidate_id: int
-    status: str  # a runner.Status value
-    run_secs: list[float] = field(default_factory=list)
-    build_secs: float = 0.0
-    message: str = ""
-    timing: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def ok(self) -> bool:
-        return self.status == Status.OK.value
+from tuner.database.records import ACTIVE, CandidateStatus, NewRecord, trace_hash
+from tuner.database.schema import CandidateRow, HardwareRow, RecordRow, TaskRow, WorkerRow
 
 
 class Outcome(enum.StrEnum):
@@ -78,7 +52,8 @@ class Outcome(enum.StrEnum):
     IMPOSSIBLE = "impossible"  # faster than its hardware can run: refused, nothing stored
 
 
-# What a held would-be best keeps of its first measurement (the fields of a Submission but the id).
+# What a held would-be best keeps of its first measurement (the fields of a ResultIn but the id and
+# the status, which is ok).
 _HELD = ("run_secs", "build_secs", "message", "timing")
 
 
@@ -132,14 +107,21 @@ def enqueue(
         }
         for p in programs
     ]
-    conflict = [Candidate.workload_id, Candidate.hardware_id, Candidate.timing_kind, Candidate.program_hash]
+    conflict = [
+        CandidateRow.workload_id,
+        CandidateRow.hardware_id,
+        CandidateRow.timing_kind,
+        CandidateRow.program_hash,
+    ]
     with db.transaction() as session:
         connection = session.connection()
-        runs = select(Task.id).where(Task.id == task_id, Task.owner == owner, Task.status.in_(ACTIVE))
+        runs = select(TaskRow.id).where(
+            TaskRow.id == task_id, TaskRow.owner == owner, TaskRow.status.in_(ACTIVE)
+        )
         if connection.scalar(runs.with_for_update()) is None:
             return set()
-        insert = db.insert(Candidate).values(rows).on_conflict_do_nothing(index_elements=conflict)
-        return set(connection.scalars(insert.returning(Candidate.program_hash)))
+        insert = db.insert(CandidateRow).values(rows).on_conflict_do_nothing(index_elements=conflict)
+        return set(connection.scalars(insert.returning(CandidateRow.program_hash)))
 
 
 def lease(
@@ -158,11 +140,11 @@ def lease(
     OR, made PostgreSQL read and sort the whole queue every time."""
     expires = now + timedelta(seconds=lease_secs)
     expired = and_(
-        Candidate.status == CandidateStatus.LEASED.value,
-        Candidate.lease_expires_at < now,
-        Candidate.attempts < max_attempts,
+        CandidateRow.status == CandidateStatus.LEASED.value,
+        CandidateRow.lease_expires_at < now,
+        CandidateRow.attempts < max_attempts,
     )
-    pending = Candidate.status == CandidateStatus.PENDING.value
+    pending = CandidateRow.status == CandidateStatus.PENDING.value
     with db.transaction() as session:
         connection = session.connection()  # plain Core execution: the ORM's bulk machinery costs more
         rows: list[Row[*tuple[Any, ...]]] = []
@@ -174,13 +156,13 @@ def lease(
         best = {(w, k): _best_secs(connection, w, hardware_id, k) for w, k in kinds}
     return [
         LeasedCandidate(
-            r.id,
-            r.task_id,
-            db.workload(r.workload_id).spec,
-            r.trace,
-            best[r.workload_id, r.timing_kind],
-            expires,
-            _TIMING_OF_KIND[TimingKind(r.timing_kind)],
+            id=r.id,
+            task_id=r.task_id,
+            spec=db.workload(r.workload_id).spec,
+            trace=r.trace,
+            best_secs=best[r.workload_id, r.timing_kind],
+            lease_expires_at=expires,
+            timing=_TIMING_OF_KIND[TimingKind(r.timing_kind)],
         )
         for r in sorted(rows)
     ]
@@ -207,20 +189,24 @@ def _take(
     fair order; rows another transaction holds are skipped, never waited for. No candidate of an
     ended task is available: ending a task withdraws its candidates, and `enqueue` adds none to a task
     that ended."""
-    query = select(Candidate.id).where(Candidate.hardware_id == hardware_id, available)
-    query = _fair_order(query, hardware_id, available) if fair else query.order_by(Candidate.id)
-    chosen = query.limit(limit).with_for_update(skip_locked=True, of=Candidate).scalar_subquery()
+    query = select(CandidateRow.id).where(CandidateRow.hardware_id == hardware_id, available)
+    query = _fair_order(query, hardware_id, available) if fair else query.order_by(CandidateRow.id)
+    chosen = query.limit(limit).with_for_update(skip_locked=True, of=CandidateRow).scalar_subquery()
     return (
-        update(Candidate)
-        .where(Candidate.id.in_(chosen))
+        update(CandidateRow)
+        .where(CandidateRow.id.in_(chosen))
         .values(
             status=CandidateStatus.LEASED.value,
             worker_id=worker_id,
             lease_expires_at=expires,
-            attempts=Candidate.attempts + 1,
+            attempts=CandidateRow.attempts + 1,
         )
         .returning(
-            Candidate.id, Candidate.task_id, Candidate.trace, Candidate.workload_id, Candidate.timing_kind
+            CandidateRow.id,
+            CandidateRow.task_id,
+            CandidateRow.trace,
+            CandidateRow.workload_id,
+            CandidateRow.timing_kind,
         )
     )
 
@@ -234,50 +220,52 @@ def _fair_order(query: Select[int], hardware_id: int, available: ColumnElement[b
     task that just started goes first and a batch spreads over the tasks that wait. Ordering by
     candidate id alone served tasks in the order they were submitted: 200 tasks submitted at once left
     the last ones waiting for all the others' queued candidates."""
-    client = func.coalesce(Task.token_id, 0)
-    leased = and_(Candidate.hardware_id == hardware_id, Candidate.status == CandidateStatus.LEASED.value)
+    client = func.coalesce(TaskRow.token_id, 0)
+    leased = and_(
+        CandidateRow.hardware_id == hardware_id, CandidateRow.status == CandidateStatus.LEASED.value
+    )
     by_task = (
-        select(Candidate.task_id, func.count().label("n"))
+        select(CandidateRow.task_id, func.count().label("n"))
         .where(leased)
-        .group_by(Candidate.task_id)
+        .group_by(CandidateRow.task_id)
         .subquery()
     )
     by_client = (
         select(client.label("client"), func.count().label("n"))
-        .select_from(Candidate)
-        .join(Task, Task.id == Candidate.task_id)
+        .select_from(CandidateRow)
+        .join(TaskRow, TaskRow.id == CandidateRow.task_id)
         .where(leased)
         .group_by(client)
         .subquery()
     )
     # Row locks and window functions do not mix in one SELECT: the places in line are a subquery.
-    place = func.row_number().over(partition_by=Candidate.task_id, order_by=Candidate.id)
+    place = func.row_number().over(partition_by=CandidateRow.task_id, order_by=CandidateRow.id)
     ahead = (
-        select(Candidate.id, place.label("place"))
-        .where(Candidate.hardware_id == hardware_id, available)
+        select(CandidateRow.id, place.label("place"))
+        .where(CandidateRow.hardware_id == hardware_id, available)
         .subquery()
     )
     return (
-        query.join(ahead, ahead.c.id == Candidate.id)
-        .join(Task, Task.id == Candidate.task_id)
+        query.join(ahead, ahead.c.id == CandidateRow.id)
+        .join(TaskRow, TaskRow.id == CandidateRow.task_id)
         .outerjoin(by_client, by_client.c.client == client)
-        .outerjoin(by_task, by_task.c.task_id == Candidate.task_id)
+        .outerjoin(by_task, by_task.c.task_id == CandidateRow.task_id)
         .order_by(
-            Candidate.held_result.is_(None),
+            CandidateRow.held_result.is_(None),
             func.coalesce(by_client.c.n, 0),
-            Task.trials_done + func.coalesce(by_task.c.n, 0) + ahead.c.place,
-            Candidate.id,
+            TaskRow.trials_done + func.coalesce(by_task.c.n, 0) + ahead.c.place,
+            CandidateRow.id,
         )
     )
 
 
 def _best_secs(connection: Connection, workload_id: int, hardware_id: int, timing_kind: str) -> float | None:
     return connection.scalar(
-        select(func.min(TuningRecord.median_secs)).where(
-            TuningRecord.workload_id == workload_id,
-            TuningRecord.hardware_id == hardware_id,
-            TuningRecord.timing_kind == timing_kind,
-            TuningRecord.status == Status.OK.value,
+        select(func.min(RecordRow.median_secs)).where(
+            RecordRow.workload_id == workload_id,
+            RecordRow.hardware_id == hardware_id,
+            RecordRow.timing_kind == timing_kind,
+            RecordRow.status == Status.OK.value,
         )
     )
 
@@ -296,15 +284,15 @@ def renew_leases(
     lease it does not name is not renewed: one whose answer never reached the worker (its
     coordinator killed mid-request, the connection cut after the commit) then expires as a lease
     does, instead of being kept alive by the worker's heartbeats for as long as it runs."""
-    where = [Candidate.worker_id == worker_id, Candidate.status == CandidateStatus.LEASED]
+    where = [CandidateRow.worker_id == worker_id, CandidateRow.status == CandidateStatus.LEASED]
     if holding is not None:
-        where.append(Candidate.id.in_(holding))
+        where.append(CandidateRow.id.in_(holding))
     with db.transaction() as session:
         held = lock_candidates(session, *where)
         if held:
             session.execute(
-                update(Candidate)
-                .where(Candidate.id.in_(held))
+                update(CandidateRow)
+                .where(CandidateRow.id.in_(held))
                 .values(lease_expires_at=now + timedelta(seconds=lease_secs))
             )
         return len(held)
@@ -313,20 +301,20 @@ def renew_leases(
 def release(db: Database, *, worker_id: int, candidate_ids: Sequence[int] | None = None) -> int:
     """Give leases back (a worker stopping before it measured them): pending again at once, and the
     attempt not counted. None releases every lease the worker holds. Returns how many were released."""
-    where = [Candidate.worker_id == worker_id, Candidate.status == CandidateStatus.LEASED]
+    where = [CandidateRow.worker_id == worker_id, CandidateRow.status == CandidateStatus.LEASED]
     if candidate_ids is not None:
-        where.append(Candidate.id.in_(candidate_ids))
+        where.append(CandidateRow.id.in_(candidate_ids))
     with db.transaction() as session:
         held = lock_candidates(session, *where)
         if held:
             session.execute(
-                update(Candidate)
-                .where(Candidate.id.in_(held))
+                update(CandidateRow)
+                .where(CandidateRow.id.in_(held))
                 .values(
                     status=CandidateStatus.PENDING.value,
                     worker_id=None,
                     lease_expires_at=None,
-                    attempts=Candidate.attempts - 1,
+                    attempts=CandidateRow.attempts - 1,
                 )
             )
         return len(held)
@@ -337,7 +325,7 @@ def submit(
     *,
     worker_id: int,
     worker: str,
-    submissions: Sequence[Submission],
+    submissions: Sequence[ResultIn],
     gflops_per_core: float,
 ) -> list[Outcome]:
     """Judge and store each result, in one transaction: the records, the candidates done or held,
@@ -354,11 +342,11 @@ def submit(
         ceiling = _ceiling(connection, worker_id, gflops_per_core)
         rows = connection.execute(
             select(*_CANDIDATE_COLUMNS)
-            .where(Candidate.id.in_(by_id))
-            .order_by(Candidate.id)
+            .where(CandidateRow.id.in_(by_id))
+            .order_by(CandidateRow.id)
             .with_for_update()
         ).all()
-        best: dict[tuple[int, str], float] = {}
+        best: dict[tuple[int, str], float | None] = {}
         done: list[tuple[Any, NewRecord]] = []
         for r in rows:
             result = by_id[r.id]
@@ -366,8 +354,8 @@ def submit(
             if outcome is Outcome.ACCEPTED and r.held_result is None and result.ok:
                 kind = r.workload_id, r.timing_kind
                 if kind not in best:
-                    best[kind] = _best_secs(connection, r.workload_id, r.hardware_id, r.timing_kind) or inf
-                if median_secs(result.run_secs) < best[kind]:
+                    best[kind] = _best_secs(connection, r.workload_id, r.hardware_id, r.timing_kind)
+                if would_be_best(result.run_result(), best[kind]):
                     outcome = Outcome.CONFIRMING
             outcomes[r.id] = outcome
             if outcome is Outcome.CONFIRMING:
@@ -382,16 +370,16 @@ def _ceiling(connection: Connection, worker_id: int, gflops_per_core: float) -> 
     """The most flops per second the worker's hardware can run: its registered peak, else a generous
     ceiling per core (inf for an unknown worker, whose results are refused anyway)."""
     row = connection.execute(
-        select(Hardware.cores, Hardware.peak_gflops)
-        .join(Worker, Worker.hardware_id == Hardware.id)
-        .where(Worker.id == worker_id)
+        select(HardwareRow.cores, HardwareRow.peak_gflops)
+        .join(WorkerRow, WorkerRow.hardware_id == HardwareRow.id)
+        .where(WorkerRow.id == worker_id)
     ).one_or_none()
     if row is None:
         return inf
     return 1e9 * (row.peak_gflops if row.peak_gflops is not None else gflops_per_core * row.cores)
 
 
-def _judge(r: Any, result: Submission, worker_id: int, fastest_secs: float) -> Outcome:
+def _judge(r: Any, result: ResultIn, worker_id: int, fastest_secs: float) -> Outcome:
     """Whether the result counts: from the lease's holder, not done before, physically possible.
     `fastest_secs` is the least time the workload can take on the hardware."""
     if r.worker_id != worker_id or r.status == CandidateStatus.PENDING.value:
@@ -405,15 +393,15 @@ def _judge(r: Any, result: Submission, worker_id: int, fastest_secs: float) -> O
     return Outcome.ACCEPTED
 
 
-def _hold(connection: Connection, r: Any, result: Submission, worker: str) -> None:
+def _hold(connection: Connection, r: Any, result: ResultIn, worker: str) -> None:
     """Keep a would-be best on its candidate and put the candidate back in the queue, for a second
     lease to re-measure, with attempts of its own; a candidate withdrawn meanwhile (its task ended)
     keeps the result, unranked, and is not measured again."""
     held = {name: getattr(result, name) for name in _HELD} | {"worker": worker}
     leased = r.status == CandidateStatus.LEASED.value
     connection.execute(
-        update(Candidate)
-        .where(Candidate.id == r.id)
+        update(CandidateRow)
+        .where(CandidateRow.id == r.id)
         .values(
             held_result=held,
             status=CandidateStatus.PENDING.value if leased else r.status,
@@ -424,22 +412,19 @@ def _hold(connection: Connection, r: Any, result: Submission, worker: str) -> No
     )
 
 
-def _record(c: Any, result: Submission, worker: str) -> NewRecord:
-    """The record of a result: on its own, or with the held result it re-measures (then it ranks by
-    the slower of the two medians, and a failed re-measurement is the record's failure)."""
+def _record(c: Any, result: ResultIn, worker: str) -> NewRecord:
+    """The record of a result: on its own, or with the held result it re-measures (`runner.confirm`:
+    both runs' repeats, ranked by the slower median; a failed re-measurement is the record's failure).
+    A confirmed record names the worker of the first measurement, its message the second; a failed one
+    names the worker that saw it fail."""
     held = c.held_result
-    measured = {name: getattr(result, name) for name in _HELD}
-    if held is not None and not result.ok:
-        measured["message"] = f"its re-measurement failed: {result.message}"
-    if held is not None and result.ok:
-        measured = {
-            "run_secs": held["run_secs"] + result.run_secs,
-            "build_secs": held["build_secs"],
-            "message": f"re-measured by {worker}",
-            "timing": held["timing"],
-            "ranked_secs": max(median_secs(held["run_secs"]), median_secs(result.run_secs)),
-        }
-        worker = held["worker"]
+    measured, ranked, timing = result.run_result(), None, result.timing
+    if held is not None:
+        first = RunResult(Status.OK, held["run_secs"], held["message"], held["build_secs"])
+        confirmed = confirm(first, measured, by=worker)
+        measured, ranked = confirmed.result, confirmed.ranked_secs
+        if ranked is not None:
+            timing, worker = held["timing"], held["worker"]
     return NewRecord(
         workload_id=c.workload_id,
         hardware_id=c.hardware_id,
@@ -448,24 +433,28 @@ def _record(c: Any, result: Submission, worker: str) -> NewRecord:
         trace=c.trace,
         program_hash=c.program_hash,
         timing_kind=c.timing_kind,
-        status=result.status,
+        status=measured.status.value,
+        run_secs=measured.run_secs,
+        build_secs=measured.build_secs,
+        message=measured.message,
+        timing=timing,
         worker=worker,
         remeasured=held is not None,
-        **measured,
+        ranked_secs=ranked,
     )
 
 
 _CANDIDATE_COLUMNS = (
-    Candidate.id,
-    Candidate.task_id,
-    Candidate.workload_id,
-    Candidate.hardware_id,
-    Candidate.trace,
-    Candidate.program_hash,
-    Candidate.timing_kind,
-    Candidate.status,
-    Candidate.worker_id,
-    Candidate.held_result,
+    CandidateRow.id,
+    CandidateRow.task_id,
+    CandidateRow.workload_id,
+    CandidateRow.hardware_id,
+    CandidateRow.trace,
+    CandidateRow.program_hash,
+    CandidateRow.timing_kind,
+    CandidateRow.status,
+    CandidateRow.worker_id,
+    CandidateRow.held_result,
 )
 
 
@@ -476,14 +465,16 @@ def _finish(connection: Connection, db: Database, done: Sequence[tuple[Any, NewR
         return
     db.insert_records(connection, [record for _, record in done])
     connection.execute(
-        update(Candidate)
-        .where(Candidate.id.in_([c.id for c, _ in done]))
+        update(CandidateRow)
+        .where(CandidateRow.id.in_([c.id for c, _ in done]))
         .values(status=CandidateStatus.DONE.value, lease_expires_at=None)
     )
     counted = Counter(c.task_id for c, _ in done if c.status != CandidateStatus.CANCELLED.value)
     for task_id in sorted(counted):
         connection.execute(
-            update(Task).where(Task.id == task_id).values(trials_done=Task.trials_done + counted[task_id])
+            update(TaskRow)
+            .where(TaskRow.id == task_id)
+            .values(trials_done=TaskRow.trials_done + counted[task_id])
         )
 
 
@@ -496,24 +487,24 @@ def give_up_expired(db: Database, *, now: datetime, max_attempts: int) -> int:
         rows = connection.execute(
             select(*_CANDIDATE_COLUMNS)
             .where(
-                Candidate.status == CandidateStatus.LEASED.value,
-                Candidate.lease_expires_at < now,
-                Candidate.attempts >= max_attempts,
+                CandidateRow.status == CandidateStatus.LEASED.value,
+                CandidateRow.lease_expires_at < now,
+                CandidateRow.attempts >= max_attempts,
             )
-            .order_by(Candidate.id)
+            .order_by(CandidateRow.id)
             .with_for_update(skip_locked=True)
         ).all()
-        timeout = Submission(candidate_id=0, status=Status.TIMEOUT.value, message=message)
-        _finish(connection, db, [(r, _record(r, timeout, "")) for r in rows])
+        timeout = [ResultIn(candidate_id=r.id, status=Status.TIMEOUT, message=message) for r in rows]
+        _finish(connection, db, [(r, _record(r, t, "")) for r, t in zip(rows, timeout)])
         return len(rows)
 
 
 def counts(db: Database, *, task_id: int) -> QueueCounts:
     with db.transaction() as session:
         rows = session.execute(
-            select(Candidate.status, func.count())
-            .where(Candidate.task_id == task_id)
-            .group_by(Candidate.status)
+            select(CandidateRow.status, func.count())
+            .where(CandidateRow.task_id == task_id)
+            .group_by(CandidateRow.status)
         ).all()
     by_status = {status: n for status, n in rows}
     return QueueCounts(**{f.name: by_status.get(f.name, 0) for f in fields(QueueCounts)})
@@ -533,12 +524,12 @@ class TaskProgress:
 def progress(db: Database, *, task_ids: Sequence[int]) -> list[TaskProgress]:
     """Each of these tasks' progress, in two queries whatever their number (the loop asks every tick)."""
     with db.transaction() as session:
-        budgets = select(Task.id, Task.token_id, Task.trials).where(Task.id.in_(task_ids))
+        budgets = select(TaskRow.id, TaskRow.token_id, TaskRow.trials).where(TaskRow.id.in_(task_ids))
         tasks = session.execute(budgets).all()
         rows = session.execute(
-            select(Candidate.task_id, Candidate.status, func.count())
-            .where(Candidate.task_id.in_(task_ids))
-            .group_by(Candidate.task_id, Candidate.status)
+            select(CandidateRow.task_id, CandidateRow.status, func.count())
+            .where(CandidateRow.task_id.in_(task_ids))
+            .group_by(CandidateRow.task_id, CandidateRow.status)
         ).all()
     by_task: dict[int, dict[str, int]] = {}
     for task_id, status, n in rows:
@@ -557,10 +548,10 @@ def progress(db: Database, *, task_ids: Sequence[int]) -> list[TaskProgress]:
 def queued_program_hashes(db: Database, *, workload_id: int, hardware_id: int, timing_kind: str) -> set[str]:
     """Every program queued for the pair timed as `timing_kind`, in any state: a search must not
     propose them again."""
-    query = select(Candidate.program_hash).where(
-        Candidate.workload_id == workload_id,
-        Candidate.hardware_id == hardware_id,
-        Candidate.timing_kind == timing_kind,
+    query = select(CandidateRow.program_hash).where(
+        CandidateRow.workload_id == workload_id,
+        CandidateRow.hardware_id == hardware_id,
+        CandidateRow.timing_kind == timing_kind,
     )
     with db.transaction() as session:
         return set(session.scalars(query))
@@ -569,4 +560,6 @@ def queued_program_hashes(db: Database, *, workload_id: int, hardware_id: int, t
 def lock_candidates(session: Session, *where: Any) -> list[int]:
     """Lock the matching candidate rows in id order, and return their ids: every transaction that
     locks candidates does it this way, before it touches a task row, so none can deadlock."""
-    return list(session.scalars(select(Candidate.id).where(*where).order_by(Candidate.id).with_for_update()))
+    return list(
+        session.scalars(select(CandidateRow.id).where(*where).order_by(CandidateRow.id).with_for_update())
+    )

@@ -16,7 +16,7 @@ from sqlalchemy.orm import Session
 
 from tuner.database.database import Database, new_task
 from tuner.database.records import ACTIVE
-from tuner.database.schema import ApiToken, Model, Task
+from tuner.database.schema import ModelRow, TaskRow, TokenRow
 
 
 @dataclass(frozen=True)
@@ -39,16 +39,18 @@ class OverQuota(Exception):
 
 def usage(session: Session, token_id: int) -> Usage:
     """A model counts as one task holding its whole budget (its member tasks do not count again)."""
-    left = case((Task.trials > Task.trials_done, Task.trials - Task.trials_done), else_=0)
+    left = case((TaskRow.trials > TaskRow.trials_done, TaskRow.trials - TaskRow.trials_done), else_=0)
     tasks, trials, secs = session.execute(
-        select(func.count(), func.sum(left), func.sum(left * Task.candidate_secs)).where(
-            Task.token_id == token_id, Task.status.in_(ACTIVE), Task.model_id.is_(None)
+        select(func.count(), func.sum(left), func.sum(left * TaskRow.candidate_secs)).where(
+            TaskRow.token_id == token_id, TaskRow.status.in_(ACTIVE), TaskRow.model_id.is_(None)
         )
     ).one()
-    model_left = case((Model.trials > Model.trials_done, Model.trials - Model.trials_done), else_=0)
+    model_left = case(
+        (ModelRow.trials > ModelRow.trials_done, ModelRow.trials - ModelRow.trials_done), else_=0
+    )
     models, model_trials, model_secs = session.execute(
-        select(func.count(), func.sum(model_left), func.sum(model_left * Model.candidate_secs)).where(
-            Model.token_id == token_id, Model.status.in_(ACTIVE)
+        select(func.count(), func.sum(model_left), func.sum(model_left * ModelRow.candidate_secs)).where(
+            ModelRow.token_id == token_id, ModelRow.status.in_(ACTIVE)
         )
     ).one()
     return Usage(
@@ -61,7 +63,7 @@ def usage(session: Session, token_id: int) -> Usage:
 def check_quota(session: Session, token_id: int, asked: Usage, quota: Quota | None) -> None:
     """Lock the token's row (two submissions of one token at once cannot both pass on the same
     count), then raise OverQuota if `asked` would take it past `quota` (None: no limit)."""
-    session.execute(select(ApiToken.id).where(ApiToken.id == token_id).with_for_update())
+    session.execute(select(TokenRow.id).where(TokenRow.id == token_id).with_for_update())
     if quota is not None:
         _check(usage(session, token_id), asked, quota)
 

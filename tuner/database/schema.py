@@ -65,7 +65,7 @@ class Base(DeclarativeBase):
     type_annotation_map = {dict[str, Any]: JSON_TYPE, list[float]: JSON_TYPE, datetime: UTCDateTime}
 
 
-class Workload(Base):
+class WorkloadRow(Base):
     __tablename__ = "workloads"
 
     id: Mapped[int] = mapped_column(primary_key=True)
@@ -77,7 +77,7 @@ class Workload(Base):
     created_at: Mapped[datetime] = mapped_column(server_default=func.now())
 
 
-class Hardware(Base):
+class HardwareRow(Base):
     """A kind of machine: the target its programs are specialized for (compiler.target), which its
     key is derived from, and its CPU's model name. Rows written before triple and mcpu were kept
     have an empty triple (their mcpu comes from their key)."""
@@ -100,7 +100,7 @@ class Hardware(Base):
     created_at: Mapped[datetime] = mapped_column(server_default=func.now())
 
 
-class Task(Base):
+class TaskRow(Base):
     __tablename__ = "tasks"
     __table_args__ = (
         CheckConstraint(_one_of("status", TaskStatus), name="status"),
@@ -140,8 +140,8 @@ class Task(Base):
     updated_at: Mapped[datetime] = mapped_column(server_default=func.now(), onupdate=func.now())
 
 
-class Model(Base):
-    """A whole model tuned under one trial budget: its layers are member tasks (`Task.model_id`),
+class ModelRow(Base):
+    """A whole model tuned under one trial budget: its layers are member tasks (`TaskRow.model_id`),
     and the coordinator's model loop gives them batches of that budget as the task scheduler picks.
     `source` is the model as submitted (ONNX bytes): the artifact is rebuilt from it."""
 
@@ -172,7 +172,7 @@ class Model(Base):
     updated_at: Mapped[datetime] = mapped_column(server_default=func.now(), onupdate=func.now())
 
 
-class Worker(Base):
+class WorkerRow(Base):
     __tablename__ = "workers"
 
     id: Mapped[int] = mapped_column(primary_key=True)
@@ -185,7 +185,7 @@ class Worker(Base):
     stopped: Mapped[bool]  # said goodbye (SIGTERM); a worker that died just stops being seen
 
 
-class Candidate(Base):
+class CandidateRow(Base):
     """A trace proposed by a task's search, waiting for a worker of the task's hardware: pending, then
     leased to one worker until `lease_expires_at` (renewed by its heartbeats), then done by the result
     of the worker holding the lease. An expired lease makes it available again; so does a result that
@@ -225,7 +225,7 @@ class Candidate(Base):
     created_at: Mapped[datetime] = mapped_column(server_default=func.now())
 
 
-class ApiToken(Base):
+class TokenRow(Base):
     """A bearer token of the REST API. Only its sha256 is stored: the token itself is shown once."""
 
     __tablename__ = "api_tokens"
@@ -239,7 +239,7 @@ class ApiToken(Base):
     revoked_at: Mapped[datetime | None]
 
 
-class TuningRecord(Base):
+class RecordRow(Base):
     __tablename__ = "tuning_records"
     __table_args__ = (
         # A program is measured once per workload, hardware and kind of timing; concurrent inserts

@@ -13,7 +13,7 @@ from sqlalchemy import select
 
 from tuner.database.database import Database
 from tuner.database.records import Role
-from tuner.database.schema import ApiToken
+from tuner.database.schema import TokenRow
 
 PREFIX = "tt_"
 
@@ -36,7 +36,7 @@ def create_token(db: Database, *, role: str, name: str) -> tuple[int, str]:
     role = Role(role)
     token = PREFIX + secrets.token_urlsafe(32)
     with db.transaction() as session:
-        row = ApiToken(name=name, role=role.value, token_hash=hash_token(token))
+        row = TokenRow(name=name, role=role.value, token_hash=hash_token(token))
         session.add(row)
         session.flush()
         return row.id, token
@@ -46,7 +46,7 @@ def authenticate(db: Database, token: str) -> TokenInfo | None:
     """The token's holder, or None for an unknown or revoked token."""
     with db.transaction() as session:
         row = session.scalar(
-            select(ApiToken).where(ApiToken.token_hash == hash_token(token), ApiToken.revoked_at.is_(None))
+            select(TokenRow).where(TokenRow.token_hash == hash_token(token), TokenRow.revoked_at.is_(None))
         )
         return _info(row) if row else None
 
@@ -54,7 +54,7 @@ def authenticate(db: Database, token: str) -> TokenInfo | None:
 def revoke_token(db: Database, *, token_id: int, now: datetime) -> None:
     """Raises KeyError for an unknown token."""
     with db.transaction() as session:
-        row = session.get(ApiToken, token_id)
+        row = session.get(TokenRow, token_id)
         if row is None:
             raise KeyError(token_id)
         row.revoked_at = row.revoked_at or now
@@ -62,8 +62,8 @@ def revoke_token(db: Database, *, token_id: int, now: datetime) -> None:
 
 def tokens(db: Database) -> list[TokenInfo]:
     with db.transaction() as session:
-        return [_info(row) for row in session.scalars(select(ApiToken).order_by(ApiToken.id))]
+        return [_info(row) for row in session.scalars(select(TokenRow).order_by(TokenRow.id))]
 
 
-def _info(row: ApiToken) -> TokenInfo:
+def _info(row: TokenRow) -> TokenInfo:
     return TokenInfo(row.id, row.name, Role(row.role), row.created_at, row.revoked_at)

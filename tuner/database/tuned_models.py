@@ -22,13 +22,13 @@ from tuner.database.database import Database, _task_info, _tasks_query, new_task
 from tuner.database.owners import cancel_task
 from tuner.database.quotas import Quota, Usage, check_quota
 from tuner.database.records import ACTIVE, TaskInfo, TaskStatus
-from tuner.database.schema import Hardware, Model, Task
+from tuner.database.schema import HardwareRow, ModelRow, TaskRow
 
 MEMBER_STRATEGY = "evolutionary"
 
 
 @dataclass(frozen=True)
-class Member:
+class NewMember:
     """A layer of a submitted model: its workload, calls per forward pass, and the estimated seconds
     of one of its candidates on a worker."""
 
@@ -95,7 +95,7 @@ def submit_model(
     scheduler: str,
     trials: int,
     seed: int,
-    members: Sequence[Member],
+    members: Sequence[NewMember],
 ) -> int:
     """A new pending model of token `token_id` with one member task per layer, none given trials
     yet, if it stays within `quota` (a model counts as one task holding its whole budget); raises
@@ -103,7 +103,7 @@ def submit_model(
     candidate_secs = max(m.candidate_secs for m in members)
     with db.transaction() as session:
         check_quota(session, token_id, Usage(1, trials, trials * candidate_secs), quota)
-        model = Model(
+        model = ModelRow(
             name=name,
             source=source,
             source_format=source_format,
@@ -140,7 +140,7 @@ def submit_model(
 def get_model(db: Database, model_id: int) -> ModelInfo:
     """Raises KeyError for an unknown model."""
     with db.transaction() as session:
-        row = session.execute(_models_query().where(Model.id == model_id)).one_or_none()
+        row = session.execute(_models_query().where(ModelRow.id == model_id)).one_or_none()
         if row is None:
             raise KeyError(model_id)
         return _model_info(*row)
@@ -150,11 +150,11 @@ def models(
     db: Database, *, token_id: int | None = None, status: Sequence[str] | None = None
 ) -> list[ModelInfo]:
     """Every model, oldest first; those of one token, or in these statuses, if given."""
-    query = _models_query().order_by(Model.id)
+    query = _models_query().order_by(ModelRow.id)
     if token_id is not None:
-        query = query.where(Model.token_id == token_id)
+        query = query.where(ModelRow.token_id == token_id)
     if status is not None:
-        query = query.where(Model.status.in_(status))
+        query = query.where(ModelRow.status.in_(status))
     with db.transaction() as session:
         return [_model_info(*row) for row in session.execute(query)]
 
@@ -163,7 +163,7 @@ def source(db: Database, model_id: int) -> tuple[str, bytes]:
     """The model as submitted: (format, bytes). Raises KeyError for an unknown model."""
     with db.transaction() as session:
         row = session.execute(
-            select(Model.source_format, Model.source).where(Model.id == model_id)
+            select(ModelRow.source_format, ModelRow.source).where(ModelRow.id == model_id)
         ).one_or_none()
         if row is None:
             raise KeyError(model_id)
@@ -172,23 +172,25 @@ def source(db: Database, model_id: int) -> tuple[str, bytes]:
 
 def members(db: Database, model_id: int) -> list[TaskInfo]:
     """The model's member tasks, in the order of its layers."""
-    query = _tasks_query().where(Task.model_id == model_id).order_by(Task.id)
+    query = _tasks_query().where(TaskRow.model_id == model_id).order_by(TaskRow.id)
     with db.transaction() as session:
         return [_task_info(*row) for row in session.execute(query)]
 
 
-def lock_model(session: Session, model_id: int, *, skip_locked: bool = False) -> Model | None:
+def lock_model(session: Session, model_id: int, *, skip_locked: bool = False) -> ModelRow | None:
     """The model's row, locked for the rest of the transaction: one coordinator at a time decides
     its next batch. Taken before any of its tasks' rows (the order tasks are claimed in, by id, is
     unaffected: a model's lock is never waited for while a task row is held). With `skip_locked`,
     None if another transaction holds it (another coordinator is taking the same step)."""
     lock = {"skip_locked": True} if skip_locked else True
-    return session.get(Model, model_id, with_for_update=lock, populate_existing=True)
+    return session.get(ModelRow, model_id, with_for_update=lock, populate_existing=True)
 
 
 def active_model_ids(db: Database) -> list[int]:
     with db.transaction() as session:
-        return list(session.scalars(select(Model.id).where(Model.status.in_(ACTIVE)).order_by(Model.id)))
+        return list(
+            session.scalars(select(ModelRow.id).where(ModelRow.status.in_(ACTIVE)).order_by(ModelRow.id))
+        )
 
 
 def cancel_model(db: Database, *, model_id: int, message: str) -> bool:
@@ -216,25 +218,29 @@ def end_members(db: Database, *, model_id: int, status: TaskStatus, message: str
     """End the model's member tasks that are still active, as `status` (each withdrawing its queued
     candidates, as a cancelled task does): the model has ended, and its members with it."""
     with db.transaction() as session:
-        ids = list(session.scalars(select(Task.id).where(Task.model_id == model_id, Task.status.in_(ACTIVE))))
+        ids = list(
+            session.scalars(
+                select(TaskRow.id).where(TaskRow.model_id == model_id, TaskRow.status.in_(ACTIVE))
+            )
+        )
     for task_id in sorted(ids):
         cancel_task(db, task_id=task_id, message=message, status=status)
 
 
 def set_member_trials(session: Session, task_id: int, trials: int) -> None:
-    session.execute(update(Task).where(Task.id == task_id).values(trials=trials))
+    session.execute(update(TaskRow).where(TaskRow.id == task_id).values(trials=trials))
 
 
 def _models_query() -> Any:
     """Without the source, which only the artifact's build reads (a model may be 64 MB)."""
     return (
-        select(Model, Hardware.key)
-        .join(Hardware, Model.hardware_id == Hardware.id)
-        .options(defer(Model.source))
+        select(ModelRow, HardwareRow.key)
+        .join(HardwareRow, ModelRow.hardware_id == HardwareRow.id)
+        .options(defer(ModelRow.source))
     )
 
 
-def _model_info(model: Model, hardware_key: str) -> ModelInfo:
+def _model_info(model: ModelRow, hardware_key: str) -> ModelInfo:
     return ModelInfo(
         id=model.id,
         name=model.name,

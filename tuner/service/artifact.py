@@ -21,10 +21,10 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from runner import TimingKind
+from tuner.best import best_record, build_model
 from tuner.database import Database, HardwareInfo
-from tuner.database import models as m
+from tuner.database import tuned_models as m
 from tuner.database.records import TaskInfo
-from tuner.tune import best_record
 
 # The longest one build may take: ResNet-18's 20-odd kernels build in well under this.
 BUILD_SECONDS = 1800.0
@@ -59,16 +59,15 @@ def artifact_key(db: Database, model_id: int, hardware: HardwareInfo) -> Artifac
 def build_artifact(database_url: str, model_id: int, hardware_key: str) -> bytes:
     """The tar.gz of the model built from the database's best records on the hardware (in the child
     process: it opens the database itself, so nothing large crosses the pipe but the result)."""
-    from compiler import graph
-    from runner.hardware import Hardware
-    from tuner.service.model_import import load_module
+    from compiler import frontend, graph
+    from compiler.target import Hardware
 
     with Database.open(database_url) as db:
         kind = next(h for h in db.hardware_list() if h.key == hardware_key)
         source_format, source = m.source(db, model_id)
         # Accepted once, under the limits of then: no limit refuses it now.
-        module = graph.optimize(load_module(source_format, source, max_bytes=len(source), max_nodes=2**31))
-        compiled = graph.build(module, database=db, hardware=Hardware(kind.target, kind.cpu_model))
+        module = graph.optimize(frontend.load(source, source_format, max_bytes=len(source), max_nodes=2**31))
+        compiled = build_model(module, database=db, hardware=Hardware(kind.target, kind.cpu_model))
     with tempfile.TemporaryDirectory(prefix="tensor-tuner-artifact-") as tmp:
         library, header = compiled.export(Path(tmp) / LIBRARY)
         out = io.BytesIO()

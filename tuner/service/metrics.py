@@ -20,7 +20,7 @@ from sqlalchemy import func, select
 
 from tuner.database import Database
 from tuner.database.fleet import alive_since, workers
-from tuner.database.schema import Candidate, Task
+from tuner.database.schema import CandidateRow, TaskRow
 from tuner.service.clock import utcnow
 
 REQUESTS = Counter("tuner_http_requests", "HTTP requests handled", ["method", "route", "status"])
@@ -41,9 +41,11 @@ class _DatabaseCollector(Collector):
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         with self.db.transaction() as session:
-            tasks = session.execute(select(Task.status, func.count()).group_by(Task.status)).all()
-            queue = session.execute(select(Candidate.status, func.count()).group_by(Candidate.status)).all()
-            errors = session.scalar(select(func.count()).where(Task.traceback.is_not(None)))
+            tasks = session.execute(select(TaskRow.status, func.count()).group_by(TaskRow.status)).all()
+            queue = session.execute(
+                select(CandidateRow.status, func.count()).group_by(CandidateRow.status)
+            ).all()
+            errors = session.scalar(select(func.count()).where(TaskRow.traceback.is_not(None)))
         yield _by_status("tuner_tasks", "Tasks by status", tasks)
         yield GaugeMetricFamily(
             "tuner_search_errors",

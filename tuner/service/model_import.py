@@ -6,17 +6,16 @@ plain data: each layer's workload spec and calls per forward pass."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any
 
 from compiler import frontend, graph
-from compiler.graph import Module
-from compiler.graph.serialize import GraphFormatError, module_from_json
+from compiler.graph.serialize import GraphFormatError
 from tuner.service.isolated import IsolatedError, run_isolated
 from tuner.service.settings import Settings
 
-# How a model may be submitted: an ONNX file's bytes, or the graph's JSON form (as UTF-8 bytes).
+# How a model may be submitted: an ONNX file's bytes, or the graph's JSON form (as UTF-8 bytes); never
+# a .pt2 archive, whose sample inputs torch would unpickle.
 SOURCE_FORMATS = ("onnx", "graph")
 
 
@@ -57,18 +56,11 @@ def import_model(source_format: str, source: bytes, settings: Settings) -> Impor
         raise ModelRefused(f"the model could not be imported: {e}") from None
 
 
-def load_module(source_format: str, source: bytes, *, max_bytes: int, max_nodes: int) -> Module:
-    """The graph of a submitted model (`SOURCE_FORMATS`), before optimization."""
-    if source_format == "onnx":
-        return frontend.from_onnx(source, max_bytes=max_bytes, max_nodes=max_nodes)
-    if len(source) > max_bytes:
-        raise ModelRefused(f"the graph is {len(source)} bytes, more than max_bytes={max_bytes}")
-    return module_from_json(json.loads(source), max_nodes=max_nodes)
-
-
 def _import(source_format: str, source: bytes, max_bytes: int, max_nodes: int) -> ImportedModel:
     try:
-        module = graph.optimize(load_module(source_format, source, max_bytes=max_bytes, max_nodes=max_nodes))
+        module = graph.optimize(
+            frontend.load(source, source_format, max_bytes=max_bytes, max_nodes=max_nodes)
+        )
         tasks = graph.extract_tasks(module)
     except (frontend.FrontendError, graph.GraphError, GraphFormatError) as e:
         raise ModelRefused(str(e)) from None

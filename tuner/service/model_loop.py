@@ -1,5 +1,5 @@
 """The coordinator's model loop: it spends each model's trial budget over its member tasks, a batch at
-a time, as the embedded `tune_model` does (`tuner.task_scheduler.pick_task`).
+a time, by the scheduler the embedded `tune_model` uses (`tuner.task_scheduler.next_batches`).
 
 Each tick, for each active model: a batch is finished when its member has measured every trial it
 was given and has nothing queued (or its search ended); the member's best seconds then join the
@@ -27,7 +27,10 @@ from sqlalchemy.orm import Session
 
 from runner.results import Status
 from tuner.database import CandidateStatus, Database, TaskStatus
-from tuner.database.models import (
+from tuner.database.outage import is_outage
+from tuner.database.records import ACTIVE
+from tuner.database.schema import CandidateRow, ModelRow, RecordRow, TaskRow
+from tuner.database.tuned_models import (
     Batch,
     active_model_ids,
     end_members,
@@ -35,10 +38,7 @@ from tuner.database.models import (
     lock_model,
     set_member_trials,
 )
-from tuner.database.outage import is_outage
-from tuner.database.records import ACTIVE
-from tuner.database.schema import Candidate, Model, Task, TuningRecord
-from tuner.task_scheduler import TaskHistory, first_batch_trials, pick_task
+from tuner.task_scheduler import BatchHistory, next_batches
 
 log = logging.getLogger(__name__)
 # Trials per batch, as `tune_model` (and MetaSchedule's task scheduler) measures them by default.
@@ -125,7 +125,7 @@ def step_model(
 
 
 def _finish_batches(
-    batches: list[Batch], by_id: dict[int, MemberState], model: Model, members: Sequence[MemberState]
+    batches: list[Batch], by_id: dict[int, MemberState], model: ModelRow, members: Sequence[MemberState]
 ) -> list[Batch]:
     """Mark the batches whose member is idle as done, each adding a point to the latency curve."""
     out = []
@@ -140,56 +140,36 @@ def _finish_batches(
 
 def _next_batches(
     session: Session,
-    model: Model,
+    model: ModelRow,
     members: Sequence[MemberState],
     batches: list[Batch],
     batch_trials: int,
     in_flight: int,
 ) -> list[Batch]:
-    """First one batch for every member that never had one; then batches for the members the
-    scheduler picks until `in_flight` are out. Nothing once the budget is spent."""
+    """The scheduler's next batches (`next_batches`): each member as the finished batches and the
+    batches out say. Nothing once the budget is spent."""
     left = model.trials - sum(m.spent for m in members)
-    given = {b.task_id for b in batches}
-    fresh = [m for m in members if m.id not in given and not m.ended]
-    if fresh:
-        chosen = fresh
-    else:
-        chosen = _picks(model.scheduler, members, batches, in_flight - sum(not b.done for b in batches))
+    views = [
+        BatchHistory(
+            m.weight,
+            tuple(
+                inf if b.best_secs is None else b.best_secs for b in batches if b.task_id == m.id and b.done
+            ),
+            sum(b.task_id == m.id and not b.done for b in batches),
+            m.ended,
+        )
+        for m in members
+    ]
     out = []
     added: dict[int, int] = {}
-    for k, m in enumerate(chosen):
-        # A small budget is shared by every layer of the first round; a pick gets a whole batch.
-        n = first_batch_trials(batch_trials, left, len(chosen) - k) if fresh else min(batch_trials, left)
-        if n <= 0:
-            break
+    for i, n in next_batches(
+        model.scheduler, views, left=left, batch_trials=batch_trials, in_flight=in_flight
+    ):
+        m = members[i]
         added[m.id] = added.get(m.id, 0) + n
         set_member_trials(session, m.id, m.trials + added[m.id])
         out.append(Batch(m.id, n))
-        left -= n
     return out
-
-
-def _picks(
-    scheduler: str, members: Sequence[MemberState], batches: list[Batch], count: int
-) -> list[MemberState]:
-    """`count` picks of the task scheduler, as if each batch out had already come back no better
-    than its member's last: a member may get a second batch while its first is measured (the
-    scheduler's own estimate of its return then falls), but none before its first batch is back."""
-    histories = []
-    for m in members:
-        back = [inf if b.best_secs is None else b.best_secs for b in batches if b.task_id == m.id and b.done]
-        out = sum(b.task_id == m.id and not b.done for b in batches)
-        histories.append(TaskHistory(back + back[-1:] * out, exhausted=m.ended or (out > 0 and not back)))
-    weights = [m.weight for m in members]
-    chosen = []
-    for _ in range(count):
-        pick = pick_task(scheduler, weights, histories)
-        if pick is None:
-            break
-        chosen.append(members[pick])
-        history = histories[pick]  # a pick had a batch back: one out and none back is exhausted
-        history.latencies.append(history.latencies[-1])
-    return chosen
 
 
 def estimated_latency(members: Sequence[MemberState]) -> float | None:
@@ -200,37 +180,43 @@ def estimated_latency(members: Sequence[MemberState]) -> float | None:
     return sum(m.weight * (m.best_secs or 0.0) for m in members)
 
 
-def _done_message(model: Model, members: Sequence[MemberState]) -> str:
+def _done_message(model: ModelRow, members: Sequence[MemberState]) -> str:
     if sum(m.spent for m in members) < model.trials:
         return "every layer's search space is exhausted before the budget"
     return ""
 
 
-def _members(session: Session, model: Model) -> list[MemberState]:
+def _members(session: Session, model: ModelRow) -> list[MemberState]:
     rows = session.execute(
         select(
-            Task.id, Task.status, Task.trials, Task.weight, Task.message, Task.workload_id, Task.timing_kind
+            TaskRow.id,
+            TaskRow.status,
+            TaskRow.trials,
+            TaskRow.weight,
+            TaskRow.message,
+            TaskRow.workload_id,
+            TaskRow.timing_kind,
         )
-        .where(Task.model_id == model.id)
-        .order_by(Task.id)
+        .where(TaskRow.model_id == model.id)
+        .order_by(TaskRow.id)
     ).all()
     ids = [r.id for r in rows]
     counts: dict[tuple[int, str], int] = {
         (task, status): n
         for task, status, n in session.execute(
-            select(Candidate.task_id, Candidate.status, func.count())
-            .where(Candidate.task_id.in_(ids))
-            .group_by(Candidate.task_id, Candidate.status)
+            select(CandidateRow.task_id, CandidateRow.status, func.count())
+            .where(CandidateRow.task_id.in_(ids))
+            .group_by(CandidateRow.task_id, CandidateRow.status)
         )
     }
     out = []
     for r in rows:
         best = session.scalar(
-            select(func.min(TuningRecord.median_secs)).where(
-                TuningRecord.workload_id == r.workload_id,
-                TuningRecord.hardware_id == model.hardware_id,
-                TuningRecord.timing_kind == r.timing_kind,
-                TuningRecord.status == Status.OK.value,
+            select(func.min(RecordRow.median_secs)).where(
+                RecordRow.workload_id == r.workload_id,
+                RecordRow.hardware_id == model.hardware_id,
+                RecordRow.timing_kind == r.timing_kind,
+                RecordRow.status == Status.OK.value,
             )
         )
         outstanding = counts.get((r.id, CandidateStatus.PENDING.value), 0) + counts.get(
@@ -243,9 +229,9 @@ def _members(session: Session, model: Model) -> list[MemberState]:
 
 def _models_with_active_members(db: Database) -> list[tuple[int, str]]:
     query = (
-        select(Model.id, Model.status)
-        .join(Task, Task.model_id == Model.id)
-        .where(Model.status.not_in(ACTIVE), Task.status.in_(ACTIVE))
+        select(ModelRow.id, ModelRow.status)
+        .join(TaskRow, TaskRow.model_id == ModelRow.id)
+        .where(ModelRow.status.not_in(ACTIVE), TaskRow.status.in_(ACTIVE))
         .distinct()
     )
     with db.transaction() as session:

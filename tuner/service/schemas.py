@@ -13,31 +13,19 @@ from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from fastapi import Path
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+from pydantic import BaseModel, BeforeValidator, Field, model_validator
 from pydantic_core import PydanticCustomError
 
-from compiler.target import Target
 from runner import Status
-from runner.hardware import Hardware
+from runner.protocol import MAX_ID, NO_NUL, ByValue, Name, Strict
 from tuner.database import Role, TaskStatus
 from tuner.search.driver import Strategy
 from tuner.service.errors import printable
 
-# PostgreSQL stores no NUL character in text, nor in a JSONB string: such a string is a 422 here.
-NO_NUL = r"^[^\x00]*$"
-Name = Annotated[str, Field(min_length=1, max_length=200, pattern=NO_NUL)]
+# The shared field types (`Name`, `LongText`, ...) and the worker protocol's messages are
+# runner.protocol's: one definition for the coordinator and its workers.
 Hash = Annotated[str, Field(min_length=1, max_length=64, pattern=NO_NUL)]
-# LLVM's names (a CPU, a triple): short, and a hardware key made of them must fit its 200 characters.
-LlvmName = Annotated[str, Field(min_length=1, max_length=64, pattern=NO_NUL)]
-LongText = Annotated[str, Field(max_length=20_000, pattern=NO_NUL)]
-# Row ids are INTEGER columns, 32-bit on PostgreSQL: a larger id is a 422 naming it, not an overflow in
-# the database driver (a 500).
-MAX_ID = 2**31
 IdPath = Annotated[int, Path(ge=1, lt=MAX_ID)]
-Seconds = Annotated[float, Field(ge=0, le=1e6, allow_inf_nan=False)]
-# One timed run: no kernel runs in under a picosecond, and a 0 or subnormal time would make its GFLOPS
-# infinite (written as null where the API promises a number).
-RunSeconds = Annotated[float, Field(ge=1e-12, le=1e6, allow_inf_nan=False)]
 
 
 def _storable(value: object) -> object:
@@ -77,19 +65,10 @@ def _is_storable(text: str) -> bool:
 
 # A JSON object given as data (a workload spec), its strings checked as the named string fields are.
 JsonObject = Annotated[dict[str, Any], BeforeValidator(_storable)]
-# Enums are matched by value: strict mode would accept only the enum's Python members.
-ByValue = Field(strict=False)
 
 
 # What a record's time means (runner.TimingKind's values): a literal, so a strict request may name it.
 Timing = Literal["warm", "cold", "layer"]
-
-
-class Strict(BaseModel):
-    """Unknown fields are refused (a typo in a request is an error, not silently ignored), and types are
-    not coerced: "10" is not a number, 1000.0 not an integer, true not 1."""
-
-    model_config = ConfigDict(extra="forbid", strict=True)
 
 
 # Tasks.
@@ -191,39 +170,6 @@ class BestQuery(Strict):
 # Workers.
 
 
-class HardwareIn(Strict):
-    """A worker's machine: the target it builds for (its key is derived from it) and its CPU model."""
-
-    cpu_model: Name = Field(description="The CPU's model name, as /proc/cpuinfo gives it.")
-    triple: LlvmName = Field(description="LLVM's target triple.")
-    mcpu: LlvmName = Field(description="LLVM's name of the CPU, e.g. znver4.")
-    features: LongText = Field(description="LLVM's feature string, e.g. +avx2,+fma,-avx512f.")
-    cores: int = Field(ge=1, le=100_000, description="Cores a parallel loop runs on.")
-
-    def hardware(self) -> Hardware:
-        return Hardware(Target(self.triple, self.mcpu, self.features, self.cores), self.cpu_model)
-
-
-# Records name their worker "<name>#<id>" in a 200-character column; an id has at most 10 digits.
-WORKER_NAME_LENGTH = 200 - len(f"#{MAX_ID}")
-
-
-class WorkerRegister(Strict):
-    name: str = Field(min_length=1, max_length=WORKER_NAME_LENGTH, pattern=NO_NUL)
-    hardware: HardwareIn
-
-
-class WorkerRegistered(BaseModel):
-    id: int
-    lease_seconds: float
-    heartbeat_seconds: float
-    hardware_approved: bool = Field(
-        True,
-        description="Whether an admin approved the worker's kind of hardware: until then no task targets "
-        "it, and the worker waits.",
-    )
-
-
 class WorkerPublic(BaseModel):
     id: int
     name: str
@@ -231,88 +177,6 @@ class WorkerPublic(BaseModel):
     registered_at: datetime
     last_seen_at: datetime
     alive: bool
-
-
-class LeaseRequest(Strict):
-    max: int = Field(1, ge=1, le=64, description="Most candidates to lease.")
-
-
-class LeasedPublic(BaseModel):
-    id: int
-    task_id: int
-    spec: dict[str, Any]
-    trace: dict[str, Any]
-    best_secs: float | None = Field(
-        description="Best known median when leased. A result beating it is held by the coordinator until "
-        "a second lease re-measures it: a worker need not re-measure it itself."
-    )
-    lease_expires_at: datetime
-    timing: dict[str, float | int | bool] | None = Field(
-        None,
-        description="How to time this candidate instead of the worker's own way (runner.TimingConfig's "
-        "fields), or null. A model's layer is timed one call at a time after the caches are evicted "
-        "and its input read back, as a forward pass runs it.",
-    )
-
-
-class Lease(BaseModel):
-    candidates: list[LeasedPublic]
-
-
-class ResultIn(Strict):
-    candidate_id: int = Field(ge=1, lt=MAX_ID)
-    status: Annotated[Status, ByValue]
-    run_secs: list[RunSeconds] = Field(default_factory=list, max_length=10_000)
-    build_secs: Seconds = 0.0
-    message: LongText = ""
-    timing: dict[Name, Annotated[float, Field(allow_inf_nan=False)] | int | bool] = Field(
-        default_factory=dict, max_length=32
-    )
-    remeasured: bool = Field(
-        False,
-        description="Ignored: the coordinator re-measures a would-be best itself, by a second lease.",
-    )
-
-    @model_validator(mode="after")
-    def _timed_if_ok(self) -> ResultIn:
-        if self.status == Status.OK and not self.run_secs:
-            raise ValueError("run_secs: an ok result needs at least one run's seconds")
-        return self
-
-
-class ResultsIn(Strict):
-    results: list[ResultIn] = Field(min_length=1, max_length=256)
-
-
-PublicOutcome = Literal["accepted", "confirming", "duplicate", "unknown", "refused"]
-
-
-class ResultsOut(BaseModel):
-    outcomes: list[PublicOutcome] = Field(
-        description="Per result: accepted (stored); confirming (it would be the new best: held until a "
-        "second lease, any worker's, re-measures it); duplicate (already stored, nothing changed); "
-        "unknown (no such candidate); refused (this worker does not hold the candidate's lease, or the "
-        "time is faster than its hardware can run: nothing stored)."
-    )
-
-
-class ReleaseIn(Strict):
-    candidate_ids: list[Annotated[int, Field(ge=1, lt=MAX_ID)]] | None = Field(
-        None, max_length=1024, description="Leases to give back; null gives back all of them."
-    )
-
-
-class HeartbeatIn(Strict):
-    holding: list[Annotated[int, Field(ge=1, lt=MAX_ID)]] | None = Field(
-        None,
-        max_length=1024,
-        description="The candidates the worker holds, whose leases are renewed; a lease it does not "
-        "name expires (its answer never reached the worker). Null renews all of them.",
-    )
-
-
-class Count(BaseModel):
-    count: int
 
 
 # Hardware.

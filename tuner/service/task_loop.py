@@ -43,6 +43,7 @@ from datetime import datetime
 from itertools import zip_longest
 from typing import Protocol
 
+from compiler.schedule_rules import RuleConfig, default_schedule
 from compiler.target import Target
 from compiler.workloads import workload_from_spec
 from tuner.database import Database, TaskInfo, TaskStatus
@@ -51,9 +52,8 @@ from tuner.database.fleet import alive_since, expire_silent
 from tuner.database.outage import is_outage
 from tuner.database.owners import claim_tasks, disown, finish_task
 from tuner.search.cost_model import CostModel
-from tuner.search.default_schedule import default_schedule
 from tuner.search.driver import SearchDriver, TaskIds, warm_started_model
-from tuner.search.space import SpaceConfig, rule_space
+from tuner.search.space import rule_space
 from tuner.service.clock import utcnow
 from tuner.service.model_loop import step_models
 from tuner.service.settings import Settings
@@ -255,7 +255,7 @@ class TaskLoop:
             # Resumed after a restart, the search draws a new stream (what it drew before is queued):
             # replaying the old one would sample nothing but programs it must skip.
             seed=task.seed + len(queued),
-            space=rule_space(SpaceConfig.for_target(target)),
+            space=rule_space(RuleConfig.for_target(target)),
             exclude=queued,
             start_from=default_schedule(wl.func, target).trace,
             model=model,
@@ -286,7 +286,8 @@ class TaskLoop:
 
 # The search loop yields its cores to the API and to anything else on the machine: a worker beside
 # it timed a 2-thread kernel at 8x its time while a process at equal priority was busy, and as fast
-# as alone beside one at niceness 10 (bench/RESULTS.md). On a machine of its own it changes nothing.
+# as alone beside one at niceness 10 (bench/results/2026-11-26.md). On a machine of its own it changes
+# nothing.
 SEARCH_NICENESS = 10
 # How often the coordinator checks that its search loop lives: also the least time between two
 # starts of a loop that keeps dying.

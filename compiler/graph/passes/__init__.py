@@ -9,7 +9,7 @@ from compiler.graph.passes.fold_constants import fold_constants
 from compiler.graph.passes.fuse import fuse
 from compiler.graph.passes.layer_norm_pattern import match_layer_norm
 from compiler.graph.passes.nchwc_layout import nchwc_layout
-from compiler.graph.passes.tasks import Task, extract_tasks
+from compiler.graph.passes.tasks import ExtractedTask, extract_tasks
 from compiler.graph.passes.verify import verify
 from compiler.graph.passes.winograd_convs import winograd_convs
 
@@ -43,7 +43,7 @@ def optimize(module: Module, *, check: bool = False) -> Module:
 
 __all__ = [
     "PASSES",
-    "Task",
+    "ExtractedTask",
     "block_conv_channels",
     "block_matmul_columns",
     "eliminate_dead_code",

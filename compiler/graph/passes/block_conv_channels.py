@@ -6,10 +6,10 @@ Why: the tuner vectorizes a conv's innermost spatial loop. In NCHW that is the o
 in the late layers of a CNN is 7 or 14: a 16-lane vector then runs 7 or 14 lanes, and the register
 tile cannot grow along channels because their weights are strided. Blocked, the innermost loop is
 16 output channels, contiguous in the packed weights, and the data is broadcast. Measured with 64
-trials each on ResNet-18's 7x7 layer (AVX-512, bench/RESULTS.md): 57 GFLOPS in NCHW, 183 blocked,
+trials each on ResNet-18's 7x7 layer (AVX-512, bench/results/2026-11-24-a.md): 57 GFLOPS in NCHW, 183 blocked,
 TVM MetaSchedule 145. The packing costs nothing at run time: the weights are constants.
 
-Which convs are blocked (measured with the default schedules on one core, bench/RESULTS.md):
+Which convs are blocked (measured with the default schedules on one core, bench/results/2026-11-24-a.md):
 - only those with a reduction of at least `MIN_REDUCTION` taps (C x R x S): the copy back to NCHW
   gathers each element, which a short reduction does not pay for (MobileNetV2's 32 -> 192 1x1 at
   28x28 with its bias and relu: 0.184 ms blocked, 0.132 in NCHW; 64 -> 384 at 14x14: 0.115 blocked,

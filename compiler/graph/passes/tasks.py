@@ -14,7 +14,10 @@ from compiler.workloads.primfunc_spec import primfunc_spec
 
 
 @dataclass(frozen=True)
-class Task:
+class ExtractedTask:
+    """A kernel to tune, as extracted from a module (TVM's name for it): the fused function, its calls
+    per forward pass, its flops and the graph operators fused into it."""
+
     name: str
     func: PrimFunc
     weight: int  # calls per forward pass
@@ -37,7 +40,7 @@ class Task:
         return f"{'x'.join(map(str, self.func.params[0].shape))} -> {'x'.join(map(str, out.shape))}"
 
 
-def extract_tasks(module: Module) -> list[Task]:
+def extract_tasks(module: Module) -> list[ExtractedTask]:
     """One task per distinct PrimFunc the module runs, in order of first call; fuse first. Calls
     that only reshape run no kernel (the executor makes them views), so they are no task."""
     aliases = views(module)
@@ -48,13 +51,13 @@ def extract_tasks(module: Module) -> list[Task]:
         raise GraphError(
             first.name, "extract_tasks", "the module has unfused operator calls: run graph.optimize first"
         )
-    tasks: dict[str, Task] = {}
+    tasks: dict[str, ExtractedTask] = {}
     for call in calls:
         func = module.funcs[call.func]
         digest = func.structural_hash()
         if digest in tasks:
             t = tasks[digest]
-            tasks[digest] = Task(t.name, t.func, t.weight + 1, t.flops, t.ops)
+            tasks[digest] = ExtractedTask(t.name, t.func, t.weight + 1, t.flops, t.ops)
         else:
-            tasks[digest] = Task(call.func, func, 1, call.flops, call.ops)
+            tasks[digest] = ExtractedTask(call.func, func, 1, call.flops, call.ops)
     return list(tasks.values())

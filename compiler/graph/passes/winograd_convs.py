@@ -4,7 +4,7 @@ conv2d_winograd whose weights are transformed once, here (`winograd.pack_winogra
 Why: such a conv spends 9 multiply-adds per channel pair and output pixel, and ResNet's stages
 are mostly these layers; F(2x2, 3x3) spends 4 (plus the transforms), so a layer that already ran
 at 80-85% of the FMA peak direct runs 1.26-1.52x faster (ResNet-18's 56x56 to 14x14 layers, 128
-trials each, timed warm on one host, bench/RESULTS.md). The output tile is 2: F(4x4, 3x3)
+trials each, timed warm on one host, bench/results/2026-11-24-b.md). The output tile is 2: F(4x4, 3x3)
 multiplies less but its transforms cost more on these sizes, its transformed weights are 4x the
 originals (the 512-channel layer's 9.4 MB become 38 MB), and its float32 error is 10x larger;
 tuned, it won on no layer.

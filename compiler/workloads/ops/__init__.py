@@ -1,4 +1,4 @@
-"""The registered operators; importing this package fills `compiler.workloads.registry.OPS`."""
+"""The registered operators; importing this package fills `compiler.workloads.registry.WORKLOADS`."""
 
 from compiler.workloads.ops import conv, linalg, nn
 

@@ -34,7 +34,7 @@ def ints(*values: int) -> np.ndarray:
 
 
 @dataclass
-class Case:
+class OnnxCase:
     """One model: its nodes, float inputs by shape, int64 inputs by (shape, exclusive bound),
     weights (initializers), and its opset."""
 
@@ -48,7 +48,7 @@ class Case:
     declared: dict[str, tuple[int, ...]] = field(default_factory=dict)  # output shapes ONNX cannot infer
 
 
-def make_model(case: Case) -> onnx.ModelProto:
+def make_model(case: OnnxCase) -> onnx.ModelProto:
     inputs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, s) for n, s in case.inputs.items()]
     inputs += [
         helper.make_tensor_value_info(n, TensorProto.INT64, s) for n, (s, _) in case.index_inputs.items()
@@ -68,7 +68,7 @@ def make_model(case: Case) -> onnx.ModelProto:
     return model
 
 
-def feeds_of(case: Case) -> dict[str, np.ndarray]:
+def feeds_of(case: OnnxCase) -> dict[str, np.ndarray]:
     feeds = {n: weight(*s, positive=case.positive) for n, s in case.inputs.items()}
     feeds.update({n: RNG.integers(0, high, s).astype(np.int64) for n, (s, high) in case.index_inputs.items()})
     return feeds
@@ -94,25 +94,25 @@ def node(op: str, inputs: list[str], outputs: list[str] | None = None, **attrs: 
     return helper.make_node(op, inputs, outputs or ["y"], **attrs)
 
 
-def unary_case(op: str, positive: bool = False, opset: int = 13, **attrs: object) -> Case:
-    return Case([node(op, ["x"], **attrs)], {"x": (2, 3, 5)}, opset=opset, positive=positive)
+def unary_case(op: str, positive: bool = False, opset: int = 13, **attrs: object) -> OnnxCase:
+    return OnnxCase([node(op, ["x"], **attrs)], {"x": (2, 3, 5)}, opset=opset, positive=positive)
 
 
-def conv_case(x: tuple[int, ...], w: tuple[int, ...], bias: bool = True, **attrs: object) -> Case:
+def conv_case(x: tuple[int, ...], w: tuple[int, ...], bias: bool = True, **attrs: object) -> OnnxCase:
     weights = {"w": weight(*w)} | ({"b": weight(w[0])} if bias else {})
-    return Case([node("Conv", ["x", *weights], **attrs)], {"x": x}, weights)
+    return OnnxCase([node("Conv", ["x", *weights], **attrs)], {"x": x}, weights)
 
 
-def pool_case(op: str, opset: int = 13, **attrs: object) -> Case:
-    return Case([node(op, ["x"], **attrs)], {"x": (2, 3, 7, 8)}, opset=opset)
+def pool_case(op: str, opset: int = 13, **attrs: object) -> OnnxCase:
+    return OnnxCase([node(op, ["x"], **attrs)], {"x": (2, 3, 7, 8)}, opset=opset)
 
 
-def reduce_case(op: str, opset: int = 13, axes_input: list[int] | None = None, **attrs: object) -> Case:
+def reduce_case(op: str, opset: int = 13, axes_input: list[int] | None = None, **attrs: object) -> OnnxCase:
     weights = {"axes": ints(*axes_input)} if axes_input is not None else {}
-    return Case([node(op, ["x", *weights], **attrs)], {"x": (3, 4, 5)}, weights, opset=opset)
+    return OnnxCase([node(op, ["x", *weights], **attrs)], {"x": (3, 4, 5)}, weights, opset=opset)
 
 
-CASES: dict[str, Case] = {
+CASES: dict[str, OnnxCase] = {
     **{op: unary_case(op) for op in ["Relu", "Sigmoid", "Tanh", "Erf", "Exp", "Neg", "Abs"]},
     "HardSwish": unary_case("HardSwish", opset=14),
     "Log": unary_case("Log", positive=True),
@@ -125,24 +125,28 @@ CASES: dict[str, Case] = {
     "Gelu-tanh": unary_case("Gelu", opset=20, approximate="tanh"),
     "Identity": unary_case("Identity"),
     "Cast-float": unary_case("Cast", to=TensorProto.FLOAT),
-    "Dropout": Case([node("Dropout", ["x", "ratio"])], {"x": (3, 4)}, {"ratio": np.array(0.5, np.float32)}),
-    "Clip": Case(
+    "Dropout": OnnxCase(
+        [node("Dropout", ["x", "ratio"])], {"x": (3, 4)}, {"ratio": np.array(0.5, np.float32)}
+    ),
+    "Clip": OnnxCase(
         [node("Clip", ["x", "lo", "hi"])],
         {"x": (4, 5)},
         {"lo": np.array(-0.5, np.float32), "hi": np.array(0.7, np.float32)},
     ),
-    "Clip-max-only": Case([node("Clip", ["x", "", "hi"])], {"x": (4, 5)}, {"hi": np.array(0.2, np.float32)}),
-    "Clip-none": Case([node("Clip", ["x"])], {"x": (4, 5)}),
+    "Clip-max-only": OnnxCase(
+        [node("Clip", ["x", "", "hi"])], {"x": (4, 5)}, {"hi": np.array(0.2, np.float32)}
+    ),
+    "Clip-none": OnnxCase([node("Clip", ["x"])], {"x": (4, 5)}),
     **{
-        op: Case([node(op, ["a", "b"])], {"a": (2, 1, 5), "b": (3, 1)}, positive=op == "Div")
+        op: OnnxCase([node(op, ["a", "b"])], {"a": (2, 1, 5), "b": (3, 1)}, positive=op == "Div")
         for op in ["Add", "Sub", "Mul", "Div"]
     },
-    "Add-weight": Case([node("Add", ["w", "x"])], {"x": (2, 3, 4)}, {"w": weight(4)}),
-    "Pow": Case([node("Pow", ["a", "b"])], {"a": (3, 4), "b": (4,)}, positive=True),
-    "Pow-int-exponent": Case([node("Pow", ["x", "e"])], {"x": (3, 4)}, {"e": ints(3)}),
-    "Max": Case([node("Max", ["a", "b", "c"])], {"a": (2, 3, 1), "b": (1, 4), "c": (3, 4)}),
-    "Min": Case([node("Min", ["a", "b"])], {"a": (5, 1), "b": (1, 2)}),
-    "Min-one": Case([node("Min", ["a"])], {"a": (5, 2)}),
+    "Add-weight": OnnxCase([node("Add", ["w", "x"])], {"x": (2, 3, 4)}, {"w": weight(4)}),
+    "Pow": OnnxCase([node("Pow", ["a", "b"])], {"a": (3, 4), "b": (4,)}, positive=True),
+    "Pow-int-exponent": OnnxCase([node("Pow", ["x", "e"])], {"x": (3, 4)}, {"e": ints(3)}),
+    "Max": OnnxCase([node("Max", ["a", "b", "c"])], {"a": (2, 3, 1), "b": (1, 4), "c": (3, 4)}),
+    "Min": OnnxCase([node("Min", ["a", "b"])], {"a": (5, 1), "b": (1, 2)}),
+    "Min-one": OnnxCase([node("Min", ["a"])], {"a": (5, 2)}),
     "Conv": conv_case((1, 3, 7, 9), (5, 3, 3, 2)),
     "Conv-pads-strides-dilations-groups": conv_case(
         (2, 4, 9, 8), (6, 2, 3, 2), pads=[1, 0, 2, 1], strides=[2, 1], dilations=[2, 1], group=2
@@ -151,12 +155,12 @@ CASES: dict[str, Case] = {
     "Conv-same-upper": conv_case((1, 2, 7, 6), (3, 2, 3, 4), auto_pad="SAME_UPPER", strides=[2, 2]),
     "Conv-same-lower": conv_case((1, 2, 7, 6), (3, 2, 4, 3), auto_pad="SAME_LOWER", strides=[2, 1]),
     "Conv-valid": conv_case((1, 2, 7, 6), (3, 2, 3, 3), auto_pad="VALID", kernel_shape=[3, 3]),
-    "BatchNormalization": Case(
+    "BatchNormalization": OnnxCase(
         [node("BatchNormalization", ["x", "s", "b", "m", "v"], epsilon=1e-3)],
         {"x": (2, 3, 4, 5)},
         {"s": weight(3), "b": weight(3), "m": weight(3), "v": weight(3, positive=True)},
     ),
-    "BatchNormalization-opset15": Case(
+    "BatchNormalization-opset15": OnnxCase(
         [node("BatchNormalization", ["x", "s", "b", "m", "v"], training_mode=0)],
         {"x": (2, 3, 5)},
         {"s": weight(3), "b": weight(3), "m": weight(3), "v": weight(3, positive=True)},
@@ -176,77 +180,77 @@ CASES: dict[str, Case] = {
     "AveragePool-ceil": pool_case("AveragePool", kernel_shape=[2, 2], strides=[2, 3], ceil_mode=1),
     "GlobalAveragePool": pool_case("GlobalAveragePool"),
     "GlobalMaxPool": pool_case("GlobalMaxPool"),
-    "Flatten": Case([node("Flatten", ["x"])], {"x": (2, 3, 4)}),
-    "Flatten-0": Case([node("Flatten", ["x"], axis=0)], {"x": (2, 3, 4)}),
-    "Flatten-negative": Case([node("Flatten", ["x"], axis=-1)], {"x": (2, 3, 4)}),
-    "Reshape": Case([node("Reshape", ["x", "s"])], {"x": (2, 3, 4)}, {"s": ints(0, -1, 2)}),
-    "Transpose": Case([node("Transpose", ["x"])], {"x": (2, 3, 4)}),
-    "Transpose-perm": Case([node("Transpose", ["x"], perm=[1, 2, 0])], {"x": (2, 3, 4)}),
-    "Concat": Case(
+    "Flatten": OnnxCase([node("Flatten", ["x"])], {"x": (2, 3, 4)}),
+    "Flatten-0": OnnxCase([node("Flatten", ["x"], axis=0)], {"x": (2, 3, 4)}),
+    "Flatten-negative": OnnxCase([node("Flatten", ["x"], axis=-1)], {"x": (2, 3, 4)}),
+    "Reshape": OnnxCase([node("Reshape", ["x", "s"])], {"x": (2, 3, 4)}, {"s": ints(0, -1, 2)}),
+    "Transpose": OnnxCase([node("Transpose", ["x"])], {"x": (2, 3, 4)}),
+    "Transpose-perm": OnnxCase([node("Transpose", ["x"], perm=[1, 2, 0])], {"x": (2, 3, 4)}),
+    "Concat": OnnxCase(
         [node("Concat", ["a", "w", "b"], axis=-1)], {"a": (2, 3), "b": (2, 1)}, {"w": weight(2, 4)}
     ),
-    "Split-sizes": Case(
+    "Split-sizes": OnnxCase(
         [node("Split", ["x", "s"], ["y", "z", "t"], axis=1)],
         {"x": (2, 6, 3)},
         {"s": ints(2, 3, 1)},
         outputs=("y", "z", "t"),
     ),
-    "Split-equal": Case([node("Split", ["x"], ["y", "z"], axis=-1)], {"x": (3, 4)}, outputs=("y", "z")),
-    "Split-num-outputs": Case(
+    "Split-equal": OnnxCase([node("Split", ["x"], ["y", "z"], axis=-1)], {"x": (3, 4)}, outputs=("y", "z")),
+    "Split-num-outputs": OnnxCase(
         [node("Split", ["x"], ["y", "z", "t"], num_outputs=3)],
         {"x": (7, 2)},
         opset=18,
         outputs=("y", "z", "t"),
     ),
-    "Slice": Case(
+    "Slice": OnnxCase(
         [node("Slice", ["x", "st", "en", "ax", "sp"])],
         {"x": (5, 6, 7)},
         {"st": ints(-4, 1), "en": ints(INT64_MAX, -1), "ax": ints(-1, 0), "sp": ints(2, 1)},
     ),
-    "Slice-clamped": Case(
+    "Slice-clamped": OnnxCase(
         [node("Slice", ["x", "st", "en"])], {"x": (5, 6)}, {"st": ints(-100, 2), "en": ints(100, 3)}
     ),
-    "Squeeze": Case([node("Squeeze", ["x", "a"])], {"x": (3, 1, 4, 1)}, {"a": ints(-1)}),
-    "Squeeze-all": Case([node("Squeeze", ["x"])], {"x": (1, 3, 1, 4)}),
-    "Unsqueeze": Case([node("Unsqueeze", ["x", "a"])], {"x": (3, 4)}, {"a": ints(0, -1)}),
-    "Expand": Case([node("Expand", ["x", "s"])], {"x": (3, 1)}, {"s": ints(2, 1, 4)}),
-    "Pad": Case(
+    "Squeeze": OnnxCase([node("Squeeze", ["x", "a"])], {"x": (3, 1, 4, 1)}, {"a": ints(-1)}),
+    "Squeeze-all": OnnxCase([node("Squeeze", ["x"])], {"x": (1, 3, 1, 4)}),
+    "Unsqueeze": OnnxCase([node("Unsqueeze", ["x", "a"])], {"x": (3, 4)}, {"a": ints(0, -1)}),
+    "Expand": OnnxCase([node("Expand", ["x", "s"])], {"x": (3, 1)}, {"s": ints(2, 1, 4)}),
+    "Pad": OnnxCase(
         [node("Pad", ["x", "p", "v"])],
         {"x": (2, 3, 4)},
         {"p": ints(0, 1, 2, 1, 0, 3), "v": np.array(1.5, np.float32)},
     ),
-    "Pad-axes": Case(
+    "Pad-axes": OnnxCase(
         [node("Pad", ["x", "p", "", "a"])],
         {"x": (2, 3, 4)},
         {"p": ints(1, 2, 0, 1), "a": ints(-1, 0)},
         opset=18,
     ),
-    "Gemm": Case([node("Gemm", ["a", "w", "c"])], {"a": (3, 4)}, {"w": weight(4, 5), "c": weight(5)}),
-    "Gemm-trans-alpha-beta": Case(
+    "Gemm": OnnxCase([node("Gemm", ["a", "w", "c"])], {"a": (3, 4)}, {"w": weight(4, 5), "c": weight(5)}),
+    "Gemm-trans-alpha-beta": OnnxCase(
         [node("Gemm", ["a", "w", "c"], transA=1, transB=1, alpha=0.5, beta=2.0)],
         {"a": (4, 3)},
         {"w": weight(5, 4), "c": weight(3, 1)},
     ),
-    "Gemm-no-c": Case([node("Gemm", ["a", "b"], transB=1)], {"a": (2, 3), "b": (4, 3)}),
-    "MatMul": Case([node("MatMul", ["a", "b"])], {"a": (2, 1, 3, 4), "b": (5, 4, 6)}),
-    "MatMul-vector-left": Case([node("MatMul", ["a", "b"])], {"a": (4,), "b": (2, 4, 3)}),
-    "MatMul-vector-right": Case([node("MatMul", ["a", "b"])], {"a": (2, 3, 4), "b": (4,)}),
-    "MatMul-vectors": Case(
+    "Gemm-no-c": OnnxCase([node("Gemm", ["a", "b"], transB=1)], {"a": (2, 3), "b": (4, 3)}),
+    "MatMul": OnnxCase([node("MatMul", ["a", "b"])], {"a": (2, 1, 3, 4), "b": (5, 4, 6)}),
+    "MatMul-vector-left": OnnxCase([node("MatMul", ["a", "b"])], {"a": (4,), "b": (2, 4, 3)}),
+    "MatMul-vector-right": OnnxCase([node("MatMul", ["a", "b"])], {"a": (2, 3, 4), "b": (4,)}),
+    "MatMul-vectors": OnnxCase(
         [node("MatMul", ["a", "b"]), node("Relu", ["y"], ["z"])], {"a": (4,), "b": (4,)}, outputs=("z",)
     ),
-    "Softmax": Case([node("Softmax", ["x"], axis=1)], {"x": (2, 3, 4)}),
-    "Softmax-default": Case([node("Softmax", ["x"])], {"x": (2, 3, 5)}),
-    "LogSoftmax": Case([node("LogSoftmax", ["x"])], {"x": (3, 5)}),
-    "LayerNormalization": Case(
+    "Softmax": OnnxCase([node("Softmax", ["x"], axis=1)], {"x": (2, 3, 4)}),
+    "Softmax-default": OnnxCase([node("Softmax", ["x"])], {"x": (2, 3, 5)}),
+    "LogSoftmax": OnnxCase([node("LogSoftmax", ["x"])], {"x": (3, 5)}),
+    "LayerNormalization": OnnxCase(
         [node("LayerNormalization", ["x", "g", "b"], axis=-2, epsilon=1e-3)],
         {"x": (2, 3, 4)},
         {"g": weight(3, 4), "b": weight(3, 4)},
         opset=17,
     ),
-    "LayerNormalization-no-bias": Case(
+    "LayerNormalization-no-bias": OnnxCase(
         [node("LayerNormalization", ["x", "g"])], {"x": (2, 3, 5)}, {"g": weight(5)}, opset=17
     ),
-    "LayerNormalization-broadcast-scale": Case(
+    "LayerNormalization-broadcast-scale": OnnxCase(
         [node("LayerNormalization", ["x", "g", "b"], axis=1)],
         {"x": (2, 3, 4)},
         {"g": weight(1, 4), "b": weight(4)},
@@ -260,16 +264,16 @@ CASES: dict[str, Case] = {
     "ReduceSum-noop": reduce_case("ReduceSum", noop_with_empty_axes=1),
     "ReduceMean-opset18": reduce_case("ReduceMean", opset=18, axes_input=[2, 0]),
     "ReduceMax-opset18-all": reduce_case("ReduceMax", opset=18, keepdims=0),
-    "Gather-embedding": Case(
+    "Gather-embedding": OnnxCase(
         [node("Gather", ["table", "ids"])], {}, {"table": weight(10, 4)}, index_inputs={"ids": ((2, 3), 10)}
     ),
-    "Gather-constant-indices": Case(
+    "Gather-constant-indices": OnnxCase(
         [node("Gather", ["x", "i"], axis=1)], {"x": (2, 5, 3)}, {"i": np.array([[0, -1], [3, 3]], np.int64)}
     ),
-    "Gather-scalar-index": Case(
+    "Gather-scalar-index": OnnxCase(
         [node("Gather", ["x", "i"], axis=1)], {"x": (2, 5, 3)}, {"i": np.array(-2, np.int64)}
     ),
-    "Constant": Case(
+    "Constant": OnnxCase(
         [
             helper.make_node("Constant", [], ["c"], value=numpy_helper.from_array(weight(3, 4))),
             helper.make_node("Constant", [], ["f"], value_float=2.5),
@@ -293,8 +297,8 @@ def test_operator_matches_onnxruntime(name: str) -> None:
 
 # Shape computations: with static input shapes they are constants, folded while importing.
 
-SHAPE_CASES: dict[str, Case] = {
-    "shape-gather-unsqueeze-concat": Case(
+SHAPE_CASES: dict[str, OnnxCase] = {
+    "shape-gather-unsqueeze-concat": OnnxCase(
         [
             node("Shape", ["x"], ["s"]),
             node("Gather", ["s", "zero"], ["n"]),
@@ -306,7 +310,7 @@ SHAPE_CASES: dict[str, Case] = {
         {"zero": np.array(0, np.int64), "zero1": ints(0), "minus1": ints(-1)},
         declared={"y": (2, 15)},
     ),
-    "shape-slice-div-mul": Case(
+    "shape-slice-div-mul": OnnxCase(
         [
             node("Shape", ["x"], ["s"], start=1),
             node("Slice", ["s", "zero", "one"], ["c"]),
@@ -322,7 +326,7 @@ SHAPE_CASES: dict[str, Case] = {
         {"zero": ints(0), "one": ints(1), "two": ints(2), "last": ints(5), "zeros": ints(0, 0, 0, 0)},
         opset=15,
     ),
-    "constant-of-shape-range-cast": Case(
+    "constant-of-shape-range-cast": OnnxCase(
         [
             node("Shape", ["x"], ["s"]),
             node(
@@ -336,7 +340,7 @@ SHAPE_CASES: dict[str, Case] = {
         {"x": (2, 4)},
         {"zero": np.array(0, np.int64), "n": np.array(4, np.int64), "one": np.array(1, np.int64)},
     ),
-    "gather-negative-index": Case(
+    "gather-negative-index": OnnxCase(
         [
             node("Shape", ["x"], ["s"]),
             node("Gather", ["s", "last"], ["d"]),
@@ -346,7 +350,7 @@ SHAPE_CASES: dict[str, Case] = {
         {"last": ints(-1, 0)},
         declared={"y": (3, 2)},
     ),
-    "squeeze-expand-shape": Case(
+    "squeeze-expand-shape": OnnxCase(
         [
             node("Shape", ["x"], ["s"]),
             node("Slice", ["s", "m1", "end"], ["last"]),
@@ -386,7 +390,7 @@ class ConvNet(torch.nn.Module):
         return self.fc(x.view(x.size(0), -1))
 
 
-class Block(torch.nn.Module):
+class TorchBlock(torch.nn.Module):
     """Pre-norm attention and a GELU feed-forward (exported as Erf)."""
 
     def __init__(self, dim: int = 12, heads: int = 3) -> None:
@@ -452,7 +456,7 @@ def test_graph_passes_fold_what_the_frontend_leaves_to_them() -> None:
 @pytest.mark.parametrize("opset", [13, 17])
 def test_torch_transformer_block(opset: int) -> None:
     x = torch.randn(2, 5, 12)
-    model = export(Block(), x, opset)
+    model = export(TorchBlock(), x, opset)
     ops = {n.op_type for n in model.graph.node}
     assert "Erf" in ops
     assert ("LayerNormalization" in ops) == (opset == 17)  # opset 13: ReduceMean, Sub, Pow, Sqrt, Div
@@ -468,7 +472,7 @@ def fix_batch(model: onnx.ModelProto, size: int) -> onnx.ModelProto:
     return model
 
 
-@pytest.mark.parametrize("module,shape", [(ConvNet(), (2, 3, 7, 8)), (Block(), (2, 5, 12))])
+@pytest.mark.parametrize("module,shape", [(ConvNet(), (2, 3, 7, 8)), (TorchBlock(), (2, 5, 12))])
 def test_torch_dynamic_export_with_the_batch_fixed(module: torch.nn.Module, shape: tuple[int, ...]) -> None:
     """A dynamic-batch export computes its reshape targets with Shape, Gather, Unsqueeze, Concat,
     Div and Cast; with the batch fixed they fold into constants."""
@@ -486,12 +490,12 @@ def test_torch_dynamic_export_with_the_batch_fixed(module: torch.nn.Module, shap
 def single(
     op_node: onnx.NodeProto, inputs: dict[str, tuple[int, ...]], opset: int = 13, **weights: np.ndarray
 ) -> onnx.ModelProto:
-    return make_model(Case([op_node], inputs, weights, opset=opset))
+    return make_model(OnnxCase([op_node], inputs, weights, opset=opset))
 
 
 def test_unsupported_operator_is_named_before_anything_is_built() -> None:
     model = make_model(
-        Case(
+        OnnxCase(
             [node("Relu", ["x"], ["r"]), helper.make_node("NonZero", ["r"], ["y"], name="nz")], {"x": (2, 3)}
         )
     )
@@ -501,7 +505,7 @@ def test_unsupported_operator_is_named_before_anything_is_built() -> None:
 
 
 def test_custom_domain_operator_is_unsupported() -> None:
-    model = make_model(Case([node("Relu", ["x"])], {"x": (2, 3)}))
+    model = make_model(OnnxCase([node("Relu", ["x"])], {"x": (2, 3)}))
     model.graph.node[0].CopyFrom(helper.make_node("Gelu", ["x"], ["y"], domain="com.microsoft"))
     model.opset_import.append(helper.make_opsetid("com.microsoft", 1))
     with pytest.raises(GraphError, match=r"com\.microsoft\.Gelu.*unsupported operator"):
@@ -509,14 +513,14 @@ def test_custom_domain_operator_is_unsupported() -> None:
 
 
 def test_dynamic_dimension_names_input_and_dim() -> None:
-    model = make_model(Case([node("Relu", ["x"])], {"x": ("n", 3)}))
+    model = make_model(OnnxCase([node("Relu", ["x"])], {"x": ("n", 3)}))
     with pytest.raises(GraphError, match=r"'x'.*dimension 0 is 'n'"):
         from_onnx(model)
 
 
 def test_int_input_used_as_data() -> None:
     model = make_model(
-        Case(
+        OnnxCase(
             [node("Cast", ["ids"], ["f"], to=TensorProto.FLOAT), node("Relu", ["f"])],
             {},
             index_inputs={"ids": ((3,), 5)},
@@ -598,7 +602,7 @@ def test_checker_errors_are_frontend_errors() -> None:
 
 REFUSED = {
     "maxpool-indices": (
-        Case(
+        OnnxCase(
             [node("MaxPool", ["x"], ["y", "idx"], kernel_shape=[2, 2]), node("Cast", ["idx"], ["z"], to=1)],
             {"x": (1, 1, 4, 4)},
             outputs=("y", "z"),
@@ -606,11 +610,11 @@ REFUSED = {
         "output Indices",
     ),
     "dropout-mask": (
-        Case([node("Dropout", ["x"], ["y", "mask"])], {"x": (2, 3)}, outputs=("y", "mask")),
+        OnnxCase([node("Dropout", ["x"], ["y", "mask"])], {"x": (2, 3)}, outputs=("y", "mask")),
         "output mask",
     ),
     "dropout-training": (
-        Case(
+        OnnxCase(
             [node("Dropout", ["x", "r", "t"])],
             {"x": (2, 3)},
             {"r": np.array(0.5, np.float32), "t": np.array(True)},
@@ -618,7 +622,7 @@ REFUSED = {
         "training_mode=1",
     ),
     "layernorm-mean": (
-        Case(
+        OnnxCase(
             [node("LayerNormalization", ["x", "g"], ["y", "mean"])],
             {"x": (2, 3)},
             {"g": weight(3)},
@@ -628,7 +632,7 @@ REFUSED = {
         "output Mean",
     ),
     "batchnorm-training": (
-        Case(
+        OnnxCase(
             [node("BatchNormalization", ["x", "s", "b", "m", "v"], ["y", "mean", "var"], training_mode=1)],
             {"x": (2, 3, 4)},
             {k: weight(3, positive=True) for k in "sbmv"},
@@ -637,28 +641,28 @@ REFUSED = {
         "training_mode=1",
     ),
     "cast-to-int": (
-        Case([node("Cast", ["x"], to=TensorProto.INT64)], {"x": (2, 3)}),
+        OnnxCase([node("Cast", ["x"], to=TensorProto.INT64)], {"x": (2, 3)}),
         "cast of a run-time float32",
     ),
     "pad-reflect": (
-        Case([node("Pad", ["x", "p"], mode="reflect")], {"x": (2, 3)}, {"p": ints(0, 1, 0, 1)}),
+        OnnxCase([node("Pad", ["x", "p"], mode="reflect")], {"x": (2, 3)}, {"p": ints(0, 1, 0, 1)}),
         "mode 'reflect'",
     ),
     "slice-negative-step": (
-        Case(
+        OnnxCase(
             [node("Slice", ["x", "a", "b", "c", "d"])],
             {"x": (4,)},
             {"a": ints(-1), "b": ints(-5), "c": ints(0), "d": ints(-1)},
         ),
         "negative steps",
     ),
-    "conv1d": (Case([node("Conv", ["x", "w"])], {"x": (1, 2, 5)}, {"w": weight(3, 2, 3)}), "only 2-D"),
+    "conv1d": (OnnxCase([node("Conv", ["x", "w"])], {"x": (1, 2, 5)}, {"w": weight(3, 2, 3)}), "only 2-D"),
     "clip-runtime-bound": (
-        Case([node("Clip", ["x", "lo"])], {"x": (3,), "lo": (1,)}),
+        OnnxCase([node("Clip", ["x", "lo"])], {"x": (3,), "lo": (1,)}),
         "input 1 \\('lo'\\) must be a compile-time constant",
     ),
     "float16-weight": (
-        Case([node("Add", ["x", "w"])], {"x": (3,)}, {"w": weight(3)}),
+        OnnxCase([node("Add", ["x", "w"])], {"x": (3,)}, {"w": weight(3)}),
         "constant .w.: dtype float16 is not supported",
     ),
 }

@@ -16,7 +16,8 @@ from compiler import Schedule, Target, build, te
 from compiler.graph import OPS, Attrs, GraphBuilder, GraphError, Input, TensorType, run_reference
 from compiler.graph.op import call
 from compiler.ir import PrimFunc
-from tuner.search.space import SpaceConfig, rule_space
+from compiler.schedule_rules import RuleConfig
+from tuner.search.space import rule_space
 
 Shapes = Sequence[tuple[int, ...]]
 Expected = Callable[..., np.ndarray]
@@ -119,7 +120,7 @@ def assert_schedules(
     samples = []
     for seed in seeds:
         sch = Schedule(func, seed=seed)
-        rule_space(SpaceConfig.for_target(Target.host()))(sch)
+        rule_space(RuleConfig.for_target(Target.host()))(sch)
         got = np.full(want.shape, np.nan, want.dtype)
         build(sch.func, Target.host(), listings=False)(*arrays, got)
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4, err_msg=f"seed {seed}")

@@ -12,6 +12,7 @@ import torch
 from bench import zoo
 from compiler import frontend, graph
 from compiler.workloads import workload_from_spec
+from tuner.best import build_model
 from tuner.tune import tune
 
 MODELS = {
@@ -77,9 +78,9 @@ def test_build_uses_tuned_records_and_stays_correct(tmp_path) -> None:
     database = f"sqlite:///{tmp_path / 'tune.db'}"
     first = graph.extract_tasks(module)[0]
     tune(first.spec, trials=4, database=database)
-    compiled = graph.build(module, database=database)
+    compiled = build_model(module, database=database)
     assert {s.func: s.origin for s in compiled.sources} == {
-        t.name: "tuned" if t.name == first.name else "default" for t in graph.extract_tasks(module)
+        t.name: "given" if t.name == first.name else "default" for t in graph.extract_tasks(module)
     }
     with torch.no_grad():
         want = model(*args).numpy()

@@ -13,14 +13,12 @@ from compiler import PrimFunc, Schedule, ScheduleError, Target, Trace, build, te
 from compiler.auto_unroll import AUTO_UNROLL_MAX_STEP
 from compiler.ir import For
 from compiler.schedule.tree import find_block, loops_above
+from compiler.schedule_rules import RuleConfig, analysis, default, default_schedule
+from compiler.schedule_rules import heuristic as ds
 from compiler.visit import blocks, walk_stmt
 from compiler.workloads import workload_from_spec
 from tests import machines
-from tuner.search import default_schedule as ds
-from tuner.search import space
-from tuner.search.default_schedule import default_schedule
 from tuner.search.mutators import mutate_tile_size
-from tuner.search.space import SpaceConfig
 
 F32 = "float32"
 
@@ -355,8 +353,8 @@ def test_a_14_wide_conv_counts_its_rows_as_the_code_generator_loads_them(isa, ti
     """A 14-lane row is one AVX-512 register and one masked load: 8 filters x 2 rows make 16
     accumulators (counted as 3 registers, the tile kept 4 x 2: 8; conv4_x 180 -> 187 GFLOPS). On AVX2
     it is 8 + 6 lanes, the 6 loaded as 4 + 2 and an insert: a second row costs more than the two
-    filters it saves (2 x 2 ran 0.82x of 4 x 1 on conv4_x_expand, bench/RESULTS.md, eleventh stop).
-    Rows of 14 stay rows (rows of 7 are fused: the next test)."""
+    filters it saves (2 x 2 ran 0.82x of 4 x 1 on conv4_x_expand, bench/results/2026-11-25-c.md, eleventh
+    stop). Rows of 14 stay rows (rows of 7 are fused: the next test)."""
     data, weight = (
         te.placeholder((1, 64, 14, 14), F32, "data"),
         te.placeholder((256, 64, 1, 1), F32, "weight"),
@@ -383,11 +381,11 @@ def test_a_narrow_batch_1_dense_layer_still_gives_every_core_a_parallel_tile():
 
 
 def test_a_function_the_rules_refuse_falls_back_to_parallel_and_vector_loops(monkeypatch):
-    def refuse(sch, cfg, decide):
+    def refuse(sch, rules, ctx):
         sch.split(sch.get_loops(sch.get_block("Y"))[0], [None, 2])  # some work, then a refusal
         raise ScheduleError("refused")
 
-    monkeypatch.setattr(ds, "apply_rules", refuse)
+    monkeypatch.setattr(default, "apply_rules", refuse)
     func = dense_bias_relu()
     sch = default_schedule(func, Target.host())
     assert {"parallel", "vectorized"} <= loop_kinds(sch.func)
@@ -409,7 +407,7 @@ def test_a_math_block_that_two_blocks_read_is_computed_once_and_others_are_inlin
 def test_a_pool_runs_its_window_over_vectors_of_output_columns_and_pads_per_row():
     """Each tap of the window is one vector operation over a row of outputs (stride-2 loads), not a
     scalar window per output; the padded rows each parallel iteration reads are computed there.
-    (ResNet-18's max pool: 226 us as it was tuned, 93 us so by default, bench/RESULTS.md.)"""
+    (ResNet-18's max pool: 226 us as it was tuned, 93 us so by default, bench/results/2026-11-25-e.md.)"""
     func = default_schedule(max_pool(), machines.AVX512).func
     path, _ = find_block(func.body, "pool")
     kinds = [lp.kind for _, lp in loops_above(func.body, path)]
@@ -430,7 +428,7 @@ def test_a_pool_runs_its_window_over_vectors_of_output_columns_and_pads_per_row(
 def test_only_reductions_reading_along_the_output_row_vectorize_it(make, block, window):
     """A softmax's row max reads each output's row 13 elements from the next output's: vectorized
     across outputs, every lane would be a gather, so its reduction stays innermost."""
-    assert space.window_loop(make(), block) == window
+    assert analysis.window_loop(make(), block) == window
 
 
 def test_a_prime_row_is_vectorized_whole_not_one_element_per_parallel_iteration():
@@ -450,7 +448,7 @@ def test_a_prime_row_is_vectorized_whole_not_one_element_per_parallel_iteration(
 def test_the_parallel_tiles_reuse_the_largest_operand_from_cache():
     """B (3072 x 768) is the largest operand and does not depend on the rows: the row tiles run inside
     each column tile. A conv's weights do not depend on the pixels: the pixels run inside."""
-    decide = ds.Heuristic(SpaceConfig.for_target(machines.AVX512), cores=2)
+    decide = ds.Heuristic(RuleConfig.for_target(machines.AVX512), cores=2)
     assert decide.outer_order(matmul(128, 3072, 768), "C", ["S", "S", "R"]) == [1, 0]
     assert decide.outer_order(matmul(3072, 128, 16), "C", ["S", "S", "R"]) == [0, 1]  # A is largest
     conv = workload_from_spec(
@@ -508,8 +506,8 @@ def test_no_panel_where_it_would_not_pay(m, k, n, cores):
 def test_avx512_and_avx2_both_get_panels_and_a_tile_that_streams_less_of_b():
     """512^3: 4x64 and 8x32 tie on throughput and accumulators, but over the whole reduction 4x64 reads
     a 128 KiB stripe of B, 256 bytes a step from L2, and 8x32 64 KiB (a Xeon with two FMA ports: 8x32
-    1.3x faster, both with panels; bench/RESULTS.md, thirteenth stop). AVX2's 2x32 reads 64 KiB, within
-    the bound."""
+    1.3x faster, both with panels; bench/results/2026-11-25-d.md, thirteenth stop). AVX2's 2x32 reads 64 KiB,
+    within the bound."""
     for isa, tile in (("avx512", (8, 32)), ("avx2", (2, 32))):
         sch = default_schedule(matmul(512, 512, 512), machines.target(isa, cores=2))
         _, j, i = decisions(sch)
@@ -551,7 +549,7 @@ def test_weights_packed_in_blocks_of_columns_get_no_second_panel():
 def test_a_row_that_fills_every_register_is_not_taken_whole():
     """122 lanes are 16 AVX2 registers (64 + 32 + 16 + 8 + 2): with the broadcast operand they spill.
     61 lanes fit. (118 lanes are 15, the 6-lane remainder one vector, and run whole: 93-100 GFLOPS
-    where 59 lanes ran 67-96, bench/RESULTS.md, eleventh stop.)"""
+    where 59 lanes ran 67-96, bench/results/2026-11-25-c.md, eleventh stop.)"""
     _, j, i = decisions(default_schedule(matmul(96, 64, 122), machines.AVX2))
     assert (i[3], j[3]) == (1, 61)
     _, j, _ = decisions(default_schedule(matmul(96, 64, 118), machines.AVX2))

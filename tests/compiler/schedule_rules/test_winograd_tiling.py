@@ -10,11 +10,10 @@ from compiler.auto_unroll import AUTO_UNROLL_MAX_STEP
 from compiler.graph import OPS, Attrs
 from compiler.ir import For
 from compiler.schedule.tree import find_block, loops_above, nodes
+from compiler.schedule_rules import RuleConfig, default_schedule, winograd_tiling
 from compiler.winograd import PRODUCT_RULE
 from tests.compiler.graph.op_check import assert_schedules, random_inputs
-from tuner.search import winograd_rule
-from tuner.search.default_schedule import default_schedule
-from tuner.search.space import SpaceConfig, rule_space
+from tuner.search.space import rule_space
 
 PRODUCT = "conv_wino_m"
 # (x shape, K): 64 channels' weights are 256 KiB transformed; 160 channels', 1.6 MiB
@@ -61,7 +60,7 @@ def assert_default_computes(case: tuple) -> Schedule:
 
 def test_small_weights_compute_every_stage_per_block_of_tiles():
     func, _, _ = conv_bias_relu(*SMALL)
-    assert not winograd_rule.staged(func, PRODUCT)
+    assert not winograd_tiling.staged(func, PRODUCT)
     sch = assert_default_computes(SMALL)
     parallel = product_parallel_loop(sch)
     for stage in ("conv_wino_pad", "conv_wino_v", "conv_wino", "relu"):
@@ -71,7 +70,7 @@ def test_small_weights_compute_every_stage_per_block_of_tiles():
 
 def test_large_weights_stage_the_transforms_and_read_each_weight_once():
     func, _, _ = conv_bias_relu(*LARGE)
-    assert winograd_rule.staged(func, PRODUCT)
+    assert winograd_tiling.staged(func, PRODUCT)
     sch = assert_default_computes(LARGE)
     parallel = product_parallel_loop(sch)
     assert parallel.extent % 16 == 0  # every transform point, times blocks of output channels
@@ -100,7 +99,7 @@ def test_samples_of_the_space_compute_the_conv(case):
 def test_the_space_unrolls_a_winograd_kernel_at_most_64_steps():
     """Unrolled 512 steps, the transforms' loops of terms made a kernel compile for seconds."""
     func, _, _ = conv_bias_relu(*SMALL)
-    space = rule_space(SpaceConfig.for_target(Target.host()))
+    space = rule_space(RuleConfig.for_target(Target.host()))
     budgets = set()
     for seed in range(12):
         sch = Schedule(func, seed=seed)
@@ -112,7 +111,7 @@ def test_the_space_unrolls_a_winograd_kernel_at_most_64_steps():
 def test_a_register_tile_of_one_element_vectorizes_no_loop_around_the_reduction():
     func, _, _ = conv_bias_relu(*SMALL)
     sch = Schedule(func)
-    placed = winograd_rule.apply(sch, PRODUCT, [[10, 1], [1, 12, 1], [64, 1]], lanes=16, registers=32)
+    placed = winograd_tiling.tile(sch, PRODUCT, [[10, 1], [1, 12, 1], [64, 1]], lanes=16, registers=32)
     assert PRODUCT in placed
     assert vectorized_loops_are_innermost(sch)
 
@@ -125,7 +124,7 @@ def test_a_register_tile_of_one_element_vectorizes_no_loop_around_the_reduction(
 def test_the_default_register_tile_fills_half_the_registers(lanes, registers, want):
     """ResNet-18's 56x56 layer: 28 x 28 tiles, 64 output channels; rows alone give every core work."""
     func, _, _ = conv_bias_relu((1, 64, 56, 56), 64)
-    assert winograd_rule.tile_decisions(func, PRODUCT, lanes, registers, cores=2) == want
+    assert winograd_tiling.tile_decisions(func, PRODUCT, lanes, registers, cores=2) == want
 
 
 def test_a_block_that_only_claims_the_rule_is_refused_by_it_not_miscompiled():
@@ -136,7 +135,7 @@ def test_a_block_that_only_claims_the_rule_is_refused_by_it_not_miscompiled():
     annotations = {te.SCHEDULE_RULE: PRODUCT_RULE}
     Y = te.compute((8, 16), lambda i, j: te.sum(A[i, k] * B[k, j], axis=k), name="Y", annotations=annotations)
     func = te.create_prim_func([A, B, Y])
-    space = rule_space(SpaceConfig.for_target(Target.host()))
+    space = rule_space(RuleConfig.for_target(Target.host()))
     with pytest.raises(ScheduleError):
         space(Schedule(func, seed=0))
     a, b = random_inputs([(8, 12), (12, 16)])

@@ -13,10 +13,9 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import insert, inspect
 from sqlalchemy.exc import IntegrityError
 
-from compiler.target import Target
-from runner.hardware import Hardware
+from compiler.target import Hardware, Target
 from tuner.database import Database, NewRecord, TaskStatus, absolute_url, alembic_config, trace_hash
-from tuner.database.schema import Base, TuningRecord
+from tuner.database.schema import Base, RecordRow
 
 WORKLOAD = {"op": "matmul", "params": {"M": 64, "N": 48, "K": 40}, "dtype": "float32"}
 
@@ -362,7 +361,7 @@ def test_bad_records_are_refused_before_and_by_the_database(tuning_db: Database)
     ]
     for bad in bad_rows:
         with pytest.raises(IntegrityError), tuning_db.engine.begin() as connection:
-            connection.execute(insert(TuningRecord).values(**row, **bad))
+            connection.execute(insert(RecordRow).values(**row, **bad))
     with pytest.raises(IntegrityError):
         tuning_db.add_record(new(wid, hid + 100, 0))  # foreign keys are on, on SQLite too
 

@@ -9,9 +9,9 @@ from pathlib import Path
 import sqlalchemy as sa
 from alembic import command
 
+from compiler.target import Hardware
 from compiler.workloads import workload_from_spec
 from runner import MODEL_TIMING, NullRunner
-from runner.hardware import Hardware
 from tuner.database import Database, alembic_config
 from tuner.database import queue as q
 from tuner.tune import tune

@@ -11,13 +11,14 @@ import pytest
 from sqlalchemy import select
 
 from runner import MODEL_TIMING, TimingConfig
+from runner.protocol import ResultIn
 from tests.tuner.database.test_database import add_pair, hw_key, record
 from tuner.database import Database, TaskStatus, owners, trace_hash
 from tuner.database import queue as q
 from tuner.database.fleet import heartbeat, register_worker, stop_worker, workers
 from tuner.database.owners import cancel_task, claim_tasks, disown, finish_task
 from tuner.database.queue import lock_candidates
-from tuner.database.schema import ApiToken
+from tuner.database.schema import TokenRow
 from tuner.database.tokens import authenticate, create_token, hash_token, revoke_token, tokens
 
 T0 = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
@@ -73,13 +74,13 @@ def lease(db, worker, hid, n, now=T0, max_attempts=3):
     )
 
 
-def ok(candidate_id: int, secs: float = 1e-3, timing: TimingConfig | None = None) -> q.Submission:
+def ok(candidate_id: int, secs: float = 1e-3, timing: TimingConfig | None = None) -> ResultIn:
     """An ok result, timed warm with 3 repeats unless `timing` says how it was timed."""
     used = asdict(timing) if timing is not None else {"repeat": 3}
-    return q.Submission(candidate_id=candidate_id, status="ok", run_secs=[secs] * 3, timing=used)
+    return ResultIn(candidate_id=candidate_id, status="ok", run_secs=[secs] * 3, timing=used)
 
 
-def submit(db: Database, worker: int, *results: q.Submission) -> list[q.Outcome]:
+def submit(db: Database, worker: int, *results: ResultIn) -> list[q.Outcome]:
     """Results of `worker` (named w<id> in records), judged against a generous 1000 GFLOPS per core."""
     name = {1: "w1", 2: "w2"}.get(worker, "elsewhere")
     return q.submit(db, worker_id=worker, worker=name, submissions=results, gflops_per_core=1000.0)
@@ -297,7 +298,7 @@ def test_a_single_forged_result_never_becomes_the_best(setup):
     a, b = lease(db, w1, hid, 2)
     assert submit(db, w1, ok(a.id, 1e-6), ok(b.id, 1e-6)) == [q.Outcome.CONFIRMING] * 2
     c, d = lease(db, w2, hid, 2)
-    crash = q.Submission(candidate_id=d.id, status="wrong_result", message="Y: 3 elements differ")
+    crash = ResultIn(candidate_id=d.id, status="wrong_result", message="Y: 3 elements differ")
     assert submit(db, w2, ok(c.id, 1e-3), crash) == [q.Outcome.ACCEPTED] * 2
     honest, failed = db.records(workload_id=wid, hardware_id=hid)
     assert (
@@ -325,7 +326,7 @@ def test_a_time_faster_than_the_hardware_can_run_is_refused(setup):
 def test_failures_are_recorded_too(setup):
     db, _, wid, hid, (w1, _, _) = setup
     (a,) = lease(db, w1, hid, 1)
-    crash = q.Submission(candidate_id=a.id, status="runtime_error", message="SIGSEGV")
+    crash = ResultIn(candidate_id=a.id, status="runtime_error", message="SIGSEGV")
     assert submit(db, w1, crash) == [q.Outcome.ACCEPTED]
     (record,) = db.records(workload_id=wid, hardware_id=hid)
     assert (record.status, record.message, record.median_secs) == ("runtime_error", "SIGSEGV", None)
@@ -437,7 +438,7 @@ def test_tokens_are_stored_hashed_and_can_be_revoked(tuning_db: Database):
     assert holder is not None and (holder.id, holder.role, holder.name) == (admin_id, "admin", "ops")
     assert authenticate(tuning_db, admin + "x") is None and authenticate(tuning_db, "") is None
     with tuning_db.transaction() as session:
-        stored = set(session.scalars(select(ApiToken.token_hash)))
+        stored = set(session.scalars(select(TokenRow.token_hash)))
     assert stored == {hash_token(admin), hash_token(worker)} and admin not in stored
     revoke_token(tuning_db, token_id=admin_id, now=T0)
     assert authenticate(tuning_db, admin) is None

@@ -5,10 +5,11 @@ import math
 import random
 
 from compiler import Schedule
+from compiler.schedule_rules import RuleConfig
 from compiler.workloads import workload_from_spec
 from tests.machines import AVX512
 from tuner.search.mutators import mutate, mutate_categorical, mutate_compute_location, mutate_tile_size
-from tuner.search.space import SpaceConfig, rule_space
+from tuner.search.space import rule_space
 
 CONV = {"op": "conv2d_nchw", "params": {"N": 1, "C": 4, "H": 8, "W": 8, "K": 8, "R": 3, "S": 3, "padding": 1}}
 
@@ -16,7 +17,7 @@ CONV = {"op": "conv2d_nchw", "params": {"N": 1, "C": 4, "H": 8, "W": 8, "K": 8, 
 def traced(spec: dict, seed: int = 0):
     workload = workload_from_spec(spec)
     sch = Schedule(workload.func, seed=seed)
-    rule_space(SpaceConfig.for_target(AVX512))(sch)
+    rule_space(RuleConfig.for_target(AVX512))(sch)
     return workload, sch.trace
 
 

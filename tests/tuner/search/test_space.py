@@ -10,18 +10,12 @@ from compiler import Schedule, Trace, build
 from compiler.auto_unroll import AUTO_UNROLL_MAX_STEP
 from compiler.ir import For
 from compiler.schedule.tree import find_block, loops_above
+from compiler.schedule_rules import UNROLL_STEPS, RuleConfig, block_names
+from compiler.schedule_rules.analysis import contiguous_rows, is_tiling_target, packable_reads
 from compiler.visit import block_reads, walk_stmt
 from compiler.workloads import workload_from_spec
 from tests import machines
-from tuner.search.space import (
-    UNROLL_STEPS,
-    SpaceConfig,
-    block_names,
-    contiguous_rows,
-    is_tiling_target,
-    packable_reads,
-    rule_space,
-)
+from tuner.search.space import rule_space
 
 SPECS = {
     "matmul": {"op": "matmul", "params": {"M": 97, "N": 60, "K": 31}},
@@ -52,7 +46,7 @@ SPECS = {
 def sample(spec: dict, seed: int) -> tuple:
     workload = workload_from_spec(spec)
     sch = Schedule(workload.func, seed=seed)
-    rule_space(SpaceConfig.for_target(machines.AVX512))(sch)
+    rule_space(RuleConfig.for_target(machines.AVX512))(sch)
     return workload, sch
 
 
@@ -105,8 +99,8 @@ def test_padding_samples_its_compute_location():
     assert any(inst.kind == "sample_compute_location" for inst in sch.trace.instructions)
 
 
-AVX2 = SpaceConfig.for_target(machines.AVX2)
-AVX512 = SpaceConfig.for_target(machines.AVX512)
+AVX2 = RuleConfig.for_target(machines.AVX2)
+AVX512 = RuleConfig.for_target(machines.AVX512)
 
 
 @pytest.mark.parametrize("config", [AVX2, AVX512], ids=["avx2", "avx512"])
@@ -186,7 +180,7 @@ def test_inputs_read_along_the_vector_loop_and_reused_across_another_are_packabl
 
 
 def test_the_sampled_space_copies_no_panel():
-    """Sampled panels lost to not packing in the search, paired by seed (bench/RESULTS.md 2026-11-25)."""
+    """Sampled panels lost to not packing in the search, paired by seed (bench/results/2026-11-25-a.md)."""
     for seed in range(6):
         _, sch = sample(SPECS["matmul"], seed)
         assert "cache_read" not in {i.kind for i in sch.trace.instructions}

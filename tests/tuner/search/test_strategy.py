@@ -4,16 +4,17 @@ cost model's score decide what evolution proposes."""
 import numpy as np
 
 from compiler import Schedule, Trace
+from compiler.schedule_rules import RuleConfig
 from compiler.workloads import workload_from_spec
 from tests.machines import AVX512
-from tuner.search.space import SpaceConfig, rule_space
+from tuner.search.space import rule_space
 from tuner.search.strategy import EvolutionarySearch, RandomSearch, Sampler
 
 MATMUL = {"op": "matmul", "params": {"M": 64, "N": 64, "K": 32}}
 
 
 def sampler(spec=MATMUL, space=None) -> Sampler:
-    return Sampler(workload_from_spec(spec).func, space or rule_space(SpaceConfig.for_target(AVX512)))
+    return Sampler(workload_from_spec(spec).func, space or rule_space(RuleConfig.for_target(AVX512)))
 
 
 def test_random_search_skips_measured_programs():

@@ -22,7 +22,7 @@ from compiler.graph import LibraryError
 from compiler.workloads import WorkloadError
 from compiler.workloads.probe import check_finite
 from tuner.database import Database, HardwareInfo, Role, TaskInfo, absolute_url, quotas
-from tuner.database import models as m
+from tuner.database import tuned_models as m
 from tuner.database.tokens import TokenInfo
 from tuner.service import admission
 from tuner.service.artifact import BUILD_SECONDS, MissingRecords, artifact_key, build_artifact
@@ -202,7 +202,7 @@ def _decoded(text: str, settings: Settings) -> bytes:
 
 def _members(
     db: Database, imported: ImportedModel, hardware: HardwareInfo, settings: Settings, field: str
-) -> list[m.Member]:
+) -> list[m.NewMember]:
     """Each layer as a workload of the database, once it passes what a task must pass."""
     out = []
     for layer in imported.layers:
@@ -218,7 +218,7 @@ def _members(
         workload_id = db.add_workload(
             hash=wl.func.structural_hash(), name=wl.name, spec=wl.spec, flops=wl.flops
         )
-        out.append(m.Member(workload_id, layer.weight, cost.candidate_secs))
+        out.append(m.NewMember(workload_id, layer.weight, cost.candidate_secs))
     return out
 
 

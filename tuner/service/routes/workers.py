@@ -16,6 +16,19 @@ from typing import cast
 
 from fastapi import APIRouter, HTTPException, Request, status
 
+from runner.protocol import (
+    Count,
+    HeartbeatIn,
+    Lease,
+    LeaseRequest,
+    PublicOutcome,
+    ReleaseIn,
+    ResultIn,
+    ResultsIn,
+    ResultsOut,
+    WorkerRegister,
+    WorkerRegistered,
+)
 from tuner.database import Role
 from tuner.database import queue as q
 from tuner.database.fleet import (
@@ -33,21 +46,7 @@ from tuner.service.clock import utcnow
 from tuner.service.deps import ClientToken, DatabaseDep, SettingsDep, WorkerToken
 from tuner.service.errors import AUTH, BODY, documented
 from tuner.service.metrics import LEASED, RESULTS
-from tuner.service.schemas import (
-    Count,
-    HeartbeatIn,
-    IdPath,
-    Lease,
-    LeasedPublic,
-    LeaseRequest,
-    PublicOutcome,
-    ReleaseIn,
-    ResultsIn,
-    ResultsOut,
-    WorkerPublic,
-    WorkerRegister,
-    WorkerRegistered,
-)
+from tuner.service.schemas import IdPath, WorkerPublic
 
 router = APIRouter(prefix="/v1/workers", tags=["workers"], responses=documented(*AUTH))
 log = logging.getLogger(__name__)
@@ -130,7 +129,7 @@ def lease(
         max_attempts=settings.max_attempts,
     )
     LEASED.inc(len(leased))
-    return Lease(candidates=[LeasedPublic(**vars(c)) for c in leased])
+    return Lease(candidates=leased)
 
 
 @router.post("/{worker_id}/results", responses=documented(404, *BODY))
@@ -146,7 +145,7 @@ def submit(
     'duplicate' and stores nothing, so a worker may retry a submission whose answer it never
     received. A would-be best is 'confirming' until a second lease re-measures it."""
     worker = own_worker(request, db, worker_id, holder)
-    submissions = [q.Submission(**r.model_dump(exclude={"remeasured"})) for r in body.results]
+    submissions = body.results
     outcomes = q.submit(
         db,
         worker_id=worker.id,
@@ -168,7 +167,7 @@ def _public(outcome: q.Outcome) -> PublicOutcome:
     return cast(PublicOutcome, public.value)
 
 
-def flag(request: Request, worker: WorkerInfo, result: q.Submission) -> None:
+def flag(request: Request, worker: WorkerInfo, result: ResultIn) -> None:
     """Log a worker's first impossible time (in this process): a broken clock or a forger, which an
     operator should look at; the rest are only counted, so a flood of them cannot flood the log."""
     flagged: set[int] = request.app.state.flagged

@@ -1,0 +1,41 @@
+"""The default schedule: the default rules with every choice made by a heuristic instead of at random.
+
+`graph.build` compiles every fused kernel of a model; a kernel it is given no schedule for gets this
+one (TVM's build falls back on its `dlight` rules so). It is deterministic (no sampling, no
+measurement) and is a traced Schedule like any other: its trace stores and replays as a tuned one
+does, and a search may start from it.
+
+If a rule refuses on a function, the schedule falls back to parallel outer loops and vectorized inner
+ones, block by block, keeping what succeeds; it never raises for a valid PrimFunc."""
+
+from __future__ import annotations
+
+from compiler.ir import PrimFunc
+from compiler.schedule import Schedule, ScheduleError
+from compiler.schedule_rules.config import RuleConfig
+from compiler.schedule_rules.heuristic import Heuristic
+from compiler.schedule_rules.parallel_vectorize import parallelize_vectorize
+from compiler.schedule_rules.rule import RuleContext, apply_rules, block_names
+from compiler.schedule_rules.rules import DEFAULT_RULES
+from compiler.schedule_rules.unroll import annotate_unroll
+from compiler.target import Target
+
+
+def default_schedule(func: PrimFunc, target: Target) -> Schedule:
+    """The rules with heuristic choices for `target`; a simpler schedule where a rule refuses."""
+    cfg = RuleConfig.for_target(target)
+    decide = Heuristic(cfg, target.cores)
+    sch = Schedule(func)
+    try:
+        apply_rules(sch, DEFAULT_RULES, RuleContext(cfg, decide))
+        return sch
+    except ScheduleError:
+        pass
+    sch = Schedule(func)
+    for name in reversed(block_names(sch)):
+        try:
+            parallelize_vectorize(sch, name, cfg, decide)
+        except ScheduleError:
+            continue  # a primitive that refuses changes nothing: the block keeps its loops
+    annotate_unroll(sch, decide, cfg.unroll_steps)
+    return sch
