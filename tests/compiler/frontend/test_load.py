@@ -53,5 +53,5 @@ def test_what_cannot_be_loaded_says_why(tmp_path: Path):
         frontend.load(b"{", "graph")
     with pytest.raises(FrontendError, match="more than max_bytes=10"):
         frontend.load(b"{}" * 10, "graph", max_bytes=10)
-    with pytest.raises(GraphFormatError, match="graph.format"):
+    with pytest.raises(GraphFormatError, match=r"graph\.format"):
         frontend.load(b"{}", "graph")
