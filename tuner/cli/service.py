@@ -195,6 +195,7 @@ def _serve(args: argparse.Namespace, console: Console) -> int:
     import uvicorn
 
     from tuner.service.app import create_app
+    from tuner.service.server import uvicorn_options
     from tuner.service.task_loop import TaskLoopProcess
 
     # uvicorn re-raises the SIGTERM it shut down on, which would kill the process after a clean stop;
@@ -204,10 +205,11 @@ def _serve(args: argparse.Namespace, console: Console) -> int:
     loop = None if args.no_search_loop else TaskLoopProcess(settings)
     if loop:
         loop.start()
+    os.environ.update(settings.environment())  # the API processes and the protocol read it
     serve = {"host": settings.host, "port": settings.port, "log_level": args.log_level}
+    serve |= uvicorn_options(settings)
     try:
         if args.workers > 1:  # each API process builds its app from the environment
-            os.environ.update(settings.environment())
             uvicorn.run("tuner.service.app:create_api", factory=True, workers=args.workers, **serve)
         else:
             uvicorn.run(create_app(settings), **serve)

@@ -69,6 +69,24 @@ class Settings(BaseSettings):
     max_request_bytes: int = Field(
         1 << 20, ge=1024, description="Largest request body accepted; larger ones get 413."
     )
+    header_timeout_seconds: float = Field(
+        10.0,
+        gt=0,
+        description="How long a client may take to send a request's headers (from connecting, or from "
+        "its previous response) before its connection is closed: a slow client cannot hold a connection.",
+    )
+    body_timeout_seconds: float = Field(
+        120.0,
+        gt=0,
+        description="How long a client may take to send a request's body once its headers are in: a "
+        "model upload of max_model_bytes must arrive within it.",
+    )
+    max_connections: int = Field(
+        4096,
+        ge=1,
+        description="Connections the API holds at once; past it, requests get 503. Kept below the "
+        "process's file descriptor limit, which `tuner serve` raises to its hard limit (LimitNOFILE).",
+    )
     max_trials: int = Field(10_000, ge=1, description="Largest trial budget of one task.")
     quota_active_tasks: int = Field(
         16,
@@ -222,6 +240,9 @@ READ_BY: dict[str, str] = {
     "max_searches": "serve",
     "tick_seconds": "serve",
     "max_request_bytes": "serve",
+    "header_timeout_seconds": "serve",
+    "body_timeout_seconds": "serve",
+    "max_connections": "serve",
     "max_trials": "serve",
     "quota_active_tasks": "serve",
     "quota_trials": "serve",
