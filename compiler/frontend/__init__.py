@@ -69,7 +69,7 @@ def load(
 ) -> Module:
     """The graph module of a model file (a path) or its bytes, in `source_format` (one of
     SOURCE_FORMATS; by default the path's suffix says: .json a graph, .pt2 an exported program, else
-    ONNX). A .pt2 program is read from a path only (torch reads the archive itself)."""
+    ONNX). A .pt2 program is read from a path only, without unpickling anything (`pt2.py`)."""
     if source_format is None:
         if isinstance(source, bytes):
             raise FrontendError(
@@ -81,9 +81,9 @@ def load(
     if source_format == "graph":
         return _from_graph_json(source, max_bytes, max_nodes)
     if source_format == "pt2" and not isinstance(source, bytes):
-        import torch
+        from compiler.frontend.pt2 import load_exported_program
 
-        return from_torch(torch.export.load(source))
+        return from_torch(load_exported_program(source))
     raise FrontendError(
         f"cannot read a model as {source_format!r}: the formats are {', '.join(SOURCE_FORMATS)}"
     )

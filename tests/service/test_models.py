@@ -30,6 +30,7 @@ from tuner.database import NewRecord, trace_hash
 from tuner.search.driver import SearchDriver
 from tuner.service.client import Client
 from tuner.service.model_loop import BATCH_TRIALS
+from tuner.service.routes import models as models_route
 from tuner.service.schemas import ModelDetail, Scheduler
 from tuner.task_scheduler import SCHEDULERS
 
@@ -295,6 +296,57 @@ def test_a_model_counts_as_one_task_holding_its_whole_budget(api: Api):
     assert api.client.post("/v1/tasks", json=task, headers=api.as_("client")).status_code == 429
     api.client.post(f"/v1/models/{first['id']}/cancel", headers=api.as_("client"))
     assert api.client.post("/v1/tasks", json=task, headers=api.as_("client")).status_code == 201
+
+
+def test_a_client_over_its_quota_is_refused_before_its_model_is_imported(api: Api, monkeypatch):
+    """The probe's refused client cost 8.5 s of CPU per refusal: its model was imported first. Now
+    the quota is checked first, and a refused upload writes nothing."""
+    register(api)
+    settings = api.client.app.state.settings
+    settings.quota_trials = 30
+    submit_model(api, trials=20)
+    workloads = len(api.db.workloads())
+    monkeypatch.setattr(models_route, "import_model", lambda *a: pytest.fail("imported"))
+    over = api.client.post(
+        "/v1/models", json={"onnx": encoded(mlp()), "trials": 20}, headers=api.as_("client")
+    )
+    assert over.status_code == 429 and "over its quota of 30" in over.json()["detail"]
+    assert len(api.db.workloads()) == workloads
+
+
+def test_uploads_and_builds_past_their_slots_are_503_with_retry_after(api: Api):
+    """An upload that finds every import slot taken is refused before its body is read (the probe's
+    6 concurrent 60 MiB uploads took the API to 2 GB); a build past the build slots likewise. What
+    is built is served whatever the slots."""
+    state = api.client.app.state
+    worker = register(api)
+    submitted = submit_model(api, trials=4)
+    for _ in range(state.import_slots.limit):
+        state.import_slots.take()
+    try:
+        busy = api.client.post(
+            "/v1/models", json={"onnx": encoded(mlp()), "trials": 8}, headers=api.as_("client")
+        )
+    finally:
+        for _ in range(state.import_slots.limit):
+            state.import_slots.give_back()
+    assert busy.status_code == 503 and busy.headers["Retry-After"] == "5"
+    assert "importing models (2 at once)" in busy.json()["detail"]
+    run_to_end(api, worker, submitted["id"])
+    path = f"/v1/models/{submitted['id']}/artifact"
+    state.build_slots.take()
+    try:
+        refused = api.client.get(path, headers=api.as_("client"))
+    finally:
+        state.build_slots.give_back()
+    assert refused.status_code == 503 and refused.headers["Retry-After"] == "5"
+    built = api.client.get(path, headers=api.as_("client"))
+    assert built.status_code == 200
+    state.build_slots.take()
+    try:
+        assert api.client.get(path, headers=api.as_("client")).content == built.content  # from memory
+    finally:
+        state.build_slots.give_back()
 
 
 def test_a_models_layers_are_leased_with_the_timing_of_a_forward_pass(api: Api):

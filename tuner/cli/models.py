@@ -215,7 +215,9 @@ def _reference_runner(path: str, inputs: list[np.ndarray]) -> tuple[str, Callabl
     if Path(path).suffix == ".pt2":
         import torch
 
-        program = torch.export.load(path).module()
+        from compiler.frontend.pt2 import load_exported_program
+
+        program = load_exported_program(path).module()
         args = [torch.from_numpy(a) for a in inputs]
 
         def run_torch() -> object:

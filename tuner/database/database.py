@@ -25,6 +25,7 @@ from tuner.database import outage
 from tuner.database.records import (
     HardwareInfo,
     NewRecord,
+    NewWorkload,
     Record,
     TaskInfo,
     TaskStatus,
@@ -120,9 +121,15 @@ class Database:
         """Get or create by structural hash: the same program is the same workload whatever it is called,
         so an existing row keeps its name and spec."""
         with self._session.begin() as session:
-            insert = self.insert(WorkloadRow).values(hash=hash, name=name, spec=spec, flops=flops)
-            session.execute(insert.on_conflict_do_nothing(index_elements=[WorkloadRow.hash]))
-            return session.scalars(select(WorkloadRow.id).where(WorkloadRow.hash == hash)).one()
+            return self.workload_in(session, NewWorkload(hash, name, spec, flops))
+
+    def workload_in(self, session: Session, workload: NewWorkload) -> int:
+        """`add_workload` inside the caller's transaction: a submission that is then refused (over its
+        quota) rolls back and leaves no workload row behind."""
+        w = workload
+        insert = self.insert(WorkloadRow).values(hash=w.hash, name=w.name, spec=w.spec, flops=w.flops)
+        session.execute(insert.on_conflict_do_nothing(index_elements=[WorkloadRow.hash]))
+        return session.scalars(select(WorkloadRow.id).where(WorkloadRow.hash == w.hash)).one()
 
     def add_hardware(self, hardware: machine.Hardware, *, approved: bool = True) -> int:
         """Get or create by key: records are only comparable between machines of the same key.

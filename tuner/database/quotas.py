@@ -15,7 +15,7 @@ from sqlalchemy import case, func, select
 from sqlalchemy.orm import Session
 
 from tuner.database.database import Database, new_task
-from tuner.database.records import ACTIVE
+from tuner.database.records import ACTIVE, NewWorkload
 from tuner.database.schema import ModelRow, TaskRow, TokenRow
 
 
@@ -68,24 +68,33 @@ def check_quota(session: Session, token_id: int, asked: Usage, quota: Quota | No
         _check(usage(session, token_id), asked, quota)
 
 
+def precheck(db: Database, *, token_id: int, asked: Usage, quota: Quota | None) -> None:
+    """Raise OverQuota if `asked` is already over the token's quota, before any work is done for it
+    (a model's import costs seconds of CPU): `check_quota` decides again, under the lock, when the
+    submission is written."""
+    if quota is not None:
+        with db.transaction() as session:
+            _check(usage(session, token_id), asked, quota)
+
+
 def submit_task(
     db: Database,
     *,
     token_id: int,
     quota: Quota | None,
-    workload_id: int,
+    workload: NewWorkload,
     hardware_id: int,
     strategy: str,
     trials: int,
     seed: int,
     candidate_secs: float,
 ) -> int:
-    """A new pending task of token `token_id`, if it stays within `quota` (None: no limit, an admin's
-    token); raises OverQuota otherwise."""
+    """A new pending task of token `token_id` (and its workload's row, if new), if it stays within
+    `quota` (None: no limit, an admin's token); raises OverQuota otherwise, and writes nothing."""
     with db.transaction() as session:
         check_quota(session, token_id, Usage(1, trials, trials * candidate_secs), quota)
         task = new_task(
-            workload_id=workload_id,
+            workload_id=db.workload_in(session, workload),
             hardware_id=hardware_id,
             strategy=strategy,
             trials=trials,

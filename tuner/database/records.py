@@ -11,6 +11,7 @@ from datetime import datetime
 from typing import Any
 
 from compiler.target import Target
+from compiler.workloads import Workload
 from runner.results import Status, TimingKind
 
 
@@ -52,6 +53,20 @@ def median_secs(run_secs: list[float]) -> float:
     """The upper median, as `runner.RunResult.median_secs`: an observed time, and the same number the
     search compared when it decided a candidate was the best."""
     return sorted(run_secs)[len(run_secs) // 2]
+
+
+@dataclass(frozen=True)
+class NewWorkload:
+    """A workload to store (or find, by its structural hash)."""
+
+    hash: str
+    name: str
+    spec: dict[str, Any]
+    flops: float
+
+    @classmethod
+    def of(cls, workload: Workload) -> NewWorkload:
+        return cls(workload.func.structural_hash(), workload.name, workload.spec, workload.flops)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -21,7 +21,7 @@ from runner.results import TimingKind
 from tuner.database.database import Database, _task_info, _tasks_query, new_task
 from tuner.database.owners import cancel_task
 from tuner.database.quotas import Quota, Usage, check_quota
-from tuner.database.records import ACTIVE, TaskInfo, TaskStatus
+from tuner.database.records import ACTIVE, NewWorkload, TaskInfo, TaskStatus
 from tuner.database.schema import HardwareRow, ModelRow, TaskRow
 
 MEMBER_STRATEGY = "evolutionary"
@@ -32,7 +32,7 @@ class NewMember:
     """A layer of a submitted model: its workload, calls per forward pass, and the estimated seconds
     of one of its candidates on a worker."""
 
-    workload_id: int
+    workload: NewWorkload
     weight: int
     candidate_secs: float
 
@@ -123,7 +123,7 @@ def submit_model(
         session.flush()
         for k, m in enumerate(members):
             task = new_task(
-                workload_id=m.workload_id,
+                workload_id=db.workload_in(session, m.workload),
                 hardware_id=hardware_id,
                 strategy=MEMBER_STRATEGY,
                 trials=0,

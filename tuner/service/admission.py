@@ -1,6 +1,9 @@
 """What a task must pass before it is queued, besides being a valid spec: one candidate of its workload
 can finish within a worker's run timeout on the task's hardware, its reference is finite on a probe,
-and (for a client token) it stays within the token's quotas.
+and (for a client token) it stays within the token's quotas. And what heavy work must find before it
+starts: a free slot (`Slots`): an API process imports a few models and builds a few artifacts at a
+time, and answers the rest 503 with Retry-After at once, so a flood of uploads costs a bounded
+memory and never holds the threads that serve the workers.
 
 The time of a candidate is estimated from the workload's flops and the bytes of its buffers, at a
 conservative rate per core of the hardware (`candidate_gflops_per_core`) and a conservative memory
@@ -12,6 +15,9 @@ issue's triple sum of 65536 x 4096 x 1024 estimated 69 worker-days for one task.
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -68,3 +74,41 @@ def quota(holder: TokenInfo, settings: Settings) -> Quota | None:
     if holder.role == Role.ADMIN:
         return None
     return Quota(settings.quota_active_tasks, settings.quota_trials, settings.quota_worker_hours * 3600)
+
+
+class Busy(Exception):
+    """Every slot of a kind of heavy work is taken: try again after `retry_after` seconds."""
+
+    def __init__(self, what: str, limit: int, retry_after: int) -> None:
+        super().__init__(f"the coordinator is already {what} ({limit} at once): retry after {retry_after} s")
+        self.retry_after = retry_after
+
+
+class Slots:
+    """At most `limit` at once of one kind of heavy work (`what` says which, for the refusal); a
+    caller that finds none free is refused (Busy), never queued: a queue would hold its request,
+    its body and a thread while it waits."""
+
+    def __init__(self, limit: int, what: str, retry_after: int) -> None:
+        self.limit, self.what, self.retry_after = limit, what, retry_after
+        self.taken = 0
+        self._lock = threading.Lock()
+
+    def take(self) -> None:
+        """Take a slot, or raise Busy if none is free; `give_back` returns it."""
+        with self._lock:
+            if self.taken >= self.limit:
+                raise Busy(self.what, self.limit, self.retry_after)
+            self.taken += 1
+
+    def give_back(self) -> None:
+        with self._lock:
+            self.taken -= 1
+
+    @contextmanager
+    def hold(self) -> Iterator[None]:
+        self.take()
+        try:
+            yield
+        finally:
+            self.give_back()

@@ -18,9 +18,10 @@ from fastapi import FastAPI
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from tuner.database import Database
+from tuner.service.admission import Busy, Slots
 from tuner.service.artifact import ArtifactCache
 from tuner.service.deps import TokenCache
-from tuner.service.errors import EVERY_ROUTE, documented, install_error_handlers
+from tuner.service.errors import EVERY_ROUTE, RETRY_AFTER_SECONDS, documented, install_error_handlers
 from tuner.service.metrics import LATENCY, REQUESTS
 from tuner.service.routes import dashboard, hardware, models, records, system, tasks, tokens, workers
 from tuner.service.settings import Settings
@@ -51,12 +52,20 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.flagged = set()  # workers whose impossible times were logged (once each)
     app.state.health_probes = anyio.CapacityLimiter(1)
     app.state.artifacts = ArtifactCache(settings.artifact_cache_bytes)
+    app.state.import_slots = Slots(settings.max_concurrent_imports, "importing models", RETRY_AFTER_SECONDS)
+    app.state.build_slots = Slots(settings.max_concurrent_builds, "building artifacts", RETRY_AFTER_SECONDS)
+    # The model routes' blocking work (an import or a build waits on its child for seconds to
+    # minutes) runs on threads of its own: never on those that serve the workers' requests.
+    app.state.model_threads = anyio.CapacityLimiter(
+        settings.max_concurrent_imports + settings.max_concurrent_builds + MODEL_READ_THREADS
+    )
     for module in (tasks, models, records, workers, hardware, tokens, system, dashboard):
         app.include_router(module.router)
     install_error_handlers(app)
     app.add_middleware(
         BodyLimit, max_bytes=settings.max_request_bytes, larger={MODEL_UPLOAD: model_body_bytes(settings)}
     )
+    app.add_middleware(UploadSlots, slots=app.state.import_slots)
     app.add_middleware(CountRequests)
     return app
 
@@ -98,6 +107,32 @@ def create_api() -> FastAPI:
 
 # The route that takes a model file: its body may be as large as the model, in base64, and a little.
 MODEL_UPLOAD = ("POST", "/v1/models")
+# Threads for the model routes' quick work (a built artifact served from memory) beside their slots.
+MODEL_READ_THREADS = 2
+
+
+class UploadSlots:
+    """A model upload takes an import slot before its body is read, for the whole request: with none
+    free it is answered 503 with Retry-After at once, having cost neither the memory of its body nor
+    a thread."""
+
+    def __init__(self, app: ASGIApp, slots: Slots) -> None:
+        self.app = app
+        self.slots = slots
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or (scope["method"], scope["path"].rstrip("/")) != MODEL_UPLOAD:
+            await self.app(scope, receive, send)
+            return
+        try:
+            self.slots.take()
+        except Busy as e:
+            await _refuse(send, 503, str(e), {"Retry-After": str(e.retry_after)})
+            return
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            self.slots.give_back()
 
 
 def model_body_bytes(settings: Settings) -> int:
@@ -154,13 +189,18 @@ class BodyLimit:
             await _refuse(send, 413, f"request body over the limit of {limit} bytes")
 
 
-async def _refuse(send: Send, status: int, detail: str) -> None:
+async def _refuse(send: Send, status: int, detail: str, headers: dict[str, str] | None = None) -> None:
     body = json.dumps({"detail": detail}).encode()
+    extra = [(k.lower().encode(), v.encode()) for k, v in (headers or {}).items()]
     await send(
         {
             "type": "http.response.start",
             "status": status,
-            "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+                *extra,
+            ],
         }
     )
     await send({"type": "http.response.body", "body": body})

@@ -26,6 +26,7 @@ from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from tuner.database.outage import is_outage
+from tuner.service.admission import Busy
 
 log = logging.getLogger("tuner.service")
 # What a 503 asks a client to wait before it tries again.
@@ -48,7 +49,8 @@ _MEANING = {
     status.HTTP_413_CONTENT_TOO_LARGE: "The request body is over the coordinator's max_request_bytes.",
     status.HTTP_429_TOO_MANY_REQUESTS: "The token's quota is used up until some of its tasks end.",
     status.HTTP_503_SERVICE_UNAVAILABLE: "The coordinator cannot reach its database, or the database did "
-    "not answer within database_timeout_seconds: retry after Retry-After seconds.",
+    "not answer within database_timeout_seconds, or (a model upload, an artifact build) it does as much "
+    "of that work at once as it may: retry after Retry-After seconds.",
 }
 _HEADERS = {
     status.HTTP_401_UNAUTHORIZED: {"WWW-Authenticate": {"schema": {"type": "string"}}},
@@ -96,6 +98,7 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(StarletteHTTPException, _http_error)
     app.add_exception_handler(DBAPIError, _database_away)
     app.add_exception_handler(PoolTimeout, _database_away)
+    app.add_exception_handler(Busy, _busy)
 
 
 async def _validation_error(request: Request, exc: Exception) -> Response:
@@ -128,6 +131,14 @@ async def _database_away(request: Request, exc: Exception) -> Response:
         status.HTTP_503_SERVICE_UNAVAILABLE,
         {"detail": "the database is unavailable; retry later"},
         {"Retry-After": str(RETRY_AFTER_SECONDS)},
+    )
+
+
+async def _busy(request: Request, exc: Exception) -> Response:
+    """503 for heavy work past its slots (`admission.Slots`), with when to try again."""
+    assert isinstance(exc, Busy)
+    return _json(
+        status.HTTP_503_SERVICE_UNAVAILABLE, {"detail": str(exc)}, {"Retry-After": str(exc.retry_after)}
     )
 
 

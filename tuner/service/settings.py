@@ -139,6 +139,20 @@ class Settings(BaseSettings):
         description="Address space of the child process that imports a submitted model or builds its "
         "artifact: a model whose import would need more is refused, not the coordinator's memory.",
     )
+    max_concurrent_imports: int = Field(
+        2,
+        ge=1,
+        description="Model uploads an API process takes at once (each holds its body, up to 4/3 of "
+        "max_model_bytes, and its import child, up to model_memory_bytes); more get 503 with "
+        "Retry-After before their body is read.",
+    )
+    max_concurrent_builds: int = Field(
+        1,
+        ge=1,
+        description="Model artifacts an API process builds at once (each in a child of up to "
+        "model_memory_bytes); a download that needs another build gets 503 with Retry-After. Built "
+        "artifacts are served from memory whatever this is.",
+    )
     model_batches_in_flight: int = Field(
         2,
         ge=1,
@@ -253,6 +267,8 @@ READ_BY: dict[str, str] = {
     "max_model_bytes": "serve",
     "max_model_nodes": "serve",
     "model_import_seconds": "serve",
+    "max_concurrent_imports": "serve",
+    "max_concurrent_builds": "serve",
     "model_memory_bytes": "serve",
     "model_batches_in_flight": "serve",
     "artifact_cache_bytes": "serve",

@@ -2,6 +2,9 @@
 format (ONNX, the graph's JSON form, a torch.export archive), from a path or from bytes."""
 
 import json
+import pickle
+import re
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -55,3 +58,53 @@ def test_what_cannot_be_loaded_says_why(tmp_path: Path):
         frontend.load(b"{}" * 10, "graph", max_bytes=10)
     with pytest.raises(GraphFormatError, match=r"graph\.format"):
         frontend.load(b"{}", "graph")
+
+
+class Planted:
+    """What a hostile archive pickles: unpickled, it writes a file."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self):
+        return (Path.write_text, (self.marker, "ran"))
+
+
+def rewritten(source: Path, target: Path, replace: dict[str, bytes]) -> Path:
+    """The archive `source` with some of its files' bytes replaced."""
+    with zipfile.ZipFile(source) as src, zipfile.ZipFile(target, "w") as out:
+        for info in src.infolist():
+            short = info.filename.split("/", 1)[1]
+            out.writestr(info, replace.get(short, src.read(info)))
+    return target
+
+
+def test_a_pt2_archive_runs_no_code_it_holds(tmp_path: Path):
+    """issue 42: `tuner import/run/tune-model/export` on a .pt2 ran torch.export.load, which unpickles
+    the sample inputs (falling back to the unrestricted unpickler) and pickled weights. The sample
+    inputs are never read now; a pickled weight is refused, naming it."""
+    model = torch.nn.Sequential(torch.nn.Linear(16, 8), torch.nn.ReLU())
+    torch.export.save(torch.export.export(model, (torch.from_numpy(X),)), tmp_path / "good.pt2")
+    marker = tmp_path / "pwned"
+    payload = pickle.dumps(Planted(marker))
+    hostile_inputs = rewritten(
+        tmp_path / "good.pt2", tmp_path / "inputs.pt2", {"data/sample_inputs/model.pt": payload}
+    )
+    (y,) = graph.build(frontend.load(hostile_inputs))(X)
+    assert not marker.exists()
+    with torch.no_grad():
+        np.testing.assert_allclose(y, model(torch.from_numpy(X)).numpy(), rtol=1e-4, atol=1e-4)
+    with zipfile.ZipFile(tmp_path / "good.pt2") as z:
+        config = json.loads(z.read("good/data/weights/model_weights_config.json"))
+    config["config"]["0.weight"]["use_pickle"] = True
+    hostile_weight = rewritten(
+        tmp_path / "good.pt2",
+        tmp_path / "weight.pt2",
+        {
+            "data/weights/weight_0": payload,
+            "data/weights/model_weights_config.json": json.dumps(config).encode(),
+        },
+    )
+    with pytest.raises(FrontendError, match=re.escape("weight '0.weight' is saved as a pickle")):
+        frontend.load(hostile_weight)
+    assert not marker.exists()

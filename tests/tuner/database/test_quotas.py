@@ -6,20 +6,22 @@ from threading import Barrier
 
 import pytest
 
-from tests.tuner.database.test_database import add_pair
-from tuner.database import Database
+from tests.tuner.database.test_database import WORKLOAD, add_pair
+from tuner.database import Database, NewWorkload
 from tuner.database.owners import cancel_task
-from tuner.database.quotas import OverQuota, Quota, Usage, submit_task, usage
+from tuner.database.quotas import OverQuota, Quota, Usage, precheck, submit_task, usage
 from tuner.database.tokens import create_token
 
 
-def submit(db: Database, token: int, quota: Quota | None, trials: int = 4, secs: float = 1.0) -> int:
-    wid, hid = add_pair(db)
+def submit(
+    db: Database, token: int, quota: Quota | None, trials: int = 4, secs: float = 1.0, workload: str = "w0"
+) -> int:
+    _, hid = add_pair(db)
     return submit_task(
         db,
         token_id=token,
         quota=quota,
-        workload_id=wid,
+        workload=NewWorkload(workload.ljust(64, "0"), workload, WORKLOAD, 1.0),
         hardware_id=hid,
         strategy="random",
         trials=trials,
@@ -67,3 +69,18 @@ def test_racing_submissions_of_one_token_cannot_both_pass(database_url: str):
     with ThreadPoolExecutor(4) as pool:
         won = list(pool.map(race, range(4)))
     assert won.count(True) == 1
+
+
+def test_a_refused_submission_writes_nothing_and_the_precheck_refuses_before_any_work(tuning_db: Database):
+    """Over its quota, a submission leaves no workload row behind (the probe found 429-refused tasks
+    still writing theirs); `precheck` refuses what is over already, before a model is imported."""
+    db = tuning_db
+    token = create_token(db, role="client", name="me")[0]
+    quota = Quota(tasks=1, trials=10, worker_secs=60.0)
+    submit(db, token, quota)
+    with pytest.raises(OverQuota, match="1 active tasks"):
+        submit(db, token, quota, workload="new")
+    assert [w.name for w in db.workloads()] == ["w0"]
+    with pytest.raises(OverQuota, match="1 active tasks"):
+        precheck(db, token_id=token, asked=Usage(1, 1, 0.0), quota=quota)
+    precheck(db, token_id=token, asked=Usage(1, 1, 0.0), quota=None)

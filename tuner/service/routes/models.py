@@ -13,15 +13,17 @@ import base64
 import binascii
 import json
 import logging
+from functools import partial
 from typing import Annotated, Any
 
+import anyio
 from fastapi import APIRouter, HTTPException, Query, Request, Response, status
 from starlette.concurrency import run_in_threadpool
 
 from compiler.graph import LibraryError
 from compiler.workloads import WorkloadError
 from compiler.workloads.probe import check_finite
-from tuner.database import Database, HardwareInfo, Role, TaskInfo, absolute_url, quotas
+from tuner.database import Database, HardwareInfo, NewWorkload, Role, TaskInfo, absolute_url, quotas
 from tuner.database import tuned_models as m
 from tuner.database.tokens import TokenInfo
 from tuner.service import admission
@@ -48,16 +50,27 @@ ARTIFACT_TYPE = "application/gzip"
 
 
 @router.post("", status_code=status.HTTP_201_CREATED, responses=documented(*BODY, 429))
-def submit_model(
-    body: ModelCreate, db: DatabaseDep, settings: SettingsDep, holder: ClientToken
+async def submit_model(
+    request: Request, body: ModelCreate, db: DatabaseDep, settings: SettingsDep, holder: ClientToken
 ) -> ModelPublic:
     """Queue a model to tune: `onnx` is the model file, base64-encoded (or `graph`, its JSON form).
     Refused (422, naming the node and its op) if it is not ONNX, is malformed, is over the size or
     node limits, uses an operator the frontend does not support, or has a layer whose candidates could
     not finish within a worker's run timeout; 429 if the token's quotas are used up (a model counts as
-    one task holding its budget)."""
+    one task holding its budget), checked before the model is imported; 503 with Retry-After while
+    the coordinator imports max_concurrent_imports models already."""
+    submit = partial(_submit_model, body, db, settings, holder)
+    return await anyio.to_thread.run_sync(submit, limiter=request.app.state.model_threads)
+
+
+def _submit_model(body: ModelCreate, db: Database, settings: Settings, holder: TokenInfo) -> ModelPublic:
     if body.trials > settings.max_trials:
         raise field_error("trials", f"must be <= {settings.max_trials}")
+    quota = admission.quota(holder, settings)
+    try:
+        quotas.precheck(db, token_id=holder.id, asked=quotas.Usage(1, body.trials, 0.0), quota=quota)
+    except quotas.OverQuota as e:
+        raise HTTPException(status.HTTP_429_TOO_MANY_REQUESTS, f"over quota: {e}") from None
     source_format, field = ("onnx", "onnx") if body.onnx is not None else ("graph", "graph")
     source = _decoded(body.onnx, settings) if body.onnx is not None else _encoded(body.graph, settings)
     hardware = resolve_hardware(db, body.hardware, None)
@@ -74,7 +87,7 @@ def submit_model(
         model_id = m.submit_model(
             db,
             token_id=holder.id,
-            quota=admission.quota(holder, settings),
+            quota=quota,
             name=body.name or "model",
             source=source,
             source_format=source_format,
@@ -152,7 +165,9 @@ async def artifact(
             f"model {model_id} has no valid record on {kind.key} for {len(e.layers)} of its layers ({e}): "
             "wait for its tuning to measure them, or tune it for that hardware",
         ) from None
-    data = await run_in_threadpool(request.app.state.artifacts.get, key, lambda: _build(settings, key))
+    app = request.app.state
+    get = partial(app.artifacts.get, key, lambda: _build(settings, key, app.build_slots))
+    data = await anyio.to_thread.run_sync(get, limiter=app.model_threads)
     return Response(
         data,
         media_type=ARTIFACT_TYPE,
@@ -160,16 +175,17 @@ async def artifact(
     )
 
 
-def _build(settings: Settings, key: tuple[int, str, tuple[int, ...]]) -> bytes:
+def _build(settings: Settings, key: tuple[int, str, tuple[int, ...]], slots: admission.Slots) -> bytes:
     try:
-        return run_isolated(
-            build_artifact,
-            absolute_url(settings.database_url),
-            key[0],
-            key[1],
-            seconds=BUILD_SECONDS,
-            memory_bytes=settings.model_memory_bytes,
-        )
+        with slots.hold():
+            return run_isolated(
+                build_artifact,
+                absolute_url(settings.database_url),
+                key[0],
+                key[1],
+                seconds=BUILD_SECONDS,
+                memory_bytes=settings.model_memory_bytes,
+            )
     except (
         IsolatedError,
         LibraryError,
@@ -215,10 +231,7 @@ def _members(
             check_finite(wl)
         except WorkloadError as e:
             raise field_error(field, f"{where}: {e.message}") from None
-        workload_id = db.add_workload(
-            hash=wl.func.structural_hash(), name=wl.name, spec=wl.spec, flops=wl.flops
-        )
-        out.append(m.NewMember(workload_id, layer.weight, cost.candidate_secs))
+        out.append(m.NewMember(NewWorkload.of(wl), layer.weight, cost.candidate_secs))
     return out
 
 

@@ -11,7 +11,7 @@ from fastapi import APIRouter, HTTPException, status
 
 from compiler.workloads import Workload, WorkloadError, workload_from_spec
 from compiler.workloads.probe import check_finite
-from tuner.database import Database, HardwareInfo, Role, TaskInfo, TaskStatus, quotas
+from tuner.database import Database, HardwareInfo, NewWorkload, Role, TaskInfo, TaskStatus, quotas
 from tuner.database import queue as q
 from tuner.database.owners import cancel_task
 from tuner.database.tokens import TokenInfo
@@ -39,13 +39,12 @@ def submit_task(body: TaskCreate, db: DatabaseDep, settings: SettingsDep, holder
         check_finite(wl)
     except WorkloadError as e:
         raise field_error(f"workload.{e.field}", e.message) from None
-    workload_id = db.add_workload(hash=wl.func.structural_hash(), name=wl.name, spec=wl.spec, flops=wl.flops)
     try:
         task_id = quotas.submit_task(
             db,
             token_id=holder.id,
             quota=admission.quota(holder, settings),
-            workload_id=workload_id,
+            workload=NewWorkload.of(wl),
             hardware_id=hardware.id,
             strategy=body.strategy,
             trials=body.trials,
