@@ -27,9 +27,10 @@ def _read(path: Path) -> bytes:
 
 
 def rss_mb(pid: int) -> float:
-    """Resident memory (VmRSS) in MiB."""
+    """Resident memory (VmRSS) in MiB; 0 for a process that has exited but not been reaped (a zombie
+    has no VmRSS)."""
     status = Path(f"/proc/{pid}/status").read_text()
-    kb = next(line.split()[1] for line in status.splitlines() if line.startswith("VmRSS:"))
+    kb = next((line.split()[1] for line in status.splitlines() if line.startswith("VmRSS:")), "0")
     return int(kb) / 1024
 
 

@@ -127,7 +127,8 @@ class UploadSlots:
         try:
             self.slots.take()
         except Busy as e:
-            await _refuse(send, 503, str(e), {"Retry-After": str(e.retry_after)})
+            # Closed after the answer: the body the client is still sending is not read and dropped.
+            await _refuse(send, 503, str(e), {"Retry-After": str(e.retry_after), "Connection": "close"})
             return
         try:
             await self.app(scope, receive, send)
