@@ -442,6 +442,16 @@ def test_tokens_are_managed_by_admins(api: Api):
     assert bad_role.status_code == 422
 
 
+def test_the_last_admin_token_cannot_be_revoked(api: Api):
+    """The probe revoked the service's only admin token: nobody could administer it any more."""
+    own = next(
+        t["id"] for t in api.client.get("/v1/tokens", headers=api.as_("admin")).json() if t["role"] == "admin"
+    )
+    last = api.client.delete(f"/v1/tokens/{own}", headers=api.as_("admin"))
+    assert last.status_code == 409 and "last admin token" in last.json()["detail"]
+    assert api.client.get("/v1/tokens", headers=api.as_("admin")).status_code == 200
+
+
 def test_metrics_in_prometheus_format(api: Api):
     worker = register(api)
     submit(api, trials=2)

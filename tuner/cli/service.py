@@ -30,7 +30,7 @@ from runner.coordinator_client import coordinator_urls
 from runner.results import TimingConfig
 from runner.worker import Worker, WorkerConfig, parse_cpus
 from tuner.database import Database, Role, TaskStatus
-from tuner.database.tokens import create_token, revoke_token, tokens
+from tuner.database.tokens import LastAdmin, create_token, revoke_token, tokens
 from tuner.service.client import ApiError, BadResponse, Client
 from tuner.service.clock import utcnow
 from tuner.service.schemas import Best, RecordPublic, TaskPublic
@@ -268,6 +268,9 @@ def _token(args: argparse.Namespace, console: Console) -> int:
                 revoke_token(db, token_id=args.token_id, now=utcnow())
             except KeyError:
                 console.print(f"no token {args.token_id}")
+                return 1
+            except LastAdmin as e:
+                console.print(str(e))
                 return 1
             return 0
         rows = tokens(db)

@@ -51,12 +51,27 @@ def authenticate(db: Database, token: str) -> TokenInfo | None:
         return _info(row) if row else None
 
 
+class LastAdmin(Exception):
+    """Revoking this token would leave no admin token: nobody could create tokens, approve hardware or
+    revoke a leaked one any more."""
+
+
 def revoke_token(db: Database, *, token_id: int, now: datetime) -> None:
-    """Raises KeyError for an unknown token."""
+    """Raises KeyError for an unknown token, LastAdmin for the last admin token in use. The admin
+    tokens in use are locked in id order first, so two admins revoking each other at once cannot
+    both succeed."""
     with db.transaction() as session:
         row = session.get(TokenRow, token_id)
         if row is None:
             raise KeyError(token_id)
+        if row.role == Role.ADMIN and row.revoked_at is None:
+            active = select(TokenRow.id).where(
+                TokenRow.role == Role.ADMIN.value, TokenRow.revoked_at.is_(None)
+            )
+            admins = list(session.scalars(active.order_by(TokenRow.id).with_for_update()))
+            if admins == [token_id]:
+                raise LastAdmin(f"token {token_id} is the last admin token: create another one first")
+        session.refresh(row)
         row.revoked_at = row.revoked_at or now
 
 

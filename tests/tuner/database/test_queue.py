@@ -19,7 +19,7 @@ from tuner.database.fleet import heartbeat, register_worker, stop_worker, worker
 from tuner.database.owners import cancel_task, claim_tasks, disown, finish_task
 from tuner.database.queue import lock_candidates
 from tuner.database.schema import TokenRow
-from tuner.database.tokens import authenticate, create_token, hash_token, revoke_token, tokens
+from tuner.database.tokens import LastAdmin, authenticate, create_token, hash_token, revoke_token, tokens
 
 T0 = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
 LEASE = 30.0
@@ -440,9 +440,13 @@ def test_tokens_are_stored_hashed_and_can_be_revoked(tuning_db: Database):
     with tuning_db.transaction() as session:
         stored = set(session.scalars(select(TokenRow.token_hash)))
     assert stored == {hash_token(admin), hash_token(worker)} and admin not in stored
+    with pytest.raises(LastAdmin, match="last admin token"):
+        revoke_token(tuning_db, token_id=admin_id, now=T0)  # nobody could administer the service
+    assert authenticate(tuning_db, admin) is not None
+    create_token(tuning_db, role="admin", name="ops-2")
     revoke_token(tuning_db, token_id=admin_id, now=T0)
     assert authenticate(tuning_db, admin) is None
-    assert [t.revoked_at is not None for t in tokens(tuning_db)] == [True, False]
+    assert [t.revoked_at is not None for t in tokens(tuning_db)] == [True, False, False]
     with pytest.raises(ValueError):
         create_token(tuning_db, role="root", name="x")
 

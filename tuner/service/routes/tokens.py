@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, HTTPException, Request, status
 
-from tuner.database.tokens import create_token, revoke_token, tokens
+from tuner.database.tokens import LastAdmin, create_token, revoke_token, tokens
 from tuner.service.clock import utcnow
 from tuner.service.deps import AdminToken, DatabaseDep
 from tuner.service.errors import AUTH, BODY, documented
@@ -25,10 +25,13 @@ def list_tokens(db: DatabaseDep, _: AdminToken) -> list[TokenPublic]:
     return [TokenPublic(**vars(t)) for t in tokens(db)]
 
 
-@router.delete("/{token_id}", status_code=status.HTTP_204_NO_CONTENT, responses=documented(404))
+@router.delete("/{token_id}", status_code=status.HTTP_204_NO_CONTENT, responses=documented(404, 409))
 def revoke(request: Request, token_id: IdPath, db: DatabaseDep, _: AdminToken) -> None:
+    """409 for the last admin token in use: the service would have nobody to administer it."""
     try:
         revoke_token(db, token_id=token_id, now=utcnow())
     except KeyError:
         raise HTTPException(status.HTTP_404_NOT_FOUND, f"no token {token_id}") from None
+    except LastAdmin as e:
+        raise HTTPException(status.HTTP_409_CONFLICT, str(e)) from None
     request.app.state.tokens.forget(token_id)
