@@ -11,6 +11,7 @@ import io
 import os
 import signal
 import tarfile
+import time
 from pathlib import Path
 
 import httpx
@@ -109,6 +110,19 @@ def test_the_search_loop_yields_its_cores_to_the_api_and_to_a_worker_beside_it(s
     niceness = min(os.getpriority(os.PRIO_PROCESS, coordinator) + SEARCH_NICENESS, 19)
     # The child lowers its priority once started (spawn imports the modules first).
     wait_until(lambda: os.getpriority(os.PRIO_PROCESS, loop) == niceness, 60, f"niceness {niceness}")
+
+
+def test_sigterm_stops_the_coordinator_whatever_its_search_loop_did(service):
+    """The probe killed the search loop with SIGKILL, and `tuner serve` then never exited on SIGTERM:
+    the stop set a multiprocessing Event whose waiter had died in its wait. The loop is told to stop
+    by a signal now."""
+    coordinator = service.process.pid
+    loop = wait_until(lambda: search_loop_pid(coordinator), 60, "the search loop")
+    time.sleep(1.0)  # the loop waits between its ticks
+    os.kill(loop, signal.SIGKILL)
+    start = time.monotonic()
+    assert service.stop() == 0, service.process.output()[-2000:]
+    assert time.monotonic() - start < 20
 
 
 def test_a_search_loop_that_dies_is_replaced_and_tasks_still_advance(settings, service, tokens, tmp_path):

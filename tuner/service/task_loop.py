@@ -41,7 +41,6 @@ import uuid
 from collections import Counter, OrderedDict, defaultdict
 from datetime import datetime
 from itertools import zip_longest
-from typing import Protocol
 
 from compiler.schedule_rules import RuleConfig, default_schedule
 from compiler.target import Target
@@ -67,14 +66,6 @@ STOP_SECONDS = 40.0
 # memory and its retraining stay bounded: a measurement is 3 x 165 float32 features, about 2 kB, so
 # 20 MB (twice that while it trains).
 SHARED_MODEL_SAMPLES = 10_000
-
-
-class Event(Protocol):
-    """A threading or a multiprocessing event: what the loop waits on between ticks."""
-
-    def is_set(self) -> bool: ...
-
-    def wait(self, timeout: float | None = None) -> bool: ...
 
 
 class OutageLog:
@@ -113,12 +104,12 @@ class TaskLoop:
         self.drivers: OrderedDict[int, SearchDriver] = OrderedDict()
         self.models: dict[int, CostModel] = {}  # by hardware id: the cost model its tasks' searches share
         self.learned: dict[int, int] = {}  # by task: the last record its search learned from
-        self._stop: Event = threading.Event()
+        self._stop = threading.Event()
         # Since when this loop has seen the database without a break: heartbeats that could not
         # arrive before then say nothing about the workers.
         self._seen_since: datetime | None = None
 
-    def run(self, stop: Event, parent: int | None = None) -> None:
+    def run(self, stop: threading.Event, parent: int | None = None) -> None:
         """Tick until `stop` is set (or the process `parent` is gone), then release this loop's claims
         so another coordinator, or this one restarted, resumes the tasks at once."""
         self._stop = stop
@@ -299,12 +290,16 @@ class TaskLoopProcess:
     (sampling, lowering, the cost model) and would otherwise hold the API's GIL for seconds at a time.
     The child watches its parent and ends, releasing its tasks, if the parent dies without stopping it;
     the parent starts another child if this one dies (the kernel's OOM killer, a crash in native
-    code): an API with no search behind it would take tasks that never advance."""
+    code): an API with no search behind it would take tasks that never advance.
+
+    The child is told to stop by SIGTERM, not by an event both processes share: a multiprocessing
+    Event's waiter killed with SIGKILL as it slept left `set()` waiting for it forever, and `tuner
+    serve` never exited on SIGTERM after its loop had been killed."""
 
     def __init__(self, settings: Settings) -> None:
         self._settings = settings
         self._context = mp.get_context("spawn")
-        self._stop = self._context.Event()
+        self._stop = threading.Event()
         self._process = self._spawn()
         self._supervisor = threading.Thread(
             target=self._supervise, name="search-loop-supervisor", daemon=True
@@ -317,6 +312,7 @@ class TaskLoopProcess:
     def stop(self, timeout: float = STOP_SECONDS) -> None:
         self._stop.set()
         self._supervisor.join()  # it starts no child after this
+        self._process.terminate()  # the child stops ticking and releases its tasks
         self._process.join(timeout)
         if self._process.is_alive():
             self._process.kill()
@@ -325,7 +321,7 @@ class TaskLoopProcess:
     def _spawn(self) -> mp.process.BaseProcess:
         return self._context.Process(
             target=_loop_process,
-            args=(self._settings, self._stop, os.getpid()),
+            args=(self._settings, os.getpid()),
             name="search-loop",
             daemon=True,
         )
@@ -338,14 +334,16 @@ class TaskLoopProcess:
                 self._process.start()
 
 
-def _loop_process(settings: Settings, stop: Event, parent: int) -> None:
+def _loop_process(settings: Settings, parent: int) -> None:
+    stop = threading.Event()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when to stop (Ctrl-C reaches both)
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
     os.nice(SEARCH_NICENESS)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     run_loop(settings, stop, parent)
 
 
-def run_loop(settings: Settings, stop: Event, parent: int | None = None) -> None:
+def run_loop(settings: Settings, stop: threading.Event, parent: int | None = None) -> None:
     """Open the database, waiting for it if it is away, and tick until `stop` is set (or the process
     `parent` is gone). The loop starts seconds after the API (a process that imports the compiler):
     a database lost meanwhile must not end it, or the API would serve on with no search behind it.
