@@ -1,6 +1,8 @@
 """The REST API in process (the search loop ticked by hand, workers played by the test): tasks from
 submission to done, the worker protocol, best-record queries, tokens and roles, bad input."""
 
+import os
+import shutil
 from datetime import timedelta
 from typing import get_args
 
@@ -515,3 +517,22 @@ def test_results_for_candidates_of_other_hardware_are_refused(api: Api):
     leased = lease(api, mine)
     assert results(api, elsewhere, leased) == ["refused", "refused"]
     assert results(api, mine, leased) == ["confirming", "confirming"]
+
+
+def test_healthz_fails_once_the_sqlite_file_is_deleted_or_replaced(api: Api):
+    """The probe deleted the SQLite file under a running coordinator: every request still answered
+    200, /healthz too, and everything was gone at the next start."""
+    path = api.db.engine.url.database
+    if api.db.engine.dialect.name != "sqlite":
+        assert api.db.file_problem() is None  # PostgreSQL: no file of ours
+        return
+    assert api.client.get("/healthz").status_code == 200
+    moved = f"{path}.moved"
+    os.rename(path, moved)
+    deleted = api.client.get("/healthz")
+    assert deleted.status_code == 503 and "was deleted" in deleted.json()["detail"]
+    assert deleted.headers["Retry-After"] == "5"
+    shutil.copy(moved, path)  # the same bytes, another file: a restore under a running coordinator
+    assert "replaced by another file" in api.client.get("/healthz").json()["detail"]
+    os.replace(moved, path)
+    assert api.client.get("/healthz").status_code == 200

@@ -82,6 +82,8 @@ class Database:
         self._record_insert = (
             self.insert(RecordRow).on_conflict_do_nothing(index_elements=conflict).returning(RecordRow.id)
         )
+        self._file = _sqlite_file(engine)
+        self._file_identity: tuple[int, int] | None = None  # known once the file exists: `open`
 
     @classmethod
     def open(cls, url: str, *, timeout_seconds: float | None = None) -> Database:
@@ -99,10 +101,25 @@ class Database:
             raise
         if timeout_seconds is not None:
             outage.limit_waits(db.engine, timeout_seconds)
+        if db._file is not None:
+            db._file_identity = _identity(db._file)  # the migration has created the file
         return db
 
     def close(self) -> None:
         self.engine.dispose()
+
+    def file_problem(self) -> str | None:
+        """For a SQLite file: why the file this database writes is no longer the one at its path
+        (deleted, or replaced), else None. Deleted under a running coordinator, the file lives on
+        while it is open: every request succeeds, and everything is gone at the next start."""
+        if self._file is None:
+            return None
+        found = _identity(self._file)
+        if found is None:
+            return f"the database file {self._file} was deleted"
+        if found != self._file_identity:
+            return f"the database file {self._file} was replaced by another file"
+        return None
 
     def transaction(self) -> AbstractContextManager[Session]:
         """A session in one transaction, committed on success: for the data-access modules beside this
@@ -432,6 +449,23 @@ def absolute_url(url: str) -> str:
     if parsed.database.startswith("file:"):  # a URI filename (?uri=true) is the user's to resolve
         return url
     return parsed.set(database=str(Path(parsed.database).resolve())).render_as_string(hide_password=False)
+
+
+def _sqlite_file(engine: Engine) -> Path | None:
+    """The file of a SQLite database (None for PostgreSQL, or SQLite in memory)."""
+    url = engine.url
+    if url.get_backend_name() != "sqlite" or url.database in (None, "", ":memory:"):
+        return None
+    return Path(url.database).resolve()
+
+
+def _identity(path: Path) -> tuple[int, int] | None:
+    """The file's device and inode, None if there is none at `path`."""
+    try:
+        found = path.stat()
+    except FileNotFoundError:
+        return None
+    return found.st_dev, found.st_ino
 
 
 def _create_engine(url: str, timeout_seconds: float | None = None) -> Engine:

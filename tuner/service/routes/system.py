@@ -28,11 +28,17 @@ _PLAIN_TEXT: dict[int | str, dict[str, Any]] = {
 
 @router.get("/healthz", responses=documented(503))
 async def healthz(request: Request, db: DatabaseDep) -> Health:
-    """200 while the coordinator can reach its database, 503 within a second otherwise: the probe
+    """200 while the coordinator can reach its database (and, on SQLite, its file is still the one at
+    its path: not deleted nor replaced), 503 within a second otherwise: the probe
     runs in a thread of its own, and is abandoned (left to the database timeout) if the database does
     not answer in time. One probe at a time, so a frozen database holds one thread, whatever the
     rate of health checks."""
     reason = f"no answer within {HEALTH_SECONDS:g} s"
+    problem = db.file_problem()
+    if problem is not None:
+        raise HTTPException(
+            status.HTTP_503_SERVICE_UNAVAILABLE, problem, headers={"Retry-After": str(RETRY_AFTER_SECONDS)}
+        )
     with anyio.move_on_after(HEALTH_SECONDS):
         try:
             await anyio.to_thread.run_sync(
