@@ -35,6 +35,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -49,7 +50,6 @@ from tuner.database import Database
 from tuner.database.schema import CandidateRow, RecordRow, TaskRow, WorkerRow
 from tuner.database.tokens import create_token
 from tuner.service.client import Client
-from tuner.service.clock import utcnow
 from tuner.service.settings import Settings
 
 # Slow enough to be caught holding leases: two timed repeats of a second each per candidate.
@@ -143,7 +143,7 @@ class Fleet:
         held = (
             (CandidateRow.worker_id == worker_id)
             & (CandidateRow.status == "leased")
-            & (CandidateRow.lease_expires_at >= utcnow())
+            & (CandidateRow.lease_expires_at >= datetime.now(UTC))
         )
         with self.db.transaction() as session:
             return list(session.scalars(select(CandidateRow.id).where(held)))
@@ -320,7 +320,7 @@ def audit(fleet: Fleet) -> str:
         distinct = session.scalar(select(func.count()).select_from(pairs.subquery()))
         records = session.scalar(select(func.count()).select_from(RecordRow))
     verdict = (
-        f"NOT COMPLETE at {utcnow():%H:%M:%S} UTC: " + "; ".join(wrong)
+        f"NOT COMPLETE at {datetime.now(UTC):%H:%M:%S} UTC: " + "; ".join(wrong)
         if wrong
         else "every task done with exactly its budget"
     )

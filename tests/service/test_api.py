@@ -3,7 +3,7 @@ submission to done, the worker protocol, best-record queries, tokens and roles, 
 
 import os
 import shutil
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import get_args
 
 import pytest
@@ -16,7 +16,6 @@ from runner.protocol import WORKER_NAME_LENGTH
 from tests.compiler.workloads.test_primfunc_spec import fused_conv2d_add_relu
 from tests.service.conftest import HARDWARE, HW, OTHER, Api, hardware_body
 from tuner.database.schema import CandidateRow, WorkerRow
-from tuner.service.clock import utcnow
 from tuner.service.schemas import Timing
 
 SPEC = {"op": "matmul", "params": {"M": 32, "N": 32, "K": 16}}
@@ -471,7 +470,7 @@ def test_metrics_in_prometheus_format(api: Api):
     assert 'tuner_http_request_seconds_bucket{le="0.005",route="/v1/workers/{worker_id}/lease"}' in text
     # Silent for 2 s, four heartbeats: gone, for the worker list and the metrics alike.
     with api.db.transaction() as session:
-        session.get(WorkerRow, worker).last_seen_at = utcnow() - timedelta(seconds=2)
+        session.get(WorkerRow, worker).last_seen_at = datetime.now(UTC) - timedelta(seconds=2)
     (listed,) = api.client.get("/v1/workers", headers=api.as_("client")).json()
     assert not listed["alive"]
     assert "tuner_workers_seen 0.0" in api.client.get("/metrics", headers=api.as_("client")).text

@@ -5,6 +5,7 @@ with exactly one record per trial."""
 
 import signal
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 from sqlalchemy import func, select
@@ -15,7 +16,6 @@ from tuner.database import Database
 from tuner.database.schema import CandidateRow
 from tuner.database.tokens import create_token
 from tuner.service.client import Client
-from tuner.service.clock import utcnow
 from tuner.service.settings import Settings
 
 SPEC = {"op": "matmul", "params": {"M": 48, "N": 64, "K": 32}}
@@ -34,7 +34,7 @@ def held_by(settings: Settings, worker_id: int) -> int:
         held = (
             (CandidateRow.worker_id == worker_id)
             & (CandidateRow.status == "leased")
-            & (CandidateRow.lease_expires_at >= utcnow())
+            & (CandidateRow.lease_expires_at >= datetime.now(UTC))
         )
         return session.scalar(select(func.count()).where(held)) or 0
 

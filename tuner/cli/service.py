@@ -32,7 +32,7 @@ from runner.worker import Worker, WorkerConfig, parse_cpus
 from tuner.database import Database, Role, TaskStatus
 from tuner.database.tokens import LastAdmin, create_token, revoke_token, tokens
 from tuner.service.client import ApiError, BadResponse, Client
-from tuner.service.clock import utcnow
+from tuner.service.clock import now as clock_now
 from tuner.service.schemas import Best, RecordPublic, TaskPublic
 from tuner.service.settings import Settings
 
@@ -265,7 +265,7 @@ def _token(args: argparse.Namespace, console: Console) -> int:
                 console.print("give the id of the token to revoke (tuner token list)")
                 return 2
             try:
-                revoke_token(db, token_id=args.token_id, now=utcnow())
+                revoke_token(db, token_id=args.token_id, now=clock_now(db))
             except KeyError:
                 console.print(f"no token {args.token_id}")
                 return 1

@@ -8,6 +8,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import fields
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -107,6 +108,14 @@ class Database:
 
     def close(self) -> None:
         self.engine.dispose()
+
+    def clock(self) -> datetime:
+        """The database server's current time (PostgreSQL's clock_timestamp, not the transaction's
+        start), in UTC."""
+        with self.engine.connect() as connection:
+            found = connection.scalar(text("SELECT clock_timestamp()"))
+        assert isinstance(found, datetime)
+        return found.astimezone(UTC)
 
     def file_problem(self) -> str | None:
         """For a SQLite file: why the file this database writes is no longer the one at its path

@@ -21,7 +21,7 @@ from sqlalchemy import func, select
 from tuner.database import Database
 from tuner.database.fleet import alive_since, workers
 from tuner.database.schema import CandidateRow, TaskRow
-from tuner.service.clock import utcnow
+from tuner.service.clock import now as clock_now
 
 REQUESTS = Counter("tuner_http_requests", "HTTP requests handled", ["method", "route", "status"])
 LATENCY = Histogram(
@@ -53,7 +53,7 @@ class _DatabaseCollector(Collector):
             value=errors,
         )
         yield _by_status("tuner_candidates", "Queued candidates by status", queue)
-        alive = workers(self.db, seen_since=alive_since(utcnow(), self.heartbeat_secs))
+        alive = workers(self.db, seen_since=alive_since(clock_now(self.db), self.heartbeat_secs))
         yield GaugeMetricFamily(
             "tuner_workers_seen", "Workers alive (seen lately, not stopped)", value=len(alive)
         )

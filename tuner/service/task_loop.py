@@ -53,7 +53,7 @@ from tuner.database.owners import claim_tasks, disown, finish_task
 from tuner.search.cost_model import CostModel
 from tuner.search.driver import SearchDriver, TaskIds, warm_started_model
 from tuner.search.space import rule_space
-from tuner.service.clock import utcnow
+from tuner.service.clock import now as clock_now
 from tuner.service.model_loop import step_models
 from tuner.service.settings import Settings
 
@@ -131,7 +131,7 @@ class TaskLoop:
             self.drivers.clear()
 
     def tick(self) -> None:
-        now = utcnow()
+        now = clock_now(self.db)
         s = self.settings
         self._seen_since = self._seen_since or now
         if self._seen_since <= alive_since(now, s.heartbeat_seconds):

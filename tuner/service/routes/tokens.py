@@ -5,7 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter, HTTPException, Request, status
 
 from tuner.database.tokens import LastAdmin, create_token, revoke_token, tokens
-from tuner.service.clock import utcnow
+from tuner.service.clock import now as clock_now
 from tuner.service.deps import AdminToken, DatabaseDep
 from tuner.service.errors import AUTH, BODY, documented
 from tuner.service.schemas import IdPath, TokenCreate, TokenCreated, TokenPublic
@@ -29,7 +29,7 @@ def list_tokens(db: DatabaseDep, _: AdminToken) -> list[TokenPublic]:
 def revoke(request: Request, token_id: IdPath, db: DatabaseDep, _: AdminToken) -> None:
     """409 for the last admin token in use: the service would have nobody to administer it."""
     try:
-        revoke_token(db, token_id=token_id, now=utcnow())
+        revoke_token(db, token_id=token_id, now=clock_now(db))
     except KeyError:
         raise HTTPException(status.HTTP_404_NOT_FOUND, f"no token {token_id}") from None
     except LastAdmin as e:

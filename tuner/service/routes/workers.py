@@ -42,7 +42,7 @@ from tuner.database.fleet import (
     workers,
 )
 from tuner.database.tokens import TokenInfo
-from tuner.service.clock import utcnow
+from tuner.service.clock import now as clock_now
 from tuner.service.deps import ClientToken, DatabaseDep, SettingsDep, WorkerToken
 from tuner.service.errors import AUTH, BODY, documented
 from tuner.service.metrics import LEASED, RESULTS
@@ -59,7 +59,9 @@ def register(
     """A worker starting on a machine: its hardware is recorded (a new kind waits for an admin's
     approval, unless an admin token registers it), and it learns the lease timings."""
     hardware_id = db.add_hardware(body.hardware.hardware(), approved=holder.role == Role.ADMIN)
-    worker_id = register_worker(db, name=body.name, hardware_id=hardware_id, now=utcnow(), token_id=holder.id)
+    worker_id = register_worker(
+        db, name=body.name, hardware_id=hardware_id, now=clock_now(db), token_id=holder.id
+    )
     approved = next(h.approved for h in db.hardware_list() if h.id == hardware_id)
     return WorkerRegistered(
         id=worker_id,
@@ -71,7 +73,7 @@ def register(
 
 @router.get("")
 def list_workers(db: DatabaseDep, settings: SettingsDep, _: ClientToken) -> list[WorkerPublic]:
-    alive = {w.id for w in workers(db, seen_since=alive_since(utcnow(), settings.heartbeat_seconds))}
+    alive = {w.id for w in workers(db, seen_since=alive_since(clock_now(db), settings.heartbeat_seconds))}
     return [
         WorkerPublic(
             id=w.id,
@@ -101,7 +103,7 @@ def beat(
     holding = body.holding if body is not None else None
     try:
         held = heartbeat(
-            db, worker_id=worker_id, lease_secs=settings.lease_seconds, now=utcnow(), holding=holding
+            db, worker_id=worker_id, lease_secs=settings.lease_seconds, now=clock_now(db), holding=holding
         )
     except WorkerStopped:
         raise HTTPException(status.HTTP_409_CONFLICT, f"worker {worker_id} has stopped") from None
@@ -125,7 +127,7 @@ def lease(
         hardware_id=worker.hardware_id,
         limit=body.max,
         lease_secs=settings.lease_seconds,
-        now=utcnow(),
+        now=clock_now(db),
         max_attempts=settings.max_attempts,
     )
     LEASED.inc(len(leased))
@@ -200,7 +202,7 @@ def release(
 def stop(request: Request, worker_id: IdPath, db: DatabaseDep, holder: WorkerToken) -> Count:
     """A worker shutting down: every lease it still holds goes back. Returns how many."""
     own_worker(request, db, worker_id, holder)
-    return Count(count=stop_worker(db, worker_id=worker_id, now=utcnow()))
+    return Count(count=stop_worker(db, worker_id=worker_id, now=clock_now(db)))
 
 
 def own_worker(request: Request, db: DatabaseDep, worker_id: int, holder: TokenInfo) -> WorkerInfo:
