@@ -52,6 +52,7 @@ class Dockerfile:
     cmd: list[str] = field(default_factory=list)
     copied: list[str] = field(default_factory=list)  # COPY sources, relative to the build context
     healthcheck: bool = False
+    runs: list[str] = field(default_factory=list)  # RUN commands, continuation lines joined
 
 
 def dockerfile(path: Path = DEPLOY / "Dockerfile") -> Dockerfile:
@@ -79,6 +80,8 @@ def dockerfile(path: Path = DEPLOY / "Dockerfile") -> Dockerfile:
             image.copied.extend(sources)
         elif instruction == "HEALTHCHECK":
             image.healthcheck = True
+        elif instruction == "RUN":
+            image.runs.append(rest)
     return image
 
 

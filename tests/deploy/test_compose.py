@@ -5,11 +5,12 @@ command, in the environment the image and the service give it) is run as a proce
 import os
 import subprocess
 import sys
+from pathlib import Path
 from urllib.parse import urlsplit
 
-import pytest
 from deploy_helpers import (
     DEPLOY,
+    ROOT,
     UnitProcess,
     clean_environment,
     compose,
@@ -47,9 +48,26 @@ def test_four_services():
     assert set(compose()["services"]) == {"postgres", *TUNER_SERVICES}
 
 
-def test_compose_refuses_to_start_without_a_database_password():
-    with pytest.raises(ValueError, match="POSTGRES_PASSWORD"):
-        interpolate(compose(), example_variables(POSTGRES_PASSWORD=""))
+SECRETS = {"postgres": "postgres_password", "coordinator": "database_url", "worker-0": "worker_token"}
+# Variables that would put a password or a token in an environment, where `docker inspect` and every
+# process of the container read it.
+SECRET_VARIABLES = {"POSTGRES_PASSWORD", "TENSOR_TUNER_DATABASE_URL", "TENSOR_TUNER_TOKEN"}
+
+
+def test_secrets_are_files_never_environment_variables():
+    """The probe found the worker token passed as an environment variable: now every secret is a
+    Docker secret from a file under deploy/secrets/ (git-ignored), read through a *_FILE variable."""
+    data = compose()
+    assert {name: spec["file"] for name, spec in data["secrets"].items()} == {
+        secret: f"./secrets/{secret}" for secret in set(SECRETS.values())
+    }
+    for name, service in services().items():
+        env = environment_list(service.get("environment"))
+        assert not SECRET_VARIABLES & set(env), f"{name} has a secret in its environment"
+        for variable, value in env.items():
+            if variable.endswith("_FILE"):
+                assert value.startswith("/run/secrets/") and value.split("/")[-1] in service["secrets"]
+    assert "deploy/secrets/" in (ROOT / ".gitignore").read_text().splitlines()
 
 
 def test_postgres_is_checked_and_keeps_its_data():
@@ -64,11 +82,11 @@ def test_coordinator_waits_for_postgres_and_is_checked():
     coordinator = s["coordinator"]
     assert coordinator["depends_on"]["postgres"]["condition"] == "service_healthy"
     assert coordinator["healthcheck"]["test"][0] == "CMD"
-    url = urlsplit(environment_list(coordinator["environment"])["TENSOR_TUNER_DATABASE_URL"])
+    assert environment_list(coordinator["environment"])["TENSOR_TUNER_DATABASE_URL_FILE"] == (
+        "/run/secrets/database_url"
+    )
     postgres = environment_list(s["postgres"]["environment"])
-    assert url.scheme == "postgresql+psycopg"
-    assert url.hostname == "postgres" and url.path == f"/{postgres['POSTGRES_DB']}"
-    assert (url.username, url.password) == (postgres["POSTGRES_USER"], postgres["POSTGRES_PASSWORD"])
+    assert postgres["POSTGRES_PASSWORD_FILE"] == "/run/secrets/postgres_password"
 
 
 def _published(port: str | dict) -> tuple[str, str]:
@@ -81,24 +99,25 @@ def _published(port: str | dict) -> tuple[str, str]:
     return parts[0].strip("[]"), parts[2]
 
 
-def test_no_port_is_published_beyond_loopback():
+def test_no_port_is_published_beyond_loopback(tmp_path):
     for name, service in services().items():
         for port in service.get("ports", []):
             host, _ = _published(port)
             assert host in ("127.0.0.1", "::1"), f"{name} publishes {port} on every address of the host"
     coordinator = services()["coordinator"]
-    env = {**dockerfile().env, **environment_list(coordinator["environment"])}
+    env = {**dockerfile().env, **environment_list(coordinator["environment"]), **secret_files(tmp_path)}
     assert [_published(p)[1] for p in coordinator["ports"]] == [str(settings_from(env).port)]
 
 
 def test_workers_reach_the_coordinator_with_a_token():
-    s = services(WORKER_TOKEN="tt_x")
+    s = services()
     for name in WORKERS:
         worker = s[name]
         env = environment_list(worker["environment"])
         url = urlsplit(env["TENSOR_TUNER_COORDINATOR_URL"])
         assert (url.hostname, str(url.port)) == ("coordinator", "8000")
-        assert env["TENSOR_TUNER_TOKEN"] == "tt_x"
+        assert env["TENSOR_TUNER_TOKEN_FILE"] == "/run/secrets/worker_token"
+        assert worker["secrets"] == ["worker_token"]
         assert worker["depends_on"]["coordinator"]["condition"] == "service_healthy"
 
 
@@ -135,10 +154,21 @@ def test_the_coordinator_has_time_to_stop_its_search_loop():
     assert grace.endswith("s") and int(grace[:-1]) >= STOP_SECONDS + 30
 
 
-def test_every_variable_is_a_setting_and_parses():
+def secret_files(directory: Path, token: str = "tt_x", database: str = "sqlite://") -> dict[str, str]:
+    """What Docker mounts at /run/secrets, made in `directory`: the *_FILE variables pointing there."""
+    (directory / "database_url").write_text(database + "\n")
+    (directory / "worker_token").write_text(token + "\n")
+    return {
+        "TENSOR_TUNER_DATABASE_URL_FILE": str(directory / "database_url"),
+        "TENSOR_TUNER_TOKEN_FILE": str(directory / "worker_token"),
+    }
+
+
+def test_every_variable_is_a_setting_and_parses(tmp_path):
+    files = secret_files(tmp_path)
     for name in TUNER_SERVICES:
-        service = services(WORKER_TOKEN="tt_x")[name]
-        settings_from({**dockerfile().env, **environment_list(service["environment"])})
+        env = {**dockerfile().env, **environment_list(services()[name]["environment"])}
+        settings_from({k: files.get(k, v) for k, v in env.items()})
 
 
 def container(
@@ -162,8 +192,11 @@ def test_the_containers_commands_run(tmp_path):
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     database = f"sqlite:///{tmp_path / 'tuning.db'}"
+    run_secrets = tmp_path / "secrets"
+    run_secrets.mkdir(mode=0o700)
+    files = secret_files(run_secrets, token="", database=database)  # no postgres host here
     on_this_machine = {
-        "TENSOR_TUNER_DATABASE_URL": database,  # there is no postgres host here
+        "TENSOR_TUNER_DATABASE_URL_FILE": files["TENSOR_TUNER_DATABASE_URL_FILE"],
         "TENSOR_TUNER_HOST": "127.0.0.1",  # the image binds 0.0.0.0; a test need not
         "TENSOR_TUNER_PORT": str(port),
     }
@@ -183,12 +216,17 @@ def test_the_containers_commands_run(tmp_path):
         command = ["token", "create", "--role", "worker", "--name", "compose-workers"]
         argv, env = container("coordinator", variables, command, **on_this_machine)
         result = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120)
-        variables["WORKER_TOKEN"] = created_token(result)
+        (run_secrets / "worker_token").write_text(created_token(result) + "\n")  # as the README says
         with Database.open(database) as db:
             admin = create_token(db, role="admin", name="test")[1]
 
         for name in WORKERS:
-            argv, env = container(name, variables, TENSOR_TUNER_COORDINATOR_URL=url)
+            argv, env = container(
+                name,
+                variables,
+                TENSOR_TUNER_COORDINATOR_URL=url,
+                TENSOR_TUNER_TOKEN_FILE=files["TENSOR_TUNER_TOKEN_FILE"],
+            )
             started.append(UnitProcess(argv, env, tmp_path / f"{name}.log"))
         wait_until(
             lambda: {w["name"] for w in workers(url, admin) if w["alive"]} == set(WORKERS),

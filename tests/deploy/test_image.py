@@ -14,6 +14,16 @@ def test_one_image_for_both_roles():
     assert not image.healthcheck, "workers share the image and serve no /healthz: check in compose.yaml"
 
 
+def test_the_image_imports_models_and_builds_artifacts():
+    """The probe's image lacked the models extra (every ONNX upload failed with an ImportError 422)
+    and a C compiler (artifact builds failed). torch must come from PyTorch's CPU index: PyPI's build
+    of the pinned version pulls several GB of CUDA."""
+    runs = " ".join(dockerfile().runs)
+    assert "gcc" in runs.split() and "libc6-dev" in runs.split()
+    install = next(r for r in dockerfile().runs if "pip install" in r)
+    assert '"/src[models]"' in install and "--extra-index-url https://download.pytorch.org/whl/cpu" in install
+
+
 def test_not_root():
     user = dockerfile().user.split(":")[0]
     assert user and user not in ("root", "0")

@@ -43,14 +43,17 @@ def test_the_regenerate_command_prints_the_document():
 
 
 @pytest.mark.parametrize("name", list(Settings.model_fields))
-def test_documented_variable_parses(name, monkeypatch):
+def test_documented_variable_parses(name, monkeypatch, tmp_path):
     """The documented variable is the one pydantic-settings reads, and the documented default, as
-    printed, is a valid value of it."""
+    printed, is a valid value of it (a *_file setting: a file that exists)."""
     for variable in os.environ:
         if variable.startswith("TENSOR_TUNER_"):
             monkeypatch.delenv(variable)
     default = Settings.model_fields[name].default
     value = "some-value" if default is None else default
+    if name.endswith("_file"):
+        value = str(tmp_path / "secret")
+        Path(value).write_text("sqlite://\n")
     monkeypatch.setenv(f"TENSOR_TUNER_{name.upper()}", str(value))
     settings = Settings()
     assert name in settings.model_fields_set

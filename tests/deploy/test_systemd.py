@@ -107,6 +107,20 @@ def test_the_worker_token_is_a_credential_in_no_command_line_or_environment_file
     assert "token" not in unit(WORKER)["Service"]["ExecStart"][0]
 
 
+def test_the_database_url_is_a_credential_in_no_environment_file():
+    """The coordinator's database password reaches it as a file only, as the worker's token does: its
+    environment is inherited by the search loop and every model-import child."""
+    (line,) = unit(COORDINATOR)["Service"]["LoadCredential"]
+    name, _, source = line.partition(":")
+    assert source == "/etc/tensor-tuner/database_url", "deploy/README.md installs the URL there"
+    assert unit_environment(COORDINATOR, credentials="/run/credentials/x") == {
+        "TENSOR_TUNER_DATABASE_URL_FILE": f"/run/credentials/x/{name}"
+    }
+    assert not {"TENSOR_TUNER_DATABASE_URL", "TENSOR_TUNER_DATABASE_URL_FILE"} & set(
+        env_file(ENV_FILES[COORDINATOR])
+    )
+
+
 @pytest.mark.parametrize("path", [COORDINATOR, WORKER], ids=lambda p: p.name)
 def test_env_file_sets_known_settings_that_parse(path):
     settings_from(example_environment(path))
@@ -136,14 +150,16 @@ def test_the_units_commands_run(tmp_path):
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     database = f"sqlite:///{tmp_path / 'tuning.db'}"
-    # What differs on this machine: no database or coordinator host, no network to serve.
+    # What systemd does with LoadCredential=: the files, copied into the unit's own directory. The
+    # database URL is this machine's (no database host here).
+    credentials = tmp_path / "credentials"
+    credentials.mkdir(mode=0o700)
+    (credentials / "database_url").write_text(database + "\n")
+    # What differs on this machine besides: no network to serve.
     coordinator_env = clean_environment(
         example_environment(COORDINATOR),
-        {
-            "TENSOR_TUNER_DATABASE_URL": database,
-            "TENSOR_TUNER_HOST": "127.0.0.1",
-            "TENSOR_TUNER_PORT": str(port),
-        },
+        unit_environment(COORDINATOR, credentials=str(credentials)),
+        {"TENSOR_TUNER_HOST": "127.0.0.1", "TENSOR_TUNER_PORT": str(port)},
     )
     started: list[UnitProcess] = []
     try:
@@ -158,9 +174,6 @@ def test_the_units_commands_run(tmp_path):
             admin = create_token(db, role="admin", name="test")[1]
 
         instance = str(max(os.sched_getaffinity(0)))
-        # What systemd does with LoadCredential=: the token file, copied into the unit's own directory.
-        credentials = tmp_path / "credentials"
-        credentials.mkdir(mode=0o700)
         (credentials / worker_credential()).write_text(token + "\n")
         worker_env = clean_environment(
             example_environment(WORKER),

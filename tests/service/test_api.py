@@ -14,7 +14,7 @@ from compiler.workloads.primfunc_spec import primfunc_spec
 from runner import TimingKind
 from runner.protocol import WORKER_NAME_LENGTH
 from tests.compiler.workloads.test_primfunc_spec import fused_conv2d_add_relu
-from tests.service.conftest import HARDWARE, HW, OTHER, Api, hardware_body
+from tests.service.conftest import HARDWARE, HW, OTHER, Api, hardware_body, in_process_client
 from tuner.database.schema import CandidateRow, WorkerRow
 from tuner.service.schemas import Timing
 
@@ -535,3 +535,29 @@ def test_healthz_fails_once_the_sqlite_file_is_deleted_or_replaced(api: Api):
     assert "replaced by another file" in api.client.get("/healthz").json()["detail"]
     os.replace(moved, path)
     assert api.client.get("/healthz").status_code == 200
+
+
+def test_lists_come_a_page_at_a_time(api: Api):
+    """The probe's 3,000 tasks were 1.3 MB per GET /v1/tasks. A list answers `limit` rows after the
+    id `after` (100 by default, 1,000 at most), and a full page names the next page's `after`; the
+    typed client follows them."""
+    register(api)
+    ids = [submit(api, trials=1, seed=k)["id"] for k in range(5)]
+    pages, after = [], None
+    while True:
+        reply = api.client.get(
+            "/v1/tasks", params={"limit": 2} | ({"after": after} if after else {}), headers=api.as_("client")
+        )
+        assert reply.status_code == 200
+        pages.append([t["id"] for t in reply.json()])
+        after = reply.headers.get("X-Next-After")
+        if after is None:
+            break
+    assert pages == [ids[:2], ids[2:4], ids[4:]]
+    assert "X-Next-After" not in api.client.get("/v1/tasks", headers=api.as_("client")).headers
+    too_many = api.client.get("/v1/tasks", params={"limit": 1001}, headers=api.as_("client"))
+    assert too_many.status_code == 422 and "limit" in str(too_many.json()["detail"])
+    with in_process_client(api, api.tokens["client"]) as client:
+        assert [t.id for t in client.tasks()] == ids
+    workers = api.client.get("/v1/workers", params={"limit": 1}, headers=api.as_("client"))
+    assert len(workers.json()) == 1 and workers.headers["X-Next-After"] == str(workers.json()[0]["id"])

@@ -8,6 +8,7 @@ import io
 import json
 import tarfile
 from dataclasses import asdict
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import get_args
 
@@ -27,6 +28,7 @@ from tuner.cli import main
 from tuner.cli import service as commands
 from tuner.cli import service_models as model_commands
 from tuner.database import NewRecord, trace_hash
+from tuner.database import tuned_models as m
 from tuner.search.driver import SearchDriver
 from tuner.service.client import Client
 from tuner.service.model_loop import BATCH_TRIALS
@@ -535,3 +537,17 @@ def test_a_layer_whose_search_fails_fails_the_model_and_stops_the_others(api: Ap
 
 def test_the_api_offers_the_schedulers_the_task_scheduler_has():
     assert get_args(Scheduler) == SCHEDULERS
+
+
+def test_a_cancelled_models_file_is_dropped_after_its_grace_period(api: Api):
+    """The probe's cancelled 40 MiB models kept their bytes forever, outside any quota."""
+    register(api)
+    cancelled, running = submit_model(api, trials=4), submit_model(api, trials=4)
+    path = f"/v1/models/{cancelled['id']}"
+    assert api.client.post(f"{path}/cancel", headers=api.as_("client")).status_code == 200
+    now = datetime.now(UTC)
+    assert m.drop_cancelled_sources(api.db, before=now - timedelta(days=7)) == 0  # in its grace period
+    assert m.drop_cancelled_sources(api.db, before=now + timedelta(seconds=1)) == 1
+    assert not m.has_source(api.db, cancelled["id"]) and m.has_source(api.db, running["id"])
+    gone = api.client.get(f"{path}/artifact", headers=api.as_("client"))
+    assert gone.status_code == 410 and "file dropped" in gone.json()["detail"]

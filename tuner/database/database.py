@@ -235,15 +235,25 @@ class Database:
                 raise KeyError(task_id)
             return _task_info(*row)
 
-    def tasks(self, status: str | None = None, *, token_id: int | None = None) -> list[TaskInfo]:
-        """Every task, oldest first; those of one status, or submitted with one token, if given."""
+    def tasks(
+        self,
+        status: str | None = None,
+        *,
+        token_id: int | None = None,
+        after: int | None = None,
+        limit: int | None = None,
+    ) -> list[TaskInfo]:
+        """Every task, oldest first; those of one status, or submitted with one token, if given; a
+        page of them: ids above `after`, `limit` at most."""
         query = _tasks_query()
         if status is not None:
             query = query.where(TaskRow.status == TaskStatus(status).value)
         if token_id is not None:
             query = query.where(TaskRow.token_id == token_id)
+        if after is not None:
+            query = query.where(TaskRow.id > after)
         with self._session.begin() as session:
-            return [_task_info(*row) for row in session.execute(query.order_by(TaskRow.id))]
+            return [_task_info(*row) for row in session.execute(query.order_by(TaskRow.id).limit(limit))]
 
     def task_owners(self, task_ids: Iterable[int]) -> dict[int, int | None]:
         """The token that submitted each of these tasks (None: none did), by task id."""

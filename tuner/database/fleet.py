@@ -11,7 +11,7 @@ from datetime import datetime, timedelta
 from sqlalchemy import Select, select, update
 
 from tuner.database.database import Database
-from tuner.database.queue import lock_candidates, release, renew_leases
+from tuner.database.queue import LeasePolicy, lock_candidates, release, renew_leases
 from tuner.database.records import CandidateStatus
 from tuner.database.schema import CandidateRow, HardwareRow, WorkerRow
 
@@ -32,7 +32,7 @@ def alive_since(now: datetime, heartbeat_secs: float) -> datetime:
 
 def expire_silent(db: Database, *, now: datetime, heartbeat_secs: float) -> int:
     """End now the leases of workers that are no longer alive (killed, hung, cut off): they are
-    available at once, as expired leases, to the next lease request and to `give_up_expired`. Returns
+    taken back at once, as expired leases, by the next lease request or `reclaim_expired`. Returns
     how many ended. The caller must have seen the database for as long as a worker may stay silent:
     heartbeats that could not arrive while it was away say nothing about the workers."""
     silent = select(WorkerRow.id).where(WorkerRow.last_seen_at < alive_since(now, heartbeat_secs))
@@ -62,6 +62,7 @@ class WorkerInfo:
     registered_at: datetime
     last_seen_at: datetime
     stopped: bool
+    throttled_until: datetime | None  # no lease for it before then: it kept letting leases expire
 
 
 def register_worker(
@@ -70,7 +71,7 @@ def register_worker(
     """A new worker row per start: a restarted daemon is a new worker (its old leases expire)."""
     with db.transaction() as session:
         worker = WorkerRow(
-            name=name, hardware_id=hardware_id, token_id=token_id, last_seen_at=now, stopped=False
+            name=name, hardware_id=hardware_id, token_id=token_id, last_seen_at=now, stopped=False, strikes=0
         )
         session.add(worker)
         session.flush()
@@ -87,13 +88,13 @@ def get_worker(db: Database, worker_id: int) -> WorkerInfo:
 
 
 def heartbeat(
-    db: Database, *, worker_id: int, lease_secs: float, now: datetime, holding: Sequence[int] | None = None
+    db: Database, *, worker_id: int, policy: LeasePolicy, now: datetime, holding: Sequence[int] | None = None
 ) -> int:
     """The worker is alive: note the time and extend the leases it names (`holding`; None: all).
     Returns how many it renewed; raises WorkerStopped if it said goodbye (a heartbeat that arrives
     late must not revive it)."""
     _seen(db, worker_id, now, stopped=False)
-    return renew_leases(db, worker_id=worker_id, lease_secs=lease_secs, now=now, holding=holding)
+    return renew_leases(db, worker_id=worker_id, now=now, policy=policy, holding=holding)
 
 
 def stop_worker(db: Database, *, worker_id: int, now: datetime) -> int:
@@ -114,12 +115,16 @@ def _seen(db: Database, worker_id: int, now: datetime, *, stopped: bool) -> None
         worker.last_seen_at, worker.stopped = now, stopped
 
 
-def workers(db: Database, *, seen_since: datetime | None = None) -> list[WorkerInfo]:
+def workers(
+    db: Database, *, seen_since: datetime | None = None, after: int | None = None, limit: int | None = None
+) -> list[WorkerInfo]:
     """Every worker (or those seen since a time and not stopped: with `alive_since`, the live ones),
-    oldest first."""
-    query = _workers_query().order_by(WorkerRow.id)
+    oldest first; a page of them: ids above `after`, `limit` at most."""
+    query = _workers_query().order_by(WorkerRow.id).limit(limit)
     if seen_since is not None:
         query = query.where(WorkerRow.last_seen_at >= seen_since, WorkerRow.stopped.is_(False))
+    if after is not None:
+        query = query.where(WorkerRow.id > after)
     with db.transaction() as session:
         return [_info(*row) for row in session.execute(query)]
 
@@ -138,4 +143,5 @@ def _info(worker: WorkerRow, hardware_key: str) -> WorkerInfo:
         worker.registered_at,
         worker.last_seen_at,
         worker.stopped,
+        worker.throttled_until,
     )

@@ -2,9 +2,12 @@
 hardware with an expiry, and done once, by the first result that comes back.
 
 Leases make the queue outlive its workers: a worker's heartbeats renew its leases; a worker killed in
-the middle of a batch stops renewing, its leases expire, and its candidates go to the next worker that
-asks. A candidate that loses its worker `max_attempts` times is given up and recorded as a timeout, so
-a program that kills whoever measures it cannot stall a task forever.
+the middle of a batch stops renewing, its leases expire, and its candidates go back to the queue for
+the next worker that asks. A candidate whose lease `max_attempts` different workers lost is given up
+and recorded as a timeout, so a program that kills whoever measures it cannot stall a task forever;
+one worker losing it again and again (leasing and never answering) burns no trial. A worker holds at
+most `max_leases` candidates, a lease lasts at most `max_age_secs` however it is renewed, and a
+worker that lets `strikes` leases in a row expire gets no lease for `throttle_secs` (`LeasePolicy`).
 
 A result counts only from the worker holding the candidate's lease (by worker, not by hardware: a
 second machine of the same kind cannot complete another's lease), and only once: the candidate row is
@@ -25,6 +28,7 @@ count updates of results never wait for.
 from __future__ import annotations
 
 import enum
+import logging
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, fields
@@ -32,7 +36,7 @@ from datetime import datetime, timedelta
 from math import inf
 from typing import Any
 
-from sqlalchemy import ColumnElement, Connection, Row, Select, and_, func, select, update
+from sqlalchemy import ColumnElement, Connection, Select, and_, func, select, update
 from sqlalchemy.orm import Session
 
 from runner.confirm import confirm, would_be_best
@@ -41,6 +45,20 @@ from runner.results import MODEL_TIMING, RunResult, Status, TimingConfig, Timing
 from tuner.database.database import Database
 from tuner.database.records import ACTIVE, CandidateStatus, NewRecord, trace_hash
 from tuner.database.schema import CandidateRow, HardwareRow, RecordRow, TaskRow, WorkerRow
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class LeasePolicy:
+    """How long a lease lasts, and what a worker may hold and lose (the coordinator's settings)."""
+
+    lease_secs: float
+    max_attempts: int = 3  # different workers that may lose a candidate's lease before it is given up
+    max_leases: int = 16  # candidates one worker may hold at once
+    max_age_secs: float = 1800.0  # a lease's life, however often it is renewed
+    strikes: int = 8  # leases a worker may let expire in a row before it is throttled
+    throttle_secs: float = 600.0
 
 
 class Outcome(enum.StrEnum):
@@ -125,33 +143,17 @@ def enqueue(
 
 
 def lease(
-    db: Database,
-    *,
-    worker_id: int,
-    hardware_id: int,
-    limit: int,
-    lease_secs: float,
-    now: datetime,
-    max_attempts: int,
+    db: Database, *, worker_id: int, hardware_id: int, limit: int, now: datetime, policy: LeasePolicy
 ) -> list[LeasedCandidate]:
-    """Up to `limit` candidates for a worker of this hardware: first leased ones whose lease expired
-    (unless they have used up their attempts: their tasks have waited longest), oldest first; then
-    pending ones in fair order (`_fair_order`). Each group is one UPDATE; one query for both, with an
-    OR, made PostgreSQL read and sort the whole queue every time."""
-    expires = now + timedelta(seconds=lease_secs)
-    expired = and_(
-        CandidateRow.status == CandidateStatus.LEASED.value,
-        CandidateRow.lease_expires_at < now,
-        CandidateRow.attempts < max_attempts,
-    )
-    pending = CandidateRow.status == CandidateStatus.PENDING.value
+    """Up to `limit` pending candidates for a worker of this hardware, in fair order (`_fair_order`),
+    within what the worker may hold (`LeasePolicy.max_leases`; nothing while it is throttled). The
+    hardware's expired leases are taken back first (`_reclaim`)."""
+    expires = now + timedelta(seconds=policy.lease_secs)
     with db.transaction() as session:
         connection = session.connection()  # plain Core execution: the ORM's bulk machinery costs more
-        rows: list[Row[*tuple[Any, ...]]] = []
-        for available, fair in ((expired, False), (pending, True)):
-            if len(rows) < limit:
-                take = _take(hardware_id, available, fair, limit - len(rows), worker_id, expires)
-                rows += connection.execute(take).all()
+        _reclaim(db, connection, now, policy, hardware_id)
+        room = min(limit, _room(connection, worker_id, now, policy))
+        rows = connection.execute(_take(hardware_id, room, worker_id, now, expires)).all() if room > 0 else []
         kinds = {(r.workload_id, r.timing_kind) for r in rows}
         best = {(w, k): _best_secs(connection, w, hardware_id, k) for w, k in kinds}
     return [
@@ -168,6 +170,19 @@ def lease(
     ]
 
 
+def _room(connection: Connection, worker_id: int, now: datetime, policy: LeasePolicy) -> int:
+    """How many more candidates the worker may hold: none while it is throttled."""
+    throttled = connection.scalar(select(WorkerRow.throttled_until).where(WorkerRow.id == worker_id))
+    if throttled is not None and throttled > now:
+        return 0
+    held = connection.scalar(
+        select(func.count()).where(
+            CandidateRow.worker_id == worker_id, CandidateRow.status == CandidateStatus.LEASED.value
+        )
+    )
+    return max(0, policy.max_leases - (held or 0))
+
+
 # How a worker must time a candidate of each kind (None: its own way, warm): a model's layer as a
 # forward pass runs it, as `tune_model` times it.
 _TIMING_OF_KIND: dict[TimingKind, dict[str, Any] | None] = {
@@ -177,20 +192,14 @@ _TIMING_OF_KIND: dict[TimingKind, dict[str, Any] | None] = {
 }
 
 
-def _take(
-    hardware_id: int,
-    available: ColumnElement[bool],
-    fair: bool,
-    limit: int,
-    worker_id: int,
-    expires: datetime,
-) -> Any:
-    """UPDATE ... RETURNING that leases the first `limit` available candidates, oldest first or in
-    fair order; rows another transaction holds are skipped, never waited for. No candidate of an
-    ended task is available: ending a task withdraws its candidates, and `enqueue` adds none to a task
-    that ended."""
-    query = select(CandidateRow.id).where(CandidateRow.hardware_id == hardware_id, available)
-    query = _fair_order(query, hardware_id, available) if fair else query.order_by(CandidateRow.id)
+def _take(hardware_id: int, limit: int, worker_id: int, now: datetime, expires: datetime) -> Any:
+    """UPDATE ... RETURNING that leases the first `limit` pending candidates in fair order; rows
+    another transaction holds are skipped, never waited for. No candidate of an ended task is
+    pending: ending a task withdraws its candidates, and `enqueue` adds none to a task that ended."""
+    pending = and_(
+        CandidateRow.hardware_id == hardware_id, CandidateRow.status == CandidateStatus.PENDING.value
+    )
+    query = _fair_order(select(CandidateRow.id).where(pending), hardware_id, pending)
     chosen = query.limit(limit).with_for_update(skip_locked=True, of=CandidateRow).scalar_subquery()
     return (
         update(CandidateRow)
@@ -198,6 +207,7 @@ def _take(
         .values(
             status=CandidateStatus.LEASED.value,
             worker_id=worker_id,
+            leased_at=now,
             lease_expires_at=expires,
             attempts=CandidateRow.attempts + 1,
         )
@@ -271,14 +281,10 @@ def _best_secs(connection: Connection, workload_id: int, hardware_id: int, timin
 
 
 def renew_leases(
-    db: Database,
-    *,
-    worker_id: int,
-    lease_secs: float,
-    now: datetime,
-    holding: Sequence[int] | None = None,
+    db: Database, *, worker_id: int, now: datetime, policy: LeasePolicy, holding: Sequence[int] | None = None
 ) -> int:
-    """Extend the leases the worker holds (its heartbeat); returns how many it renewed.
+    """Extend the leases the worker holds (its heartbeat), each to at most `max_age_secs` after it was
+    given; returns how many it renewed.
 
     `holding` names the candidates the worker knows it holds (None: all, as older workers beat). A
     lease it does not name is not renewed: one whose answer never reached the worker (its
@@ -287,14 +293,27 @@ def renew_leases(
     where = [CandidateRow.worker_id == worker_id, CandidateRow.status == CandidateStatus.LEASED]
     if holding is not None:
         where.append(CandidateRow.id.in_(holding))
+    renewed = now + timedelta(seconds=policy.lease_secs)
+    age = timedelta(seconds=policy.max_age_secs)
     with db.transaction() as session:
-        held = lock_candidates(session, *where)
-        if held:
+        held = session.execute(
+            select(CandidateRow.id, CandidateRow.leased_at)
+            .where(*where)
+            .order_by(CandidateRow.id)
+            .with_for_update()
+        ).all()
+        young = [r.id for r in held if r.leased_at is None or r.leased_at + age >= renewed]
+        if young:
             session.execute(
-                update(CandidateRow)
-                .where(CandidateRow.id.in_(held))
-                .values(lease_expires_at=now + timedelta(seconds=lease_secs))
+                update(CandidateRow).where(CandidateRow.id.in_(young)).values(lease_expires_at=renewed)
             )
+        for r in held:
+            if r.id not in young:  # renewed to its end of life, no further
+                session.execute(
+                    update(CandidateRow)
+                    .where(CandidateRow.id == r.id)
+                    .values(lease_expires_at=r.leased_at + age)
+                )
         return len(held)
 
 
@@ -313,6 +332,7 @@ def release(db: Database, *, worker_id: int, candidate_ids: Sequence[int] | None
                 .values(
                     status=CandidateStatus.PENDING.value,
                     worker_id=None,
+                    leased_at=None,
                     lease_expires_at=None,
                     attempts=CandidateRow.attempts - 1,
                 )
@@ -363,6 +383,11 @@ def submit(
             elif outcome is Outcome.ACCEPTED:
                 done.append((r, _record(r, result, worker)))
         _finish(connection, db, done)
+        if any(o in (Outcome.ACCEPTED, Outcome.CONFIRMING) for o in outcomes.values()):
+            # A result: the worker answers, whatever leases it lost before.
+            connection.execute(
+                update(WorkerRow).where(WorkerRow.id == worker_id, WorkerRow.strikes > 0).values(strikes=0)
+            )
     return [outcomes.get(s.candidate_id, Outcome.UNKNOWN) for s in submissions]
 
 
@@ -478,25 +503,79 @@ def _finish(connection: Connection, db: Database, done: Sequence[tuple[Any, NewR
         )
 
 
-def give_up_expired(db: Database, *, now: datetime, max_attempts: int) -> int:
-    """Candidates whose lease expired `max_attempts` times become timeout records: each of their
-    workers died or stopped answering while measuring them."""
-    message = f"gave up after {max_attempts} leases expired: its workers died or hung while measuring it"
+def reclaim_expired(db: Database, *, now: datetime, policy: LeasePolicy) -> int:
+    """Take back every expired lease (`_reclaim`), whatever its hardware; returns how many candidates
+    were given up."""
     with db.transaction() as session:
-        connection = session.connection()
-        rows = connection.execute(
-            select(*_CANDIDATE_COLUMNS)
-            .where(
-                CandidateRow.status == CandidateStatus.LEASED.value,
-                CandidateRow.lease_expires_at < now,
-                CandidateRow.attempts >= max_attempts,
+        return _reclaim(db, session.connection(), now, policy)
+
+
+def _reclaim(
+    db: Database, connection: Connection, now: datetime, policy: LeasePolicy, hardware_id: int | None = None
+) -> int:
+    """Leases that expired (their worker died, hung, or held them without answering) go back to the
+    queue, their worker noted on the candidate (`lost_by`) and struck (`_strike`); a candidate that
+    `max_attempts` different workers lost becomes a timeout record. Returns how many were given up."""
+    where = [CandidateRow.status == CandidateStatus.LEASED.value, CandidateRow.lease_expires_at < now]
+    if hardware_id is not None:
+        where.append(CandidateRow.hardware_id == hardware_id)
+    rows = connection.execute(
+        select(*_CANDIDATE_COLUMNS, CandidateRow.lost_by)
+        .where(*where)
+        .order_by(CandidateRow.id)
+        .with_for_update(skip_locked=True)
+    ).all()
+    given_up = []
+    for r in rows:
+        lost = sorted({*(r.lost_by or []), r.worker_id})
+        if len(lost) >= policy.max_attempts:
+            message = (
+                f"gave up after {len(lost)} different workers lost its lease: each died, hung or did not "
+                "answer while measuring it"
             )
-            .order_by(CandidateRow.id)
-            .with_for_update(skip_locked=True)
-        ).all()
-        timeout = [ResultIn(candidate_id=r.id, status=Status.TIMEOUT, message=message) for r in rows]
-        _finish(connection, db, [(r, _record(r, t, "")) for r, t in zip(rows, timeout)])
-        return len(rows)
+            timeout = ResultIn(candidate_id=r.id, status=Status.TIMEOUT, message=message)
+            given_up.append((r, _record(r, timeout, "")))
+            continue
+        connection.execute(
+            update(CandidateRow)
+            .where(CandidateRow.id == r.id)
+            .values(
+                status=CandidateStatus.PENDING.value,
+                worker_id=None,
+                leased_at=None,
+                lease_expires_at=None,
+                lost_by=lost,
+            )
+        )
+    _finish(connection, db, given_up)
+    _strike(connection, Counter(r.worker_id for r in rows), now, policy)
+    return len(given_up)
+
+
+def _strike(connection: Connection, lost: Counter[int], now: datetime, policy: LeasePolicy) -> None:
+    """Count the leases each worker let expire; one that reaches `policy.strikes` without a result in
+    between is throttled (no lease until `throttle_secs` from now) and logged: a worker that leases
+    and never answers, or one cut off from the coordinator, should be looked at."""
+    for worker_id in sorted(lost):  # workers in id order: concurrent reclaims cannot deadlock
+        struck = connection.execute(
+            update(WorkerRow)
+            .where(WorkerRow.id == worker_id)
+            .values(strikes=WorkerRow.strikes + lost[worker_id])
+            .returning(WorkerRow.strikes, WorkerRow.name)
+        ).one_or_none()
+        if struck is None or struck.strikes < policy.strikes:
+            continue
+        until = now + timedelta(seconds=policy.throttle_secs)
+        connection.execute(
+            update(WorkerRow).where(WorkerRow.id == worker_id).values(strikes=0, throttled_until=until)
+        )
+        log.warning(
+            "worker %s#%d let %d leases expire without a result: it gets no lease until %s",
+            struck.name,
+            worker_id,
+            struck.strikes,
+            f"{until:%Y-%m-%d %H:%M:%S} UTC",
+        )
 
 
 def counts(db: Database, *, task_id: int) -> QueueCounts:

@@ -183,6 +183,9 @@ class WorkerRow(Base):
     registered_at: Mapped[datetime] = mapped_column(server_default=func.now())
     last_seen_at: Mapped[datetime]
     stopped: Mapped[bool]  # said goodbye (SIGTERM); a worker that died just stops being seen
+    # Leases it let expire since its last result; past a limit it is throttled until then.
+    strikes: Mapped[int] = mapped_column(server_default="0")
+    throttled_until: Mapped[datetime | None]
 
 
 class CandidateRow(Base):
@@ -216,7 +219,10 @@ class CandidateRow(Base):
     status: Mapped[str] = mapped_column(String(16))
     worker_id: Mapped[int | None] = mapped_column(ForeignKey("workers.id"))
     lease_expires_at: Mapped[datetime | None]
-    attempts: Mapped[int]  # leases given; a candidate that keeps losing its worker is given up
+    leased_at: Mapped[datetime | None]  # when the current lease was given: renewals stop at an age
+    attempts: Mapped[int]  # leases given
+    # The workers whose lease of it expired: given up once enough different ones lost it.
+    lost_by: Mapped[list[int]] = mapped_column(JSON_TYPE, server_default="[]")
     # A result that would be the new best, held until a second lease re-measures the program: only
     # then is a record written (from both measurements), so one forged result never ranks first.
     held_result: Mapped[dict[str, Any] | None]

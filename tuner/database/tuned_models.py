@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session, defer
 
 from runner.results import TimingKind
@@ -147,16 +147,47 @@ def get_model(db: Database, model_id: int) -> ModelInfo:
 
 
 def models(
-    db: Database, *, token_id: int | None = None, status: Sequence[str] | None = None
+    db: Database,
+    *,
+    token_id: int | None = None,
+    status: Sequence[str] | None = None,
+    after: int | None = None,
+    limit: int | None = None,
 ) -> list[ModelInfo]:
-    """Every model, oldest first; those of one token, or in these statuses, if given."""
-    query = _models_query().order_by(ModelRow.id)
+    """Every model, oldest first; those of one token, or in these statuses, if given; a page of them:
+    ids above `after`, `limit` at most."""
+    query = _models_query().order_by(ModelRow.id).limit(limit)
     if token_id is not None:
         query = query.where(ModelRow.token_id == token_id)
     if status is not None:
         query = query.where(ModelRow.status.in_(status))
+    if after is not None:
+        query = query.where(ModelRow.id > after)
     with db.transaction() as session:
         return [_model_info(*row) for row in session.execute(query)]
+
+
+def drop_cancelled_sources(db: Database, *, before: datetime) -> int:
+    """Drop the file of every model cancelled before `before` (its bytes, up to max_model_bytes, were
+    kept forever: cancelled models filled the disk outside any quota). Returns how many."""
+    with db.transaction() as session:
+        dropped = session.execute(
+            update(ModelRow)
+            .where(
+                ModelRow.status == TaskStatus.CANCELLED.value,
+                ModelRow.updated_at < before,
+                func.length(ModelRow.source) > 0,
+            )
+            .values(source=b"")
+        )
+        return int(dropped.rowcount)  # type: ignore[attr-defined]
+
+
+def has_source(db: Database, model_id: int) -> bool:
+    """Whether the model still has its file (a cancelled one's is dropped after a grace period)."""
+    with db.transaction() as session:
+        size = session.scalar(select(func.length(ModelRow.source)).where(ModelRow.id == model_id))
+        return bool(size)
 
 
 def source(db: Database, model_id: int) -> tuple[str, bytes]:

@@ -14,6 +14,8 @@ import httpx
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from tuner.service.schemas import (
+    MAX_PAGE,
+    NEXT_PAGE_HEADER,
     BestQuery,
     ModelCreate,
     ModelDetail,
@@ -105,7 +107,7 @@ class Client:
         return self._call("POST", "/v1/tasks", TaskPublic, body)
 
     def tasks(self) -> list[TaskPublic]:
-        return self._call("GET", "/v1/tasks", list[TaskPublic])
+        return self._every("/v1/tasks", TaskPublic)
 
     def task(self, task_id: int) -> TaskDetail:
         return self._call("GET", f"/v1/tasks/{task_id}", TaskDetail)
@@ -153,7 +155,7 @@ class Client:
         return self._call("POST", "/v1/models", ModelPublic, body)
 
     def models(self) -> list[ModelPublic]:
-        return self._call("GET", "/v1/models", list[ModelPublic])
+        return self._every("/v1/models", ModelPublic)
 
     def model(self, model_id: int) -> ModelDetail:
         return self._call("GET", f"/v1/models/{model_id}", ModelDetail)
@@ -180,6 +182,23 @@ class Client:
             return TypeAdapter(answer).validate_json(response.content)
         except ValidationError as e:
             raise BadResponse(f"{method} {path}", _name(answer), e) from e
+
+    def _every(self, path: str, item: type[T]) -> list[T]:
+        """Every row of a list route, page after page."""
+        rows: list[T] = []
+        after: str | None = None
+        while True:
+            params = {"limit": str(MAX_PAGE)} | ({"after": after} if after is not None else {})
+            response = self._send("GET", path, params=params)
+            if response.is_error:
+                raise ApiError(response.status_code, _detail(response))
+            try:
+                rows += TypeAdapter(list[item]).validate_json(response.content)  # type: ignore[valid-type]
+            except ValidationError as e:
+                raise BadResponse(f"GET {path}", f"list[{item.__name__}]", e) from e
+            after = response.headers.get(NEXT_PAGE_HEADER)
+            if after is None:
+                return rows
 
     def _send(self, method: str, path: str, **options: Any) -> httpx.Response:
         """One request; a GET answered 503 again after Retry-After while the budget lasts."""

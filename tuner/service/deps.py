@@ -14,14 +14,17 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Annotated
 
-from fastapi import Depends, HTTPException, Request, status
+from fastapi import Depends, HTTPException, Query, Request, Response, status
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.concurrency import run_in_threadpool
 
+from runner.protocol import MAX_ID
 from tuner.database import Database, Role
 from tuner.database.tokens import TokenInfo, authenticate
+from tuner.service.schemas import DEFAULT_PAGE, MAX_PAGE, NEXT_PAGE_HEADER
 from tuner.service.settings import Settings
 
 _bearer = HTTPBearer(auto_error=False, description="A token from `tuner token create`.")
@@ -98,3 +101,28 @@ AnyToken = Annotated[TokenInfo, Depends(require(Role.CLIENT, Role.WORKER))]
 ClientToken = Annotated[TokenInfo, Depends(require(Role.CLIENT))]
 WorkerToken = Annotated[TokenInfo, Depends(require(Role.WORKER))]
 AdminToken = Annotated[TokenInfo, Depends(require())]
+
+
+@dataclass(frozen=True)
+class Page:
+    """A page of a list, in id order: the rows after the id `after` (None: from the first), `limit`
+    of them at most. A full page's answer names the `after` of the next one (NEXT_PAGE_HEADER)."""
+
+    after: int | None
+    limit: int
+
+    def answer(self, response: Response, ids: list[int]) -> None:
+        if len(ids) == self.limit:
+            response.headers[NEXT_PAGE_HEADER] = str(ids[-1])
+
+
+async def page(
+    after: Annotated[
+        int | None, Query(ge=0, lt=MAX_ID, description="Rows with an id above this one.")
+    ] = None,
+    limit: Annotated[int, Query(ge=1, le=MAX_PAGE, description="Rows at most.")] = DEFAULT_PAGE,
+) -> Page:
+    return Page(after, limit)
+
+
+PageDep = Annotated[Page, Depends(page)]

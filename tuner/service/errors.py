@@ -46,6 +46,7 @@ _MEANING = {
     status.HTTP_403_FORBIDDEN: "The token's role may not do this (or the worker is another token's).",
     status.HTTP_404_NOT_FOUND: "No such object.",
     status.HTTP_409_CONFLICT: "The object is not in a state that allows this.",
+    status.HTTP_410_GONE: "The object's data was dropped (a cancelled model's file, after a grace period).",
     status.HTTP_413_CONTENT_TOO_LARGE: "The request body is over the coordinator's max_request_bytes.",
     status.HTTP_429_TOO_MANY_REQUESTS: "The token's quota is used up until some of its tasks end.",
     status.HTTP_503_SERVICE_UNAVAILABLE: "The coordinator cannot reach its database, or the database did "

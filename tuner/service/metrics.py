@@ -53,9 +53,16 @@ class _DatabaseCollector(Collector):
             value=errors,
         )
         yield _by_status("tuner_candidates", "Queued candidates by status", queue)
-        alive = workers(self.db, seen_since=alive_since(clock_now(self.db), self.heartbeat_secs))
+        now = clock_now(self.db)
+        alive = workers(self.db, seen_since=alive_since(now, self.heartbeat_secs))
         yield GaugeMetricFamily(
             "tuner_workers_seen", "Workers alive (seen lately, not stopped)", value=len(alive)
+        )
+        throttled = [w for w in alive if w.throttled_until is not None and w.throttled_until > now]
+        yield GaugeMetricFamily(
+            "tuner_workers_throttled",
+            "Workers alive that get no lease for now: each let worker_strikes leases expire without a result",
+            value=len(throttled),
         )
 
 

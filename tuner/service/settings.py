@@ -13,6 +13,8 @@ from typing import Literal, get_args, get_origin
 from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from tuner.database.queue import LeasePolicy
+
 # A lease must outlast this many heartbeats: one late or lost heartbeat must not hand a candidate that
 # is being measured to a second worker.
 HEARTBEATS_PER_LEASE = 3
@@ -26,6 +28,11 @@ class Settings(BaseSettings):
         "sqlite:///tensor-tuner.db",
         description="SQLAlchemy URL of the tuning database: a SQLite file for one machine, "
         "postgresql+psycopg://user@host/db for several coordinators and a fleet.",
+    )
+    database_url_file: str | None = Field(
+        None,
+        description="A file holding the database URL (its first line), e.g. a Docker secret or a systemd "
+        "credential, so its password is in no environment variable; instead of database_url.",
     )
     host: str = Field("127.0.0.1", description="Address the coordinator binds; 0.0.0.0 to serve the network.")
     port: int = Field(8000, ge=0, le=65535, description="Port the coordinator listens on.")
@@ -41,7 +48,30 @@ class Settings(BaseSettings):
     max_attempts: int = Field(
         3,
         ge=1,
-        description="Leases a candidate may lose (its worker died) before it is recorded as a timeout.",
+        description="Different workers a candidate may lose its lease with (each died, hung or never "
+        "answered) before it is recorded as a timeout; one worker losing it again and again does not count.",
+    )
+    max_leases_per_worker: int = Field(
+        16,
+        ge=1,
+        description="Candidates one worker may hold leased at once: a worker that leases and never answers "
+        "cannot take the whole queue.",
+    )
+    max_lease_seconds: float = Field(
+        1800.0,
+        gt=0,
+        description="Longest a lease lasts however its worker heartbeats: a worker that holds leases "
+        "without answering loses them then. Above the time a worker takes for max_leases_per_worker "
+        "candidates (each up to 30 s of build and 60 s of runs).",
+    )
+    worker_strikes: int = Field(
+        8,
+        ge=1,
+        description="Leases a worker may let expire in a row (no result in between) before it is "
+        "throttled: given no lease for worker_throttle_seconds, and logged.",
+    )
+    worker_throttle_seconds: float = Field(
+        600.0, gt=0, description="How long a worker that keeps letting leases expire gets no lease."
     )
     claim_seconds: float = Field(
         30.0,
@@ -160,6 +190,12 @@ class Settings(BaseSettings):
         description="Batches of 16 trials a model task keeps out at once after every layer's first: "
         "more keeps a larger fleet busy, fewer follows the task scheduler's choices more closely.",
     )
+    cancelled_model_days: float = Field(
+        7.0,
+        ge=0,
+        description="How long a cancelled model keeps its file (an artifact can be built from its "
+        "records meanwhile); then its bytes are dropped, so cancelled uploads do not fill the disk.",
+    )
     artifact_cache_bytes: int = Field(
         512 << 20,
         ge=0,
@@ -211,6 +247,21 @@ class Settings(BaseSettings):
     )
 
     @model_validator(mode="after")
+    def _database_url_from_file(self) -> Settings:
+        if self.database_url_file is None:
+            return self
+        if "database_url" in self.model_fields_set:
+            raise ValueError("give database_url or database_url_file, not both")
+        try:
+            first = next(iter(Path(self.database_url_file).read_text().splitlines()), "").strip()
+        except OSError as e:
+            raise ValueError(f"database_url_file: {e}") from None
+        if not first:
+            raise ValueError(f"database_url_file: {self.database_url_file} is empty")
+        self.database_url = first
+        return self
+
+    @model_validator(mode="after")
     def _one_token(self) -> Settings:
         if self.token is not None and self.token_file is not None:
             raise ValueError("give token or token_file, not both")
@@ -234,20 +285,39 @@ class Settings(BaseSettings):
             )
         return self
 
+    def lease_policy(self) -> LeasePolicy:
+        """The queue's rules for leases, from these settings."""
+        return LeasePolicy(
+            lease_secs=self.lease_seconds,
+            max_attempts=self.max_attempts,
+            max_leases=self.max_leases_per_worker,
+            max_age_secs=self.max_lease_seconds,
+            strikes=self.worker_strikes,
+            throttle_secs=self.worker_throttle_seconds,
+        )
+
     def environment(self) -> dict[str, str]:
         """These settings as the environment variables that reproduce them in another process."""
-        return {f"TENSOR_TUNER_{k.upper()}": str(v) for k, v in self.model_dump().items() if v is not None}
+        # A URL read from its file stays in the file: the child reads it there too.
+        secret = {"database_url"} if self.database_url_file is not None else set()
+        values = self.model_dump(exclude=secret)
+        return {f"TENSOR_TUNER_{k.upper()}": str(v) for k, v in values.items() if v is not None}
 
 
 # Which commands read each setting, for deploy/SETTINGS.md. A new field needs an entry here: the deploy
 # tests fail until it has one and the document is regenerated.
 READ_BY: dict[str, str] = {
     "database_url": "serve, token, hardware; tune, best, show, submit, status, evaluate-model (embedded)",
+    "database_url_file": "as database_url",
     "host": "serve",
     "port": "serve",
     "lease_seconds": "serve",
     "heartbeat_seconds": "serve",
     "max_attempts": "serve",
+    "max_leases_per_worker": "serve",
+    "max_lease_seconds": "serve",
+    "worker_strikes": "serve",
+    "worker_throttle_seconds": "serve",
     "claim_seconds": "serve",
     "queue_depth": "serve",
     "max_queued": "serve",
@@ -268,6 +338,7 @@ READ_BY: dict[str, str] = {
     "max_model_nodes": "serve",
     "model_import_seconds": "serve",
     "max_concurrent_imports": "serve",
+    "cancelled_model_days": "serve",
     "max_concurrent_builds": "serve",
     "model_memory_bytes": "serve",
     "model_batches_in_flight": "serve",

@@ -39,7 +39,7 @@ import time
 import traceback
 import uuid
 from collections import Counter, OrderedDict, defaultdict
-from datetime import datetime
+from datetime import datetime, timedelta
 from itertools import zip_longest
 
 from compiler.schedule_rules import RuleConfig, default_schedule
@@ -50,6 +50,7 @@ from tuner.database import queue as q
 from tuner.database.fleet import alive_since, expire_silent
 from tuner.database.outage import is_outage
 from tuner.database.owners import claim_tasks, disown, finish_task
+from tuner.database.tuned_models import drop_cancelled_sources
 from tuner.search.cost_model import CostModel
 from tuner.search.driver import SearchDriver, TaskIds, warm_started_model
 from tuner.search.space import rule_space
@@ -136,8 +137,9 @@ class TaskLoop:
         self._seen_since = self._seen_since or now
         if self._seen_since <= alive_since(now, s.heartbeat_seconds):
             expire_silent(self.db, now=now, heartbeat_secs=s.heartbeat_seconds)
-        q.give_up_expired(self.db, now=now, max_attempts=s.max_attempts)
+        q.reclaim_expired(self.db, now=now, policy=s.lease_policy())
         step_models(self.db, in_flight=s.model_batches_in_flight)
+        drop_cancelled_sources(self.db, before=now - timedelta(days=s.cancelled_model_days))
         owned = claim_tasks(self.db, owner=self.owner, now=now, claim_secs=s.claim_seconds)
         for task_id in set(self.drivers) - set(owned):
             del self.drivers[task_id]  # cancelled, finished, or taken over by another coordinator

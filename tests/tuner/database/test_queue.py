@@ -18,7 +18,7 @@ from tuner.database import queue as q
 from tuner.database.fleet import heartbeat, register_worker, stop_worker, workers
 from tuner.database.owners import cancel_task, claim_tasks, disown, finish_task
 from tuner.database.queue import lock_candidates
-from tuner.database.schema import TokenRow
+from tuner.database.schema import CandidateRow, TokenRow
 from tuner.database.tokens import LastAdmin, authenticate, create_token, hash_token, revoke_token, tokens
 
 T0 = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
@@ -68,9 +68,9 @@ def setup(tuning_db: Database):
     return tuning_db, task, wid, hid, (w1, w2, other)
 
 
-def lease(db, worker, hid, n, now=T0, max_attempts=3):
+def lease(db, worker, hid, n, now=T0, **policy):
     return q.lease(
-        db, worker_id=worker, hardware_id=hid, limit=n, lease_secs=LEASE, now=now, max_attempts=max_attempts
+        db, worker_id=worker, hardware_id=hid, limit=n, now=now, policy=q.LeasePolicy(LEASE, **policy)
     )
 
 
@@ -225,7 +225,7 @@ def test_an_expired_lease_is_dispatched_again_and_heartbeats_keep_leases(setup):
     db, _, _, hid, (w1, w2, _) = setup
     mine = {c.id for c in lease(db, w1, hid, 2)}
     theirs = {c.id for c in lease(db, w2, hid, 3)}
-    assert heartbeat(db, worker_id=w2, lease_secs=LEASE, now=later(20)) == 3
+    assert heartbeat(db, worker_id=w2, policy=q.LeasePolicy(LEASE), now=later(20)) == 3
     # At 40 s, w1's leases (to 30 s) have expired; w2's were renewed to 50 s.
     again = lease(db, w1, hid, 10, now=later(40))
     assert {c.id for c in again} == mine
@@ -341,17 +341,67 @@ def test_released_leases_are_pending_again_without_using_an_attempt(setup):
     assert [w.name for w in workers(db, seen_since=T0)] == ["w2", "elsewhere"]
 
 
-def test_a_candidate_that_keeps_losing_its_worker_is_given_up(setup):
+def test_a_candidate_that_different_workers_keep_losing_is_given_up(setup):
     db, task, wid, hid, (w1, w2, _) = setup
     (a,) = lease(db, w1, hid, 1, max_attempts=2)
     (b,) = lease(db, w2, hid, 1, now=later(31), max_attempts=2)
-    assert a.id == b.id
-    assert q.give_up_expired(db, now=later(40), max_attempts=2) == 0  # w2's lease still holds
-    assert q.give_up_expired(db, now=later(62), max_attempts=2) == 1
+    assert a.id == b.id  # w1's lease expired: back to the queue, leased to w2
+    policy = q.LeasePolicy(LEASE, max_attempts=2)
+    assert q.reclaim_expired(db, now=later(40), policy=policy) == 0  # w2's lease still holds
+    assert q.reclaim_expired(db, now=later(62), policy=policy) == 1  # lost by two different workers
     assert lease(db, w1, hid, 1, now=later(62), max_attempts=2)[0].id != a.id
     (record,) = db.records(workload_id=wid, hardware_id=hid)
-    assert record.status == "timeout" and "gave up after 2" in record.message
+    assert record.status == "timeout" and "gave up after 2 different workers" in record.message
     assert db.get_task(task).trials_done == 1
+
+
+def test_one_worker_that_leases_and_never_answers_burns_no_trial_and_is_throttled(setup):
+    """The probe's worker leased again and again without answering: 32 timeout records in 40 s, half
+    a budget, nothing measured. Its expired leases go back to the queue (they count once, as one
+    worker's), and once it has let `strikes` expire in a row it gets no lease for a while; an honest
+    worker gets the candidates and measures them."""
+    db, _, wid, hid, (w1, w2, _) = setup
+    policy = {"max_attempts": 2, "strikes": 6, "throttle_secs": 600.0}
+    t = 0.0
+    for _ in range(3):  # 2 candidates each round, never answered
+        assert len(lease(db, w1, hid, 2, now=later(t), **policy)) == 2
+        t += LEASE + 1
+    assert db.records(workload_id=wid, hardware_id=hid) == []  # no trial burnt
+    assert lease(db, w1, hid, 2, now=later(t), **policy) == []  # 6 strikes: throttled
+    (throttled,) = [w for w in workers(db) if w.id == w1]
+    assert throttled.throttled_until == later(t) + timedelta(seconds=600)
+    honest = lease(db, w2, hid, 5, now=later(t), **policy)
+    assert len(honest) == 5
+    assert submit(db, w2, *(ok(c.id) for c in honest)) == [q.Outcome.CONFIRMING] * 5  # would-be bests
+    assert len(lease(db, w1, hid, 2, now=later(t + 601), **policy)) == 2  # its throttle is over
+    assert db.records(workload_id=wid, hardware_id=hid) == []  # still no timeout
+
+
+def test_a_worker_holds_at_most_its_share_and_a_lease_lives_at_most_its_age(setup):
+    """A worker that heartbeats but never answers held every queued candidate, forever."""
+    db, _, _, hid, (w1, w2, _) = setup
+    held = lease(db, w1, hid, 10, max_leases=3)
+    assert len(held) == 3 and lease(db, w1, hid, 10, max_leases=3) == []
+    assert len(lease(db, w2, hid, 10, max_leases=3)) == 2  # the rest go to another worker
+    policy = q.LeasePolicy(LEASE, max_age_secs=100.0)
+    for t in (20, 40, 60, 80, 100):  # heartbeats every 20 s, each renewing for LEASE (30 s)
+        assert heartbeat(db, worker_id=w1, policy=policy, now=later(t)) == 3
+    with db.transaction() as session:
+        expiries = set(
+            session.scalars(select(CandidateRow.lease_expires_at).where(CandidateRow.worker_id == w1))
+        )
+    assert expiries == {later(100)}  # renewed up to its age, no further
+    assert {c.id for c in held} <= {c.id for c in lease(db, w2, hid, 10, now=later(101), max_leases=10)}
+
+
+def test_a_result_clears_a_workers_strikes(setup):
+    db, _, _, hid, (w1, _, _) = setup
+    policy = {"strikes": 3}
+    lease(db, w1, hid, 2, **policy)
+    (a,) = lease(db, w1, hid, 1, now=later(LEASE + 1), **policy)  # 2 strikes
+    assert submit(db, w1, ok(a.id)) == [q.Outcome.CONFIRMING]  # an answer: strikes back to 0
+    lease(db, w1, hid, 2, now=later(LEASE + 2), **policy)
+    assert len(lease(db, w1, hid, 1, now=later(2 * LEASE + 3), **policy)) == 1  # 2 strikes again, not 4
 
 
 def test_concurrent_leases_never_share_a_candidate(database_url: str):
@@ -456,7 +506,7 @@ def test_a_heartbeat_renews_only_the_leases_it_names(setup):
     worker were gone, while the ones it names stay with it."""
     db, _, _, hid, (w1, w2, _) = setup
     known, lost = lease(db, w1, hid, 1), lease(db, w1, hid, 2)
-    assert heartbeat(db, worker_id=w1, lease_secs=LEASE, now=later(20), holding=[known[0].id]) == 1
+    assert heartbeat(db, worker_id=w1, policy=q.LeasePolicy(LEASE), now=later(20), holding=[known[0].id]) == 1
     again = {c.id for c in lease(db, w2, hid, 10, now=later(40))}  # the lost two, and two never leased
     assert len(again) == 4 and {c.id for c in lost} <= again and known[0].id not in again
-    assert heartbeat(db, worker_id=w1, lease_secs=LEASE, now=later(45), holding=None) == 1
+    assert heartbeat(db, worker_id=w1, policy=q.LeasePolicy(LEASE), now=later(45), holding=None) == 1

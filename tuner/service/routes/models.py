@@ -28,7 +28,7 @@ from tuner.database import tuned_models as m
 from tuner.database.tokens import TokenInfo
 from tuner.service import admission
 from tuner.service.artifact import BUILD_SECONDS, MissingRecords, artifact_key, build_artifact
-from tuner.service.deps import ClientToken, DatabaseDep, SettingsDep
+from tuner.service.deps import ClientToken, DatabaseDep, PageDep, SettingsDep
 from tuner.service.errors import AUTH, BODY, documented, field_error
 from tuner.service.isolated import IsolatedError, run_isolated
 from tuner.service.model_import import ImportedModel, ModelRefused, import_model
@@ -103,9 +103,12 @@ def _submit_model(body: ModelCreate, db: Database, settings: Settings, holder: T
 
 
 @router.get("")
-def list_models(db: DatabaseDep, holder: ClientToken) -> list[ModelPublic]:
-    """This token's models (an admin token's: every model), oldest first."""
-    found = m.models(db, token_id=None if holder.role == Role.ADMIN else holder.id)
+def list_models(response: Response, db: DatabaseDep, holder: ClientToken, page: PageDep) -> list[ModelPublic]:
+    """This token's models (an admin token's: every model), oldest first, a page at a time: a full
+    page's X-Next-After header is the `after` of the next."""
+    owner = None if holder.role == Role.ADMIN else holder.id
+    found = m.models(db, token_id=owner, after=page.after, limit=page.limit)
+    page.answer(response, [model.id for model in found])
     return [model_public(db, model) for model in found]
 
 
@@ -140,7 +143,7 @@ def cancel(model_id: IdPath, db: DatabaseDep, holder: ClientToken) -> ModelPubli
             "description": "A gzipped tar of model.so and model.h: the model compiled from the best "
             "records on the hardware.",
         },
-        **documented(404, 409),
+        **documented(404, 409, 410),
     },
 )
 async def artifact(
@@ -156,6 +159,12 @@ async def artifact(
     valid record on that hardware. The first request builds it (seconds to minutes); later ones, until
     a better record arrives, get the same bytes at once."""
     model = await run_in_threadpool(find_model, db, model_id, holder)
+    if not await run_in_threadpool(m.has_source, db, model_id):
+        raise HTTPException(
+            status.HTTP_410_GONE,
+            f"model {model_id} was cancelled, and its file dropped after cancelled_model_days: "
+            "submit it again to build it",
+        )
     kind = await run_in_threadpool(_hardware, db, hardware or model.hardware_key)
     try:
         key = await run_in_threadpool(artifact_key, db, model_id, kind)

@@ -7,7 +7,7 @@ every task. The best-record queries (`records`) are shared: records are the flee
 
 from __future__ import annotations
 
-from fastapi import APIRouter, HTTPException, status
+from fastapi import APIRouter, HTTPException, Response, status
 
 from compiler.workloads import Workload, WorkloadError, workload_from_spec
 from compiler.workloads.probe import check_finite
@@ -16,7 +16,7 @@ from tuner.database import queue as q
 from tuner.database.owners import cancel_task
 from tuner.database.tokens import TokenInfo
 from tuner.service import admission
-from tuner.service.deps import ClientToken, DatabaseDep, SettingsDep
+from tuner.service.deps import ClientToken, DatabaseDep, PageDep, SettingsDep
 from tuner.service.errors import AUTH, BODY, documented, field_error
 from tuner.service.schemas import Best, IdPath, QueuePublic, TaskCreate, TaskDetail, TaskPublic
 
@@ -57,9 +57,14 @@ def submit_task(body: TaskCreate, db: DatabaseDep, settings: SettingsDep, holder
 
 
 @router.get("")
-def list_tasks(db: DatabaseDep, holder: ClientToken, status: TaskStatus | None = None) -> list[TaskPublic]:
-    """This token's tasks (an admin token's: every task), oldest first."""
-    tasks = db.tasks(status, token_id=None if holder.role == Role.ADMIN else holder.id)
+def list_tasks(
+    response: Response, db: DatabaseDep, holder: ClientToken, page: PageDep, status: TaskStatus | None = None
+) -> list[TaskPublic]:
+    """This token's tasks (an admin token's: every task), oldest first, a page at a time: a full
+    page's X-Next-After header is the `after` of the next."""
+    owner = None if holder.role == Role.ADMIN else holder.id
+    tasks = db.tasks(status, token_id=owner, after=page.after, limit=page.limit)
+    page.answer(response, [t.id for t in tasks])
     best = db.best_of_tasks([t.id for t in tasks])
     return [task_with_best(db, t, best.get(t.id)) for t in tasks]
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 from typing import cast
 
-from fastapi import APIRouter, HTTPException, Request, status
+from fastapi import APIRouter, HTTPException, Request, Response, status
 
 from runner.protocol import (
     Count,
@@ -43,7 +43,7 @@ from tuner.database.fleet import (
 )
 from tuner.database.tokens import TokenInfo
 from tuner.service.clock import now as clock_now
-from tuner.service.deps import ClientToken, DatabaseDep, SettingsDep, WorkerToken
+from tuner.service.deps import ClientToken, DatabaseDep, PageDep, SettingsDep, WorkerToken
 from tuner.service.errors import AUTH, BODY, documented
 from tuner.service.metrics import LEASED, RESULTS
 from tuner.service.schemas import IdPath, WorkerPublic
@@ -72,7 +72,13 @@ def register(
 
 
 @router.get("")
-def list_workers(db: DatabaseDep, settings: SettingsDep, _: ClientToken) -> list[WorkerPublic]:
+def list_workers(
+    response: Response, db: DatabaseDep, settings: SettingsDep, _: ClientToken, page: PageDep
+) -> list[WorkerPublic]:
+    """Every worker (a daemon started again is a new one), oldest first, a page at a time: a full
+    page's X-Next-After header is the `after` of the next."""
+    found = workers(db, after=page.after, limit=page.limit)
+    page.answer(response, [w.id for w in found])
     alive = {w.id for w in workers(db, seen_since=alive_since(clock_now(db), settings.heartbeat_seconds))}
     return [
         WorkerPublic(
@@ -82,8 +88,9 @@ def list_workers(db: DatabaseDep, settings: SettingsDep, _: ClientToken) -> list
             registered_at=w.registered_at,
             last_seen_at=w.last_seen_at,
             alive=w.id in alive,
+            throttled_until=w.throttled_until,
         )
-        for w in workers(db)
+        for w in found
     ]
 
 
@@ -103,7 +110,7 @@ def beat(
     holding = body.holding if body is not None else None
     try:
         held = heartbeat(
-            db, worker_id=worker_id, lease_secs=settings.lease_seconds, now=clock_now(db), holding=holding
+            db, worker_id=worker_id, policy=settings.lease_policy(), now=clock_now(db), holding=holding
         )
     except WorkerStopped:
         raise HTTPException(status.HTTP_409_CONFLICT, f"worker {worker_id} has stopped") from None
@@ -119,16 +126,17 @@ def lease(
     settings: SettingsDep,
     holder: WorkerToken,
 ) -> Lease:
-    """Up to `max` candidates for this worker's hardware; an empty list when there is nothing to do."""
+    """Up to `max` candidates for this worker's hardware; an empty list when there is nothing to do,
+    when the worker holds max_leases_per_worker already, or while it is throttled (it let
+    worker_strikes leases in a row expire without a result)."""
     worker = own_worker(request, db, worker_id, holder)
     leased = q.lease(
         db,
         worker_id=worker_id,
         hardware_id=worker.hardware_id,
         limit=body.max,
-        lease_secs=settings.lease_seconds,
         now=clock_now(db),
-        max_attempts=settings.max_attempts,
+        policy=settings.lease_policy(),
     )
     LEASED.inc(len(leased))
     return Lease(candidates=leased)
