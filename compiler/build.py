@@ -22,7 +22,13 @@ from compiler.numpy_entry import entry_context, layout_ok, numpy_entry_name
 from compiler.runtime import load_runtime
 from compiler.target import Target, init_llvm
 
-NP_DTYPES = {"float32": np.float32, "float64": np.float64, "int32": np.int32, "int64": np.int64}
+NP_DTYPES = {
+    "float32": np.float32,
+    "float64": np.float64,
+    "int32": np.int32,
+    "int64": np.int64,
+    "bool": np.bool_,
+}
 
 
 def optimize(module: llvm.ModuleRef, tm: llvm.TargetMachine) -> None:

@@ -35,7 +35,7 @@ from compiler.ir import (
     Unary,
     Var,
 )
-from compiler.llvm_ops import I8P, I32, I64, LL_TYPES, align, cast_value
+from compiler.llvm_ops import I8P, I32, I64, LL_TYPES, MEMORY_TYPES, align, cast_value, from_memory, to_memory
 from compiler.numpy_entry import emit_numpy_entry
 from compiler.target import Target
 from compiler.visit import loads
@@ -147,9 +147,7 @@ class CodeGen:
 
 
 def _elem_type(buf: Buffer) -> ll.Type:
-    if buf.dtype == "bool":
-        raise TypeError(f"buffer {buf.name}: bool buffers are not supported; use int32")
-    return LL_TYPES[buf.dtype]
+    return MEMORY_TYPES[buf.dtype]
 
 
 def _for(cg: CodeGen, loop: For) -> None:
@@ -297,7 +295,7 @@ def _if(cg: CodeGen, s: IfThenElse) -> None:
 
 
 def _store(cg: CodeGen, s: BufferStore) -> None:
-    value = cg.expr(s.value)
+    value = to_memory(cg.builder, s.buffer.dtype, cg.expr(s.value))
     cg.builder.store(value, cg.address(s.buffer, s.indices), align=align(s.buffer.dtype))
 
 
@@ -339,7 +337,8 @@ def _var(cg: CodeGen, e: Var) -> ll.Value:
 
 
 def _load(cg: CodeGen, e: Load) -> ll.Value:
-    return cg.builder.load(cg.address(e.buffer, e.indices), align=align(e.buffer.dtype))
+    loaded = cg.builder.load(cg.address(e.buffer, e.indices), align=align(e.buffer.dtype))
+    return from_memory(cg.builder, e.buffer.dtype, loaded)
 
 
 def _op(cg: CodeGen, e: Binary | Unary) -> ll.Value:

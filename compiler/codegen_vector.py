@@ -39,7 +39,16 @@ from compiler.ir import (
     const,
     structural_equal,
 )
-from compiler.llvm_ops import I32, I64, LL_TYPES, align, cast_value, intrinsic_suffix
+from compiler.llvm_ops import (
+    I32,
+    I64,
+    MEMORY_TYPES,
+    align,
+    cast_value,
+    from_memory,
+    intrinsic_suffix,
+    to_memory,
+)
 from compiler.ops import Op
 from compiler.visit import free_vars, loads, walk_stmt
 
@@ -168,7 +177,7 @@ class _Lanes:
                         self.stmt(s.else_case)
         else:
             assert isinstance(s, BufferStore)
-            value = self.vector(s.value)
+            value = to_memory(self.cg.builder, s.buffer.dtype, self.vector(s.value))
             self.cg.builder.store(
                 value, self._pointer(s.buffer, s.indices, value.type), align=align(s.buffer.dtype)
             )
@@ -219,13 +228,19 @@ def _var(v: _Lanes, e: Var) -> ll.Value:
 
 
 def _load(v: _Lanes, e: Load) -> ll.Value | None:
-    """A buffer the loop also stores (a register tile's accumulator) is never loaded masked: LLVM
-    keeps it in registers only through plain loads and stores (masked, it went through the stack)."""
+    loaded = _load_memory(v, e)
+    return from_memory(v.cg.builder, e.buffer.dtype, loaded) if loaded is not None else None
+
+
+def _load_memory(v: _Lanes, e: Load) -> ll.Value | None:
+    """The lanes' elements as memory holds them. A buffer the loop also stores (a register tile's
+    accumulator) is never loaded masked: LLVM keeps it in registers only through plain loads and
+    stores (masked, it went through the stack)."""
     stride = stride_in(flat_index(e.buffer, e.indices), v.loop.var)
     if stride == 1 and v.masked_width and e.buffer not in v.stored:
         return _masked_load(v, e)
     if stride == 1:
-        vec_ty = ll.VectorType(LL_TYPES[e.dtype], v.lanes)
+        vec_ty = ll.VectorType(MEMORY_TYPES[e.dtype], v.lanes)
         return v.cg.builder.load(v._pointer(e.buffer, e.indices, vec_ty), align=align(e.buffer.dtype))
     if stride is not None and 2 <= stride <= MAX_LOAD_STRIDE:
         return _strided_load(v, e, stride)
@@ -281,7 +296,7 @@ def _strided_load(v: _Lanes, e: Load, stride: int) -> ll.Value:
 def _load_span(v: _Lanes, e: Load, width: int, mask: list[int]) -> ll.Value:
     """`width` elements from `e`'s address on, where `mask` is 1 (LLVM's masked load: a masked-off
     element is never read, so a span may end at the buffer's last element)."""
-    span_ty = ll.VectorType(LL_TYPES[e.dtype], width)
+    span_ty = ll.VectorType(MEMORY_TYPES[e.dtype], width)
     mask_value = ll.Constant(ll.VectorType(ll.IntType(1), width), mask)
     pointer = v._pointer(e.buffer, e.indices, span_ty)
     masked_load = v.cg.declare(

@@ -28,6 +28,26 @@ LL_TYPES: dict[str, ll.Type] = {
     "int64": I64,
     "bool": ll.IntType(1),
 }
+# How each dtype is kept in memory: a bool is a byte, as numpy keeps it (0 or 1), and an i1 in values.
+MEMORY_TYPES: dict[str, ll.Type] = {**LL_TYPES, "bool": ll.IntType(8)}
+
+
+def from_memory(b: ll.IRBuilder, dtype: str, loaded: ll.Value) -> ll.Value:
+    """A value (scalar or vector) as loaded from memory, as the code computes with it: a bool byte is
+    true where it is not 0."""
+    if dtype != "bool":
+        return loaded
+    return b.icmp_unsigned("!=", loaded, ll.Constant(loaded.type, None))
+
+
+def to_memory(b: ll.IRBuilder, dtype: str, value: ll.Value) -> ll.Value:
+    """A value (scalar or vector) as it is stored: a bool as the byte 0 or 1."""
+    if dtype != "bool":
+        return value
+    memory = MEMORY_TYPES["bool"]
+    return b.zext(
+        value, ll.VectorType(memory, value.type.count) if isinstance(value.type, ll.VectorType) else memory
+    )
 
 
 class Emitter(Protocol):

@@ -1,7 +1,8 @@
 """Checking a candidate's outputs against the workload's numpy reference.
 
-Outputs are poisoned before the run (NaN for floats, the most negative value for ints), so an
-element the kernel never writes is caught; NaN never passes. Tolerances are per dtype, with an
+Outputs are poisoned before the run (NaN for floats, the most negative value for ints, the byte 0xAA,
+neither true nor false, for bools), so an element the kernel never writes is caught; NaN never
+passes. Tolerances are per dtype, with an
 absolute part scaled by the reference's magnitude: float32 sums of hundreds of products differ
 from numpy's (differently ordered) sums by about 1e-6 of their magnitude.
 """
@@ -13,10 +14,15 @@ import numpy as np
 TOLERANCES = {"float32": 1e-3, "float64": 1e-9}
 
 
+POISON_BOOL = 0xAA
+
+
 def poison(arrays: list[np.ndarray]) -> None:
     for a in arrays:
         if np.issubdtype(a.dtype, np.floating):
             a.fill(np.nan)
+        elif a.dtype == np.bool_:
+            a.view(np.uint8).fill(POISON_BOOL)
         else:
             a.fill(np.iinfo(a.dtype).min)
 
@@ -32,6 +38,8 @@ def compare(outputs: list[np.ndarray], expected: list[np.ndarray], names: list[s
             rtol = TOLERANCES[str(got.dtype)]
             atol = rtol * max(1.0, float(np.max(np.abs(want))) if want.size else 1.0)
             bad = ~np.isclose(got, want, rtol=rtol, atol=atol)
+        elif got.dtype == np.bool_:  # by byte: a poisoned one is neither 0 nor 1
+            bad = got.view(np.uint8) != np.asarray(want, np.bool_).view(np.uint8)
         else:
             bad = got != want
         if bad.any():

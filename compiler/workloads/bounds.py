@@ -1,7 +1,9 @@
 """Interval bounds of a block's integer expressions, narrowed by the select conditions that guard
 them: the proof, before any worker compiles a PrimFunc that arrived as data, that each of its loads
-stays inside its buffer, that no integer arithmetic overflows and that no integer division divides by
-zero.
+stays inside its buffer, that no integer arithmetic in an index overflows and that no integer division
+divides by zero. Elsewhere integer arithmetic wraps, in two's complement, in the kernel (LLVM's plain
+add and mul) as in numpy: a value that may overflow then spans its whole dtype (a model's position ids,
+computed from int64 inputs of any value, are such values).
 
 Every iteration variable ranges over [0, extent); a load of an integer buffer may be any value of its
 dtype. Only the side of a select that runs is checked against what its condition says: the padding
@@ -50,6 +52,7 @@ def expr_range(e: Expr, variables: Facts) -> Range | None:
 class _Prover:
     def __init__(self, what: str) -> None:
         self.what = what
+        self.indexing = 0  # how many loads' indices the expression being visited is inside
 
     def visit(self, e: Expr, facts: Facts, path: str) -> Range | None:
         """Check `e` and return its range if it is an integer (None for floats and bools)."""
@@ -89,7 +92,11 @@ class _Prover:
     def load(self, e: Load, facts: Facts, path: str) -> Range | None:
         for d, (index, dim) in enumerate(zip(e.indices, e.buffer.shape)):
             where = f"{path}[2][{d}]"
-            r = self.visit(index, facts, where)
+            self.indexing += 1
+            try:
+                r = self.visit(index, facts, where)
+            finally:
+                self.indexing -= 1
             if index.dtype != INDEX_DTYPE or r is None:
                 raise WorkloadError(where, f"an index must be {INDEX_DTYPE}, got {index.dtype}")
             if not _within(r, (0, dim - 1)):
@@ -126,7 +133,9 @@ class _Prover:
             raise WorkloadError(path, f"the divisor {expr_str(e.b)} may be {b[0]}: it must be positive")
         r = _arith(e.op, a, b)
         if not _within(r, DTYPE_RANGES[e.dtype]):
-            raise WorkloadError(path, f"{expr_str(e)} may overflow {e.dtype}: it spans [{r[0]}, {r[1]}]")
+            if self.indexing:
+                raise WorkloadError(path, f"{expr_str(e)} may overflow {e.dtype}: it spans [{r[0]}, {r[1]}]")
+            r = DTYPE_RANGES[e.dtype]  # a value that wraps
         return _narrowed(e, r, facts)
 
     def assume(self, cond: Expr, truth: bool, facts: Facts, path: str) -> Facts | None:

@@ -26,7 +26,7 @@ from functools import partial
 from typing import Any
 
 from compiler import te, winograd
-from compiler.dtypes import FLOAT_DTYPES
+from compiler.dtypes import DTYPES, FLOAT_DTYPES
 from compiler.interpret import COMBINERS, interpret, reduction_parts
 from compiler.ir import TRUE, Binary, Block, Buffer, Expr, For, IterVar, PrimFunc, SeqStmt, Stmt, Unary
 from compiler.serialize import SerializeError, from_json, to_json
@@ -126,11 +126,8 @@ def _check_function(func: PrimFunc, num_inputs: int) -> None:
             field = f"primfunc.{group}[{k}]"
             _check_name(b.name, f"{field}.name")
             check_shape(list(b.shape), f"{field}.shape")
-            output = group == "params" and k >= num_inputs
-            allowed = FLOAT_DTYPES if output else FLOAT_DTYPES + ("int32", "int64")
-            if b.dtype not in allowed:
-                what = "an output" if output else "a buffer"
-                raise WorkloadError(f"{field}.dtype", f"{what} must be {' or '.join(allowed)}, got {b.dtype}")
+            if b.dtype not in DTYPES:
+                raise WorkloadError(f"{field}.dtype", f"must be one of {', '.join(DTYPES)}, got {b.dtype}")
     check_bytes(func.params + func.allocs, "primfunc")
 
 

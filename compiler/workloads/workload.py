@@ -58,11 +58,14 @@ class Workload:
         return self.func.params[self.num_inputs :]
 
     def random_inputs(self, rng: np.random.Generator) -> list[np.ndarray]:
-        """Standard-normal floats; integer buffers get small ints so sums cannot overflow."""
+        """Standard-normal floats; integer buffers get small ints so sums cannot overflow; bools are
+        true or false alike."""
         out = []
         for b in self.inputs:
             if b.dtype in FLOAT_DTYPES:
                 out.append(rng.standard_normal(b.shape).astype(b.dtype))
+            elif b.dtype == "bool":
+                out.append(rng.random(b.shape) < 0.5)
             else:
                 out.append(rng.integers(-8, 8, b.shape).astype(b.dtype))
         return out

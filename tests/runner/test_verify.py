@@ -31,3 +31,16 @@ def test_tolerance_scales_with_magnitude_but_catches_real_errors():
 def test_integers_must_match_exactly():
     assert compare([np.arange(4)], [np.arange(4)], ["I"]) is None
     assert compare([np.arange(4) + 1], [np.arange(4)], ["I"]) is not None
+
+
+def test_a_bool_output_is_poisoned_with_a_byte_that_is_neither_true_nor_false():
+    """Whatever the reference says, an element the kernel never writes differs from it."""
+    want = np.array([True, False, True, False])
+    got = np.zeros(4, np.bool_)
+    poison([got])
+    assert compare([got], [want], ["M"]).startswith("M: 4 of 4 elements differ")
+    got[:] = want
+    got[3] = True
+    assert "first at (3,)" in compare([got], [want], ["M"])
+    got[3] = False
+    assert compare([got], [want], ["M"]) is None

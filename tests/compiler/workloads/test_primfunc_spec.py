@@ -15,9 +15,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from compiler import te, winograd
+from compiler import Target, te, winograd
+from compiler import build as compile_kernel
 from compiler.interpret import interpret
 from compiler.ir import PrimFunc
+from compiler.schedule_rules import default_schedule
 from compiler.serialize import to_json
 from compiler.workloads import MAX_BLOCKS, MAX_PRIMFUNC_BYTES, WorkloadError, workload_from_spec
 from compiler.workloads.primfunc_spec import count_flops, primfunc_spec
@@ -271,18 +273,27 @@ def test_missing_num_inputs():
         workload_from_spec({"primfunc": CONV["primfunc"]})
 
 
-def test_outputs_are_float_and_buffers_are_not_bool():
-    a = te.placeholder((4,), "float32", "A")
-    idx = te.placeholder((4,), "int64", "idx")
-    ints = te.compute((4,), lambda i: idx[i] * 2, name="B")
-    assert refusal(spec_of(idx, ints, inputs=1)).field == "primfunc.params[1].dtype"
-    positive = te.compute((4,), lambda i: a[i] > 0.0, name="P")
-    out = te.compute((4,), lambda i: te.select(positive[i], a[i], 0.0), name="C")
-    error = refusal(spec_of(a, out, inputs=1))
-    assert (error.field, error.message) == (
-        "primfunc.allocs[0].dtype",
-        "a buffer must be float32 or float64 or int32 or int64, got bool",
+def test_int_and_bool_outputs_and_bool_intermediates_are_workloads_like_any_other():
+    """A model's masks and token ids are values now (issue 43): a fused kernel may write ints or
+    bools and keep a bool intermediate; it is checked, built and verified as any other."""
+    a = te.placeholder((5, 7), "float32", "A")
+    idx = te.placeholder((7,), "int64", "idx")
+    positive = te.compute((5, 7), lambda i, j: a[i, j] > 0.0, name="P")
+    masked = te.compute((5, 7), lambda i, j: te.select(positive[i, j], a[i, j], 0.0), name="M")
+    ints = te.compute((5, 7), lambda i, j: idx[j] * 2 + te.cast("int64", positive[i, j]), name="N")
+    flags = te.compute((5, 7), lambda i, j: te.not_(positive[i, j]), name="F")
+    workload = workload_from_spec(spec_of(a, idx, masked, ints, flags, inputs=2))
+    inputs = workload.random_inputs(np.random.default_rng(0))
+    got = workload.empty_outputs()
+    compile_kernel(default_schedule(workload.func, Target.host()).func, Target.host(), listings=False)(
+        *inputs, *got
     )
+    x, i = inputs
+    want = [np.where(x > 0, x, 0), i * 2 + (x > 0), x <= 0]
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w)
+    for g, w in zip(workload.reference(*inputs), want):
+        np.testing.assert_array_equal(g, w)
 
 
 def plus_one(t: te.Tensor, name: str) -> te.Tensor:
