@@ -183,7 +183,13 @@ class _Importer:
         for i, node in enumerate(self.graph.node):
             self._convert(node, _label(node, i))
         outputs = [self.node_of(o.name) for o in self.graph.output]
-        return self.builder.module(outputs)
+        return self.builder.module(
+            outputs, [k for k, o in enumerate(self.graph.output) if self._is_scalar(o.name)]
+        )
+
+    def _is_scalar(self, name: str) -> bool:
+        value = self.values[name]
+        return name in self.scalars if isinstance(value, Node) else value.ndim == 0
 
     def _input(self, info: onnx.ValueInfoProto) -> Node:
         name = info.name
@@ -200,7 +206,7 @@ class _Importer:
                     "(fix it before import, e.g. with onnxruntime.tools.make_dynamic_shape_fixed)",
                 )
         if not tensor.shape.dim:
-            raise GraphError(name, "input", "rank-0 inputs are not supported")
+            self.scalars.add(name)
         dtype = str(helper.tensor_dtype_to_np_dtype(tensor.elem_type))
         if np.dtype(dtype).kind in "iu":
             self._check_index_input(name, dtype)

@@ -52,8 +52,7 @@ def from_torch(
     switched to it); a program already exported (`torch.export.load` of a .pt2 file) is taken as it
     is, without example inputs. Parameters and buffers become constants named by their fully
     qualified names (sanitized by the builder: "layer1.0.conv1.weight" -> "layer1_0_conv1_weight");
-    outputs keep the model's order. A rank-0 result comes out with shape (1,): the graph level has no
-    rank-0 tensors.
+    outputs keep the model's order, rank-0 ones included (`Module.scalar_outputs`).
 
     Raises GraphError (naming the node and the operator) for a model that cannot be exported or that
     uses anything the graph level cannot represent, before building anything."""
@@ -179,8 +178,6 @@ def _check_input(spec: InputSpec, node: torch.fx.Node) -> None:
         raise GraphError(node.name, "input", f"dtype {dtype} is not supported (float32/64, int32/64)")
     if spec.kind != InputKind.USER_INPUT:
         return
-    if value.dim() == 0:
-        raise GraphError(node.name, "input", "rank-0 inputs are not supported; pass shape (1,)")
     for user in node.users:
         if dtype in INDEX_DTYPES and user.target not in _IGNORED and not _is_index_use(user, node):
             raise GraphError(
@@ -263,8 +260,10 @@ def _convert(program: ExportedProgram) -> Module:
             ctx.values[node] = ctx.tuples[node.args[0]][node.args[1]]
         elif node.op == "call_function" and node.target not in _IGNORED:
             _convert_call(ctx, node)
-    outputs = [ctx.values[by_name[spec.arg.name]] for spec in program.graph_signature.output_specs]
-    return ctx.builder.module(outputs)
+    nodes = [by_name[spec.arg.name] for spec in program.graph_signature.output_specs]
+    return ctx.builder.module(
+        [ctx.values[n] for n in nodes], [k for k, n in enumerate(nodes) if _rank(n) == 0]
+    )
 
 
 def _convert_call(ctx: _Context, node: torch.fx.Node) -> None:

@@ -33,6 +33,7 @@ class GraphBuilder:
     def __init__(self) -> None:
         self.used: set[str] = set()
         self.inputs: list[Input] = []
+        self.scalar_inputs: set[int] = set()
 
     def name(self, hint: str) -> str:
         name = unique_name(sanitize(hint), self.used, sep="_")
@@ -40,7 +41,8 @@ class GraphBuilder:
         return name
 
     def input(self, name: str, shape: Sequence[int], dtype: str) -> Input:
-        """A model input; its shape must be static and its dtype one a model computes with."""
+        """A model input; its shape must be static and its dtype one a model computes with. A rank-0
+        input is held as shape (1,) (`Module.scalar_inputs`)."""
         if dtype not in FLOAT_DTYPES + INDEX_DTYPES:
             raise GraphError(
                 name, "input", f"dtype {dtype} is not supported (float32, float64, int32, int64)"
@@ -49,7 +51,9 @@ class GraphBuilder:
             raise GraphError(
                 name, "input", f"shape {tuple(shape)} is not static: every dimension must be a known size"
             )
-        node = Input(self.name(name), TensorType(tuple(int(d) for d in shape), dtype))
+        if not shape:
+            self.scalar_inputs.add(len(self.inputs))
+        node = Input(self.name(name), TensorType(tuple(int(d) for d in shape) or (1,), dtype))
         self.inputs.append(node)
         return node
 
@@ -70,5 +74,18 @@ class GraphBuilder:
     ) -> Node:
         return call(self.name(name or op), op, args, attrs)
 
-    def module(self, outputs: Sequence[Node]) -> Module:
-        return Module(tuple(self.inputs), tuple(outputs))
+    def module(self, outputs: Sequence[Node], scalar_outputs: Sequence[int] = ()) -> Module:
+        """The module computing `outputs`; those at `scalar_outputs` are rank 0 to the caller (each
+        must hold one element)."""
+        for k in scalar_outputs:
+            shape = outputs[k].type.shape
+            if shape != (1,):
+                raise GraphError(
+                    outputs[k].name, "output", f"a rank-0 output holds one element, not shape {shape}"
+                )
+        return Module(
+            tuple(self.inputs),
+            tuple(outputs),
+            scalar_inputs=frozenset(self.scalar_inputs),
+            scalar_outputs=frozenset(scalar_outputs),
+        )

@@ -25,7 +25,7 @@ from compiler.graph.forward import (
 )
 from compiler.graph.ir import Module
 from compiler.graph.memory_plan import MemoryPlan, plan_memory
-from compiler.graph.native_call import NativeForward, TensorSpec
+from compiler.graph.native_call import NativeForward, model_specs
 from compiler.runtime import huge_page_bytes, in_huge_pages, load_runtime
 from compiler.target import Target, init_llvm
 
@@ -77,8 +77,7 @@ class CompiledModel:
         self._library, forward = _link_forward(self.forward_plan, self.kernels, target)
         arena = self._arena.ctypes.data
         self._forward = NativeForward(
-            [TensorSpec.of(i) for i in module.inputs],
-            [TensorSpec.of(o) for o in module.outputs],
+            *model_specs(module),
             lambda ins, outs: forward(ins, outs, self._constant_pointers, arena),
         )
 

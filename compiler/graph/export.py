@@ -25,7 +25,7 @@ from llvmlite import ir
 
 from compiler.graph import workspaces
 from compiler.graph.forward import ALIGNMENT, FORWARD, I8P, I8PP, I32, I64, emit_forward
-from compiler.graph.native_call import NativeForward, TensorSpec
+from compiler.graph.native_call import NativeForward, TensorSpec, model_specs
 from compiler.target import Target, init_llvm, parse_features
 
 if TYPE_CHECKING:
@@ -117,9 +117,10 @@ def c_header(library: str, metadata: dict[str, Any]) -> str:
         for k, t in enumerate(tensors):
             shape = ", ".join(map(str, t["shape"])) or "1"
             size = int(np.prod(t["shape"], dtype=np.int64))
+            form = f"{t['dtype']}[{shape}]" if t["shape"] else f"one {t['dtype']} (rank 0)"
             lines += [
                 "",
-                f"/* {kind.lower()} {k}: {_comment(t['name'])}, {t['dtype']}[{shape}] */",
+                f"/* {kind.lower()} {k}: {_comment(t['name'])}, {form} */",
                 f"#define TENSOR_TUNER_{kind}{k}_NDIM {len(t['shape'])}",
                 f"#define TENSOR_TUNER_{kind}{k}_SHAPE {{{shape}}}",
                 f"#define TENSOR_TUNER_{kind}{k}_SIZE {size}",
@@ -152,10 +153,11 @@ def rename_header(header: str, library: str, renamed: str) -> str:
 
 def _metadata(model: CompiledModel) -> dict[str, Any]:
     target = model.target
+    inputs, outputs = model_specs(model.module)
     return {
         "format": FORMAT,
-        "inputs": [TensorSpec.of(i).to_json() for i in model.module.inputs],
-        "outputs": [TensorSpec.of(o).to_json() for o in model.module.outputs],
+        "inputs": [i.to_json() for i in inputs],
+        "outputs": [o.to_json() for o in outputs],
         "target": {
             "key": target.key,
             "triple": target.triple,

@@ -18,10 +18,12 @@ import numpy as np
 
 from compiler.ir import PrimFunc
 
-# Tensors a model computes with; integer tensors exist only as indices (Gather's), never as weights
-# or activations.
+# The tensors a model computes with: floats for its activations and weights, integers for token ids,
+# positions and indices, bools for masks and comparisons.
 FLOAT_DTYPES = ("float32", "float64")
 INDEX_DTYPES = ("int32", "int64")
+NUMERIC_DTYPES = FLOAT_DTYPES + INDEX_DTYPES
+DTYPES = NUMERIC_DTYPES + ("bool",)
 
 AttrValue: TypeAlias = "int | float | str | bool | tuple[AttrValue, ...] | None"
 
@@ -170,11 +172,17 @@ def _freeze(value: object) -> AttrValue:
 
 @dataclass(frozen=True)
 class Module:
-    """A model: `inputs` in order, the `outputs` it returns, and the PrimFuncs its CallTIRs call."""
+    """A model: `inputs` in order, the `outputs` it returns, and the PrimFuncs its CallTIRs call.
+
+    The graph level has no rank-0 tensors: a scalar is held as shape (1,). `scalar_inputs` and
+    `scalar_outputs` are the positions of the inputs and outputs the model's caller sees as rank 0
+    (as ONNX Runtime and PyTorch give them); the compiled model takes and returns those with shape ()."""
 
     inputs: tuple[Input, ...]
     outputs: tuple[Node, ...]
     funcs: Mapping[str, PrimFunc] = field(default_factory=dict)
+    scalar_inputs: frozenset[int] = frozenset()
+    scalar_outputs: frozenset[int] = frozenset()
 
     def nodes(self) -> list[Node]:
         """Every node the outputs depend on, each after its arguments (inputs first, in order)."""
@@ -232,7 +240,7 @@ def rewrite(module: Module, fn: RewriteFn) -> Module:
         if replaced is None:
             replaced = with_args(node, args)
         memo[id(node)] = replaced
-    return Module(module.inputs, tuple(memo[id(o)] for o in module.outputs), module.funcs)
+    return replace(module, outputs=tuple(memo[id(o)] for o in module.outputs))
 
 
 def with_args(node: Node, args: Sequence[Node]) -> Node:

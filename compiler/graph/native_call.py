@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from compiler.graph.ir import Node
+from compiler.graph.ir import Module, Node
 
 PointerArray = Any  # a ctypes array of c_void_p
 RunFunction = Callable[[PointerArray, PointerArray], int]
@@ -32,8 +32,9 @@ class TensorSpec:
     dtype: str
 
     @classmethod
-    def of(cls, node: Node) -> TensorSpec:
-        return cls(node.name, node.type.shape, node.type.dtype)
+    def of(cls, node: Node, *, scalar: bool = False) -> TensorSpec:
+        """`node`'s spec; a `scalar` (held as shape (1,) inside) is rank 0 to the caller."""
+        return cls(node.name, () if scalar else node.type.shape, node.type.dtype)
 
     def to_json(self) -> dict[str, object]:
         return {"name": self.name, "shape": list(self.shape), "dtype": self.dtype}
@@ -41,6 +42,13 @@ class TensorSpec:
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> TensorSpec:
         return cls(str(data["name"]), tuple(int(d) for d in data["shape"]), str(data["dtype"]))
+
+
+def model_specs(module: Module) -> tuple[list[TensorSpec], list[TensorSpec]]:
+    """The specs of `module`'s inputs and outputs as its caller sees them."""
+    inputs = [TensorSpec.of(n, scalar=k in module.scalar_inputs) for k, n in enumerate(module.inputs)]
+    outputs = [TensorSpec.of(n, scalar=k in module.scalar_outputs) for k, n in enumerate(module.outputs)]
+    return inputs, outputs
 
 
 class NativeForward:

@@ -12,13 +12,27 @@ from compiler.graph.op import OPS
 
 
 def run_reference(module: Module, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
-    """The outputs of `module` on `inputs`, computed op by op in numpy (before fusion only)."""
+    """The outputs of `module` on `inputs`, computed op by op in numpy (before fusion only). Inputs
+    and outputs have the shapes the model's caller sees (rank 0 for its scalars)."""
     if len(inputs) != len(module.inputs):
         raise ValueError(f"the module takes {len(module.inputs)} inputs, got {len(inputs)}")
+    inputs = [_held(module, k, np.asarray(a)) for k, a in enumerate(inputs)]
     values: dict[int, np.ndarray] = {}
     for node in module.nodes():
         values[id(node)] = _evaluate(node, values, module, inputs)
-    return [values[id(o)] for o in module.outputs]
+    return [
+        values[id(o)].reshape(()) if k in module.scalar_outputs else values[id(o)]
+        for k, o in enumerate(module.outputs)
+    ]
+
+
+def _held(module: Module, k: int, array: np.ndarray) -> np.ndarray:
+    """Input `k` as the graph holds it: a rank-0 input as shape (1,)."""
+    if k not in module.scalar_inputs:
+        return array
+    if array.shape != ():
+        raise ValueError(f"input {module.inputs[k].name}: expected shape (), got {array.shape}")
+    return array.reshape(1)
 
 
 def _evaluate(

@@ -7,11 +7,12 @@ written by hand, or by a frontend we do not ship, needs no ONNX round trip).
      "nodes":     [{"name": "y", "op": "matmul", "args": ["x", "w"], "attrs": {}}],
      "outputs":   ["y"]}
 
-Constants hold their elements' bytes, little-endian, C order. Nodes are graph operators
-(`compiler.graph.OPS`) in an order where every argument comes before its use. Only a graph before
-fusion has this form (a CallTIR's PrimFunc has a form of its own, `compiler.serialize`). Reading is
-checked as the frontends build: each call's operator and types (a GraphError naming the node and the
-op), unknown or repeated names, data of the wrong size."""
+An input of shape [] is rank 0 (held as (1,) inside); "scalar_outputs" (optional) lists the
+positions of outputs returned as rank 0. Constants hold their elements' bytes, little-endian, C
+order. Nodes are graph operators (`compiler.graph.OPS`) in an order where every argument comes
+before its use. Only a graph before fusion has this form (a CallTIR's PrimFunc has a form of its
+own, `compiler.serialize`). Reading is checked as the frontends build: each call's operator and
+types (a GraphError naming the node and the op), unknown or repeated names, data of the wrong size."""
 
 from __future__ import annotations
 
@@ -42,7 +43,12 @@ def module_to_json(module: Module) -> dict[str, Any]:
     return {
         "format": FORMAT,
         "inputs": [
-            {"name": n.name, "shape": list(n.type.shape), "dtype": n.type.dtype} for n in module.inputs
+            {
+                "name": n.name,
+                "shape": [] if k in module.scalar_inputs else list(n.type.shape),
+                "dtype": n.type.dtype,
+            }
+            for k, n in enumerate(module.inputs)
         ],
         "constants": [
             {
@@ -60,6 +66,7 @@ def module_to_json(module: Module) -> dict[str, Any]:
             if isinstance(n, Call)
         ],
         "outputs": [n.name for n in module.outputs],
+        **({"scalar_outputs": sorted(module.scalar_outputs)} if module.scalar_outputs else {}),
     }
 
 
@@ -73,7 +80,7 @@ def module_from_json(data: object, *, max_nodes: int | None = None) -> Module:
     count = sum(len(parts[k]) for k in ("inputs", "constants", "nodes"))
     if max_nodes is not None and count > max_nodes:
         raise GraphFormatError(f"graph: {count} inputs, constants and nodes, more than max_nodes={max_nodes}")
-    unknown = set(root) - {"format", *parts}
+    unknown = set(root) - {"format", "scalar_outputs", *parts}
     if unknown:
         raise GraphFormatError(f"graph: unknown fields {sorted(unknown)}")
     builder = GraphBuilder()
@@ -114,7 +121,14 @@ def module_from_json(data: object, *, max_nodes: int | None = None) -> Module:
     outputs = [_argument(o, named, f"graph.outputs[{i}]") for i, o in enumerate(parts["outputs"])]
     if not outputs:
         raise GraphFormatError("graph.outputs: a model returns at least one tensor")
-    return builder.module(outputs)
+    return builder.module(outputs, _scalar_outputs(root.get("scalar_outputs", []), len(outputs)))
+
+
+def _scalar_outputs(value: object, count: int) -> list[int]:
+    items = _list(value, "graph.scalar_outputs")
+    if not all(isinstance(k, int) and not isinstance(k, bool) and 0 <= k < count for k in items):
+        raise GraphFormatError(f"graph.scalar_outputs: must list output positions below {count}")
+    return list(items)
 
 
 def _little_endian(data: np.ndarray) -> np.ndarray:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import TypeGuard
 
 from compiler import topi
-from compiler.graph.ir import FLOAT_DTYPES, Attrs, AttrValue, TensorType
+from compiler.graph.ir import DTYPES, FLOAT_DTYPES, NUMERIC_DTYPES, Attrs, AttrValue, TensorType
 from compiler.graph.op import Compute, Flops, InferType, OpDef, Pattern, Reference, attr_ints, check, register
 
 
@@ -108,15 +108,25 @@ def register_op(
 
 def float_args(types: Sequence[TensorType], count: int | None) -> Sequence[TensorType]:
     """`count` arguments (at least one when None), all float of one dtype; returns them."""
+    return same_dtype_args(types, count, FLOAT_DTYPES)
+
+
+def same_dtype_args(
+    types: Sequence[TensorType], count: int | None, allowed: Sequence[str] = DTYPES
+) -> Sequence[TensorType]:
+    """`count` arguments (at least one when None), all of one dtype among `allowed`; returns them."""
     if count is None:
         check(len(types) >= 1, "takes at least one argument, got none")
     else:
         check(len(types) == count, f"takes {count} argument(s), got {len(types)}")
     for k, t in enumerate(types):
-        check(t.dtype in FLOAT_DTYPES, f"argument {k} has dtype {t.dtype}; expected float32 or float64")
+        check(t.dtype in allowed, f"argument {k} has dtype {t.dtype}; expected {' or '.join(allowed)}")
     dtypes = sorted({t.dtype for t in types})
     check(len(dtypes) == 1, f"arguments mix dtypes {dtypes}")
     return types
+
+
+NUMERIC = NUMERIC_DTYPES  # what arithmetic takes: floats and ints
 
 
 def check_axis(axis: int, rank: int) -> None:

@@ -4,6 +4,8 @@ depends on are never part of a module's dataflow (`Module.nodes`), so they vanis
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from compiler.graph.ir import Call, CallTIR, Module, Node, rewrite
 from compiler.graph.op import attr_ints
 
@@ -15,7 +17,7 @@ def eliminate_dead_code(module: Module) -> Module:
     module = rewrite(module, drop_no_op)
     called = {n.func for n in module.nodes() if isinstance(n, CallTIR)}
     funcs = {name: f for name, f in module.funcs.items() if name in called}
-    return type(module)(module.inputs, module.outputs, funcs)
+    return replace(module, funcs=funcs)
 
 
 def _is_no_op(node: Call, args: tuple[Node, ...]) -> bool:

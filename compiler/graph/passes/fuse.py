@@ -20,7 +20,7 @@ group's arguments (activations and weights alike), so identical layers give iden
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from compiler import te
 from compiler.graph.ir import Call, CallTIR, Module, Node, with_args
@@ -179,7 +179,7 @@ def _lower_groups(module: Module, groups: list[Group]) -> Module:
         elif isinstance(node, CallTIR):
             replaced[id(node)] = with_args(node, [replaced.get(id(a), a) for a in node.args])
     outputs = tuple(replaced.get(id(o), o) for o in module.outputs)
-    return Module(module.inputs, outputs, funcs)
+    return replace(module, outputs=outputs, funcs=funcs)
 
 
 def _group_func(group: Group) -> tuple[PrimFunc, list[Node]]:
