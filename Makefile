@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev,models]'
+	$(PY) -m pip install --quiet -e '.[dev,models,thirdparty]'
 	touch $(STAMP)
 
 # Tunes a 512^3 matmul for 64 trials on this machine (SQLite file demo.db, local runner, ~1 minute),

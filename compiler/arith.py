@@ -189,6 +189,9 @@ def _float_identities(e: Binary) -> Expr | None:
 
 
 def _simplify_int(e: Binary, rng: Ranges) -> Expr | None:
+    """Index arithmetic (int64) in canonical form; int32 values, which no index is, as written."""
+    if e.dtype != INDEX_DTYPE:
+        return None
     op, a, b = e.op, e.a, e.b
     if op in (Op.ADD, Op.SUB, Op.MUL):
         return linear(e).to_expr()

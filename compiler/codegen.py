@@ -365,7 +365,7 @@ def _select(cg: CodeGen, e: Select) -> ll.Value:
 
 
 def _cast(cg: CodeGen, e: Cast) -> ll.Value:
-    return cast_value(cg.builder, e.value.dtype, e.dtype, cg.expr(e.value))
+    return cast_value(cg, e.value.dtype, e.dtype, cg.expr(e.value))
 
 
 # Each emitter takes the node kind it is keyed by, hence Any for the node.

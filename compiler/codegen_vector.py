@@ -324,7 +324,7 @@ def _select(v: _Lanes, e: Select) -> ll.Value | None:
 def _cast(v: _Lanes, e: Cast) -> ll.Value | None:
     if "bool" in (e.dtype, e.value.dtype):
         return None
-    return cast_value(v.cg.builder, e.value.dtype, e.dtype, v.vector(e.value))
+    return cast_value(v.cg, e.value.dtype, e.dtype, v.vector(e.value))
 
 
 # Each emitter takes the node kind it is keyed by, hence Any for the node; None means lane by lane.

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from compiler.arith import simplify
-from compiler.dtypes import FLOAT_DTYPES
+from compiler.dtypes import FLOAT_DTYPES, convert
 from compiler.ir import (
     TRUE,
     Binary,
@@ -353,7 +353,7 @@ class _Eval:
         return e.op.spec.numpy(*(self.eval(k, guarded) for k in e.children()))
 
     def cast(self, e: Cast, guarded: bool) -> Value:
-        return np.asarray(self.eval(e.value, guarded)).astype(e.dtype)
+        return convert(self.eval(e.value, guarded), e.dtype)
 
     def select(self, e: Select, guarded: bool) -> Value:
         cond = np.asarray(self.eval(e.cond, guarded))

@@ -86,15 +86,21 @@ def call_intrinsic(cg: Emitter, name: str, args: list[ll.Value]) -> ll.Value:
     return cg.builder.call(fn, args, fastmath=FAST_MATH)
 
 
-def cast_value(b: ll.IRBuilder, src: str, dst: str, v: ll.Value) -> ll.Value:
-    """Convert between IR dtypes (bool conversions on scalars only)."""
+def cast_value(cg: Emitter, src: str, dst: str, v: ll.Value) -> ll.Value:
+    """Convert between IR dtypes (bool conversions on scalars only). A float becomes an int by
+    `llvm.fptosi.sat`: truncated, saturated at the int's range, NaN as 0 (`dtypes.convert`), where
+    plain fptosi would make NaN and out-of-range values poison."""
+    b = cg.builder
     if src == dst:
         return v
     ty = like(v, LL_TYPES[dst])
     if src in FLOAT_DTYPES and dst in FLOAT_DTYPES:
         return b.fpext(v, ty) if dst == "float64" else b.fptrunc(v, ty)
+    if src in FLOAT_DTYPES and dst == "bool":
+        return b.fcmp_unordered("!=", v, v.type(0))
     if src in FLOAT_DTYPES:
-        return b.fcmp_unordered("!=", v, v.type(0)) if dst == "bool" else b.fptosi(v, ty)
+        name = f"llvm.fptosi.sat.{intrinsic_suffix(ty)}.{intrinsic_suffix(v.type)}"
+        return b.call(cg.declare(name, ty, [v.type]), [v])
     if dst in FLOAT_DTYPES:
         return b.uitofp(v, ty) if src == "bool" else b.sitofp(v, ty)
     if dst == "bool":

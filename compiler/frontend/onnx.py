@@ -1,9 +1,16 @@
-"""Import an ONNX model (opsets 13 to 21) into a graph module, one converter per ONNX operator.
+"""Import an ONNX model (opsets 13 to 28) into a graph module, one converter per ONNX operator.
 
 Every input shape is static, so the shape computations exporters emit (Shape, Gather, Unsqueeze,
-Concat feeding a Reshape) are compile-time constants: the importer computes them with numpy while it
-converts, and only tensors that depend on the model's inputs become graph calls. Weights stay
-constants of the graph; arithmetic on them is left to the constant-folding pass.
+Concat feeding a Reshape; Equal, Where and Trilu building masks) are compile-time constants: the
+importer computes them while it converts (numpy twins for the common shape operators, ONNX's
+reference implementation for any other), and only tensors that depend on the model's inputs become
+graph calls. Weights stay constants of the graph; arithmetic on them is left to the
+constant-folding pass.
+
+Opsets 22 to 28 changed none of the converted operators for the dtypes the graph has (float32/64,
+int32/64, bool): they added dtypes (bfloat16, float8, int4, ...), which the builder refuses, and
+attributes that act on those only (Cast's round_mode, Range's stash_type). A pool's ceil_mode
+window rule that opset 22 wrote down is the one the graph already computes.
 """
 
 from __future__ import annotations
@@ -25,10 +32,13 @@ try:
 except ImportError as e:  # pragma: no cover - the models extra is installed wherever tests run
     raise ImportError("from_onnx needs the onnx package: pip install 'tensor-tuner[models]'") from e
 
+from compiler.dtypes import convert
 from compiler.frontend import DEFAULT_MAX_BYTES, DEFAULT_MAX_NODES, FrontendError
+from compiler.frontend.onnx_reference import fold_with_reference
 from compiler.graph import Constant, GraphBuilder, GraphError, Module, Node
+from compiler.graph.ir import DTYPES
 
-MIN_OPSET, MAX_OPSET = 13, 21
+MIN_OPSET, MAX_OPSET = 13, 28
 
 # A tensor while importing: a numpy array when it is known at compile time (weights, constants and
 # everything computed from them and from shapes), else the graph node that computes it.
@@ -97,15 +107,32 @@ def _check(model: onnx.ModelProto, max_nodes: int) -> int:
             "(onnx.version_converter.convert_version can convert a model)"
         )
     for i, node in enumerate(graph.node):
-        if node.domain not in ("", "ai.onnx") or node.op_type not in CONVERTERS:
+        refusal = _refusal(node, opsets[0])
+        if refusal is not None:
             op = f"{node.domain}.{node.op_type}" if node.domain not in ("", "ai.onnx") else node.op_type
-            supported = ", ".join(sorted(CONVERTERS))
-            raise GraphError(_label(node, i), op, f"unsupported operator; supported: {supported}")
+            raise GraphError(_label(node, i), op, refusal)
     try:
         onnx.checker.check_model(model)
     except onnx.checker.ValidationError as e:
         raise FrontendError(f"invalid ONNX model: {e}") from None
     return opsets[0]
+
+
+def _refusal(node: onnx.NodeProto, opset: int) -> str | None:
+    """Why `node` can never be imported, known before any conversion: an operator outside ai.onnx,
+    one with subgraphs (control flow), or one ONNX does not define. Any other operator without a
+    converter is folded when its inputs are known at import, and refused by name when not."""
+    if node.domain not in ("", "ai.onnx"):
+        return _unsupported()
+    if any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for a in node.attribute):
+        return "operators with subgraphs (control flow) are not supported"
+    if node.op_type not in CONVERTERS and not onnx.defs.has(node.op_type, opset):
+        return _unsupported()
+    return None
+
+
+def _unsupported() -> str:
+    return f"unsupported operator; supported: {', '.join(sorted(CONVERTERS))}"
 
 
 def _external_tensor(model: onnx.ModelProto) -> onnx.TensorProto | None:
@@ -208,43 +235,43 @@ class _Importer:
         if not tensor.shape.dim:
             self.scalars.add(name)
         dtype = str(helper.tensor_dtype_to_np_dtype(tensor.elem_type))
-        if np.dtype(dtype).kind in "iu":
-            self._check_index_input(name, dtype)
         return self.builder.input(name, [d.dim_value for d in tensor.shape.dim], dtype)
-
-    def _check_index_input(self, name: str, dtype: str) -> None:
-        """An integer input computes nothing at the graph level: it may only select rows (token ids)."""
-        if name in self.outputs:
-            raise GraphError(name, "input", f"{dtype} input is a model output; integer tensors are indices")
-        for label, op_type, k in self.consumers.get(name, []):
-            if (op_type, k) != ("Gather", 1):
-                raise GraphError(
-                    name,
-                    "input",
-                    f"{dtype} input is used as data by node {label!r} ({op_type}): "
-                    "integer inputs may only be Gather indices (token ids)",
-                )
 
     def _convert(self, proto: onnx.NodeProto, label: str) -> None:
         op = _Op(self, proto, label, [self.values[n] if n else None for n in proto.input])
-        fold = FOLDS.get(proto.op_type)
         outs: list[Value]
         try:
-            if fold is not None and op.foldable():
-                outs = [np.asarray(v) for v in fold(op)]  # numpy makes scalars of rank-0 results
-            else:
-                outs = list(CONVERTERS[proto.op_type](op))
+            outs = self._outputs(op)
         except GraphError as e:
             if e.node == label:
                 raise
             raise GraphError(label, proto.op_type, f"{e.op} {e.node!r}: {e.reason}") from None
-        except (ValueError, IndexError) as e:  # numpy refusing a folded computation
+        except (ValueError, IndexError) as e:  # numpy or the reference refusing a folded computation
             raise GraphError(label, proto.op_type, str(e)) from None
         for k, name in enumerate(proto.output):
             if k < len(outs):
                 self._bind(op, name, outs[k])
             elif name and (name in self.consumers or name in self.outputs):
                 raise op.fail(f"output {_output_name(proto, self.opset, k)} ({name!r}) is not supported")
+
+    def _outputs(self, op: _Op) -> list[Value]:
+        """Folded when every input is known and none is a float tensor (float arithmetic on weights
+        is the graph's constant folding), or when known and there is no converter; else converted."""
+        op_type = op.proto.op_type
+        if op.foldable() and op_type not in CONVERTS_CONSTANTS:
+            fold = FOLDS.get(op_type)
+            if fold is None:
+                return list(fold_with_reference(op.proto, op.static_values(), self.opset))
+            return [np.asarray(v) for v in fold(op)]  # numpy makes scalars of rank-0 results
+        converter = CONVERTERS.get(op_type)
+        if converter is not None:
+            return list(converter(op))
+        if op.static_inputs():
+            return list(fold_with_reference(op.proto, op.static_values(), self.opset))
+        raise op.fail(
+            "unsupported operator on values computed at run time (it folds only when its inputs "
+            f"are known at import); supported: {', '.join(sorted(CONVERTERS))}"
+        )
 
     def _bind(self, op: _Op, name: str, value: Value) -> None:
         """Record an output, checked against ONNX's shape inference where it knows the rank."""
@@ -337,11 +364,19 @@ class _Op:
         value = self.value(i)
         return str(value.dtype) if isinstance(value, np.ndarray) else value.type.dtype
 
+    def static_inputs(self) -> bool:
+        """Whether every input is known at import."""
+        return all(isinstance(v, np.ndarray) for v in self.inputs if v is not None)
+
+    def static_values(self) -> list[np.ndarray | None]:
+        """The inputs, every one known at import (None for an omitted optional one)."""
+        return [v if v is None else self.static(k) for k, v in enumerate(self.inputs)]
+
     def foldable(self) -> bool:
-        """Whether numpy computes this node now: every input is known and none is a float tensor
-        (float arithmetic on weights is left to the graph's constant folding)."""
-        values = [v for v in self.inputs if v is not None]
-        return all(isinstance(v, np.ndarray) and v.dtype.kind not in "fc" for v in values)
+        """Whether this node computes now: every input is known and none is a float tensor."""
+        if not self.static_inputs():
+            return False
+        return all(v.dtype.kind not in "fc" for v in self.static_values() if v is not None)
 
     def call(self, op: str, args: Sequence[Node], **attrs: object) -> Node:
         return self.importer.builder.call(op, args, name=self.hint(), **attrs)
@@ -392,6 +427,16 @@ def _variadic(graph_op: str) -> Converter:
     ]
 
 
+def _cumsum(op: _Op) -> list[Value]:
+    axis = op.axis(int(op.scalar(1)), len(op.shape(0)))
+    exclusive, reverse = bool(op.attr("exclusive", 0)), bool(op.attr("reverse", 0))
+    return [op.call("cumsum", [op.node(0)], axis=axis, exclusive=exclusive, reverse=reverse)]
+
+
+def _where(op: _Op) -> list[Value]:
+    return [op.call("where", [op.node(0), op.node(1), op.node(2)])]
+
+
 def _pow(op: _Op) -> list[Value]:
     """The exponent may be an integer tensor (ONNX's T2); as a constant it takes the base's type."""
     exponent = op.value(1)
@@ -431,14 +476,26 @@ def _dropout(op: _Op) -> list[Value]:
 
 
 def _cast(op: _Op) -> list[Value]:
-    """The graph level has no cast: constants convert now, a run-time cast must keep its dtype."""
-    target = helper.tensor_dtype_to_np_dtype(op.attr("to"))
+    """A constant converts now, a run-time tensor in the graph (`compiler.dtypes.convert`: a float
+    becomes an int truncated and saturated, NaN as 0, where ONNX leaves it undefined)."""
+    return _cast_to(op, str(helper.tensor_dtype_to_np_dtype(op.attr("to"))))
+
+
+def _cast_like(op: _Op) -> list[Value]:
+    return _cast_to(op, op.dtype(1))
+
+
+def _cast_to(op: _Op, target: str) -> list[Value]:
+    if target not in DTYPES:
+        raise op.fail(f"a cast to {target} is not supported ({', '.join(DTYPES)})")
     value = op.value(0)
     if isinstance(value, np.ndarray):
-        return [value.astype(target)]
-    if target != np.dtype(value.type.dtype):
-        raise op.fail(f"a cast of a run-time {value.type.dtype} tensor to {target} is not supported")
-    return [value]
+        if str(value.dtype) not in DTYPES:
+            raise op.fail(f"a cast from {value.dtype} is not supported ({', '.join(DTYPES)})")
+        return [convert(value, target)]
+    if target == value.type.dtype:
+        return [value]
+    return [op.call("cast", [value], dtype=target)]
 
 
 # Convolution, normalization, pooling.
@@ -908,8 +965,25 @@ CONVERTERS: dict[str, Converter] = {
     },
     **{
         onnx_op: _binary(graph_op)
-        for onnx_op, graph_op in {"Add": "add", "Sub": "subtract", "Mul": "multiply", "Div": "divide"}.items()
+        for onnx_op, graph_op in {
+            "Add": "add",
+            "Sub": "subtract",
+            "Mul": "multiply",
+            "Div": "divide",
+            "Equal": "equal",
+            "Less": "less",
+            "LessOrEqual": "less_equal",
+            "Greater": "greater",
+            "GreaterOrEqual": "greater_equal",
+            "And": "logical_and",
+            "Or": "logical_or",
+            "Xor": "logical_xor",
+        }.items()
     },
+    "Not": _unary("logical_not"),
+    "Where": _where,
+    "CumSum": _cumsum,
+    "CastLike": _cast_like,
     "Pow": _pow,
     "Max": _variadic("maximum"),
     "Min": _variadic("minimum"),
@@ -957,7 +1031,13 @@ CONVERTERS: dict[str, Converter] = {
     "Range": _range,
 }
 
-# The numpy twins that compute shape arithmetic on compile-time integer tensors.
+# The operators whose converters give compile-time values themselves.
+CONVERTS_CONSTANTS = frozenset(
+    {"Constant", "ConstantOfShape", "Range", "Shape", "Size", "Cast", "CastLike", "Identity", "Dropout"}
+)
+
+# The numpy twins that compute shape arithmetic on compile-time integer tensors (the others fold
+# with ONNX's reference implementation).
 FOLDS: dict[str, Fold] = {
     "Add": _fold_binary(np.add),
     "Sub": _fold_binary(np.subtract),

@@ -34,8 +34,10 @@ try:
 except ImportError as e:  # pragma: no cover - the models extra is installed wherever tests run
     raise ImportError("from_torch needs the torch package: pip install 'tensor-tuner[models]'") from e
 
+from compiler.dtypes import convert
+from compiler.frontend.torch_static import CONSTANT_INPUTS, ConstantValues, constant_nodes, folds
 from compiler.graph.builder import GraphBuilder
-from compiler.graph.ir import FLOAT_DTYPES, INDEX_DTYPES, Constant, GraphError, Module, Node, TensorType
+from compiler.graph.ir import DTYPES, Constant, GraphError, Module, Node, TensorType
 
 aten = torch.ops.aten
 OpOverload = torch._ops.OpOverload
@@ -57,8 +59,8 @@ def from_torch(
     Raises GraphError (naming the node and the operator) for a model that cannot be exported or that
     uses anything the graph level cannot represent, before building anything."""
     program = _export(model, example_args)
-    _check(program)
-    return _convert(program)
+    folded = _check(program)
+    return _convert(program, folded)
 
 
 def _export(
@@ -99,18 +101,21 @@ _REFUSED: dict[OpOverload, str] = {
 _IGNORED = (aten._assert_tensor_metadata.default,)
 
 
-def _check(program: ExportedProgram) -> None:
+def _check(program: ExportedProgram) -> set[torch.fx.Node]:
+    """Refuse what cannot convert; returns the nodes folded at import (`torch_static`)."""
     _check_outputs(program)
+    known = constant_nodes(program)
     nodes = [n for n in program.graph.nodes if n.op == "call_function"]
-    for node in nodes:
+    folded = {n for n in nodes if folds(n, known, _CONVERTERS.__contains__)}
+    converted = [n for n in nodes if n not in folded]
+    for node in converted:
         _check_static(node)
-    for node in nodes:
+    for node in converted:
         _check_supported(node)
     by_name = {n.name: n for n in program.graph.nodes}
     for spec in program.graph_signature.input_specs:
         _check_input(spec, by_name[spec.arg.name])
-    for node in nodes:
-        _check_float(node)
+    return folded
 
 
 def _check_outputs(program: ExportedProgram) -> None:
@@ -155,52 +160,21 @@ def _check_supported(node: torch.fx.Node) -> None:
     elif node.target in _REFUSED:
         raise GraphError(node.name, _op_name(node), _REFUSED[node.target])
     elif node.target not in _CONVERTERS and node.target not in _IGNORED:
-        raise GraphError(node.name, _op_name(node), "unsupported operator")
-
-
-# Where an integer tensor may go: the operator and the name of its index argument.
-_INDEX_ARGS: dict[OpOverload, str] = {aten.embedding.default: "indices", aten.index_select.default: "index"}
-
-
-def _check_input(spec: InputSpec, node: torch.fx.Node) -> None:
-    """Weights of any dtype the graph has; user inputs of rank >= 1, integer ones only as indices
-    (token ids): the graph has integer tensors only as gather indices."""
-    if spec.kind not in (
-        InputKind.USER_INPUT,
-        InputKind.PARAMETER,
-        InputKind.BUFFER,
-        InputKind.CONSTANT_TENSOR,
-    ):
-        raise GraphError(node.name, "input", f"{spec.kind.name} inputs are not supported")
-    value = node.meta["val"]
-    dtype = _dtype_name(value.dtype)
-    if dtype not in FLOAT_DTYPES + INDEX_DTYPES and (node.users or spec.kind == InputKind.USER_INPUT):
-        raise GraphError(node.name, "input", f"dtype {dtype} is not supported (float32/64, int32/64)")
-    if spec.kind != InputKind.USER_INPUT:
-        return
-    for user in node.users:
-        if dtype in INDEX_DTYPES and user.target not in _IGNORED and not _is_index_use(user, node):
-            raise GraphError(
-                node.name,
-                "input",
-                f"integer input is used as data by {user.name} "
-                f"({_op_name(user)}); integer tensors can only be embedding/index_select indices",
-            )
-
-
-def _is_index_use(user: torch.fx.Node, value: torch.fx.Node) -> bool:
-    return user.target in _INDEX_ARGS and _args(user)[_INDEX_ARGS[user.target]] is value
-
-
-def _check_float(node: torch.fx.Node) -> None:
-    value = node.meta.get("val")
-    if isinstance(value, torch.Tensor) and _dtype_name(value.dtype) not in FLOAT_DTYPES:
         raise GraphError(
             node.name,
             _op_name(node),
-            f"computes a {_dtype_name(value.dtype)} tensor; the graph computes "
-            "float32 and float64 only (integer inputs only as embedding indices)",
+            "unsupported operator on values computed at run time "
+            "(it folds only when its inputs do not depend on the model's inputs)",
         )
+
+
+def _check_input(spec: InputSpec, node: torch.fx.Node) -> None:
+    """User inputs, weights and buffers of a dtype the graph has."""
+    if spec.kind not in (InputKind.USER_INPUT, *CONSTANT_INPUTS):
+        raise GraphError(node.name, "input", f"{spec.kind.name} inputs are not supported")
+    dtype = _dtype_name(node.meta["val"].dtype)
+    if dtype not in DTYPES and (node.users or spec.kind == InputKind.USER_INPUT):
+        raise GraphError(node.name, "input", f"dtype {dtype} is not supported ({', '.join(DTYPES)})")
 
 
 # --- Conversion ---
@@ -208,14 +182,21 @@ def _check_float(node: torch.fx.Node) -> None:
 
 @dataclass
 class _Context:
-    """The builder and the graph node (or nodes, for multi-output operators) of each fx node."""
+    """The builder and the graph node (or nodes, for multi-output operators) of each fx node; the
+    values of the nodes folded at import become constants when a converted node first uses them."""
 
+    constants: ConstantValues
     builder: GraphBuilder = field(default_factory=GraphBuilder)
     values: dict[torch.fx.Node, Node] = field(default_factory=dict)
     tuples: dict[torch.fx.Node, tuple[Node, ...]] = field(default_factory=dict)
 
     def tensor(self, arg: object) -> Node:
         assert isinstance(arg, torch.fx.Node), f"expected a tensor argument, got {arg!r}"
+        if arg not in self.values:
+            value = self.constants[arg]
+            if not isinstance(value, torch.Tensor):
+                raise GraphError(arg.name, _op_name(arg), f"computes a {type(value).__name__}, not a tensor")
+            self.values[arg] = self.builder.constant(arg.name, value.detach().cpu().numpy())
         return self.values[arg]
 
     def call(self, node: torch.fx.Node, op: str, args: Sequence[Node], **attrs: object) -> Node:
@@ -225,15 +206,12 @@ class _Context:
         return self.builder.constant(hint, np.asarray(value, dtype=dtype))
 
     def operand(self, node: torch.fx.Node, value: object, dtype: str) -> Node:
-        """A binary operator's operand of `node`'s dtype: a tensor, or a Python number as a constant.
-        A constant of another dtype (a float64 scalar with float32 data) is cast, as PyTorch's type
-        promotion does; any other mismatch is the type rule's to refuse."""
+        """A binary operator's operand as `dtype` (what PyTorch's type promotion computes in): a
+        tensor, cast if it has another dtype (an int64 mask times a float tensor), or a Python
+        number as a constant."""
         if not isinstance(value, torch.fx.Node):
             return self.constant(f"{node.name}_scalar", value, dtype)
-        tensor = self.tensor(value)
-        if isinstance(tensor, Constant) and tensor.type.dtype != dtype:
-            return self.builder.constant(f"{tensor.name}_{dtype}", tensor.data.astype(dtype))
-        return tensor
+        return _as_dtype(self, node, self.tensor(value), dtype)
 
 
 Converter = Callable[[_Context, torch.fx.Node, dict[str, Any]], Node | tuple[Node, ...]]
@@ -249,13 +227,15 @@ def _converts(*ops: OpOverload) -> Callable[[Converter], Converter]:
     return register
 
 
-def _convert(program: ExportedProgram) -> Module:
-    ctx = _Context()
+def _convert(program: ExportedProgram, folded: set[torch.fx.Node]) -> Module:
+    ctx = _Context(ConstantValues(program, constant_nodes(program)))
     specs = {spec.arg.name: spec for spec in program.graph_signature.input_specs}
     by_name = {n.name: n for n in program.graph.nodes}
     for node in program.graph.nodes:
         if node.op == "placeholder" and (node.users or specs[node.name].kind == InputKind.USER_INPUT):
             ctx.values[node] = _input_or_weight(ctx, program, specs[node.name], node)
+        elif node in folded:
+            continue  # a constant, made when a converted node uses it
         elif node.op == "call_function" and node.target is operator.getitem:
             ctx.values[node] = ctx.tuples[node.args[0]][node.args[1]]
         elif node.op == "call_function" and node.target not in _IGNORED:
@@ -470,7 +450,7 @@ def _binary(op: str) -> Converter:
         other, alpha = a.get("other", a.get("exponent")), a.get("alpha", 1)
         if alpha != 1 and isinstance(other, torch.fx.Node):
             scale = ctx.constant(f"{node.name}_alpha", alpha, dtype)
-            rhs = ctx.call(node, "multiply", [ctx.tensor(other), scale])
+            rhs = ctx.call(node, "multiply", [ctx.operand(node, other, dtype), scale])
         else:
             rhs = ctx.operand(node, other if alpha == 1 else other * alpha, dtype)
         return ctx.call(node, op, [ctx.operand(node, a["input"], dtype), rhs])
@@ -480,6 +460,96 @@ def _binary(op: str) -> Converter:
 
 for _aten_op, _graph_op in _BINARY.items():
     _CONVERTERS[_aten_op] = _binary(_graph_op)
+
+
+_COMPARISONS = {
+    aten.eq.Tensor: "equal",
+    aten.eq.Scalar: "equal",
+    aten.ne.Tensor: "not_equal",
+    aten.ne.Scalar: "not_equal",
+    aten.lt.Tensor: "less",
+    aten.lt.Scalar: "less",
+    aten.le.Tensor: "less_equal",
+    aten.le.Scalar: "less_equal",
+    aten.gt.Tensor: "greater",
+    aten.gt.Scalar: "greater",
+    aten.ge.Tensor: "greater_equal",
+    aten.ge.Scalar: "greater_equal",
+}
+
+
+def _compare(op: str) -> Converter:
+    def convert(ctx: _Context, node: torch.fx.Node, a: dict[str, Any]) -> Node:
+        """Both sides in the dtype PyTorch compares them in (int64 with a float scalar: float)."""
+        dtype = _promoted(a["input"], a["other"])
+        return ctx.call(
+            node, op, [ctx.operand(node, a["input"], dtype), ctx.operand(node, a["other"], dtype)]
+        )
+
+    return convert
+
+
+def _promoted(tensor: torch.fx.Node, other: Any) -> str:
+    """The dtype PyTorch's type promotion gives a tensor and a tensor or Python number."""
+    value = other.meta["val"] if isinstance(other, torch.fx.Node) else other
+    return _dtype_name(torch.result_type(tensor.meta["val"], value))
+
+
+for _aten_op, _graph_op in _COMPARISONS.items():
+    _CONVERTERS[_aten_op] = _compare(_graph_op)
+
+_LOGIC = {
+    aten.logical_and.default: "logical_and",
+    aten.logical_or.default: "logical_or",
+    aten.logical_xor.default: "logical_xor",
+    aten.bitwise_and.Tensor: "logical_and",
+    aten.bitwise_or.Tensor: "logical_or",
+    aten.bitwise_xor.Tensor: "logical_xor",
+}
+
+
+def _logic(op: str) -> Converter:
+    def convert(ctx: _Context, node: torch.fx.Node, a: dict[str, Any]) -> Node:
+        """logical_* of any dtypes compares each with 0; bitwise_* is the same on bools only."""
+        if node.target in (aten.bitwise_and.Tensor, aten.bitwise_or.Tensor, aten.bitwise_xor.Tensor):
+            _bools_only(node, a["input"], a["other"])
+        x, y = (_as_dtype(ctx, node, ctx.tensor(a[k]), "bool") for k in ("input", "other"))
+        return ctx.call(node, op, [x, y])
+
+    return convert
+
+
+def _bools_only(node: torch.fx.Node, *args: torch.fx.Node) -> None:
+    dtypes = [_dtype(x) for x in args]
+    if any(d != "bool" for d in dtypes):
+        raise GraphError(
+            node.name, _op_name(node), f"bitwise operators on {dtypes} (not bools) are not supported"
+        )
+
+
+for _aten_op, _graph_op in _LOGIC.items():
+    _CONVERTERS[_aten_op] = _logic(_graph_op)
+
+
+@_converts(aten.logical_not.default, aten.bitwise_not.default)
+def _logical_not(ctx: _Context, node: torch.fx.Node, a: dict[str, Any]) -> Node:
+    if node.target is aten.bitwise_not.default:
+        _bools_only(node, a["input"])
+    return ctx.call(node, "logical_not", [_as_dtype(ctx, node, ctx.tensor(a["input"]), "bool")])
+
+
+@_converts(aten.where.self)
+def _where(ctx: _Context, node: torch.fx.Node, a: dict[str, Any]) -> Node:
+    dtype = _dtype(node)
+    x, y = (ctx.operand(node, a[k], dtype) for k in ("input", "other"))
+    return ctx.call(node, "where", [ctx.tensor(a["condition"]), x, y])
+
+
+@_converts(aten.masked_fill.Scalar, aten.masked_fill.Tensor)
+def _masked_fill(ctx: _Context, node: torch.fx.Node, a: dict[str, Any]) -> Node:
+    dtype = _dtype(node)
+    fill = ctx.operand(node, a["value"], dtype)
+    return ctx.call(node, "where", [ctx.tensor(a["mask"]), fill, ctx.tensor(a["input"])])
 
 
 # --- Convolution, normalization, pooling ---
@@ -613,11 +683,15 @@ def _reduce(
     ctx: _Context, node: torch.fx.Node, op: str, x: torch.fx.Node, dims: Sequence[int] | None, keepdim: bool
 ) -> Node:
     """Reducing every axis without keepdim gives a PyTorch scalar: keep the dims, then reshape to
-    (1,), the graph's scalar shape."""
+    (1,), the graph's scalar shape. The input is cast to the result's dtype first: PyTorch sums
+    bools and int32 as int64, and a `dtype=` argument names another."""
     rank = _rank(x)
     axes = _axes(dims, rank)
     scalar = not keepdim and len(axes) == rank
-    out = ctx.call(node, op, [ctx.tensor(x)], axes=axes, keepdims=bool(keepdim) or scalar)
+    result = node.meta["val"]
+    dtype = _dtype_name((result[0] if isinstance(result, tuple | list) else result).dtype)
+    source = _as_dtype(ctx, node, ctx.tensor(x), dtype)
+    out = ctx.call(node, op, [source], axes=axes, keepdims=bool(keepdim) or scalar)
     return ctx.call(node, "reshape", [out], shape=(1,)) if scalar and rank > 1 else out
 
 
@@ -640,6 +714,14 @@ def _max_min_dim(ctx: _Context, node: torch.fx.Node, a: dict[str, Any]) -> tuple
     """`x.max(dim).values`: the indices are refused by the checks."""
     op = "max" if node.target is aten.max.dim else "min"
     return (_reduce(ctx, node, op, a["input"], [a["dim"]], a["keepdim"]),)
+
+
+@_converts(aten.cumsum.default)
+def _cumsum(ctx: _Context, node: torch.fx.Node, a: dict[str, Any]) -> Node:
+    """In the result's dtype: PyTorch sums bools and int32 as int64, or as `dtype=` says."""
+    x = _as_dtype(ctx, node, ctx.tensor(a["input"]), _dtype(node))
+    axis = _axis(a["dim"], max(_rank(a["input"]), 1))
+    return ctx.call(node, "cumsum", [x], axis=axis, exclusive=False, reverse=False)
 
 
 @_converts(aten._softmax.default)
@@ -731,16 +813,17 @@ def _identity(ctx: _Context, node: torch.fx.Node, a: dict[str, Any]) -> Node:
 
 @_converts(aten._to_copy.default)
 def _to_copy(ctx: _Context, node: torch.fx.Node, a: dict[str, Any]) -> Node:
-    """A copy, maybe to another device or layout (no matter here) or dtype: only constants can change
-    dtype, since the graph has no cast operator."""
-    x, dtype = ctx.tensor(a["input"]), _dtype(node)
+    """A copy, maybe to another device or layout (no matter here) or dtype (a cast)."""
+    return _as_dtype(ctx, node, ctx.tensor(a["input"]), _dtype(node))
+
+
+def _as_dtype(ctx: _Context, node: torch.fx.Node, x: Node, dtype: str) -> Node:
+    """`x` as `dtype`: itself, a converted constant, or a cast (`compiler.dtypes.convert`)."""
     if x.type.dtype == dtype:
         return x
     if isinstance(x, Constant):
-        return ctx.builder.constant(f"{x.name}_{dtype}", x.data.astype(dtype))
-    raise GraphError(
-        node.name, _op_name(node), f"casts {x.type.dtype} to {dtype}; the graph has no cast operator"
-    )
+        return ctx.builder.constant(f"{x.name}_{dtype}", convert(x.data, dtype))
+    return ctx.call(node, "cast", [x], dtype=dtype)
 
 
 @_converts(aten.embedding.default)

@@ -8,8 +8,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from compiler.graph.ir import (
-    FLOAT_DTYPES,
-    INDEX_DTYPES,
+    DTYPES,
     Constant,
     GraphError,
     Input,
@@ -43,10 +42,8 @@ class GraphBuilder:
     def input(self, name: str, shape: Sequence[int], dtype: str) -> Input:
         """A model input; its shape must be static and its dtype one a model computes with. A rank-0
         input is held as shape (1,) (`Module.scalar_inputs`)."""
-        if dtype not in FLOAT_DTYPES + INDEX_DTYPES:
-            raise GraphError(
-                name, "input", f"dtype {dtype} is not supported (float32, float64, int32, int64)"
-            )
+        if dtype not in DTYPES:
+            raise GraphError(name, "input", f"dtype {dtype} is not supported ({', '.join(DTYPES)})")
         if not all(isinstance(d, int) and d > 0 for d in shape):
             raise GraphError(
                 name, "input", f"shape {tuple(shape)} is not static: every dimension must be a known size"
@@ -62,7 +59,7 @@ class GraphBuilder:
         array = np.ascontiguousarray(data)
         if array.ndim == 0:
             array = array.reshape(1)
-        if str(array.dtype) not in FLOAT_DTYPES + INDEX_DTYPES:
+        if str(array.dtype) not in DTYPES:
             raise GraphError(name, "constant", f"dtype {array.dtype} is not supported")
         return Constant(self.name(name), array.copy())
 

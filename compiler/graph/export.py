@@ -1,7 +1,7 @@
 """A compiled model as one native shared library with a C header: every kernel, the forward pass
 calling them in order (`compiler.graph.forward`), and the weights embedded, exporting
 
-    int tensor_tuner_run(const float *const *inputs, float *const *outputs);
+    int tensor_tuner_run(const void *const *inputs, void *const *outputs);
     const char *tensor_tuner_metadata(void);  /* JSON: inputs, outputs, target */
 
 The system C compiler links it (`cc`, as TVM's export_library does): llvmlite writes object files
@@ -35,6 +35,7 @@ RUN = "tensor_tuner_run"
 METADATA = "tensor_tuner_metadata"
 WEIGHTS = "tensor_tuner_weights"
 FORMAT = 1
+C_TYPES = {"float32": "float", "float64": "double", "int32": "int32_t", "int64": "int64_t", "bool": "bool"}
 
 
 class LibraryError(RuntimeError):
@@ -103,12 +104,16 @@ def c_header(library: str, metadata: dict[str, Any]) -> str:
         f" * ({metadata['target']['key']}).",
         " *",
         f" * {RUN}(inputs, outputs) runs one forward pass: inputs and outputs are the arrays below,",
-        " * in this order, C-contiguous; integer tensors are passed through the same float pointers.",
+        " * in this order, C-contiguous, each of its element type (TENSOR_TUNER_INPUTk_TYPE: float,",
+        " * double, int32_t, int64_t, or bool, one byte holding 0 or 1).",
         " * It returns 0 on success and 1 when inputs or outputs is NULL. It is not reentrant (the",
         " * intermediates live in the library's static storage): one call at a time per process.",
         " * Its parallel loops run on libgomp's threads (OMP_NUM_THREADS). */",
         f"#ifndef {_guard(library)}",
         f"#define {_guard(library)}",
+        "",
+        "#include <stdbool.h>",
+        "#include <stdint.h>",
         "",
         f"#define TENSOR_TUNER_NUM_INPUTS {len(metadata['inputs'])}",
         f"#define TENSOR_TUNER_NUM_OUTPUTS {len(metadata['outputs'])}",
@@ -124,13 +129,14 @@ def c_header(library: str, metadata: dict[str, Any]) -> str:
                 f"#define TENSOR_TUNER_{kind}{k}_NDIM {len(t['shape'])}",
                 f"#define TENSOR_TUNER_{kind}{k}_SHAPE {{{shape}}}",
                 f"#define TENSOR_TUNER_{kind}{k}_SIZE {size}",
+                f"#define TENSOR_TUNER_{kind}{k}_TYPE {C_TYPES[t['dtype']]}",
             ]
     lines += [
         "",
         "#ifdef __cplusplus",
         'extern "C" {',
         "#endif",
-        f"int {RUN}(const float *const *inputs, float *const *outputs);",
+        f"int {RUN}(const void *const *inputs, void *const *outputs);",
         f"const char *{METADATA}(void);",
         "#ifdef __cplusplus",
         "}",

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from compiler.graph.builder import GraphBuilder
-from compiler.graph.ir import FLOAT_DTYPES, INDEX_DTYPES, Call, Constant, GraphError, Input, Module, Node
+from compiler.graph.ir import DTYPES, Call, Constant, GraphError, Input, Module, Node
 from compiler.graph.op import call
 
 FORMAT = 1
@@ -166,8 +166,8 @@ def _shape(value: object, where: str) -> tuple[int, ...]:
 
 def _dtype(spec: dict[str, Any], where: str) -> str:
     dtype = spec.get("dtype")
-    if dtype not in FLOAT_DTYPES + INDEX_DTYPES:
-        raise GraphFormatError(f"{where}.dtype: must be one of {', '.join(FLOAT_DTYPES + INDEX_DTYPES)}")
+    if dtype not in DTYPES:
+        raise GraphFormatError(f"{where}.dtype: must be one of {', '.join(DTYPES)}")
     return str(dtype)
 
 
@@ -183,6 +183,8 @@ def _array(spec: dict[str, Any], where: str) -> np.ndarray:
     expected = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
     if len(data) != expected:
         raise GraphFormatError(f"{where}.data: {len(data)} bytes, a {dtype.name}{list(shape)} has {expected}")
+    if dtype == np.bool_ and data.translate(None, b"\x00\x01"):
+        raise GraphFormatError(f"{where}.data: a bool is the byte 0 or 1")
     return np.frombuffer(data, dtype).astype(dtype.newbyteorder("=")).reshape(shape)
 
 

@@ -5,7 +5,6 @@ tests. Every fixture runs on SQLite and on PostgreSQL (`database_url`)."""
 from collections.abc import Generator, Iterator
 from dataclasses import dataclass, replace
 
-import httpx
 import pytest
 from fastapi.testclient import TestClient
 
@@ -89,11 +88,11 @@ class Api:
 
 
 def in_process_client(api: Api, token: str | None) -> Client:
-    """The API's client, its requests served by the in-process app instead of the network."""
+    """The API's client, its requests served by the in-process app instead of the network (by a
+    TestClient of its own: whichever of httpx and httpx2 starlette's TestClient is built on, it
+    speaks httpx's client API)."""
     client = Client("http://testserver", token)
-    client.http = httpx.Client(
-        transport=api.client._transport, base_url=api.client.base_url, headers=client.http.headers
-    )
+    client.http = TestClient(api.client.app, base_url="http://testserver", headers=dict(client.http.headers))
     return client
 
 

@@ -2,8 +2,8 @@
 (`graph.build`, as `tune_model` builds it), exported as one shared library with its C header
 (`compiler.graph.export`), handed out as a gzipped tar of two files:
 
-    model.so   exports int tensor_tuner_run(const float *const *inputs, float *const *outputs)
-    model.h    declares it, with every input's and output's shape
+    model.so   exports int tensor_tuner_run(const void *const *inputs, void *const *outputs)
+    model.h    declares it, with every input's and output's shape and element type
 
 A build takes seconds to minutes, so it runs in a child process (`isolated`), off the API's event
 loop and its memory, and its result is kept, keyed by the model, the hardware and the ids of the best

@@ -9,16 +9,18 @@ from collections.abc import Callable, Mapping, Sequence
 import numpy as np
 
 from compiler import te
-from compiler.graph.ir import Attrs, TensorType
+from compiler.graph.ir import FLOAT_DTYPES, Attrs, TensorType
 from compiler.graph.op import Pattern, attr_float, check
 from compiler.graph.ops.checks import (
     FLOAT,
+    NUMERIC,
     OPTIONAL_FLOAT,
     Kind,
     broadcast_shape,
     float_args,
     one_of,
     register_op,
+    same_dtype_args,
 )
 from compiler.graph.ops.indexing import broadcast_load, compute
 from compiler.ir import Expr
@@ -29,11 +31,18 @@ NpFn = Callable[[np.ndarray, Attrs], np.ndarray]
 SQRT_2_OVER_PI = math.sqrt(2 / math.pi)
 
 
-def _unary(name: str, te_fn: TeFn, np_fn: NpFn, flops: Callable[[Attrs], int], **schema: Kind) -> None:
-    """Register an elementwise op of one float tensor; `flops` counts per element."""
+def _unary(
+    name: str,
+    te_fn: TeFn,
+    np_fn: NpFn,
+    flops: Callable[[Attrs], int],
+    dtypes: Sequence[str] = FLOAT_DTYPES,
+    **schema: Kind,
+) -> None:
+    """Register an elementwise op of one tensor of `dtypes`; `flops` counts per element."""
 
     def infer_type(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
-        (x,) = float_args(types, 1)
+        (x,) = same_dtype_args(types, 1, dtypes)
         return x
 
     def compute_(inputs: Sequence[te.Tensor], attrs: Attrs, out: str) -> te.Tensor:
@@ -56,6 +65,11 @@ def _per_element(n: int) -> Callable[[Attrs], int]:
 
 def _np_sigmoid(x: np.ndarray) -> np.ndarray:
     return 1 / (1 + np.exp(-x))
+
+
+def _te_abs(x: Expr) -> Expr:
+    """fabs for floats; max(x, -x) for ints, which wraps at the int's minimum as numpy's abs does."""
+    return te.fabs(x) if x.dtype in FLOAT_DTYPES else te.max(x, -x)
 
 
 def _te_gelu(x: Expr, attrs: Attrs) -> Expr:
@@ -105,8 +119,8 @@ _unary("exp", lambda x, a: te.exp(x), lambda x, a: np.exp(x), _per_element(1))
 _unary("log", lambda x, a: te.log(x), lambda x, a: np.log(x), _per_element(1))
 _unary("sqrt", lambda x, a: te.sqrt(x), lambda x, a: np.sqrt(x), _per_element(1))
 _unary("erf", lambda x, a: te.erf(x), lambda x, a: np.asarray(Op.ERF.spec.numpy(x)), _per_element(1))
-_unary("negative", lambda x, a: -x, lambda x, a: -x, _per_element(1))
-_unary("abs", lambda x, a: te.fabs(x), lambda x, a: np.abs(x), _per_element(1))
+_unary("negative", lambda x, a: -x, lambda x, a: -x, _per_element(1), NUMERIC)
+_unary("abs", lambda x, a: _te_abs(x), lambda x, a: np.abs(x), _per_element(1), NUMERIC)
 _unary("silu", lambda x, a: x * te.sigmoid(x), lambda x, a: x * _np_sigmoid(x), _per_element(5))
 _unary(
     "hardswish",  # x * relu6(x + 3) / 6, as PyTorch
@@ -140,9 +154,11 @@ _unary(
 )
 
 
-def _binary(name: str, te_fn: Callable[[Expr, Expr], Expr], np_fn: Callable[..., np.ndarray]) -> None:
+def _binary(
+    name: str, te_fn: Callable[[Expr, Expr], Expr], np_fn: Callable[..., np.ndarray], dtypes: Sequence[str]
+) -> None:
     def infer_type(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
-        a, b = float_args(types, 2)
+        a, b = same_dtype_args(types, 2, dtypes)
         return TensorType(broadcast_shape(a.shape, b.shape), a.dtype)
 
     def compute_(inputs: Sequence[te.Tensor], attrs: Attrs, out: str) -> te.Tensor:
@@ -160,17 +176,18 @@ def _binary(name: str, te_fn: Callable[[Expr, Expr], Expr], np_fn: Callable[...,
     register_op(name, Pattern.BROADCAST, {}, infer_type, compute_, reference, count)
 
 
-_BINARY: Mapping[str, tuple[Callable[[Expr, Expr], Expr], Callable[..., np.ndarray]]] = {
-    "add": (lambda a, b: a + b, np.add),
-    "subtract": (lambda a, b: a - b, np.subtract),
-    "multiply": (lambda a, b: a * b, np.multiply),
-    "divide": (lambda a, b: a / b, np.divide),
-    "power": (te.power, np.power),
-    "maximum": (te.max, np.maximum),
-    "minimum": (te.min, np.minimum),
+# Integer arithmetic wraps, as numpy's and PyTorch's does; division and power are on floats only.
+_BINARY: Mapping[str, tuple[Callable[[Expr, Expr], Expr], Callable[..., np.ndarray], Sequence[str]]] = {
+    "add": (lambda a, b: a + b, np.add, NUMERIC),
+    "subtract": (lambda a, b: a - b, np.subtract, NUMERIC),
+    "multiply": (lambda a, b: a * b, np.multiply, NUMERIC),
+    "divide": (lambda a, b: a / b, np.divide, FLOAT_DTYPES),
+    "power": (te.power, np.power, FLOAT_DTYPES),
+    "maximum": (te.max, np.maximum, NUMERIC),
+    "minimum": (te.min, np.minimum, NUMERIC),
 }
-for _name, (_te_fn, _np_fn) in _BINARY.items():
-    _binary(_name, _te_fn, _np_fn)
+for _name, (_te_fn, _np_fn, _dtypes) in _BINARY.items():
+    _binary(_name, _te_fn, _np_fn, _dtypes)
 
 
 def _batch_norm_type(types: Sequence[TensorType], attrs: Attrs) -> TensorType:

@@ -1,5 +1,6 @@
 """Reductions over axes: sum, mean, max, min (keepdims or not), and the normalizations built on
-them, softmax, log_softmax (numerically stable: the max is subtracted first) and layer_norm."""
+them, softmax, log_softmax (numerically stable: the max is subtracted first) and layer_norm; and
+cumsum."""
 
 from __future__ import annotations
 
@@ -11,15 +12,27 @@ import numpy as np
 from compiler import te, topi
 from compiler.graph.ir import Attrs, TensorType
 from compiler.graph.op import Pattern, attr_float, attr_int, attr_ints, check
-from compiler.graph.ops.checks import BOOL, FLOAT, INT, INTS, check_axes, check_axis, float_args, register_op
-from compiler.ir import Expr
+from compiler.graph.ops.checks import (
+    BOOL,
+    FLOAT,
+    INT,
+    INTS,
+    NUMERIC,
+    check_axes,
+    check_axis,
+    float_args,
+    register_op,
+    same_dtype_args,
+)
+from compiler.ir import Expr, const
 
 NumpyReduce = Callable[..., np.ndarray]
 
 
 def _reduce_type(args: Sequence[TensorType], attrs: Attrs) -> TensorType:
-    """Reducing every axis without keepdims gives shape (1,): the graph level has no rank-0 tensors."""
-    (x,) = float_args(args, 1)
+    """Reducing every axis without keepdims gives shape (1,): the graph level has no rank-0 tensors.
+    Sums, maxima and minima of ints are ints (a sum wraps, as numpy's does); a mean is of floats."""
+    (x,) = same_dtype_args(args, 1, NUMERIC)
     reduced, keepdims = _axes_keepdims(attrs)
     check_axes(reduced, len(x.shape))
     return TensorType(topi.reduced_shape(x.shape, reduced, keepdims), x.dtype)
@@ -39,7 +52,8 @@ def _reduction(name: str, combine: topi.Combine, numpy: NumpyReduce) -> None:
     def reference(inputs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
         reduced, keepdims = _axes_keepdims(attrs)
         shape = topi.reduced_shape(inputs[0].shape, reduced, keepdims)
-        return numpy(inputs[0], axis=reduced, keepdims=keepdims).reshape(shape)
+        out = numpy(inputs[0], axis=reduced, keepdims=keepdims).reshape(shape)
+        return out.astype(inputs[0].dtype, copy=False)  # numpy sums int32 as int64
 
     register_op(name, Pattern.REDUCTION, _REDUCE, _reduce_type, compute, reference, _input_size)
 
@@ -71,7 +85,12 @@ def _mean_flops(args: Sequence[TensorType], out: TensorType, attrs: Attrs) -> in
     return args[0].size + out.size
 
 
-register_op("mean", Pattern.REDUCTION, _REDUCE, _reduce_type, _mean_compute, _mean_reference, _mean_flops)
+def _mean_type(args: Sequence[TensorType], attrs: Attrs) -> TensorType:
+    float_args(args, 1)
+    return _reduce_type(args, attrs)
+
+
+register_op("mean", Pattern.REDUCTION, _REDUCE, _mean_type, _mean_compute, _mean_reference, _mean_flops)
 
 
 def _softmax_type(args: Sequence[TensorType], attrs: Attrs) -> TensorType:
@@ -197,4 +216,61 @@ register_op(
     _layer_norm_compute,
     _layer_norm_reference,
     _five_per_element,
+)
+
+
+def _cumsum_type(args: Sequence[TensorType], attrs: Attrs) -> TensorType:
+    (x,) = same_dtype_args(args, 1, NUMERIC)
+    check_axis(attr_int(attrs, "axis"), len(x.shape))
+    return x
+
+
+def _cumsum_compute(inputs: Sequence[te.Tensor], attrs: Attrs, name: str) -> te.Tensor:
+    """Each output element is the sum of the elements of its row up to it (before it when
+    `exclusive`, from the end when `reverse`): a reduction over the whole row that selects its
+    part, quadratic in the row's length. Cumulative sums in models run over a sequence's positions
+    (position ids from a mask), a few hundred long, where this costs microseconds; a scan would need
+    a schedule of its own."""
+    (x,) = inputs
+    axis = attr_int(attrs, "axis")
+    k = te.reduce_axis((0, x.shape[axis]), "k")
+    zero = const(0, x.dtype)
+
+    def body(*i: Expr) -> Expr:
+        taken = _cumsum_taken(k, i[axis], bool(attrs["exclusive"]), bool(attrs["reverse"]))
+        return te.sum(te.select(taken, x[i[:axis] + (k,) + i[axis + 1 :]], zero), axis=k)
+
+    return te.compute(x.shape, body, name=name)
+
+
+def _cumsum_taken(k: Expr, i: Expr, exclusive: bool, reverse: bool) -> Expr:
+    if reverse:
+        return k > i if exclusive else k >= i
+    return k < i if exclusive else k <= i
+
+
+def _cumsum_reference(inputs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
+    (x,) = inputs
+    axis = attr_int(attrs, "axis")
+    if attrs["reverse"]:
+        x = np.flip(x, axis)
+    out = np.cumsum(x, axis=axis, dtype=x.dtype)
+    if attrs["exclusive"]:  # shifted by one, 0 first
+        out = np.roll(out, 1, axis)
+        out[(slice(None),) * axis + (0,)] = 0
+    return np.flip(out, axis) if attrs["reverse"] else out
+
+
+def _cumsum_flops(args: Sequence[TensorType], out: TensorType, attrs: Attrs) -> int:
+    return out.size * args[0].shape[attr_int(attrs, "axis")]
+
+
+register_op(
+    "cumsum",
+    Pattern.REDUCTION,
+    {"axis": INT, "exclusive": BOOL, "reverse": BOOL},
+    _cumsum_type,
+    _cumsum_compute,
+    _cumsum_reference,
+    _cumsum_flops,
 )

@@ -12,9 +12,19 @@ from collections.abc import Sequence
 import numpy as np
 
 from compiler import te
+from compiler.dtypes import convert
 from compiler.graph.ir import INDEX_DTYPES, Attrs, TensorType
 from compiler.graph.op import Compute, InferType, Pattern, Reference, attr_float, attr_int, attr_ints, check
-from compiler.graph.ops.checks import FLOAT, INT, INTS, Schema, check_axis, float_args, register_op
+from compiler.graph.ops.checks import (
+    FLOAT,
+    INT,
+    INTS,
+    NUMERIC,
+    Schema,
+    check_axis,
+    register_op,
+    same_dtype_args,
+)
 from compiler.graph.ops.indexing import broadcast_load, compute
 from compiler.ir import Expr, const
 
@@ -33,7 +43,7 @@ def _shape_attr(attrs: Attrs, key: str) -> tuple[int, ...]:
 
 
 def _reshape_type(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
-    float_args(types, 1)
+    same_dtype_args(types, 1)
     shape = _shape_attr(attrs, "shape")
     (x,) = types
     check(math.prod(shape) == x.size, f"cannot reshape {x.shape} ({x.size} elements) to {shape}")
@@ -97,7 +107,7 @@ _injective("reshape", {"shape": INTS}, _reshape_type, _reshape_compute, _reshape
 
 
 def _transpose_type(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
-    (x,) = float_args(types, 1)
+    (x,) = same_dtype_args(types, 1)
     axes = attr_ints(attrs, "axes")
     check(
         sorted(axes) == list(range(len(x.shape))),
@@ -126,7 +136,7 @@ _injective(
 
 
 def _concat_type(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
-    dtype = float_args(types, None)[0].dtype
+    dtype = same_dtype_args(types, None)[0].dtype
     axis = attr_int(attrs, "axis")
     first = types[0].shape
     check_axis(axis, len(first))
@@ -172,7 +182,7 @@ _injective(
 
 
 def _slice_type(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
-    (x,) = float_args(types, 1)
+    (x,) = same_dtype_args(types, 1)
     begin, end, strides = (attr_ints(attrs, k) for k in ("begin", "end", "strides"))
     rank = len(x.shape)
     check(
@@ -216,7 +226,7 @@ def _pads(attrs: Attrs, rank: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
 
 
 def _pad_type(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
-    (x,) = float_args(types, 1)
+    (x,) = same_dtype_args(types, 1, NUMERIC)
     pads = attr_ints(attrs, "pads")
     rank = len(x.shape)
     check(len(pads) == 2 * rank, f"pads {pads} must have 2 * rank = {2 * rank} entries")
@@ -234,7 +244,8 @@ def _pad_compute(inputs: Sequence[te.Tensor], attrs: Attrs, out: str) -> te.Tens
         inside = [i[d] >= b for d, b in enumerate(before) if b > 0]
         inside += [i[d] < b + n for d, (b, n, a) in enumerate(zip(before, x.shape, after)) if a > 0]
         value = x[tuple(k - b for k, b in zip(i, before))]
-        return te.select(te.all(*inside), value, attr_float(attrs, "value")) if inside else value
+        fill = const(convert(attr_float(attrs, "value"), x.dtype).item(), x.dtype)
+        return te.select(te.all(*inside), value, fill) if inside else value
 
     return compute(shape, body, out)
 
@@ -242,7 +253,8 @@ def _pad_compute(inputs: Sequence[te.Tensor], attrs: Attrs, out: str) -> te.Tens
 def _pad_reference(arrays: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
     (x,) = arrays
     before, after = _pads(attrs, x.ndim)
-    return np.pad(x, list(zip(before, after)), constant_values=attr_float(attrs, "value"))
+    fill = convert(attr_float(attrs, "value"), str(x.dtype))
+    return np.pad(x, list(zip(before, after)), constant_values=fill)
 
 
 _injective("pad", {"pads": INTS, "value": FLOAT}, _pad_type, _pad_compute, _pad_reference)
@@ -254,7 +266,7 @@ _injective("pad", {"pads": INTS, "value": FLOAT}, _pad_type, _pad_compute, _pad_
 def _take_type(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
     check(len(types) == 2, f"takes 2 arguments (data, indices), got {len(types)}")
     data, indices = types
-    float_args([data], 1)
+    same_dtype_args([data], 1)
     check(indices.dtype in INDEX_DTYPES, f"indices have dtype {indices.dtype}; expected int32 or int64")
     axis = attr_int(attrs, "axis")
     check_axis(axis, len(data.shape))
@@ -290,7 +302,7 @@ _injective(
 
 
 def _broadcast_to_type(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
-    (x,) = float_args(types, 1)
+    (x,) = same_dtype_args(types, 1)
     shape = _shape_attr(attrs, "shape")
     tail = shape[len(shape) - len(x.shape) :]
     check(

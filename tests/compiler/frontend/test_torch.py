@@ -470,10 +470,52 @@ def test_custom_operator_is_refused():
     )
 
 
-def test_integer_input_used_as_data_is_refused():
-    refuses(
-        Fn({"ids": lambda ids: ids.float() * 2}), (torch.tensor([1, 2]),), "args_0", "input", "used as data"
+def test_integer_and_boolean_tensors_compute_like_any_other():
+    """Token ids and a mask as data: comparisons, logic, casts, where and masked_fill, integer sums
+    (PyTorch sums bools and int32 as int64), and the promotions between them."""
+    model = Fn(
+        {
+            "shifted": lambda ids, mask, x: (ids > 3).long() + ids * 2 - 1,
+            "keep": lambda ids, mask, x: (ids != 0) & mask.bool() | ~(ids < 5),
+            "count": lambda ids, mask, x: mask.sum(-1) + (ids == 2).sum(),
+            "masked": lambda ids, mask, x: x.masked_fill(~mask.bool().unsqueeze(-1), -1e9),
+            "where": lambda ids, mask, x: torch.where(mask.bool().unsqueeze(-1), x, 0.5),
+            "promoted": lambda ids, mask, x: x * mask.unsqueeze(-1) + ids.unsqueeze(-1) / 4,
+            "cast": lambda ids, mask, x: (x * 10).int().double(),
+            "int32_sum": lambda ids, mask, x: mask.int().sum(0, dtype=torch.int32),
+            "mean_dtype": lambda ids, mask, x: x.mean(-1, dtype=torch.float64),
+            "compare_float_scalar": lambda ids, mask, x: ids.ge(2.5),
+            "positions": lambda ids, mask, x: torch.cumsum(ids.ne(2).int(), dim=1) * mask + 1,
+            "running": lambda ids, mask, x: x.cumsum(-2),
+        }
     )
+    ids = torch.tensor([[0, 3, 7, 2, 9], [4, 2, 2, 8, 1]])
+    mask = torch.tensor([[1, 1, 0, 1, 0], [1, 0, 1, 1, 1]])
+    args = (ids, mask, randn(2, 5, 3))
+    module = check(model, *args, names=list(model.names))
+    got = graph.build(module)(*(a.numpy() for a in args))
+    for name, g, w in zip(model.names, got, model(*args)):
+        assert (g.dtype, g.shape) == (w.numpy().dtype, w.numpy().shape), name
+        np.testing.assert_allclose(g, w.numpy(), rtol=1e-6, atol=1e-6, err_msg=name)
+
+
+def test_what_depends_on_no_input_folds_at_import():
+    """Position ids and a causal mask from the static length, a slice of a buffer: computed by
+    PyTorch at import, so the graph holds constants and only the run-time work."""
+
+    class Positions(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.register_buffer("table", torch.arange(32).reshape(1, 32))
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            n = x.shape[-1]
+            causal = torch.triu(torch.ones(n, n, dtype=torch.bool), 1)
+            positions = torch.arange(n) + self.table[:, :n]
+            return x.masked_fill(causal, float("-inf")) + positions
+
+    module = check(Positions(), randn(2, 7, 7))
+    assert sorted({c.op for c in module.calls() if isinstance(c, Call)}) == ["add", "where"]
 
 
 def test_rank_0_inputs_and_outputs_keep_their_rank_through_the_compiled_model():
@@ -488,10 +530,9 @@ def test_rank_0_inputs_and_outputs_keep_their_rank_through_the_compiled_model():
         np.testing.assert_allclose(g, w.numpy(), rtol=1e-5, atol=1e-5)
 
 
-def test_boolean_inputs_are_refused():
-    refuses(
-        Fn({"mask": lambda m, x: x * 2}), (torch.tensor([True]), randn(2)), "args_0", "input", "dtype bool"
-    )
+def test_inputs_of_dtypes_the_graph_lacks_are_refused():
+    half = torch.ones(2, dtype=torch.float16)
+    refuses(Fn({"half": lambda h, x: x * 2}), (half, randn(2)), "args_0", "input", "dtype float16")
 
 
 def test_data_dependent_shape_is_refused():
@@ -555,8 +596,6 @@ def test_pooling_indices_are_refused():
         (lambda x: F.conv1d(x, torch.ones(4, 2, 2)), (randn(1, 2, 5),), "only 2-D"),
         (lambda x: F.adaptive_avg_pool2d(x, (3, 2)), (randn(1, 1, 7, 4),), "unequal sizes"),
         (lambda x: F.avg_pool2d(x, 2, divisor_override=3), (randn(1, 1, 4, 4),), "divisor_override"),
-        (lambda x: x.double(), (randn(3),), "no cast operator"),
-        (lambda x: x.mean(-1, dtype=torch.float64), (randn(2, 3),), "PyTorch computes"),
         (lambda x: F.pad(x, (-1, 1)), (randn(2, 3),), "negative padding"),
         (lambda x: x[:, 3:3] + 1, (randn(2, 5),), "empty"),
     ],
@@ -565,8 +604,6 @@ def test_pooling_indices_are_refused():
         "conv1d",
         "adaptive_uneven",
         "divisor_override",
-        "cast",
-        "reduction_dtype",
         "crop",
         "empty_slice",
     ],

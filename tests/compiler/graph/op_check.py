@@ -76,16 +76,30 @@ def assert_compiles_to_reference(
     rtol: float | None = None,
 ) -> np.ndarray:
     """Build the operator's compute (or `func`, a schedule of it), run it, and compare it with the
-    reference, which it returns. The output starts as NaN, so an element never written fails.
+    reference, which it returns (ints and bools exactly). The output starts `poisoned`, so an element
+    never written fails.
     `rtol` loosens the comparison (absolute and relative) for an algorithm whose float32 rounding
     error is larger than a direct sum's."""
     want = OPS[op].reference(arrays, Attrs.of(attrs))
-    assert want.shape == infer(op, [a.shape for a in arrays], attrs, [str(a.dtype) for a in arrays]).shape
-    got = np.full(want.shape, np.nan, want.dtype)
+    out_type = infer(op, [a.shape for a in arrays], attrs, [str(a.dtype) for a in arrays])
+    assert (want.shape, str(want.dtype)) == (out_type.shape, out_type.dtype)
+    got = poisoned(want.shape, str(want.dtype))
     build(func or prim_func(op, arrays, attrs), Target.host(), listings=False)(*arrays, got)
+    if want.dtype.kind != "f":
+        np.testing.assert_array_equal(got.view(np.uint8), np.ascontiguousarray(want).view(np.uint8))
+        return want
     tolerance = _tolerance(want) if rtol is None else {"rtol": rtol, "atol": rtol}
     np.testing.assert_allclose(got, want, **tolerance)
     return want
+
+
+def poisoned(shape: tuple[int, ...], dtype: str) -> np.ndarray:
+    """An output array no kernel result looks like: NaN floats; ints and bools of bytes 0xAA (a
+    bool neither true nor false), so an element never written fails."""
+    if np.dtype(dtype).kind == "f":
+        return np.full(shape, np.nan, dtype)
+    size = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+    return np.full(size, 0xAA, np.uint8).view(dtype).reshape(shape)
 
 
 def case(op: str, inputs: Sequence[np.ndarray], expected: Expected, id: str, **attrs: object) -> Any:
@@ -106,6 +120,7 @@ def check_op(op: str, inputs: Sequence[np.ndarray], attrs: Mapping[str, object],
     (ref,) = run_reference(b.module([node]), inputs)
     want = expected(*inputs)
     assert want.shape == node.type.shape, "the type rule's shape is the framework's"
+    assert str(want.dtype) == node.type.dtype, "the type rule's dtype is the framework's"
     np.testing.assert_allclose(ref, want, rtol=1e-5, atol=1e-6)
     assert_compiles_to_reference(op, inputs, attrs)
 

@@ -25,6 +25,20 @@ def odd_outputs() -> Module:
     return b.module([y, x, h, w, y])
 
 
+def typed_io() -> Module:
+    """Inputs and outputs of every kind of element: int64 ids, a bool mask, floats, int32 counts."""
+    b = GraphBuilder()
+    ids, keep, x = (
+        b.input("ids", (2, 5), "int64"),
+        b.input("keep", (2, 5), "bool"),
+        b.input("x", (2, 5), "float32"),
+    )
+    hit = b.call("logical_and", [keep, b.call("greater", [ids, b.constant("zero", np.array([0]))])])
+    y = b.call("where", [hit, x, b.constant("fill", np.array([-1.0], np.float32))])
+    count = b.call("sum", [b.call("cast", [hit], dtype="int32")], axes=(1,), keepdims=False)
+    return b.module([y, count, hit])
+
+
 def winograd_layer() -> Module:
     """A 3x3 conv of 32 channels at 28x28, computed by Winograd: its transforms (400 KB each) are
     workspaces the kernel mallocs on each call, which the library keeps for the next call."""
@@ -42,15 +56,15 @@ def c_program(model: graph.CompiledModel) -> str:
         "#include <stdio.h>",
         "#include <stdlib.h>",
         '#include "model.h"',
-        "static float *load(const char *path, long n) {",
-        '  float *p = malloc(n * sizeof(float)); FILE *f = fopen(path, "rb");',
-        "  if (!f || fread(p, sizeof(float), n, f) != (size_t)n) exit(2);",
+        "static void *load(const char *path, long n, size_t size) {",
+        '  void *p = malloc(n * size); FILE *f = fopen(path, "rb");',
+        "  if (!f || fread(p, size, n, f) != (size_t)n) exit(2);",
         "  fclose(f); return p;",
         "}",
         "int main(int argc, char **argv) {",
         f"  if (argc != {n_in + n_out + 1}) return 3;",
-        "  const float *inputs[TENSOR_TUNER_NUM_INPUTS]; float *outputs[TENSOR_TUNER_NUM_OUTPUTS];",
-        "  long sizes[TENSOR_TUNER_NUM_OUTPUTS];",
+        "  const void *inputs[TENSOR_TUNER_NUM_INPUTS]; void *outputs[TENSOR_TUNER_NUM_OUTPUTS];",
+        "  size_t bytes[TENSOR_TUNER_NUM_OUTPUTS];",
     ]
     for k in range(n_in):
         lines += [
@@ -58,7 +72,8 @@ def c_program(model: graph.CompiledModel) -> str:
             f'  printf("input {k}");',
             f'  for (int d = 0; d < TENSOR_TUNER_INPUT{k}_NDIM; d++) printf(" %ld", in{k}[d]);',
             '  printf("\\n");',
-            f"  inputs[{k}] = load(argv[{k + 1}], TENSOR_TUNER_INPUT{k}_SIZE);",
+            f"  inputs[{k}] = load(argv[{k + 1}], TENSOR_TUNER_INPUT{k}_SIZE,",
+            f"                     sizeof(TENSOR_TUNER_INPUT{k}_TYPE));",
         ]
     for k in range(n_out):
         lines += [
@@ -66,8 +81,8 @@ def c_program(model: graph.CompiledModel) -> str:
             f'  printf("output {k}");',
             f'  for (int d = 0; d < TENSOR_TUNER_OUTPUT{k}_NDIM; d++) printf(" %ld", out{k}[d]);',
             '  printf("\\n");',
-            f"  sizes[{k}] = TENSOR_TUNER_OUTPUT{k}_SIZE;",
-            f"  outputs[{k}] = malloc(sizes[{k}] * sizeof(float));",
+            f"  bytes[{k}] = TENSOR_TUNER_OUTPUT{k}_SIZE * sizeof(TENSOR_TUNER_OUTPUT{k}_TYPE);",
+            f"  outputs[{k}] = malloc(bytes[{k}]);",
         ]
     lines += [
         "  for (int run = 0; run < 2; run++)",
@@ -75,7 +90,7 @@ def c_program(model: graph.CompiledModel) -> str:
         "  if (tensor_tuner_run(NULL, outputs) != 1) return 5;",
         "  for (int k = 0; k < TENSOR_TUNER_NUM_OUTPUTS; k++) {",
         f'    FILE *f = fopen(argv[{n_in + 1} + k], "wb");',
-        "    fwrite(outputs[k], sizeof(float), sizes[k], f); fclose(f);",
+        "    fwrite(outputs[k], 1, bytes[k], f); fclose(f);",
         "  }",
         "  return 0;",
         "}",
@@ -95,7 +110,7 @@ def run_c_program(model: graph.CompiledModel, inputs: list[np.ndarray], work: Pa
     in_paths, out_paths = [], []
     for k, array in enumerate(inputs):
         in_paths.append(work / f"in{k}.bin")
-        array.astype("float32").tofile(in_paths[-1])
+        array.astype(model.module.inputs[k].type.dtype).tofile(in_paths[-1])
     out_paths = [work / f"out{k}.bin" for k in range(len(model.module.outputs))]
     done = subprocess.run(
         [str(work / "main"), *map(str, in_paths), *map(str, out_paths)],
@@ -112,11 +127,12 @@ def run_c_program(model: graph.CompiledModel, inputs: list[np.ndarray], work: Pa
         counters[kind] += 1
     assert done.stdout.splitlines() == expected
     return [
-        np.fromfile(p, dtype="float32").reshape(o.type.shape) for p, o in zip(out_paths, model.module.outputs)
+        np.fromfile(p, dtype=o.type.dtype).reshape(o.type.shape)
+        for p, o in zip(out_paths, model.module.outputs)
     ]
 
 
-@pytest.mark.parametrize("make", [residual_block, odd_outputs, winograd_layer])
+@pytest.mark.parametrize("make", [residual_block, odd_outputs, typed_io, winograd_layer])
 def test_a_c_program_runs_the_exported_model_and_matches_python(make, tmp_path: Path) -> None:
     module = make()
     inputs = random_inputs(module)

@@ -3,6 +3,7 @@ refused naming its field, or the node and its operator."""
 
 from __future__ import annotations
 
+import base64
 import copy
 import json
 
@@ -70,3 +71,49 @@ def test_the_node_limit_counts_every_input_constant_and_call():
     module_from_json(form, max_nodes=count)
     with pytest.raises(GraphFormatError, match=f"more than max_nodes={count - 1}"):
         module_from_json(form, max_nodes=count - 1)
+
+
+def masked_count() -> graph.Module:
+    """int64 and bool inputs, a bool constant, a rank-0 input and a rank-0 output."""
+    b = graph.GraphBuilder()
+    ids, keep, scale = (
+        b.input("ids", (2, 5), "int64"),
+        b.input("keep", (2, 5), "bool"),
+        b.input("s", (), "int64"),
+    )
+    hit = b.call("logical_and", [keep, b.constant("allowed", ALLOWED)])
+    kept = b.call("where", [hit, ids, b.constant("zero", np.array([0]))])
+    total = b.call("sum", [kept], axes=(0, 1), keepdims=False)
+    return b.module([b.call("multiply", [total, scale]), hit], scalar_outputs=[0])
+
+
+ALLOWED = np.array([True, False, True, True, False])
+
+
+def test_ints_bools_and_rank_0_tensors_round_trip():
+    module = masked_count()
+    form = json.loads(json.dumps(module_to_json(module)))
+    assert form["inputs"][2]["shape"] == [] and form["scalar_outputs"] == [0]
+    again = module_from_json(form)
+    assert again.script() == module.script()
+    assert (again.scalar_inputs, again.scalar_outputs) == ({2}, {0})
+    rng = np.random.default_rng(0)
+    ids, keep = rng.integers(0, 9, (2, 5)), rng.random((2, 5)) < 0.5
+    total, hit = graph.build(again)(ids, keep, np.array(3))
+    assert total.shape == () and int(total) == 3 * int(ids[keep & ALLOWED].sum())
+    np.testing.assert_array_equal(hit, keep & ALLOWED)
+
+
+def test_a_bool_is_the_byte_0_or_1():
+    form = module_to_json(masked_count())
+    form["constants"][0]["data"] = base64.b64encode(bytes([1, 0, 2, 1, 0])).decode()
+    with pytest.raises(GraphFormatError, match=r"graph.constants\[0\].data: a bool is the byte 0 or 1"):
+        module_from_json(form)
+
+
+@pytest.mark.parametrize("positions", [[2], [-1], ["0"], [True]])
+def test_scalar_outputs_must_be_output_positions(positions):
+    form = module_to_json(masked_count())
+    form["scalar_outputs"] = positions
+    with pytest.raises(GraphFormatError, match=r"graph\.scalar_outputs: must list output positions below 2"):
+        module_from_json(form)

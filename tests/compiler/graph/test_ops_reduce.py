@@ -1,4 +1,4 @@
-"""sum, mean, max, min, softmax, log_softmax and layer_norm: the numpy references agree with PyTorch
+"""sum, mean, max, min, softmax, log_softmax, layer_norm and cumsum: the numpy references agree with PyTorch
 (several axes, keepdims or not, a middle axis, the trailing 1 or 2 axes), the te computes agree with
 the references, and the type rules refuse bad axes and shapes."""
 
@@ -11,6 +11,7 @@ from compiler.graph import OPS, Attrs, TensorType
 from tests.compiler.graph.op_check import (
     assert_compiles_to_reference,
     assert_schedules,
+    check_op,
     check_refused,
     infer,
     prim_func,
@@ -109,12 +110,19 @@ REFUSED = {  # op, argument shapes, attributes, the reason
         "attribute keepdims=0 must be a bool",
     ),
     "max two arguments": ("max", [(3, 4), (3, 4)], {"axes": (1,), "keepdims": False}, "takes 1 argument"),
-    "min of integers": (
-        "min",
+    "mean of integers": (
+        "mean",
         [(3, 4)],
         {"axes": (1,), "keepdims": False},
         "argument 0 has dtype int64; expected float",
         ["int64"],
+    ),
+    "sum of bools": (
+        "sum",
+        [(3, 4)],
+        {"axes": (1,), "keepdims": False},
+        "argument 0 has dtype bool; expected float32 or float64 or int32 or int64",
+        ["bool"],
     ),
     "softmax axis out of range": ("softmax", [(3, 4)], {"axis": 2}, "axis 2 is out of range for rank 2"),
     "log_softmax negative axis": (
@@ -158,3 +166,28 @@ def test_bad_arguments_are_refused(case):
 def test_normalizations_schedule_under_the_default_space(op, shapes, attrs):
     func = prim_func(op, random_inputs(shapes), attrs)
     assert_schedules(func, lambda *a: OPS[op].reference(a, Attrs.of(attrs)), shapes, range(2))
+
+
+@pytest.mark.parametrize("exclusive", [False, True])
+@pytest.mark.parametrize("reverse", [False, True])
+@pytest.mark.parametrize(("dtype", "axis"), [("float32", 1), ("int64", 1), ("int32", 0), ("float64", 2)])
+def test_cumsum_matches_pytorch_and_compiles(dtype: str, axis: int, exclusive: bool, reverse: bool):
+    """PyTorch has no exclusive or reverse form: flip, and subtract the element (exact on these
+    small whole numbers)."""
+    x = np.random.default_rng(axis).integers(-5, 6, (3, 7, 5)).astype(dtype)
+
+    def expected(a: np.ndarray) -> np.ndarray:
+        t = torch.from_numpy(a)
+        t = t.flip(axis) if reverse else t
+        out = torch.cumsum(t, axis).to(t.dtype)
+        out = out - t if exclusive else out
+        return (out.flip(axis) if reverse else out).numpy()
+
+    check_op("cumsum", [x], {"axis": axis, "exclusive": exclusive, "reverse": reverse}, expected)
+
+
+def test_cumsum_of_position_ids_from_a_mask():
+    """RoBERTa's position ids: the running count of the tokens that are not padding."""
+    mask = np.array([[1, 1, 1, 0, 0], [1, 0, 1, 1, 1]], np.int64)
+    want = assert_compiles_to_reference("cumsum", [mask], {"axis": 1, "exclusive": False, "reverse": False})
+    np.testing.assert_array_equal(want, [[1, 2, 3, 3, 3], [1, 1, 2, 3, 4]])
