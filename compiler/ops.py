@@ -101,7 +101,11 @@ def _min_max(intrinsic: str, predicate: str) -> Emit:
 
 
 def _compare(predicate: str) -> Emit:
+    """Float comparisons as numpy's: false when either side is NaN, except != (true)."""
+
     def emit(cg: Emitter, dtype: str, args: list[ll.Value]) -> ll.Value:
+        if is_float(dtype) and predicate == "!=":
+            return cg.builder.fcmp_unordered(predicate, *args)
         if is_float(dtype):
             return cg.builder.fcmp_ordered(predicate, *args)
         return cg.builder.icmp_signed(predicate, *args)

@@ -373,10 +373,13 @@ class _Op:
         return [v if v is None else self.static(k) for k, v in enumerate(self.inputs)]
 
     def foldable(self) -> bool:
-        """Whether this node computes now: every input is known and none is a float tensor."""
+        """Whether this node computes now: every input is known, and none is a float tensor larger
+        than shape arithmetic's scalars and short vectors (arithmetic on weights is the graph's
+        constant folding, which fuses it with what follows)."""
         if not self.static_inputs():
             return False
-        return all(v.dtype.kind not in "fc" for v in self.static_values() if v is not None)
+        values = [v for v in self.static_values() if v is not None]
+        return all(v.dtype.kind not in "fc" or v.size <= _SMALL_FLOAT_FOLD for v in values)
 
     def call(self, op: str, args: Sequence[Node], **attrs: object) -> Node:
         return self.importer.builder.call(op, args, name=self.hint(), **attrs)
@@ -895,6 +898,46 @@ def _gather(op: _Op) -> list[Value]:
     return [y]
 
 
+def _gather_elements(op: _Op) -> list[Value]:
+    axis = op.axis(int(op.attr("axis", 0)), len(op.shape(0)))
+    return [op.call("gather_elements", [op.node(0), op.node(1)], axis=axis)]
+
+
+def _fold_gather_elements(op: _Op) -> list[np.ndarray]:
+    """numpy's twin (the onnx package's reference fails on some index shapes): indices wrap."""
+    data, indices = op.static(0), op.static(1)
+    axis = op.axis(int(op.attr("axis", 0)), data.ndim)
+    return [np.take_along_axis(data, np.mod(indices, data.shape[axis]), axis)]
+
+
+def _gather_nd(op: _Op) -> list[Value]:
+    """The last axis of the indices splits into one index tensor per data axis (`gather_nd`)."""
+    if op.attr("batch_dims", 0):
+        raise op.fail("batch_dims other than 0 is not supported")
+    indices = op.shape(1)
+    count, last = indices[-1], len(indices) - 1
+    if count > len(op.shape(0)):
+        raise op.fail(f"index tuples of {count} exceed the data's rank {len(op.shape(0))}")
+    split = []
+    for k in range(count):
+        begin = (0,) * last + (k,)
+        column = op.call(
+            "slice", [op.node(1)], begin=begin, end=indices[:-1] + (k + 1,), strides=(1,) * len(indices)
+        )
+        split.append(op.reshape(column, indices[:-1]))
+    y = op.call("gather_nd", [op.node(0), *split], axis=0)
+    return [op.reshape(y, indices[:-1] + op.shape(0)[count:])]
+
+
+def _trilu(op: _Op) -> list[Value]:
+    """A select under a constant mask of the last two axes (their sizes are static)."""
+    rows, cols = op.shape(0)[-2:]
+    k = int(op.scalar(1)) if op.has(1) else 0
+    keep = (np.triu if op.attr("upper", 1) else np.tril)(np.ones((rows, cols), bool), k)
+    zero = op.const(np.zeros((1,), op.dtype(0)))
+    return [op.call("where", [op.const(keep), op.node(0), zero])]
+
+
 def _fold_gather(op: _Op) -> list[np.ndarray]:
     axis = op.axis(int(op.attr("axis", 0)), len(op.shape(0)))
     _gather_indices(op, axis)
@@ -938,8 +981,10 @@ def _range(op: _Op) -> list[Value]:
     return [(start + np.arange(count) * delta).astype(start.dtype)]
 
 
-def _int_divide(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """ONNX's integer Div truncates toward zero (numpy's // floors); folds see integers only."""
+def _divide(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """ONNX's integer Div truncates toward zero (numpy's // floors)."""
+    if a.dtype.kind in "fc":
+        return np.true_divide(a, b).astype(np.result_type(a, b))
     return (np.sign(a) * np.sign(b) * (np.abs(a) // np.abs(b))).astype(np.result_type(a, b))
 
 
@@ -981,6 +1026,7 @@ CONVERTERS: dict[str, Converter] = {
         }.items()
     },
     "Not": _unary("logical_not"),
+    "IsNaN": _unary("isnan"),
     "Where": _where,
     "CumSum": _cumsum,
     "CastLike": _cast_like,
@@ -1025,24 +1071,30 @@ CONVERTERS: dict[str, Converter] = {
     "Split": _split,
     "Pad": _pad,
     "Gather": _gather,
+    "GatherElements": _gather_elements,
+    "GatherND": _gather_nd,
+    "Trilu": _trilu,
     "Constant": _constant,
     "Shape": _shape,
     "ConstantOfShape": _constant_of_shape,
     "Range": _range,
 }
 
+# The most elements a float input of a node folded at import may have (see `_Op.foldable`).
+_SMALL_FLOAT_FOLD = 64
+
 # The operators whose converters give compile-time values themselves.
 CONVERTS_CONSTANTS = frozenset(
     {"Constant", "ConstantOfShape", "Range", "Shape", "Size", "Cast", "CastLike", "Identity", "Dropout"}
 )
 
-# The numpy twins that compute shape arithmetic on compile-time integer tensors (the others fold
-# with ONNX's reference implementation).
+# The numpy twins that compute shape arithmetic on compile-time tensors (the others fold with ONNX's
+# reference implementation).
 FOLDS: dict[str, Fold] = {
     "Add": _fold_binary(np.add),
     "Sub": _fold_binary(np.subtract),
     "Mul": _fold_binary(np.multiply),
-    "Div": _fold_binary(_int_divide),
+    "Div": _fold_binary(_divide),
     "Reshape": _fold_reshape,
     "Concat": _fold_concat,
     "Unsqueeze": _fold_unsqueeze,
@@ -1050,4 +1102,5 @@ FOLDS: dict[str, Fold] = {
     "Expand": _fold_expand,
     "Slice": _fold_slice,
     "Gather": _fold_gather,
+    "GatherElements": _fold_gather_elements,
 }

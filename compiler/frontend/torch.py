@@ -19,6 +19,7 @@ adaptive pooling to 1x1, ones/zeros, ...) arrive as their decompositions and nee
 from __future__ import annotations
 
 import itertools
+import math
 import operator
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -538,6 +539,23 @@ def _logical_not(ctx: _Context, node: torch.fx.Node, a: dict[str, Any]) -> Node:
     return ctx.call(node, "logical_not", [_as_dtype(ctx, node, ctx.tensor(a["input"]), "bool")])
 
 
+@_converts(aten.isnan.default)
+def _isnan(ctx: _Context, node: torch.fx.Node, a: dict[str, Any]) -> Node:
+    return ctx.call(node, "isnan", [ctx.tensor(a["input"])])
+
+
+@_converts(aten.triu.default, aten.tril.default)
+def _triangle(ctx: _Context, node: torch.fx.Node, a: dict[str, Any]) -> Node:
+    """A select under a constant mask of the last two axes (their sizes are static)."""
+    rows, cols = _shape(node)[-2:]
+    keep = (np.triu if node.target is aten.triu.default else np.tril)(
+        np.ones((rows, cols), bool), a["diagonal"]
+    )
+    x = ctx.tensor(a["input"])
+    zero = ctx.constant(f"{node.name}_zero", 0, x.type.dtype)
+    return ctx.call(node, "where", [ctx.constant(f"{node.name}_mask", keep, "bool"), x, zero])
+
+
 @_converts(aten.where.self)
 def _where(ctx: _Context, node: torch.fx.Node, a: dict[str, Any]) -> Node:
     dtype = _dtype(node)
@@ -709,6 +727,15 @@ for _aten_op, _graph_op in _REDUCTIONS.items():
     _CONVERTERS[_aten_op] = _reduction(_graph_op)
 
 
+@_converts(aten.any.default, aten.any.dim, aten.any.dims, aten.all.default, aten.all.dim, aten.all.dims)
+def _any_all(ctx: _Context, node: torch.fx.Node, a: dict[str, Any]) -> Node:
+    """The max (any) or min (all) of the input as bools."""
+    op = "max" if node.target in (aten.any.default, aten.any.dim, aten.any.dims) else "min"
+    dims = a.get("dim")
+    dims = [dims] if isinstance(dims, int) else dims
+    return _reduce(ctx, node, op, a["input"], dims, bool(a.get("keepdim", False)))
+
+
 @_converts(aten.max.dim, aten.min.dim)
 def _max_min_dim(ctx: _Context, node: torch.fx.Node, a: dict[str, Any]) -> tuple[Node, ...]:
     """`x.max(dim).values`: the indices are refused by the checks."""
@@ -761,8 +788,13 @@ def _expand(ctx: _Context, node: torch.fx.Node, a: dict[str, Any]) -> Node:
 
 @_converts(aten.cat.default)
 def _cat(ctx: _Context, node: torch.fx.Node, a: dict[str, Any]) -> Node:
+    """Empty operands add nothing (a key/value cache's first step concatenates onto one, often of
+    shape (0,), which ATen accepts beside any shape)."""
     axis = _axis(a["dim"], _rank(node))
-    return ctx.call(node, "concat", [ctx.tensor(t) for t in a["tensors"]], axis=axis)
+    tensors = [ctx.tensor(t) for t in a["tensors"] if math.prod(_shape(t)) > 0]
+    if len(tensors) == 1:
+        return tensors[0]
+    return ctx.call(node, "concat", tensors, axis=axis)
 
 
 @_converts(aten.slice.Tensor)
@@ -836,6 +868,28 @@ def _embedding(ctx: _Context, node: torch.fx.Node, a: dict[str, Any]) -> Node:
 def _index_select(ctx: _Context, node: torch.fx.Node, a: dict[str, Any]) -> Node:
     axis = _axis(a["dim"], _rank(a["input"]))
     return ctx.call(node, "take", [ctx.tensor(a["input"]), ctx.tensor(a["index"])], axis=axis)
+
+
+@_converts(aten.gather.default)
+def _gather(ctx: _Context, node: torch.fx.Node, a: dict[str, Any]) -> Node:
+    axis = _axis(a["dim"], _rank(a["input"]))
+    return ctx.call(node, "gather_elements", [ctx.tensor(a["input"]), ctx.tensor(a["index"])], axis=axis)
+
+
+@_converts(aten.index.Tensor)
+def _index(ctx: _Context, node: torch.fx.Node, a: dict[str, Any]) -> Node:
+    """`x[i, j]` and `x[:, i]`: integer index tensors on consecutive axes, broadcast together (a
+    bool mask's result has a data-dependent shape, refused by the checks). Index tensors apart
+    (numpy moves their axes first) are refused."""
+    indices = list(a["indices"])
+    axis = next(k for k, i in enumerate(indices) if i is not None)
+    taken = indices[axis:]
+    while taken and taken[-1] is None:
+        taken.pop()
+    if any(i is None for i in taken):
+        raise GraphError(node.name, _op_name(node), "index tensors on axes that are not consecutive")
+    args = [ctx.tensor(a["input"]), *(ctx.tensor(i) for i in taken)]
+    return ctx.call(node, "gather_nd", args, axis=axis)
 
 
 # --- Matrix products ---

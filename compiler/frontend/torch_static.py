@@ -16,6 +16,23 @@ from torch.export.graph_signature import InputKind
 # Placeholders whose values the program holds.
 CONSTANT_INPUTS = (InputKind.PARAMETER, InputKind.BUFFER, InputKind.CONSTANT_TENSOR)
 
+aten = torch.ops.aten
+
+# Operators that read only their tensor inputs' shapes and dtypes (static here), not their values.
+SHAPE_ONLY = frozenset(
+    {
+        aten.full_like.default,
+        aten.zeros_like.default,
+        aten.ones_like.default,
+        aten.empty_like.default,
+        aten.new_full.default,
+        aten.new_zeros.default,
+        aten.new_ones.default,
+        aten.new_empty.default,
+        aten.sym_size.int,
+    }
+)
+
 
 def constant_nodes(program: ExportedProgram) -> set[torch.fx.Node]:
     """The nodes whose values do not depend on the user's inputs."""
@@ -25,7 +42,9 @@ def constant_nodes(program: ExportedProgram) -> set[torch.fx.Node]:
         if node.op == "placeholder":
             if kinds.get(node.name) in CONSTANT_INPUTS:
                 known.add(node)
-        elif node.op == "call_function" and all(a in known for a in node.all_input_nodes):
+        elif node.op == "call_function" and (
+            node.target in SHAPE_ONLY or all(a in known for a in node.all_input_nodes)
+        ):
             known.add(node)
     return known
 
@@ -68,7 +87,8 @@ class ConstantValues:
                 continue
             assert n in self.known, f"{n.name} depends on the model's inputs"
             missing.add(n)
-            pending.extend(n.all_input_nodes)
+            if n.target not in SHAPE_ONLY:
+                pending.extend(n.all_input_nodes)
         return missing
 
 
@@ -77,9 +97,17 @@ def _placeholder(program: ExportedProgram, name: str) -> torch.fx.Node:
 
 
 def _evaluate(node: torch.fx.Node, values: Mapping[torch.fx.Node, Any]) -> Any:
-    """`node`'s value, its operator run eagerly on the values of its inputs."""
-    args = torch.fx.node.map_arg(node.args, lambda n: values[n])
-    kwargs = torch.fx.node.map_arg(node.kwargs, lambda n: values[n])
+    """`node`'s value, its operator run eagerly on the values of its inputs (on zeros of their
+    shapes, for an operator that reads only shapes)."""
+
+    def value(n: torch.fx.Node) -> Any:
+        if node.target in SHAPE_ONLY and n not in values:
+            example = n.meta["val"]
+            return torch.zeros(example.shape, dtype=example.dtype)
+        return values[n]
+
+    args = torch.fx.node.map_arg(node.args, value)
+    kwargs = torch.fx.node.map_arg(node.kwargs, value)
     with torch.no_grad():
         return node.target(*args, **kwargs)  # type: ignore[operator]
 

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
 from compiler import te
+from compiler.dtypes import convert
 from compiler.graph.ir import FLOAT_DTYPES, Attrs, TensorType
 from compiler.graph.op import Pattern, attr_float, check
 from compiler.graph.ops.checks import (
@@ -23,7 +25,7 @@ from compiler.graph.ops.checks import (
     same_dtype_args,
 )
 from compiler.graph.ops.indexing import broadcast_load, compute
-from compiler.ir import Expr
+from compiler.ir import Expr, const
 from compiler.ops import Op
 
 TeFn = Callable[[Expr, Attrs], Expr]
@@ -85,20 +87,32 @@ def _np_gelu(x: np.ndarray, attrs: Attrs) -> np.ndarray:
     return 0.5 * x * (1 + np.asarray(Op.ERF.spec.numpy(x / math.sqrt(2))))
 
 
+def _clip_bounds(attrs: Attrs, dtype: str) -> tuple[Any, Any]:
+    """The bounds in `dtype`: for integers the integers within them (min rounded up, max down)."""
+    low, high = attrs["min"], attrs["max"]
+    if dtype in FLOAT_DTYPES:
+        return low, high
+    low = None if low is None else int(convert(np.ceil(attr_float(attrs, "min")), dtype))
+    high = None if high is None else int(convert(np.floor(attr_float(attrs, "max")), dtype))
+    return low, high
+
+
 def _te_clip(x: Expr, attrs: Attrs) -> Expr:
     """max then min, as torch.clamp: with min > max every element is max."""
-    if attrs["min"] is not None:
-        x = te.max(x, attr_float(attrs, "min"))
-    if attrs["max"] is not None:
-        x = te.min(x, attr_float(attrs, "max"))
+    low, high = _clip_bounds(attrs, x.dtype)
+    if low is not None:
+        x = te.max(x, const(low, x.dtype))
+    if high is not None:
+        x = te.min(x, const(high, x.dtype))
     return x
 
 
 def _np_clip(x: np.ndarray, attrs: Attrs) -> np.ndarray:
-    if attrs["min"] is not None:
-        x = np.maximum(x, attr_float(attrs, "min"))
-    if attrs["max"] is not None:
-        x = np.minimum(x, attr_float(attrs, "max"))
+    low, high = _clip_bounds(attrs, str(x.dtype))
+    if low is not None:
+        x = np.maximum(x, np.asarray(low, x.dtype))
+    if high is not None:
+        x = np.minimum(x, np.asarray(high, x.dtype))
     return x
 
 
@@ -141,6 +155,7 @@ _unary(
     _te_clip,
     _np_clip,
     lambda a: (a["min"] is not None) + (a["max"] is not None),
+    NUMERIC,
     min=OPTIONAL_FLOAT,
     max=OPTIONAL_FLOAT,
 )

@@ -12,7 +12,14 @@ from compiler import te
 from compiler.dtypes import convert
 from compiler.graph.ir import DTYPES, Attrs, TensorType
 from compiler.graph.op import Pattern, check
-from compiler.graph.ops.checks import NUMERIC, broadcast_shape, one_of, register_op, same_dtype_args
+from compiler.graph.ops.checks import (
+    NUMERIC,
+    broadcast_shape,
+    float_args,
+    one_of,
+    register_op,
+    same_dtype_args,
+)
 from compiler.graph.ops.indexing import broadcast_load, compute
 from compiler.ir import Expr, binary
 from compiler.ops import Op
@@ -100,6 +107,27 @@ register_op(
     _not_type,
     _not_compute,
     lambda arrays, attrs: np.logical_not(arrays[0]),
+    _per_element,
+)
+
+
+def _isnan_type(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
+    (x,) = float_args(types, 1)
+    return TensorType(x.shape, "bool")
+
+
+def _isnan_compute(inputs: Sequence[te.Tensor], attrs: Attrs, out: str) -> te.Tensor:
+    (x,) = inputs
+    return compute(x.shape, lambda i: binary(Op.NE, x[i], x[i]), out)  # only NaN is unequal to itself
+
+
+register_op(
+    "isnan",
+    Pattern.ELEMWISE,
+    {},
+    _isnan_type,
+    _isnan_compute,
+    lambda arrays, attrs: np.isnan(arrays[0]),
     _per_element,
 )
 

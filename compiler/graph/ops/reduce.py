@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from compiler import te, topi
-from compiler.graph.ir import Attrs, TensorType
+from compiler.graph.ir import DTYPES, Attrs, TensorType
 from compiler.graph.op import Pattern, attr_float, attr_int, attr_ints, check
 from compiler.graph.ops.checks import (
     BOOL,
@@ -29,10 +29,9 @@ from compiler.ir import Expr, const
 NumpyReduce = Callable[..., np.ndarray]
 
 
-def _reduce_type(args: Sequence[TensorType], attrs: Attrs) -> TensorType:
+def _reduced_type(x: TensorType, attrs: Attrs) -> TensorType:
     """Reducing every axis without keepdims gives shape (1,): the graph level has no rank-0 tensors.
     Sums, maxima and minima of ints are ints (a sum wraps, as numpy's does); a mean is of floats."""
-    (x,) = same_dtype_args(args, 1, NUMERIC)
     reduced, keepdims = _axes_keepdims(attrs)
     check_axes(reduced, len(x.shape))
     return TensorType(topi.reduced_shape(x.shape, reduced, keepdims), x.dtype)
@@ -45,9 +44,20 @@ def _axes_keepdims(attrs: Attrs) -> tuple[tuple[int, ...], bool]:
 _REDUCE = {"axes": INTS, "keepdims": BOOL}
 
 
-def _reduction(name: str, combine: topi.Combine, numpy: NumpyReduce) -> None:
+def _reduction(name: str, combine: topi.Combine, numpy: NumpyReduce, types: Sequence[str]) -> None:
+    def infer_type(args: Sequence[TensorType], attrs: Attrs) -> TensorType:
+        (x,) = same_dtype_args(args, 1, types)
+        return _reduced_type(x, attrs)
+
     def compute(inputs: Sequence[te.Tensor], attrs: Attrs, out: str) -> te.Tensor:
-        return topi.reduce(inputs[0], *_axes_keepdims(attrs), combine, out)
+        (x,) = inputs
+        if x.dtype != "bool":
+            return topi.reduce(x, *_axes_keepdims(attrs), combine, out)
+        # any (max) and all (min) of bools: over 0 and 1, then back to bools
+        numbers = topi.reduce_of(
+            x, lambda i: te.cast("int32", x[tuple(i)]), *_axes_keepdims(attrs), combine, f"{out}_int"
+        )
+        return te.compute(numbers.shape, lambda *i: te.cast("bool", numbers[i]), name=out)
 
     def reference(inputs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
         reduced, keepdims = _axes_keepdims(attrs)
@@ -55,15 +65,16 @@ def _reduction(name: str, combine: topi.Combine, numpy: NumpyReduce) -> None:
         out = numpy(inputs[0], axis=reduced, keepdims=keepdims).reshape(shape)
         return out.astype(inputs[0].dtype, copy=False)  # numpy sums int32 as int64
 
-    register_op(name, Pattern.REDUCTION, _REDUCE, _reduce_type, compute, reference, _input_size)
+    register_op(name, Pattern.REDUCTION, _REDUCE, infer_type, compute, reference, _input_size)
 
 
 def _input_size(args: Sequence[TensorType], out: TensorType, attrs: Attrs) -> int:
     return args[0].size
 
 
-for _name, _combine, _numpy in (("sum", te.sum, np.sum), ("max", te.max, np.max), ("min", te.min, np.min)):
-    _reduction(_name, _combine, _numpy)
+_reduction("sum", te.sum, np.sum, NUMERIC)
+_reduction("max", te.max, np.max, DTYPES)  # of bools: any
+_reduction("min", te.min, np.min, DTYPES)  # of bools: all
 
 
 def _mean_compute(inputs: Sequence[te.Tensor], attrs: Attrs, name: str) -> te.Tensor:
@@ -86,8 +97,8 @@ def _mean_flops(args: Sequence[TensorType], out: TensorType, attrs: Attrs) -> in
 
 
 def _mean_type(args: Sequence[TensorType], attrs: Attrs) -> TensorType:
-    float_args(args, 1)
-    return _reduce_type(args, attrs)
+    (x,) = float_args(args, 1)
+    return _reduced_type(x, attrs)
 
 
 register_op("mean", Pattern.REDUCTION, _REDUCE, _mean_type, _mean_compute, _mean_reference, _mean_flops)

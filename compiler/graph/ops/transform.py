@@ -21,6 +21,7 @@ from compiler.graph.ops.checks import (
     INTS,
     NUMERIC,
     Schema,
+    broadcast_shape,
     check_axis,
     register_op,
     same_dtype_args,
@@ -260,6 +261,17 @@ def _pad_reference(arrays: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
 _injective("pad", {"pads": INTS, "value": FLOAT}, _pad_type, _pad_compute, _pad_reference)
 
 
+def _wrapped(index: Expr, size: int) -> Expr:
+    """An index read modulo `size`: negative counts from the end (numpy, ONNX, PyTorch), and one
+    out of range (an error there) reads some element of the axis, never outside the tensor."""
+    position = te.cast("int64", index) if index.dtype != "int64" else index
+    return position % size
+
+
+def _wrapped_array(indices: np.ndarray, size: int) -> np.ndarray:
+    return np.mod(indices.astype(np.int64), size)
+
+
 # take ------------------------------------------------------------------------------------------
 
 
@@ -274,19 +286,22 @@ def _take_type(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
 
 
 def _take_compute(inputs: Sequence[te.Tensor], attrs: Attrs, out: str) -> te.Tensor:
-    """Indices wrap modulo the axis size: a negative one counts from the end, as in numpy and ONNX,
-    and one out of range (an error in the reference) reads some element, never outside the tensor."""
+    """Indices wrap modulo the axis size (`_wrapped`)."""
     data, indices = inputs
     axis = attr_int(attrs, "axis")
     q = len(indices.shape)
     shape = data.shape[:axis] + indices.shape + data.shape[axis + 1 :]
 
     def body(i: tuple[Expr, ...]) -> Expr:
-        index = indices[i[axis : axis + q]]
-        position = te.cast("int64", index) if index.dtype != "int64" else index
-        return data[i[:axis] + (position % data.shape[axis],) + i[axis + q :]]
+        return data[i[:axis] + (_wrapped(indices[i[axis : axis + q]], data.shape[axis]),) + i[axis + q :]]
 
     return compute(shape, body, out)
+
+
+def _take_reference(arrays: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
+    data, indices = arrays
+    axis = attr_int(attrs, "axis")
+    return np.take(data, _wrapped_array(indices, data.shape[axis]), axis)
 
 
 _injective(
@@ -294,7 +309,106 @@ _injective(
     {"axis": INT},
     _take_type,
     _take_compute,
-    lambda arrays, attrs: np.take(arrays[0], arrays[1], axis=attr_int(attrs, "axis")),
+    lambda arrays, attrs: np.take(
+        arrays[0],
+        _wrapped_array(arrays[1], arrays[0].shape[attr_int(attrs, "axis")]),
+        attr_int(attrs, "axis"),
+    ),
+)
+
+
+# gather_elements -------------------------------------------------------------------------------
+
+
+def _gather_elements_type(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
+    check(len(types) == 2, f"takes 2 arguments (data, indices), got {len(types)}")
+    data, indices = types
+    check(indices.dtype in INDEX_DTYPES, f"indices have dtype {indices.dtype}; expected int32 or int64")
+    check(
+        len(indices.shape) == len(data.shape),
+        f"indices {indices.shape} must have data's rank {len(data.shape)}",
+    )
+    axis = attr_int(attrs, "axis")
+    check_axis(axis, len(data.shape))
+    others = [k for k in range(len(data.shape)) if k != axis]
+    check(
+        all(indices.shape[k] <= data.shape[k] for k in others),
+        f"indices {indices.shape} exceed data {data.shape} off axis {axis}",
+    )
+    return TensorType(indices.shape, data.dtype)
+
+
+def _gather_elements_compute(inputs: Sequence[te.Tensor], attrs: Attrs, out: str) -> te.Tensor:
+    data, indices = inputs
+    axis = attr_int(attrs, "axis")
+
+    def body(i: tuple[Expr, ...]) -> Expr:
+        return data[i[:axis] + (_wrapped(indices[i], data.shape[axis]),) + i[axis + 1 :]]
+
+    return compute(indices.shape, body, out)
+
+
+def _gather_elements_reference(arrays: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
+    data, indices = arrays
+    axis = attr_int(attrs, "axis")
+    window = data[tuple(slice(0, n) if k != axis else slice(None) for k, n in enumerate(indices.shape))]
+    return np.take_along_axis(window, _wrapped_array(indices, data.shape[axis]), axis)
+
+
+_injective(
+    "gather_elements",  # ONNX GatherElements, torch.gather: out[i] = data[i with axis -> indices[i]]
+    {"axis": INT},
+    _gather_elements_type,
+    _gather_elements_compute,
+    _gather_elements_reference,
+)
+
+
+# gather_nd -------------------------------------------------------------------------------------
+
+
+def _gather_nd_type(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
+    check(len(types) >= 2, f"takes data and at least one index tensor, got {len(types)} arguments")
+    data, *indices = types
+    axis = attr_int(attrs, "axis")
+    check(
+        axis >= 0 and axis + len(indices) <= len(data.shape),
+        f"{len(indices)} index tensors from axis {axis} exceed data's rank {len(data.shape)}",
+    )
+    for t in indices:
+        check(t.dtype in INDEX_DTYPES, f"indices have dtype {t.dtype}; expected int32 or int64")
+    shape = functools.reduce(broadcast_shape, [t.shape for t in indices])
+    return TensorType(data.shape[:axis] + shape + data.shape[axis + len(indices) :], data.dtype)
+
+
+def _gather_nd_compute(inputs: Sequence[te.Tensor], attrs: Attrs, out: str) -> te.Tensor:
+    data, *indices = inputs
+    axis = attr_int(attrs, "axis")
+    k = len(indices)
+    shape = functools.reduce(broadcast_shape, [t.shape for t in indices])
+    q = len(shape)
+
+    def body(i: tuple[Expr, ...]) -> Expr:
+        point = i[axis : axis + q]
+        taken = tuple(_wrapped(broadcast_load(t, point), data.shape[axis + j]) for j, t in enumerate(indices))
+        return data[i[:axis] + taken + i[axis + q :]]
+
+    return compute(data.shape[:axis] + shape + data.shape[axis + k :], body, out)
+
+
+def _gather_nd_reference(arrays: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
+    data, *indices = arrays
+    axis = attr_int(attrs, "axis")
+    taken = tuple(_wrapped_array(t, data.shape[axis + j]) for j, t in enumerate(indices))
+    return data[(slice(None),) * axis + taken]
+
+
+_injective(
+    "gather_nd",  # torch's x[:, i, j] (aten.index) and ONNX GatherND: index tensors broadcast together
+    {"axis": INT},
+    _gather_nd_type,
+    _gather_nd_compute,
+    _gather_nd_reference,
 )
 
 

@@ -499,6 +499,50 @@ def test_integer_and_boolean_tensors_compute_like_any_other():
         np.testing.assert_allclose(g, w.numpy(), rtol=1e-6, atol=1e-6, err_msg=name)
 
 
+def test_indexing_with_run_time_indices_and_masks_of_real_exports():
+    """What transformers' exports compute at run time: torch.gather (RoBERTa's position ids),
+    advanced indexing x[i, j] and x[:, i] (the mask functions), isnan and any/all (fully masked
+    rows), triu/tril of a run-time tensor, full_like (folded: it reads only a shape), and a cat onto
+    an empty cache."""
+    model = Fn(
+        {
+            "gather": lambda ids, x: torch.gather(x, 1, ids.abs().clamp(max=4).unsqueeze(-1).expand(2, 5, 3)),
+            "index": lambda ids, x: x[ids.abs().clamp(max=1), torch.arange(5)],
+            "index_middle": lambda ids, x: x[:, ids.abs().clamp(max=4)],
+            "nan": lambda ids, x: torch.isnan(x.log()),
+            "any": lambda ids, x: torch.isnan(x.log()).any(dim=-1),
+            "all": lambda ids, x: (x > -1).all(),
+            "triu": lambda ids, x: torch.triu(x.sum(-1, keepdim=True) * x[0, 0], diagonal=1),
+            "tril": lambda ids, x: torch.tril(ids, -1),
+            "full_like": lambda ids, x: torch.full_like(x, 2.0) * x,
+            "cat_empty": lambda ids, x: torch.cat([torch.empty(0), x.flatten()]),
+        }
+    )
+    args = (torch.tensor([[0, 3, -2, 1, 4], [4, -1, 2, 0, 1]]), randn(2, 5, 3))
+    module = check(model, *args, names=list(model.names))
+    got = graph.build(module)(*(a.numpy() for a in args))
+    for name, g, w in zip(model.names, got, model(*args)):
+        np.testing.assert_allclose(g, w.numpy(), rtol=1e-6, atol=1e-6, err_msg=name)
+    assert "full" not in str(ops(module))
+
+
+def test_index_tensors_on_axes_apart_are_refused():
+    ids = torch.tensor([0, 1])
+    refuses(
+        Fn({"apart": lambda i, x: x[i, :, i]}),
+        (ids, randn(2, 3, 4)),
+        "index",
+        "aten.index.Tensor",
+        "not consecutive",
+    )
+
+
+def test_boolean_mask_indexing_is_refused():
+    """Its result's shape depends on the mask's values."""
+    with pytest.raises(GraphError, match="shape depends on the input data"):
+        from_torch(Fn({"masked": lambda m, x: x[:, m]}), (torch.tensor([True, False, True]), randn(2, 3)))
+
+
 def test_what_depends_on_no_input_folds_at_import():
     """Position ids and a causal mask from the static length, a slice of a buffer: computed by
     PyTorch at import, so the graph holds constants and only the run-time work."""

@@ -78,6 +78,22 @@ UNARY = [
     case("clip", [normal(3, 5, 7)], with_torch(lambda x: torch.clamp(x, min=0)), "min", min=0, max=None),
     case(
         "clip",
+        [np.arange(-7, 8, dtype="int64").reshape(3, 5)],
+        lambda x: np.clip(x, -2, 3),  # the integers within [-2.5, 3.5]
+        "int64",
+        min=-2.5,
+        max=3.5,
+    ),
+    case(
+        "clip",
+        [np.array([-(2**31), -1, 0, 2**31 - 1], dtype="int32")],
+        lambda x: np.clip(x, -(2**31), 5),  # a bound beyond int32 saturates
+        "int32-saturated",
+        min=-1e12,
+        max=5,
+    ),
+    case(
+        "clip",
         [normal(3, 5, 7)],
         with_torch(lambda x: torch.clamp(x, max=6.0)),
         "max",

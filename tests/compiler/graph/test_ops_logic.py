@@ -29,6 +29,11 @@ def bools(*shape: int) -> np.ndarray:
     return rng.random(shape) < 0.5
 
 
+def with_nans(x: np.ndarray) -> np.ndarray:
+    """A third of the elements NaN: comparisons with NaN are false, except != (true)."""
+    return np.where(rng.random(x.shape) < 0.3, np.nan, x).astype(x.dtype)
+
+
 COMPARISONS = [
     (name, fn, dtype)
     for name, fn in [
@@ -54,6 +59,26 @@ CASES = [
     case("logical_or", [bools(3, 5, 7), bools(7)], with_torch(torch.logical_or), "odd"),
     case("logical_xor", [bools(1, 9), bools(4, 1)], with_torch(torch.logical_xor), "broadcast"),
     case("logical_not", [bools(3, 5, 7)], with_torch(torch.logical_not), "odd"),
+    case("isnan", [with_nans(floats(3, 5, 7))], with_torch(torch.isnan), "odd"),
+    case("not_equal", [with_nans(floats(3, 9)), with_nans(floats(9))], with_torch(torch.ne), "nan"),
+    case("equal", [with_nans(floats(3, 9)), with_nans(floats(9))], with_torch(torch.eq), "nan"),
+    case("less", [with_nans(floats(3, 9)), with_nans(floats(9))], with_torch(torch.lt), "nan"),
+    case(
+        "max",
+        [bools(3, 5, 7)],
+        with_torch(lambda x: x.any(dim=2)),
+        "bool-any",
+        axes=(2,),
+        keepdims=False,
+    ),
+    case(
+        "min",
+        [rng.random((3, 5, 7)) < 0.9],
+        with_torch(lambda x: x.all(dim=1, keepdim=True)),
+        "bool-all",
+        axes=(1,),
+        keepdims=True,
+    ),
     case("where", [bools(3, 1, 7), floats(5, 1), floats(7)], with_torch(torch.where), "float-3-way"),
     case("where", [bools(2, 9), ints(2, 9), ints(1)], with_torch(torch.where), "int64"),
     case("where", [bools(1, 5), bools(3, 1), bools(3, 5)], with_torch(torch.where), "bool"),
@@ -171,6 +196,7 @@ def test_a_mask_computation_end_to_end() -> None:
         ("equal", [((3,), "int64"), ((3,), "int32")], {}, "arguments mix dtypes"),
         ("logical_and", [((3,), "int64"), ((3,), "int64")], {}, "expected bool"),
         ("logical_not", [((3,), "float32")], {}, "expected bool"),
+        ("isnan", [((3,), "int64")], {}, "argument 0 has dtype int64"),
         (
             "where",
             [((3,), "int64"), ((3,), "float32"), ((3,), "float32")],

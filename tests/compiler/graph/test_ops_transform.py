@@ -1,4 +1,5 @@
-"""The injective graph operators (reshape, transpose, concat, slice, pad, take, broadcast_to)
+"""The injective graph operators (reshape, transpose, concat, slice, pad, take, gather_elements,
+gather_nd, broadcast_to)
 against PyTorch and numpy indexing, and their compiled te computes against their references."""
 
 import numpy as np
@@ -112,6 +113,34 @@ INJECTIVE = [
     ),
     case("take", [normal(3, 5, 7), np.array([6], dtype="int64")], fancy_take(2), "last", axis=2),
     case(
+        "gather_elements",
+        [normal(3, 5, 7), rng.integers(0, 5, (2, 4, 7)).astype("int64")],
+        with_torch(lambda x, i: torch.gather(x, 1, i)),
+        "smaller",
+        axis=1,
+    ),
+    case(
+        "gather_elements",
+        [normal(3, 5, dtype="float64"), np.array([[-1, 0], [2, -3], [1, 1]], dtype="int32")],
+        lambda x, i: np.take_along_axis(x[:, :5], np.mod(i, 5), 1),
+        "negative",
+        axis=1,
+    ),
+    case(
+        "gather_nd",
+        [normal(3, 5, 7), rng.integers(0, 3, (4, 1)), rng.integers(0, 5, (1, 6))],
+        with_torch(lambda x, i, j: x[i, j]),
+        "broadcast",
+        axis=0,
+    ),
+    case(
+        "gather_nd",
+        [normal(2, 5, 7, 3), np.array([[1, -2]], dtype="int32"), np.array([[6], [0], [-1]], dtype="int32")],
+        lambda x, i, j: x[:, i, j],
+        "axis1-negative",
+        axis=1,
+    ),
+    case(
         "broadcast_to",
         [normal(3, 1)],
         with_torch(lambda x: torch.broadcast_to(x, (2, 3, 5))),
@@ -193,9 +222,25 @@ F32, F64, I64 = "float32", "float64", "int64"
         ("take", [((3, 5), F32), ((2,), F32)], {"axis": 0}, "indices have dtype float32"),
         ("take", [((3, 5), F32), ((2,), I64)], {"axis": 2}, "axis 2 is out of range"),
         ("take", [((3, 5), F32)], {"axis": 0}, "takes 2 arguments"),
+        ("gather_elements", [((3, 5), F32), ((3,), I64)], {"axis": 1}, "must have data's rank 2"),
+        ("gather_elements", [((3, 5), F32), ((4, 2), I64)], {"axis": 1}, "exceed data"),
+        ("gather_nd", [((3, 5), F32), ((2,), I64), ((2,), I64)], {"axis": 1}, "exceed data's rank"),
+        ("gather_nd", [((3, 5), F32), ((2,), I64), ((3,), I64)], {"axis": 0}, "do not broadcast"),
+        ("gather_nd", [((3, 5), F32), ((2,), F32)], {"axis": 0}, "indices have dtype float32"),
         ("broadcast_to", [((3, 2), F32)], {"shape": (4, 3, 5)}, r"cannot broadcast \(3, 2\) to \(4, 3, 5\)"),
         ("broadcast_to", [((3, 1), F32)], {"shape": (3,)}, "cannot broadcast"),
     ],
 )
 def test_bad_arguments_are_refused_naming_node_and_op(op, args, attrs, reason):
     check_refused(op, args, attrs, reason)
+
+
+def test_out_of_range_indices_wrap_and_never_read_outside() -> None:
+    """Defined, documented behaviour for indices PyTorch and ONNX Runtime would refuse at run time:
+    each reads the element at the index modulo the axis size, in the kernel and in the reference."""
+    x = normal(4, 5)
+    far = np.array([5, 9, -6, 1000003, -(2**40)], dtype="int64")
+    wrapped = np.mod(far, 5)
+    check_op("take", [x, far], {"axis": 1}, lambda x, i: x[:, wrapped])
+    check_op("gather_elements", [x, np.tile(far, (4, 1))], {"axis": 1}, lambda x, i: x[:, wrapped])
+    check_op("gather_nd", [x, np.array([7]), far], {"axis": 0}, lambda x, i, j: x[3, wrapped])
