@@ -1,8 +1,12 @@
 """Untuned models end to end: each zoo model imported from PyTorch, optimized and built with the
 default schedules, timed at batch 1 on this machine's cores against PyTorch eager and ONNX Runtime
-(all graph optimizations) in one run; then where our time goes, kernel by kernel.
+(all graph optimizations) in one run; then where our time goes, kernel by kernel. With the
+`thirdparty` extra, Hugging Face models too (random weights from config classes, int64 token ids
+and attention mask as inputs, their last hidden state as output): GPT-2 and BERT with GPT-2-small's
+and BERT-base's widths (2 layers, 64 tokens), and a ViT-tiny (2 layers).
 
     python -m bench model_latency
+    python -m bench.model_latency hf_gpt2 hf_bert hf_vit_tiny     # some of them
     THREADS=1 taskset -c 1 python -m bench model_latency     # one core, for a machine that is busy
 """
 
@@ -39,6 +43,46 @@ def zoo_models() -> list[ZooModel]:
         ZooModel("resnet18", zoo.resnet18, zoo.image_inputs),
         ZooModel("mobilenet_v2", zoo.mobilenet_v2, zoo.image_inputs),
         ZooModel("bert_layer", zoo.transformer_encoder_layer, zoo.transformer_inputs),
+        *hugging_face_models(),
+    ]
+
+
+def hugging_face_models() -> list[ZooModel]:
+    """Nothing when `transformers` is not installed (the `thirdparty` extra)."""
+    try:
+        import torch
+        import transformers
+    except ImportError:
+        return []
+
+    class LastHidden(torch.nn.Module):
+        def __init__(self, model: torch.nn.Module, names: tuple[str, ...]) -> None:
+            super().__init__()
+            self.model, self.names = model.eval(), names
+
+        def forward(self, *args: torch.Tensor) -> torch.Tensor:
+            return self.model(**dict(zip(self.names, args))).last_hidden_state
+
+    def tokens() -> tuple:
+        ids = torch.randint(0, 5000, (1, 64), generator=torch.Generator().manual_seed(0))
+        return ids, torch.ones(1, 64, dtype=torch.int64)
+
+    text = ("input_ids", "attention_mask")
+    gpt2 = transformers.GPT2Config(vocab_size=5000, n_embd=768, n_layer=2, n_head=12, n_positions=128)
+    bert = transformers.BertConfig(
+        vocab_size=5000, hidden_size=768, num_hidden_layers=2, num_attention_heads=12
+    )
+    vit = transformers.ViTConfig(
+        hidden_size=192, num_hidden_layers=2, num_attention_heads=3, intermediate_size=768
+    )
+    return [
+        ZooModel("hf_gpt2", lambda: LastHidden(transformers.GPT2Model(gpt2), text), tokens),
+        ZooModel("hf_bert", lambda: LastHidden(transformers.BertModel(bert), text), tokens),
+        ZooModel(
+            "hf_vit_tiny",
+            lambda: LastHidden(transformers.ViTModel(vit), ("pixel_values",)),
+            lambda: (torch.randn(1, 3, 224, 224, generator=torch.Generator().manual_seed(0)),),
+        ),
     ]
 
 
@@ -126,3 +170,9 @@ def main(names: list[str] | None = None, repeat: int = 20) -> None:
 
 
 __all__ = ["main"]
+
+
+if __name__ == "__main__":
+    import sys
+
+    main(sys.argv[1:] or None)

@@ -1,8 +1,9 @@
-"""The float32 math functions in compiled kernels: exp and erf over 1M elements, a BERT-base softmax
-(12 heads x 128 x 128) and gelu (exact, through erf) on a BERT FFN activation (128 x 3072). Each is a
-one-op model through compiler.graph (optimize, build with the default schedules), timed kernel by
-kernel on this machine's cores, against numpy (exp; softmax and gelu as numpy writes them; erf has no
-numpy function and no scipy here, so it is timed against nothing but itself across versions).
+"""The float32 math functions in compiled kernels: exp, erf, tanh, log and log1p over 1M elements, a
+BERT-base softmax (12 heads x 128 x 128) and gelu (exact, through erf; and GPT-2's tanh form) on a
+BERT FFN activation (128 x 3072). Each is a one-op model through compiler.graph (optimize, build
+with the default schedules), timed kernel by kernel on this machine's cores, against numpy (exp,
+tanh, log, log1p; softmax and gelu as numpy writes them; erf has no numpy function and no scipy
+here, so it is timed against nothing but itself across versions).
 
     python -m bench vector_math
 """
@@ -44,9 +45,14 @@ def gelu_tanh(x: np.ndarray) -> np.ndarray:
 CASES: list[tuple[str, str, tuple[int, ...], dict, Callable[[np.ndarray], object] | None]] = [
     ("exp 1M", "exp", (1 << 20,), {}, np.exp),
     ("erf 1M", "erf", (1 << 20,), {}, None),
+    ("tanh 1M", "tanh", (1 << 20,), {}, np.tanh),
+    ("log 1M", "log", (1 << 20,), {}, np.log),
+    ("log1p 1M", "log1p", (1 << 20,), {}, np.log1p),
     ("softmax 12x128x128", "softmax", (12, 128, 128), {"axis": 2}, softmax),
     ("gelu none 128x3072", "gelu", (128, 3072), {"approximate": "none"}, gelu_tanh),
+    ("gelu tanh 128x3072", "gelu", (128, 3072), {"approximate": "tanh"}, gelu_tanh),
 ]
+POSITIVE = {"log", "log1p"}  # their inputs are |x|
 
 
 def main() -> None:
@@ -56,6 +62,7 @@ def main() -> None:
     rng = np.random.default_rng(0)
     for title, op, shape, attrs, numpy_fn in CASES:
         x = (rng.standard_normal(shape) * 3).astype(np.float32)
+        x = np.abs(x) if op in POSITIVE else x
         ours = kernel_micros(one_op(op, shape, **attrs), x)
         line = f"    {title:22s} ours {ours:8.1f} us"
         if numpy_fn is not None:

@@ -38,7 +38,7 @@ from compiler.ir import (
 from compiler.llvm_ops import I8P, I32, I64, LL_TYPES, MEMORY_TYPES, align, cast_value, from_memory, to_memory
 from compiler.numpy_entry import emit_numpy_entry
 from compiler.target import Target
-from compiler.visit import loads
+from compiler.visit import guarded_loads
 
 
 class _LoopID(ll.values.MDValue):
@@ -347,9 +347,9 @@ def _op(cg: CodeGen, e: Binary | Unary) -> ll.Value:
 
 
 def _select(cg: CodeGen, e: Select) -> ll.Value:
-    """A branch-free select, unless a side loads memory: then only the chosen side may run, because
-    the other one may read out of bounds (padding reads `data[y - pad]` only where it is valid)."""
-    if not (loads(e.true_value) or loads(e.false_value)):
+    """A branch-free select, unless a side loads what the condition does not: then only the chosen
+    side may run, because the other one may read out of bounds (`compiler.visit.guarded_loads`)."""
+    if not guarded_loads(e):
         return cg.builder.select(cg.expr(e.cond), cg.expr(e.true_value), cg.expr(e.false_value))
     b = cg.builder
     cond = cg.expr(e.cond)

@@ -50,7 +50,7 @@ from compiler.llvm_ops import (
     to_memory,
 )
 from compiler.ops import Op
-from compiler.visit import free_vars, loads, walk_stmt
+from compiler.visit import free_vars, guarded_loads, loads, walk_stmt
 
 if TYPE_CHECKING:
     from compiler.codegen import CodeGen
@@ -316,7 +316,7 @@ def _op(v: _Lanes, e: Binary | Unary) -> ll.Value | None:
 
 
 def _select(v: _Lanes, e: Select) -> ll.Value | None:
-    if loads(e.true_value) or loads(e.false_value):
+    if guarded_loads(e):
         return None  # lane by lane, so a load runs only where its side is chosen
     return v.cg.builder.select(v.vector(e.cond), v.vector(e.true_value), v.vector(e.false_value))
 

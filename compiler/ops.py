@@ -23,7 +23,7 @@ import llvmlite.ir as ll
 import numpy as np
 
 from compiler.dtypes import FLOAT_DTYPES, INT_DTYPES, is_float
-from compiler.llvm_math import erf_f32, exp_f32
+from compiler.llvm_math import erf_f32, exp_f32, expm1_f32, log1p_f32, log_f32, tanh_f32
 from compiler.llvm_ops import FAST_MATH, I32, Emitter, call_intrinsic
 
 NUMERIC = FLOAT_DTYPES + INT_DTYPES
@@ -178,6 +178,16 @@ def _floor(name: str, symbol: str, fold: Fold, numpy: Callable[..., object]) -> 
     return OpSpec(name, 2, INT_DTYPES, "same", fold, numpy, emit, False, {"int": "int_divmod"}, symbol, 5)
 
 
+def _truncated_remainder(a: float, b: float) -> float:
+    """C's fmod and LLVM's frem/srem: the remainder of division rounded toward zero, with a's sign."""
+    if isinstance(a, float) or isinstance(b, float):
+        return math.fmod(a, b)
+    if b == 0:
+        raise ZeroDivisionError("fmod by 0")
+    r = abs(a) % abs(b)
+    return r if a >= 0 else -r
+
+
 def _minmax(name: str, fold: Fold, numpy: Callable[..., object], predicate: str) -> OpSpec:
     feature = {"float": "float_minmax", "int": "int_minmax"}
     emit = _min_max(f"{name}imum", predicate)
@@ -246,6 +256,18 @@ class Op(enum.Enum):
     DIV = _arith("div", "/", 5, _fdiv, {"float": "float_div"})
     FLOORDIV = _floor("floordiv", "//", operator.floordiv, np.floor_divide)
     FLOORMOD = _floor("floormod", "%", operator.mod, np.mod)
+    FMOD = OpSpec(
+        "fmod",
+        2,
+        NUMERIC,
+        "same",
+        _truncated_remainder,
+        np.fmod,
+        _float_or_int("frem", "srem"),
+        True,
+        {"float": "float_div", "int": "int_divmod"},
+        syntax="fmod",
+    )
     MIN = _minmax("min", min, np.minimum, "<")
     MAX = _minmax("max", max, np.maximum, ">")
     LT = _cmp("lt", "<", operator.lt, np.less)
@@ -258,10 +280,20 @@ class Op(enum.Enum):
     OR = _logic("or", 2, 1, np.logical_or)
     NOT = _logic("not", 1, 6, np.logical_not)
     EXP = _math("exp", math.exp, np.exp, _float32_inline(exp_f32, _intrinsic("exp")))
+    EXPM1 = _math(
+        "expm1", math.expm1, np.expm1, _float32_inline(expm1_f32, _lane_by_lane(_libm("expm1f", "expm1")))
+    )
+    LOG1P = _math(
+        "log1p", math.log1p, np.log1p, _float32_inline(log1p_f32, _lane_by_lane(_libm("log1pf", "log1p")))
+    )
     SQRT = _math("sqrt", math.sqrt, np.sqrt)
-    LOG = _math("log", math.log, np.log)
-    TANH = _math("tanh", math.tanh, np.tanh, _libm("tanhf", "tanh"), vectorizes=False)
+    LOG = _math("log", math.log, np.log, _float32_inline(log_f32, _intrinsic("log")))
+    TANH = _math("tanh", math.tanh, np.tanh, _float32_inline(tanh_f32, _lane_by_lane(_libm("tanhf", "tanh"))))
     FABS = _math("fabs", math.fabs, np.fabs)
+    FLOOR = _math("floor", lambda v: float(math.floor(v)), np.floor)
+    CEIL = _math("ceil", lambda v: float(math.ceil(v)), np.ceil)
+    TRUNC = _math("trunc", lambda v: float(math.trunc(v)), np.trunc)
+    ROUND = _math("round", lambda v: float(round(v)), np.round, _intrinsic("roundeven"))  # halves to even
     ERF = _math("erf", math.erf, _erf_numpy, _float32_inline(erf_f32, _lane_by_lane(_libm("erff", "erf"))))
     POW = _pow()
 

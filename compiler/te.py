@@ -229,6 +229,16 @@ def exp(x: ExprLike) -> Expr:
     return _math(Op.EXP, x)
 
 
+def expm1(x: ExprLike) -> Expr:
+    """e^x - 1, accurate near 0 too."""
+    return _math(Op.EXPM1, x)
+
+
+def log1p(x: ExprLike) -> Expr:
+    """log(1 + x), accurate near 0 too."""
+    return _math(Op.LOG1P, x)
+
+
 def sqrt(x: ExprLike) -> Expr:
     return _math(Op.SQRT, x)
 
@@ -245,8 +255,31 @@ def fabs(x: ExprLike) -> Expr:
     return _math(Op.FABS, x)
 
 
+def floor(x: ExprLike) -> Expr:
+    return _math(Op.FLOOR, x)
+
+
+def ceil(x: ExprLike) -> Expr:
+    return _math(Op.CEIL, x)
+
+
+def trunc(x: ExprLike) -> Expr:
+    """Toward zero."""
+    return _math(Op.TRUNC, x)
+
+
+def round(x: ExprLike) -> Expr:
+    """To the nearest integer, halves to even (numpy's round, ONNX's Round, torch.round)."""
+    return _math(Op.ROUND, x)
+
+
 def erf(x: ExprLike) -> Expr:
     return _math(Op.ERF, x)
+
+
+def fmod(x: ExprLike, y: ExprLike) -> Expr:
+    """C's fmod: the remainder with x's sign (for ints too; a zero divisor is the caller's to avoid)."""
+    return binary(Op.FMOD, x, y)
 
 
 def power(x: ExprLike, y: ExprLike) -> Expr:

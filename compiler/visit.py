@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import replace
 
-from compiler.ir import Block, Buffer, BufferStore, Expr, Load, SeqStmt, Stmt, Var
+from compiler.dtypes import FLOAT_DTYPES
+from compiler.ir import Block, Buffer, BufferStore, Expr, Load, Select, SeqStmt, Stmt, Var, structural_equal
 
 ExprFn = Callable[[Expr], Expr | None]
 StmtFn = Callable[[Stmt], Stmt | None]
@@ -50,6 +51,19 @@ def free_vars(expr: Expr) -> set[Var]:
 
 def loads(expr: Expr) -> list[Load]:
     return [e for e in walk_expr(expr) if isinstance(e, Load)]
+
+
+def guarded_loads(select: Select) -> list[Load]:
+    """The loads of a select's sides that only their side's condition guards. These may read out of
+    bounds where their side is not chosen (padding's `data[y - pad]`), so such a select branches; one
+    without computes both sides branch-free. A float select's sides may load what its condition loads
+    itself (`select(x < 0, -x, x)`: x is read either way); an integer select's sides may load nothing,
+    since its condition may be what keeps their arithmetic from overflowing or dividing by 0."""
+    sides = loads(select.true_value) + loads(select.false_value)
+    if select.dtype not in FLOAT_DTYPES:
+        return sides
+    made = loads(select.cond)
+    return [ld for ld in sides if not any(structural_equal(ld, m) for m in made)]
 
 
 def map_stmt(stmt: Stmt, fn: StmtFn) -> Stmt:

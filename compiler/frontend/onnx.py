@@ -36,7 +36,10 @@ from compiler.dtypes import convert
 from compiler.frontend import DEFAULT_MAX_BYTES, DEFAULT_MAX_NODES, FrontendError
 from compiler.frontend.onnx_reference import fold_with_reference
 from compiler.graph import Constant, GraphBuilder, GraphError, Module, Node
+from compiler.graph.conv_transpose import conv_transpose2d
+from compiler.graph.einsum import einsum
 from compiler.graph.ir import DTYPES
+from compiler.graph.resize import COORDINATE_MODES, NEAREST_MODES, resize
 
 MIN_OPSET, MAX_OPSET = 13, 28
 
@@ -448,6 +451,13 @@ def _pow(op: _Op) -> list[Value]:
     return [op.call("power", [op.node(0), op.node(1)])]
 
 
+def _mod(op: _Op) -> list[Value]:
+    """fmod=0: the divisor's sign (numpy's mod, also on floats, as ONNX's reference computes it);
+    fmod=1: the dividend's."""
+    truncated = bool(op.attr("fmod", 0))
+    return [op.call("mod", [op.node(0), op.node(1)], fmod=truncated)]
+
+
 def _clip(op: _Op) -> list[Value]:
     low = op.scalar(1) if op.has(1) else None
     high = op.scalar(2) if op.has(2) else None
@@ -461,6 +471,49 @@ def _hard_sigmoid(op: _Op) -> list[Value]:
 
 def _leaky_relu(op: _Op) -> list[Value]:
     return [op.call("leaky_relu", [op.node(0)], alpha=float(op.attr("alpha", 0.01)))]
+
+
+def _elu(alpha: float, scale: float = 1.0, celu: bool = False) -> Converter:
+    """Elu, Selu and Celu are one graph op (PyTorch's aten.elu); Celu scales the input by 1/alpha."""
+
+    def convert(op: _Op) -> list[Value]:
+        a = float(op.attr("alpha", alpha))
+        gamma = float(op.attr("gamma", scale))
+        if celu and a == 0:
+            raise op.fail("alpha 0 (Celu divides by it)")
+        return [op.call("elu", [op.node(0)], alpha=a, scale=gamma, input_scale=1 / a if celu else 1.0)]
+
+    return convert
+
+
+def _softplus(op: _Op) -> Node:
+    return op.call("softplus", [op.node(0)], beta=1.0)
+
+
+def _mish(op: _Op) -> list[Value]:
+    """x tanh(softplus(x))."""
+    x = op.node(0)
+    return [op.call("multiply", [x, op.call("tanh", [_softplus(op)])])]
+
+
+def _softsign(op: _Op) -> list[Value]:
+    """x / (1 + |x|)."""
+    x = op.node(0)
+    one = op.const(np.ones(1, op.dtype(0)))
+    return [op.call("divide", [x, op.call("add", [one, op.call("abs", [x])])])]
+
+
+def _prelu(op: _Op) -> list[Value]:
+    """relu(x) + slope min(x, 0), exact (one term is 0); the slope broadcasts to x, never x to it."""
+    x, slope = op.node(0), op.node(1)
+    try:
+        fits = np.broadcast_shapes(op.shape(0), op.shape(1)) == op.shape(0)
+    except ValueError:
+        fits = False
+    if not fits:
+        raise op.fail(f"slope of shape {op.shape(1)} does not broadcast to x's {op.shape(0)}")
+    negative = op.call("minimum", [x, op.const(np.zeros(1, op.dtype(0)))])
+    return [op.call("add", [op.call("relu", [x]), op.call("multiply", [slope, negative])])]
 
 
 def _gelu(op: _Op) -> list[Value]:
@@ -550,6 +603,61 @@ def _conv(op: _Op) -> list[Value]:
     return [y]
 
 
+def _conv_transpose(op: _Op) -> list[Value]:
+    weight = op.node(1)
+    if len(op.shape(0)) != 4:
+        raise op.fail(f"only 2-D transposed convolution (NCHW input) is supported, got {op.shape(0)}")
+    if op.attr("auto_pad", "NOTSET") != "NOTSET" or op.attr("output_shape") is not None:
+        raise op.fail("auto_pad and output_shape are not supported: give pads and output_padding")
+    kernel = weight.type.shape[2:]
+    if tuple(op.attr("kernel_shape", kernel)) != kernel:
+        raise op.fail(f"kernel_shape {op.attr('kernel_shape')} differs from the weight's {kernel}")
+    y = conv_transpose2d(
+        op.importer.builder,
+        op.hint(),
+        op.node(0),
+        weight,
+        strides=tuple(op.attr("strides", [1, 1])),
+        padding=tuple(op.attr("pads", [0, 0, 0, 0])),
+        output_padding=tuple(op.attr("output_padding", [0, 0])),
+        dilation=tuple(op.attr("dilations", [1, 1])),
+        groups=int(op.attr("group", 1)),
+    )
+    if op.has(2):
+        y = op.call("add", [y, op.reshape(op.node(2), (y.type.shape[1], 1, 1))])
+    return [y]
+
+
+def _resize(op: _Op) -> list[Value]:
+    """Nearest and linear (bilinear, ...) resizing with static scales or sizes (compiler.graph.resize)."""
+    mode = op.attr("mode", "nearest")
+    coordinates = op.attr("coordinate_transformation_mode", "half_pixel")
+    rounding = op.attr("nearest_mode", "round_prefer_floor")
+    if mode not in ("nearest", "linear"):
+        raise op.fail(f"mode {mode!r} is not supported (nearest, linear)")
+    if coordinates not in COORDINATE_MODES:
+        raise op.fail(f"coordinate_transformation_mode {coordinates!r} is not supported")
+    if rounding not in NEAREST_MODES:
+        raise op.fail(f"nearest_mode {rounding!r} is not supported")
+    if op.attr("antialias", 0) or op.attr("keep_aspect_ratio_policy", "stretch") != "stretch":
+        raise op.fail("antialias and keep_aspect_ratio_policy other than stretch are not supported")
+    shape = op.shape(0)
+    axes = [op.axis(a, len(shape)) for a in op.attr("axes", range(len(shape)))]
+    sizes, scales = list(shape), [1.0] * len(shape)
+    if op.has(3) and op.static(3).size:
+        for axis, n in zip(axes, op.ints(3)):
+            sizes[axis], scales[axis] = n, n / shape[axis]
+    elif op.has(2) and op.static(2).size:
+        for axis, scale in zip(axes, op.static(2).reshape(-1).tolist()):
+            sizes[axis], scales[axis] = math.floor(shape[axis] * scale), scale
+    else:
+        raise op.fail("neither scales nor sizes is given")
+    if any(n < 1 for n in sizes):
+        raise op.fail(f"the output shape {tuple(sizes)} is empty")
+    y = resize(op.importer.builder, op.hint(), op.node(0), sizes, scales, mode, coordinates, rounding)
+    return [y]
+
+
 def _batch_norm(op: _Op) -> list[Value]:
     if op.attr("training_mode", 0):
         raise op.fail("training_mode=1 is not supported (inference only)")
@@ -610,7 +718,60 @@ def _layer_norm(op: _Op) -> list[Value]:
     if beta.type.shape != normalized:
         beta = op.call("broadcast_to", [beta], shape=normalized)
     axes = tuple(range(axis, rank))
-    return [op.call("layer_norm", [x, gamma, beta], axes=axes, epsilon=float(op.attr("epsilon", 1e-5)))]
+    eps = float(op.attr("epsilon", 1e-5))
+    out = op.call("layer_norm", [x, gamma, beta], axes=axes, epsilon=eps)
+    if not any(op.proto.output[1:]):
+        return [out]
+    mean, _, var = _moments(op, x, axes)  # Mean and InvStdDev, computed apart (the fused op keeps neither)
+    return [out, mean, op.call("reciprocal", [_root(op, var, eps)])]
+
+
+def _moments(op: _Op, x: Node, axes: tuple[int, ...]) -> tuple[Node, Node, Node]:
+    """The mean over `axes` (kept), x minus it, and the biased variance (kept)."""
+    mean = op.call("mean", [x], axes=axes, keepdims=True)
+    centered = op.call("subtract", [x, mean])
+    var = op.call("mean", [op.call("multiply", [centered, centered])], axes=axes, keepdims=True)
+    return mean, centered, var
+
+
+def _root(op: _Op, var: Node, eps: float) -> Node:
+    """sqrt(var + eps)."""
+    return op.call("sqrt", [op.call("add", [var, op.const(np.full(1, eps, var.type.dtype))])])
+
+
+def _normalized(op: _Op, x: Node, axes: tuple[int, ...], eps: float) -> Node:
+    """(x - mean) / sqrt(var + eps) over `axes`."""
+    _, centered, var = _moments(op, x, axes)
+    return op.call("divide", [centered, _root(op, var, eps)])
+
+
+def _scaled(op: _Op, x: Node, scale: Node, bias: Node, axis: int) -> Node:
+    """x * scale + bias with the (n,) scale and bias along `axis`."""
+    shape = (scale.type.shape[0],) + (1,) * (len(x.type.shape) - axis - 1)
+    scale = op.call("reshape", [scale], shape=shape)
+    return op.call("add", [op.call("multiply", [x, scale]), op.call("reshape", [bias], shape=shape)])
+
+
+def _instance_norm(op: _Op) -> list[Value]:
+    """Each sample's channel normalized over its positions, then scaled per channel."""
+    x = op.node(0)
+    axes = tuple(range(2, len(op.shape(0))))
+    out = _normalized(op, x, axes, float(op.attr("epsilon", 1e-5)))
+    return [_scaled(op, out, op.node(1), op.node(2), 1)]
+
+
+def _group_norm(op: _Op) -> list[Value]:
+    """The channels in num_groups groups, each normalized over its channels and positions; then
+    scaled per channel (opset 21), or per group (opset 18, where scale and bias have num_groups)."""
+    x, shape = op.node(0), op.shape(0)
+    groups = int(op.attr("num_groups"))
+    if len(shape) < 2 or shape[1] % groups:
+        raise op.fail(f"{shape[1:2]} channels do not split into {groups} groups")
+    grouped = op.call("reshape", [x], shape=(shape[0], groups, math.prod(shape[1:]) // groups))
+    out = _normalized(op, grouped, (2,), float(op.attr("epsilon", 1e-5)))
+    if op.node(1).type.shape[0] == groups and op.opset < 21:
+        return [op.call("reshape", [_scaled(op, out, op.node(1), op.node(2), 1)], shape=shape)]
+    return [_scaled(op, op.call("reshape", [out], shape=shape), op.node(1), op.node(2), 1)]
 
 
 # Linear algebra and softmax.
@@ -654,6 +815,15 @@ def _matmul(op: _Op) -> list[Value]:
     return [op.reshape(y, shape)]
 
 
+def _einsum(op: _Op) -> list[Value]:
+    """Sums, transposes and batched matmuls (compiler.graph.einsum)."""
+    equation = str(op.attr("equation", ""))
+    operands = [op.node(i) for i in range(len(op.inputs))]
+    y = einsum(op.importer.builder, op.hint(), equation, operands)
+    scalar = "->" in equation and not equation.split("->")[1].strip()
+    return [op.reshape(y, ()) if scalar else y]
+
+
 def _softmax(graph_op: str) -> Converter:
     def convert(op: _Op) -> list[Value]:
         axis = op.axis(int(op.attr("axis", -1)), len(op.shape(0)))
@@ -662,20 +832,72 @@ def _softmax(graph_op: str) -> Converter:
     return convert
 
 
-def _reduce(graph_op: str) -> Converter:
-    """Axes come from an attribute, or from input 1 in ReduceSum (opset 13) and the rest (opset 18)."""
+def _reduce_axes(op: _Op) -> tuple[int, ...] | None:
+    """The axes a Reduce* node reduces, from an attribute, or from input 1 in ReduceSum (opset 13)
+    and the rest (opset 18); None for none at all (noop_with_empty_axes)."""
+    rank = len(op.shape(0))
+    from_input = op.proto.op_type == "ReduceSum" or op.opset >= 18
+    axes = (op.ints(1) if op.has(1) else []) if from_input else list(op.attr("axes", []))
+    if not axes and op.attr("noop_with_empty_axes", 0):
+        return None
+    return tuple(sorted({op.axis(a, rank) for a in axes or range(rank)}))
+
+
+def _reduced(op: _Op, reduced: Node, axes: tuple[int, ...]) -> Node:
+    """A reduction computed with keepdims, shaped as the node's keepdims says (rank 0 as ONNX has)."""
+    if op.attr("keepdims", 1):
+        return reduced
+    return op.reshape(reduced, tuple(d for i, d in enumerate(op.shape(0)) if i not in axes))
+
+
+def _reduce_call(op: _Op, graph_op: str, x: Node, axes: tuple[int, ...], **attrs: object) -> Node:
+    """`graph_op` over `axes` with the node's keepdims; all axes without it give rank 0."""
+    keepdims = bool(op.attr("keepdims", 1))
+    if keepdims or len(axes) < len(op.shape(0)):
+        return op.call(graph_op, [x], axes=axes, keepdims=keepdims, **attrs)
+    return op.reshape(op.call(graph_op, [x], axes=axes, keepdims=True, **attrs), ())
+
+
+def _reduce(graph_op: str, before: str | None = None, after: str | None = None) -> Converter:
+    """`graph_op` over the axes, of `before` (abs, square) of the input, then `after` (sqrt): ReduceL1
+    is the sum of abs, ReduceL2 the sqrt of the sum of squares."""
 
     def convert(op: _Op) -> list[Value]:
-        x, rank = op.node(0), len(op.shape(0))
-        from_input = op.proto.op_type == "ReduceSum" or op.opset >= 18
-        axes = (op.ints(1) if op.has(1) else []) if from_input else list(op.attr("axes", []))
-        if not axes and op.attr("noop_with_empty_axes", 0):
-            return [x]
-        axes = sorted({op.axis(a, rank) for a in axes or range(rank)})
+        x = op.node(0)
+        axes = _reduce_axes(op)
+        if axes is None:  # no axes: the identity, of what the reduction sums
+            axes = ()
+        if before == "square":
+            x = op.call("multiply", [x, x])
+        elif before is not None:
+            x = op.call(before, [x])
+        out = _reduce_call(op, graph_op, x, axes) if axes else x
+        return [out if after is None else op.call(after, [out])]
+
+    return convert
+
+
+def _reduce_log_sum_exp(op: _Op) -> list[Value]:
+    """log(sum(exp(x - max))) + max: what ONNX defines, without overflow."""
+    x = op.node(0)
+    axes = _reduce_axes(op)
+    if axes is None:
+        return [op.call("log", [op.call("exp", [x])])]
+    top = op.call("max", [x], axes=axes, keepdims=True)
+    total = op.call("sum", [op.call("exp", [op.call("subtract", [x, top])])], axes=axes, keepdims=True)
+    return [_reduced(op, op.call("add", [op.call("log", [total]), top]), axes)]
+
+
+def _arg(graph_op: str) -> Converter:
+    def convert(op: _Op) -> list[Value]:
+        rank = len(op.shape(0))
+        axis = op.axis(int(op.attr("axis", 0)), rank)
+        last = bool(op.attr("select_last_index", 0))
         keepdims = bool(op.attr("keepdims", 1))
-        if keepdims or len(axes) < rank:
-            return [op.call(graph_op, [x], axes=tuple(axes), keepdims=keepdims)]
-        return [op.reshape(op.call(graph_op, [x], axes=tuple(axes), keepdims=True), ())]
+        if keepdims or rank > 1:
+            return [op.call(graph_op, [op.node(0)], axis=axis, keepdims=keepdims, select_last_index=last)]
+        out = op.call(graph_op, [op.node(0)], axis=axis, keepdims=True, select_last_index=last)
+        return [op.reshape(out, ())]
 
     return convert
 
@@ -1006,6 +1228,11 @@ CONVERTERS: dict[str, Converter] = {
             "Neg": "negative",
             "Abs": "abs",
             "HardSwish": "hardswish",
+            "Floor": "floor",
+            "Ceil": "ceil",
+            "Round": "round",
+            "Sign": "sign",
+            "Reciprocal": "reciprocal",
         }.items()
     },
     **{
@@ -1031,24 +1258,37 @@ CONVERTERS: dict[str, Converter] = {
     "CumSum": _cumsum,
     "CastLike": _cast_like,
     "Pow": _pow,
+    "Mod": _mod,
     "Max": _variadic("maximum"),
     "Min": _variadic("minimum"),
     "Clip": _clip,
     "HardSigmoid": _hard_sigmoid,
     "LeakyRelu": _leaky_relu,
     "Gelu": _gelu,
+    "Elu": _elu(1.0),
+    "Selu": _elu(1.67326319217681884765625, 1.05070102214813232421875),
+    "Celu": _elu(1.0, celu=True),
+    "Softplus": lambda op: [_softplus(op)],
+    "Mish": _mish,
+    "Softsign": _softsign,
+    "PRelu": _prelu,
     "Identity": _identity,
     "Dropout": _dropout,
     "Cast": _cast,
     "Conv": _conv,
+    "ConvTranspose": _conv_transpose,
+    "Resize": _resize,
     "BatchNormalization": _batch_norm,
     "MaxPool": _max_pool,
     "AveragePool": _average_pool,
     "GlobalAveragePool": _global_pool("mean"),
     "GlobalMaxPool": _global_pool("max"),
     "LayerNormalization": _layer_norm,
+    "InstanceNormalization": _instance_norm,
+    "GroupNormalization": _group_norm,
     "Gemm": _gemm,
     "MatMul": _matmul,
+    "Einsum": _einsum,
     "Softmax": _softmax("softmax"),
     "LogSoftmax": _softmax("log_softmax"),
     **{
@@ -1060,6 +1300,12 @@ CONVERTERS: dict[str, Converter] = {
             "ReduceMin": "min",
         }.items()
     },
+    "ReduceL1": _reduce("sum", before="abs"),
+    "ReduceL2": _reduce("sum", before="square", after="sqrt"),
+    "ReduceSumSquare": _reduce("sum", before="square"),
+    "ReduceLogSumExp": _reduce_log_sum_exp,
+    "ArgMax": _arg("argmax"),
+    "ArgMin": _arg("argmin"),
     "Reshape": _reshape,
     "Flatten": _flatten,
     "Transpose": _transpose,

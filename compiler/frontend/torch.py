@@ -38,7 +38,9 @@ except ImportError as e:  # pragma: no cover - the models extra is installed whe
 from compiler.dtypes import convert
 from compiler.frontend.torch_static import CONSTANT_INPUTS, ConstantValues, constant_nodes, folds
 from compiler.graph.builder import GraphBuilder
+from compiler.graph.conv_transpose import conv_transpose2d
 from compiler.graph.ir import DTYPES, Constant, GraphError, Module, Node, TensorType
+from compiler.graph.resize import resize_axis_linear, resize_axis_nearest
 
 aten = torch.ops.aten
 OpOverload = torch._ops.OpOverload
@@ -89,8 +91,8 @@ _FIRST_OUTPUT_ONLY: dict[OpOverload, str] = {
     aten.max_pool2d_with_indices.default: "the indices",
     aten.native_layer_norm.default: "the mean and reciprocal standard deviation",
     aten._native_batch_norm_legit_no_training.default: "the saved statistics",
-    aten.max.dim: "the indices",
-    aten.min.dim: "the indices",
+    aten._native_batch_norm_legit.no_stats: "the saved statistics",
+    aten.native_group_norm.default: "the mean and reciprocal standard deviation",
 }
 
 _REFUSED: dict[OpOverload, str] = {
@@ -370,6 +372,13 @@ _UNARY = {
     aten.abs.default: "abs",
     aten.hardswish.default: "hardswish",
     aten.silu.default: "silu",
+    aten.floor.default: "floor",
+    aten.ceil.default: "ceil",
+    aten.round.default: "round",
+    aten.trunc.default: "trunc",
+    aten.sign.default: "sign",
+    aten.expm1.default: "expm1",
+    aten.log1p.default: "log1p",
 }
 
 
@@ -389,6 +398,13 @@ def _hardsigmoid(ctx: _Context, node: torch.fx.Node, a: dict[str, Any]) -> Node:
 @_converts(aten.gelu.default)
 def _gelu(ctx: _Context, node: torch.fx.Node, a: dict[str, Any]) -> Node:
     return ctx.call(node, "gelu", [ctx.tensor(a["input"])], approximate=a["approximate"])
+
+
+@_converts(aten.elu.default)
+def _elu(ctx: _Context, node: torch.fx.Node, a: dict[str, Any]) -> Node:
+    """ELU, and SELU and CELU, which PyTorch decomposes into it."""
+    scales = {k: float(a[k]) for k in ("alpha", "scale", "input_scale")}
+    return ctx.call(node, "elu", [ctx.tensor(a["input"])], **scales)
 
 
 @_converts(aten.leaky_relu.default)
@@ -461,6 +477,15 @@ def _binary(op: str) -> Converter:
 
 for _aten_op, _graph_op in _BINARY.items():
     _CONVERTERS[_aten_op] = _binary(_graph_op)
+
+
+@_converts(aten.remainder.Tensor, aten.remainder.Scalar, aten.fmod.Tensor, aten.fmod.Scalar)
+def _mod(ctx: _Context, node: torch.fx.Node, a: dict[str, Any]) -> Node:
+    """remainder takes the divisor's sign, fmod the dividend's; both in the result's dtype."""
+    dtype = _dtype(node)
+    operands = [ctx.operand(node, a["input"], dtype), ctx.operand(node, a["other"], dtype)]
+    truncated = node.target in (aten.fmod.Tensor, aten.fmod.Scalar)
+    return ctx.call(node, "mod", operands, fmod=truncated)
 
 
 _COMPARISONS = {
@@ -575,25 +600,69 @@ def _masked_fill(ctx: _Context, node: torch.fx.Node, a: dict[str, Any]) -> Node:
 
 @_converts(aten.convolution.default)
 def _convolution(ctx: _Context, node: torch.fx.Node, a: dict[str, Any]) -> Node:
-    if a["transposed"]:
-        raise GraphError(node.name, _op_name(node), "transposed convolution is not supported")
     if _rank(a["input"]) != 4:
         raise GraphError(node.name, _op_name(node), "only 2-D convolution (NCHW input) is supported")
     pad_h, pad_w = _pair(a["padding"])
-    out = ctx.call(
-        node,
-        "conv2d",
-        [ctx.tensor(a["input"]), ctx.tensor(a["weight"])],
-        strides=_pair(a["stride"]),
-        padding=(pad_h, pad_w, pad_h, pad_w),
-        dilation=_pair(a["dilation"]),
-        groups=int(a["groups"]),
-    )
+    if a["transposed"]:
+        out = _transposed(ctx, node, a, (pad_h, pad_w, pad_h, pad_w))
+    else:
+        out = ctx.call(
+            node,
+            "conv2d",
+            [ctx.tensor(a["input"]), ctx.tensor(a["weight"])],
+            strides=_pair(a["stride"]),
+            padding=(pad_h, pad_w, pad_h, pad_w),
+            dilation=_pair(a["dilation"]),
+            groups=int(a["groups"]),
+        )
     if a["bias"] is None:
         return out
     bias = ctx.tensor(a["bias"])
     bias = ctx.builder.call("reshape", [bias], name=f"{node.name}_bias", shape=(bias.type.shape[0], 1, 1))
     return ctx.call(node, "add", [out, bias])
+
+
+def _transposed(ctx: _Context, node: torch.fx.Node, a: dict[str, Any], padding: tuple[int, ...]) -> Node:
+    """nn.ConvTranspose2d (compiler.graph.conv_transpose)."""
+    return conv_transpose2d(
+        ctx.builder,
+        node.name,
+        ctx.tensor(a["input"]),
+        ctx.tensor(a["weight"]),
+        strides=_pair(a["stride"]),
+        padding=padding,
+        output_padding=_pair(a["output_padding"]),
+        dilation=_pair(a["dilation"]),
+        groups=int(a["groups"]),
+    )
+
+
+@_converts(aten.upsample_nearest2d.vec, aten.upsample_bilinear2d.vec)
+def _upsample(ctx: _Context, node: torch.fx.Node, a: dict[str, Any]) -> Node:
+    """F.interpolate's nearest and bilinear modes, their source coordinates in float32 as PyTorch's
+    CPU kernels compute them: nearest takes floor(out * in / out) (or out / scale_factor, when one is
+    given), bilinear samples at (out + 0.5) * in / out - 0.5, or out * (in - 1) / (out - 1) with
+    align_corners (compiler.graph.resize)."""
+    x = ctx.tensor(a["input"])
+    factors = a.get("scale_factors")
+    out = x
+    for axis, (in_len, out_len) in enumerate(zip(x.type.shape[2:], _shape(node)[2:]), start=2):
+        if in_len == out_len and not factors:
+            continue
+        ratio = np.float32(1 / factors[axis - 2] if factors else in_len / out_len)
+        index = np.arange(out_len, dtype=np.float32)
+        name = f"{node.name}_axis{axis}"
+        if node.target is aten.upsample_nearest2d.vec:
+            rows = np.minimum(np.floor(index * ratio), in_len - 1).astype(np.int64)
+            out = resize_axis_nearest(ctx.builder, name, out, axis, rows)
+        elif a["align_corners"]:
+            step = np.float32((in_len - 1) / (out_len - 1)) if out_len > 1 else np.float32(0)
+            out = resize_axis_linear(ctx.builder, name, out, axis, index * step)
+        else:
+            out = resize_axis_linear(
+                ctx.builder, name, out, axis, ratio * (index + np.float32(0.5)) - np.float32(0.5)
+            )
+    return out if out is not x else ctx.call(node, "reshape", [x], shape=x.type.shape)
 
 
 @_converts(aten._native_batch_norm_legit_no_training.default)
@@ -700,16 +769,22 @@ def _adaptive_avg_pool2d(ctx: _Context, node: torch.fx.Node, a: dict[str, Any]) 
 def _reduce(
     ctx: _Context, node: torch.fx.Node, op: str, x: torch.fx.Node, dims: Sequence[int] | None, keepdim: bool
 ) -> Node:
-    """Reducing every axis without keepdim gives a PyTorch scalar: keep the dims, then reshape to
-    (1,), the graph's scalar shape. The input is cast to the result's dtype first: PyTorch sums
-    bools and int32 as int64, and a `dtype=` argument names another."""
-    rank = _rank(x)
-    axes = _axes(dims, rank)
-    scalar = not keepdim and len(axes) == rank
+    """The input is cast to the result's dtype first: PyTorch sums bools and int32 as int64, and a
+    `dtype=` argument names another."""
     result = node.meta["val"]
     dtype = _dtype_name((result[0] if isinstance(result, tuple | list) else result).dtype)
     source = _as_dtype(ctx, node, ctx.tensor(x), dtype)
-    out = ctx.call(node, op, [source], axes=axes, keepdims=bool(keepdim) or scalar)
+    return _reduce_node(ctx, node, op, source, _rank(x), dims, keepdim)
+
+
+def _reduce_node(
+    ctx: _Context, node: torch.fx.Node, op: str, x: Node, rank: int, dims: Sequence[int] | None, keepdim: bool
+) -> Node:
+    """Reducing every axis without keepdim gives a PyTorch scalar: keep the dims, then reshape to
+    (1,), the graph's scalar shape."""
+    axes = _axes(dims, rank)
+    scalar = not keepdim and len(axes) == rank
+    out = ctx.call(node, op, [x], axes=axes, keepdims=bool(keepdim) or scalar)
     return ctx.call(node, "reshape", [out], shape=(1,)) if scalar and rank > 1 else out
 
 
@@ -738,9 +813,102 @@ def _any_all(ctx: _Context, node: torch.fx.Node, a: dict[str, Any]) -> Node:
 
 @_converts(aten.max.dim, aten.min.dim)
 def _max_min_dim(ctx: _Context, node: torch.fx.Node, a: dict[str, Any]) -> tuple[Node, ...]:
-    """`x.max(dim).values`: the indices are refused by the checks."""
-    op = "max" if node.target is aten.max.dim else "min"
-    return (_reduce(ctx, node, op, a["input"], [a["dim"]], a["keepdim"]),)
+    """`x.max(dim)`: the values and the position of each (the first, as PyTorch's CPU kernel)."""
+    is_max = node.target is aten.max.dim
+    values = _reduce(ctx, node, "max" if is_max else "min", a["input"], [a["dim"]], a["keepdim"])
+    return values, _arg(ctx, node, "argmax" if is_max else "argmin", a["input"], a["dim"], a["keepdim"])
+
+
+@_converts(aten.argmax.default, aten.argmin.default)
+def _argmax_argmin(ctx: _Context, node: torch.fx.Node, a: dict[str, Any]) -> Node:
+    op = "argmax" if node.target is aten.argmax.default else "argmin"
+    return _arg(ctx, node, op, a["input"], a.get("dim"), bool(a.get("keepdim", False)))
+
+
+def _arg(
+    ctx: _Context, node: torch.fx.Node, op: str, x: torch.fx.Node, dim: int | None, keepdim: bool
+) -> Node:
+    """The first position of the extreme along `dim`, or in the flattened tensor when `dim` is None."""
+    source = ctx.tensor(x)
+    if dim is not None:
+        axis = _axis(dim, _rank(x))
+        return ctx.call(node, op, [source], axis=axis, keepdims=bool(keepdim), select_last_index=False)
+    flat = ctx.call(node, "reshape", [source], shape=(source.type.size,))
+    out = ctx.call(node, op, [flat], axis=0, keepdims=False, select_last_index=False)
+    shape = (1,) * _rank(x) if keepdim else (1,)
+    return out if shape == (1,) else ctx.call(node, "reshape", [out], shape=shape)
+
+
+@_converts(aten.linalg_vector_norm.default)
+def _vector_norm(ctx: _Context, node: torch.fx.Node, a: dict[str, Any]) -> Node:
+    """The 1-, 2- and max-norms (and the min of |x| for -inf), as sums and maxima of |x| or x^2."""
+    order, x = float(a["ord"]), a["input"]
+    dims, keepdim = a.get("dim"), bool(a.get("keepdim", False))
+    if a.get("dtype") is not None:
+        raise GraphError(node.name, _op_name(node), "a dtype= argument is not supported")
+    source = ctx.tensor(x)
+    if order == 2:
+        squares = ctx.call(node, "multiply", [source, source])
+        return ctx.call(node, "sqrt", [_reduce_node(ctx, node, "sum", squares, _rank(x), dims, keepdim)])
+    if order not in (1, math.inf, -math.inf):
+        raise GraphError(node.name, _op_name(node), f"ord={order} is not supported (1, 2, inf, -inf are)")
+    op = "sum" if order == 1 else "max" if order > 0 else "min"
+    return _reduce_node(ctx, node, op, ctx.call(node, "abs", [source]), _rank(x), dims, keepdim)
+
+
+@_converts(aten.var.correction, aten.std.correction)
+def _variance(ctx: _Context, node: torch.fx.Node, a: dict[str, Any]) -> Node:
+    """sum((x - mean)^2) / (n - correction) over the dims (all of them when none); std is its root.
+    With n <= correction the division gives inf or NaN, as in PyTorch."""
+    x, rank = a["input"], _rank(a["input"])
+    axes = _axes(a.get("dim"), rank)
+    source = ctx.tensor(x)
+    mean = ctx.call(node, "mean", [source], axes=axes, keepdims=True)
+    centered = ctx.call(node, "subtract", [source, mean])
+    squares = ctx.call(node, "multiply", [centered, centered])
+    total = _reduce_node(ctx, node, "sum", squares, rank, axes, bool(a.get("keepdim", False)))
+    correction = 1 if a.get("correction") is None else a["correction"]
+    count = math.prod(_shape(x)[d] for d in axes) - correction
+    out = ctx.call(node, "divide", [total, ctx.constant(f"{node.name}_count", max(count, 0), _dtype(node))])
+    return ctx.call(node, "sqrt", [out]) if node.target is aten.std.correction else out
+
+
+def _normalized(ctx: _Context, node: torch.fx.Node, x: Node, axes: tuple[int, ...], eps: float) -> Node:
+    """(x - mean) / sqrt(var + eps) over `axes`, with the biased variance, as the norms compute it."""
+    mean = ctx.call(node, "mean", [x], axes=axes, keepdims=True)
+    centered = ctx.call(node, "subtract", [x, mean])
+    var = ctx.call(node, "mean", [ctx.call(node, "multiply", [centered, centered])], axes=axes, keepdims=True)
+    shifted = ctx.call(node, "add", [var, ctx.constant(f"{node.name}_eps", eps, x.type.dtype)])
+    return ctx.call(node, "divide", [centered, ctx.call(node, "sqrt", [shifted])])
+
+
+def _per_channel(ctx: _Context, node: torch.fx.Node, x: Node, a: dict[str, Any]) -> Node:
+    """x * weight + bias, each (C,) broadcast over the channel axis 1 (either may be None)."""
+    shape = (x.type.shape[1],) + (1,) * (len(x.type.shape) - 2)
+    for key, op in (("weight", "multiply"), ("bias", "add")):
+        if a[key] is not None:
+            param = ctx.builder.call("reshape", [ctx.tensor(a[key])], name=f"{node.name}_{key}", shape=shape)
+            x = ctx.call(node, op, [x, param])
+    return x
+
+
+@_converts(aten.native_group_norm.default)
+def _group_norm(ctx: _Context, node: torch.fx.Node, a: dict[str, Any]) -> tuple[Node, ...]:
+    """Each sample's channels in `group` groups, normalized over the group's channels and positions."""
+    x = ctx.tensor(a["input"])
+    shape, groups = x.type.shape, int(a["group"])
+    grouped = ctx.call(node, "reshape", [x], shape=(shape[0], groups, math.prod(shape[1:]) // groups))
+    flat = _normalized(ctx, node, grouped, (2,), float(a["eps"]))
+    return (_per_channel(ctx, node, ctx.call(node, "reshape", [flat], shape=shape), a),)
+
+
+@_converts(aten._native_batch_norm_legit.no_stats)
+def _batch_statistics_norm(ctx: _Context, node: torch.fx.Node, a: dict[str, Any]) -> tuple[Node, ...]:
+    """Batch norm over the batch's own statistics, which is how PyTorch decomposes instance norm (its
+    input reshaped so that each sample's channel is a channel): every axis but 1 is normalized."""
+    x = ctx.tensor(a["input"])
+    axes = tuple(d for d in range(len(x.type.shape)) if d != 1)
+    return (_per_channel(ctx, node, _normalized(ctx, node, x, axes, float(a["eps"])), a),)
 
 
 @_converts(aten.cumsum.default)

@@ -21,7 +21,7 @@ from compiler.dtypes import INT_DTYPES
 from compiler.ir import Binary, Cast, Const, Expr, Load, Select, Unary, Var
 from compiler.ops import Op
 from compiler.printer import expr_str
-from compiler.visit import loads
+from compiler.visit import guarded_loads
 from compiler.workloads.workload import WorkloadError
 
 Range = tuple[int, int]  # inclusive
@@ -108,10 +108,10 @@ class _Prover:
         return _narrowed(e, DTYPE_RANGES[e.dtype], facts) if e.dtype in INT_DTYPES else None
 
     def select(self, e: Select, facts: Facts, path: str) -> Range | None:
-        """A select whose sides load memory branches, so only the side chosen runs and what its
-        condition says holds there; codegen computes both sides of any other select."""
+        """A select whose sides load what its condition does not branches, so only the side chosen
+        runs and what its condition says holds there; codegen computes both sides of any other select."""
         self.visit(e.cond, facts, f"{path}[1]")
-        branches = bool(loads(e.true_value) or loads(e.false_value))
+        branches = bool(guarded_loads(e))
         out: Range | None = None
         for truth, branch, where in ((True, e.true_value, "[2]"), (False, e.false_value, "[3]")):
             known = self.assume(e.cond, truth, facts, f"{path}[1]") if branches else facts
@@ -129,7 +129,7 @@ class _Prover:
         b = self.visit(e.b, facts, f"{path}[2]")
         if e.dtype not in INT_DTYPES or a is None or b is None:
             return None
-        if e.op in (Op.FLOORDIV, Op.FLOORMOD) and b[0] < 1:
+        if e.op in (Op.FLOORDIV, Op.FLOORMOD, Op.FMOD) and b[0] < 1:
             raise WorkloadError(path, f"the divisor {expr_str(e.b)} may be {b[0]}: it must be positive")
         r = _arith(e.op, a, b)
         if not _within(r, DTYPE_RANGES[e.dtype]):

@@ -19,7 +19,7 @@ from tuner.search.features import FEATURE_NAMES, extract_features
 N = 80  # a multiple of the vector tile below: a guarded tail would keep the loop scalar
 # Operand domains where an op is not defined everywhere.
 POSITIVE = {Op.LOG, Op.SQRT, Op.POW}  # pow: a negative base has no real power
-NONZERO_DIVISOR = {Op.DIV, Op.FLOORDIV, Op.FLOORMOD}
+NONZERO_DIVISOR = {Op.DIV, Op.FLOORDIV, Op.FLOORMOD, Op.FMOD}
 
 
 def operand_dtype(op: Op) -> str:

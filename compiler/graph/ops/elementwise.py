@@ -14,6 +14,7 @@ from compiler.dtypes import convert
 from compiler.graph.ir import FLOAT_DTYPES, Attrs, TensorType
 from compiler.graph.op import Pattern, attr_float, check
 from compiler.graph.ops.checks import (
+    BOOL,
     FLOAT,
     NUMERIC,
     OPTIONAL_FLOAT,
@@ -126,6 +127,44 @@ def _np_hardsigmoid(x: np.ndarray, attrs: Attrs) -> np.ndarray:
     return np.maximum(np.minimum(linear, 1), 0)
 
 
+def _te_sign(x: Expr) -> Expr:
+    """-1, 0 or 1 (NaN stays NaN, as numpy's sign), branch-free: for floats, x scaled up and clamped to
+    [-1, 1] twice, which takes even the smallest subnormal to 1 (one clamp between the scalings keeps
+    the two factors from folding into one that overflows, and 0 times inf is NaN)."""
+    if x.dtype not in FLOAT_DTYPES:
+        return te.max(te.min(x, const(1, x.dtype)), const(-1, x.dtype))
+    big = 2.0 ** (np.finfo(x.dtype).maxexp - 1)
+    for _ in range(2):
+        x = te.max(te.min(x * big, 1.0), -1.0)
+    return x
+
+
+def _te_elu(x: Expr, attrs: Attrs) -> Expr:
+    """scale (x if x > 0, else alpha (e^(input_scale x) - 1)): ELU, SELU and CELU, as PyTorch's
+    aten.elu; without a select (one term is 0 on each side)."""
+    alpha, scale, input_scale = (attr_float(attrs, k) for k in ("alpha", "scale", "input_scale"))
+    negative = alpha * (te.exp(te.min(x, 0.0) * input_scale) - 1.0)
+    return scale * (te.max(x, 0.0) + negative)
+
+
+def _np_elu(x: np.ndarray, attrs: Attrs) -> np.ndarray:
+    alpha, scale, input_scale = (attr_float(attrs, k) for k in ("alpha", "scale", "input_scale"))
+    return scale * np.where(x > 0, x, alpha * np.expm1(x * input_scale))
+
+
+def _te_softplus(x: Expr, attrs: Attrs) -> Expr:
+    """log(1 + e^(beta x)) / beta, as max(z, 0) + log(1 + e^-|z|) with z = beta x, which overflows
+    nowhere (PyTorch's threshold, past which it returns x, changes nothing in float32 either)."""
+    beta = attr_float(attrs, "beta")
+    z = x * beta
+    return (te.max(z, 0.0) + te.log(1.0 + te.exp(-te.fabs(z)))) * (1.0 / beta)
+
+
+def _np_softplus(x: np.ndarray, attrs: Attrs) -> np.ndarray:
+    beta = attr_float(attrs, "beta")
+    return np.logaddexp(0, beta * x) / beta
+
+
 _unary("relu", lambda x, a: te.max(x, 0.0), lambda x, a: np.maximum(x, 0), _per_element(1))
 _unary("sigmoid", lambda x, a: te.sigmoid(x), lambda x, a: _np_sigmoid(x), _per_element(4))
 _unary("tanh", lambda x, a: te.tanh(x), lambda x, a: np.tanh(x), _per_element(1))
@@ -133,6 +172,16 @@ _unary("exp", lambda x, a: te.exp(x), lambda x, a: np.exp(x), _per_element(1))
 _unary("log", lambda x, a: te.log(x), lambda x, a: np.log(x), _per_element(1))
 _unary("sqrt", lambda x, a: te.sqrt(x), lambda x, a: np.sqrt(x), _per_element(1))
 _unary("erf", lambda x, a: te.erf(x), lambda x, a: np.asarray(Op.ERF.spec.numpy(x)), _per_element(1))
+_unary("floor", lambda x, a: te.floor(x), lambda x, a: np.floor(x), _per_element(1))
+_unary("ceil", lambda x, a: te.ceil(x), lambda x, a: np.ceil(x), _per_element(1))
+_unary("round", lambda x, a: te.round(x), lambda x, a: np.round(x), _per_element(1))  # halves to even
+_unary("trunc", lambda x, a: te.trunc(x), lambda x, a: np.trunc(x), _per_element(1))
+_unary("sign", lambda x, a: _te_sign(x), lambda x, a: np.sign(x), _per_element(2), NUMERIC)
+_unary("expm1", lambda x, a: te.expm1(x), lambda x, a: np.expm1(x), _per_element(8))
+_unary("log1p", lambda x, a: te.log1p(x), lambda x, a: np.log1p(x), _per_element(6))
+_unary("reciprocal", lambda x, a: 1.0 / x, lambda x, a: 1 / x, _per_element(1))
+_unary("elu", _te_elu, _np_elu, _per_element(7), alpha=FLOAT, scale=FLOAT, input_scale=FLOAT)
+_unary("softplus", _te_softplus, _np_softplus, _per_element(8), beta=FLOAT)
 _unary("negative", lambda x, a: -x, lambda x, a: -x, _per_element(1), NUMERIC)
 _unary("abs", lambda x, a: _te_abs(x), lambda x, a: np.abs(x), _per_element(1), NUMERIC)
 _unary("silu", lambda x, a: x * te.sigmoid(x), lambda x, a: x * _np_sigmoid(x), _per_element(5))
@@ -170,8 +219,15 @@ _unary(
 
 
 def _binary(
-    name: str, te_fn: Callable[[Expr, Expr], Expr], np_fn: Callable[..., np.ndarray], dtypes: Sequence[str]
+    name: str,
+    te_fn: Callable[[Expr, Expr, Attrs], Expr],
+    np_fn: Callable[[np.ndarray, np.ndarray, Attrs], np.ndarray],
+    dtypes: Sequence[str],
+    flops: int = 1,
+    **schema: Kind,
 ) -> None:
+    """Register a numpy-broadcasting op of two tensors of one dtype; `flops` counts per element."""
+
     def infer_type(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
         a, b = same_dtype_args(types, 2, dtypes)
         return TensorType(broadcast_shape(a.shape, b.shape), a.dtype)
@@ -179,16 +235,16 @@ def _binary(
     def compute_(inputs: Sequence[te.Tensor], attrs: Attrs, out: str) -> te.Tensor:
         a, b = inputs
         shape = broadcast_shape(a.shape, b.shape)
-        return compute(shape, lambda i: te_fn(broadcast_load(a, i), broadcast_load(b, i)), out)
+        return compute(shape, lambda i: te_fn(broadcast_load(a, i), broadcast_load(b, i), attrs), out)
 
     def reference(arrays: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
         with np.errstate(all="ignore"):  # x / 0 and 0 ** -1 are inf, as in PyTorch
-            return np_fn(*arrays)
+            return np_fn(arrays[0], arrays[1], attrs)
 
     def count(types: Sequence[TensorType], out: TensorType, attrs: Attrs) -> int:
-        return out.size
+        return out.size * flops
 
-    register_op(name, Pattern.BROADCAST, {}, infer_type, compute_, reference, count)
+    register_op(name, Pattern.BROADCAST, schema, infer_type, compute_, reference, count)
 
 
 # Integer arithmetic wraps, as numpy's and PyTorch's does; division and power are on floats only.
@@ -201,8 +257,46 @@ _BINARY: Mapping[str, tuple[Callable[[Expr, Expr], Expr], Callable[..., np.ndarr
     "maximum": (te.max, np.maximum, NUMERIC),
     "minimum": (te.min, np.minimum, NUMERIC),
 }
+
+
+def _without_attrs(fn: Callable[..., Any]) -> Callable[..., Any]:
+    return lambda a, b, attrs: fn(a, b)
+
+
 for _name, (_te_fn, _np_fn, _dtypes) in _BINARY.items():
-    _binary(_name, _te_fn, _np_fn, _dtypes)
+    _binary(_name, _without_attrs(_te_fn), _without_attrs(_np_fn), _dtypes)
+
+
+def _te_mod(a: Expr, b: Expr, truncated: bool) -> Expr:
+    """The remainder with the divisor's sign (Python's, numpy's mod, PyTorch's remainder), or with
+    the dividend's (`truncated`: C's fmod, PyTorch's fmod). An integer divisor of 0 gives 0, as
+    numpy does, and of -1 gives 0 computed as a remainder by 1: hardware division traps on both."""
+    if a.dtype in FLOAT_DTYPES:
+        r = te.fmod(a, b)
+        if truncated:
+            return r
+        signs_differ = te.any(te.all(r < 0.0, b > 0.0), te.all(r > 0.0, b < 0.0))
+        return te.select(signs_differ, r + b, r)
+    one = const(1, b.dtype)
+    safe = te.select(te.any(b == const(0, b.dtype), b == const(-1, b.dtype)), one, b)
+    return te.fmod(a, safe) if truncated else a % safe
+
+
+def _np_mod(a: np.ndarray, b: np.ndarray, truncated: bool) -> np.ndarray:
+    if a.dtype.kind == "f":
+        return np.fmod(a, b) if truncated else np.mod(a, b)
+    safe = np.where((b == 0) | (b == -1), np.ones_like(b), b)
+    return np.fmod(a, safe) if truncated else np.mod(a, safe)
+
+
+_binary(
+    "mod",
+    lambda a, b, attrs: _te_mod(a, b, bool(attrs["fmod"])),
+    lambda a, b, attrs: _np_mod(a, b, bool(attrs["fmod"])),
+    NUMERIC,
+    flops=3,
+    fmod=BOOL,
+)
 
 
 def _batch_norm_type(types: Sequence[TensorType], attrs: Attrs) -> TensorType:

@@ -1,6 +1,6 @@
-"""Reductions over axes: sum, mean, max, min (keepdims or not), and the normalizations built on
-them, softmax, log_softmax (numerically stable: the max is subtracted first) and layer_norm; and
-cumsum."""
+"""Reductions over axes: sum, mean, max, min (keepdims or not), argmax and argmin, and the
+normalizations built on them, softmax, log_softmax (numerically stable: the max is subtracted first)
+and layer_norm; and cumsum."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from compiler import te, topi
+from compiler.dtypes import FLOAT_DTYPES, INT_DTYPES
 from compiler.graph.ir import DTYPES, Attrs, TensorType
 from compiler.graph.op import Pattern, attr_float, attr_int, attr_ints, check
 from compiler.graph.ops.checks import (
@@ -102,6 +103,60 @@ def _mean_type(args: Sequence[TensorType], attrs: Attrs) -> TensorType:
 
 
 register_op("mean", Pattern.REDUCTION, _REDUCE, _mean_type, _mean_compute, _mean_reference, _mean_flops)
+
+
+def _arg_type(args: Sequence[TensorType], attrs: Attrs) -> TensorType:
+    (x,) = same_dtype_args(args, 1, (*FLOAT_DTYPES, *INT_DTYPES))
+    axis = attr_int(attrs, "axis")
+    check_axis(axis, len(x.shape))
+    return TensorType(topi.reduced_shape(x.shape, (axis,), bool(attrs["keepdims"])), "int64")
+
+
+def _arg_compute(extreme: topi.Combine) -> Callable[[Sequence[te.Tensor], Attrs, str], te.Tensor]:
+    def compute(inputs: Sequence[te.Tensor], attrs: Attrs, name: str) -> te.Tensor:
+        """Two blocks: the row's extreme, then the least (or, with select_last_index, the greatest)
+        position holding it. A NaN is the extreme of its row, as in numpy and PyTorch: max and min
+        carry it, and the position of the first NaN is what a NaN equals."""
+        (x,) = inputs
+        axis, last = attr_int(attrs, "axis"), bool(attrs["select_last_index"])
+        value = topi.reduce(x, (axis,), False, extreme, f"{name}_extreme")
+
+        def position(i: list[Expr]) -> Expr:
+            at = x[tuple(i)]
+            hit = te.all(at == value[topi.reduced_index(i, (axis,))])
+            if x.dtype in FLOAT_DTYPES:
+                hit = te.any(hit, at != at)
+            return te.select(hit, i[axis], const(-1 if last else x.shape[axis], "int64"))
+
+        return topi.reduce_of(x, position, (axis,), bool(attrs["keepdims"]), te.max if last else te.min, name)
+
+    return compute
+
+
+def _arg_reference(numpy: NumpyReduce) -> Callable[[Sequence[np.ndarray], Attrs], np.ndarray]:
+    def reference(inputs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
+        (x,) = inputs
+        axis = attr_int(attrs, "axis")
+        if attrs["select_last_index"]:
+            out = x.shape[axis] - 1 - numpy(np.flip(x, axis), axis=axis)
+        else:
+            out = numpy(x, axis=axis)
+        shape = topi.reduced_shape(x.shape, (axis,), bool(attrs["keepdims"]))
+        return np.asarray(out, np.int64).reshape(shape)
+
+    return reference
+
+
+for _name, _extreme, _numpy in (("argmax", te.max, np.argmax), ("argmin", te.min, np.argmin)):
+    register_op(
+        _name,
+        Pattern.REDUCTION,
+        {"axis": INT, "keepdims": BOOL, "select_last_index": BOOL},
+        _arg_type,
+        _arg_compute(_extreme),
+        _arg_reference(_numpy),
+        lambda args, out, attrs: 3 * args[0].size,
+    )
 
 
 def _softmax_type(args: Sequence[TensorType], attrs: Attrs) -> TensorType:

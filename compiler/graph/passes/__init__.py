@@ -4,6 +4,7 @@ from compiler.graph.ir import Module
 from compiler.graph.passes.block_conv_channels import block_conv_channels
 from compiler.graph.passes.block_matmul_columns import block_matmul_columns
 from compiler.graph.passes.dead_code import eliminate_dead_code
+from compiler.graph.passes.expand_powers import expand_powers
 from compiler.graph.passes.fold_batch_norm import fold_batch_norm
 from compiler.graph.passes.fold_constants import fold_constants
 from compiler.graph.passes.fuse import fuse
@@ -18,6 +19,7 @@ PASSES = (
     fold_batch_norm,
     fold_constants,
     match_layer_norm,
+    expand_powers,
     eliminate_dead_code,
     winograd_convs,
     nchwc_layout,
@@ -29,7 +31,8 @@ PASSES = (
 
 
 def optimize(module: Module, *, check: bool = False) -> Module:
-    """Fold constants and batch norms, recognize written-out layer norms, drop what computes nothing,
+    """Fold constants and batch norms, recognize written-out layer norms, expand powers by small
+    constants into multiplications, drop what computes nothing,
     compute stride-1 3x3 convs by Winograd, keep depthwise convs and their neighbours in the NCHWc
     layout, block the output channels of other convs on small images
     and pack dense layers' weights in blocks of columns, fuse into PrimFuncs. With `check`, the
@@ -47,6 +50,7 @@ __all__ = [
     "block_conv_channels",
     "block_matmul_columns",
     "eliminate_dead_code",
+    "expand_powers",
     "extract_tasks",
     "fold_batch_norm",
     "fold_constants",

@@ -122,7 +122,94 @@ CASES: dict[str, OnnxCase] = {
     "LeakyRelu-alpha": unary_case("LeakyRelu", alpha=0.25),
     "Gelu": unary_case("Gelu", opset=20),
     "Gelu-tanh": unary_case("Gelu", opset=20, approximate="tanh"),
+    **{op: unary_case(op) for op in ["Floor", "Ceil", "Round", "Sign", "Reciprocal", "Softsign"]},
+    **{op: unary_case(op) for op in ["Elu", "Selu", "Softplus"]},
+    "Mish-18": unary_case("Mish", opset=18),
+    "Elu-alpha": unary_case("Elu", alpha=0.4),
+    "Selu-attrs": unary_case("Selu", alpha=1.5, gamma=0.9),
+    "Celu": unary_case("Celu", alpha=0.7),
+    "PRelu-channels": OnnxCase(
+        [node("PRelu", ["x", "slope"])], {"x": (2, 3, 4, 5)}, {"slope": weight(3, 1, 1)}
+    ),
+    "PRelu-scalar": OnnxCase([node("PRelu", ["x", "slope"])], {"x": (3, 4)}, {"slope": weight(1)}),
     "Identity": unary_case("Identity"),
+    "ConvTranspose": OnnxCase(
+        [node("ConvTranspose", ["x", "w", "b"], strides=[2, 2], pads=[1, 0, 0, 1], output_padding=[1, 0])],
+        {"x": (1, 4, 5, 6)},
+        {"w": weight(4, 3, 3, 3), "b": weight(3)},
+    ),
+    "ConvTranspose-grouped-dilated": OnnxCase(
+        [node("ConvTranspose", ["x", "w"], group=2, dilations=[2, 1], strides=[1, 3])],
+        {"x": (2, 4, 3, 4)},
+        {"w": weight(4, 2, 2, 3)},
+    ),
+    "Resize-nearest-scales": OnnxCase(
+        [node("Resize", ["x", "", "scales"])],
+        {"x": (1, 2, 3, 4)},
+        {"scales": np.array([1, 1, 2, 1.5], np.float32)},
+    ),
+    "Resize-nearest-asymmetric-floor": OnnxCase(
+        [
+            node(
+                "Resize",
+                ["x", "", "", "sizes"],
+                coordinate_transformation_mode="asymmetric",
+                nearest_mode="floor",
+            )
+        ],
+        {"x": (1, 2, 5, 4)},
+        {"sizes": ints(1, 2, 3, 9)},
+    ),
+    "Resize-linear-half-pixel": OnnxCase(
+        [node("Resize", ["x", "", "", "sizes"], mode="linear")],
+        {"x": (2, 3, 4, 5)},
+        {"sizes": ints(2, 3, 7, 3)},
+    ),
+    "Resize-linear-align-corners-axes": OnnxCase(
+        [
+            node(
+                "Resize",
+                ["x", "", "scales"],
+                mode="linear",
+                coordinate_transformation_mode="align_corners",
+                axes=[3, 2],
+            )
+        ],
+        {"x": (1, 2, 4, 5)},
+        {"scales": np.array([2.0, 1.5], np.float32)},
+        opset=18,
+    ),
+    "Resize-linear-pytorch-half-pixel": OnnxCase(
+        [
+            node(
+                "Resize",
+                ["x", "", "scales"],
+                mode="linear",
+                coordinate_transformation_mode="pytorch_half_pixel",
+            )
+        ],
+        {"x": (1, 2, 4, 5)},
+        {"scales": np.array([1, 1, 0.5, 2.4], np.float32)},
+    ),
+    **{
+        f"Einsum-{equation}": OnnxCase(
+            [node("Einsum", [f"x{k}" for k in range(len(shapes))], equation=equation)],
+            {f"x{k}": shape for k, shape in enumerate(shapes)},
+            opset=13,
+        )
+        for equation, shapes in [
+            ("bhqd,bhkd->bhqk", [(2, 3, 4, 5), (2, 3, 6, 5)]),
+            ("bhqk,bhkd->bhqd", [(2, 3, 4, 6), (2, 3, 6, 5)]),
+            ("ij,jk", [(3, 4), (4, 5)]),
+            ("i,i->", [(7,), (7,)]),
+            ("bij->bji", [(2, 3, 4)]),
+            ("ij->", [(3, 4)]),
+            ("...ij,...jk->...ik", [(2, 3, 4), (2, 4, 5)]),
+            ("bn,anm,bm->ba", [(2, 3), (4, 3, 5), (2, 5)]),
+            ("ik,jk->kij", [(3, 4), (2, 4)]),
+        ]
+    },
+    "Mod-fmod": OnnxCase([node("Mod", ["x", "d"], fmod=1)], {"x": (3, 4)}, {"d": weight(4)}),
     "Cast-float": unary_case("Cast", to=TensorProto.FLOAT),
     "Dropout": OnnxCase(
         [node("Dropout", ["x", "ratio"])], {"x": (3, 4)}, {"ratio": np.array(0.5, np.float32)}
@@ -255,12 +342,41 @@ CASES: dict[str, OnnxCase] = {
         {"g": weight(1, 4), "b": weight(4)},
         opset=17,
     ),
+    "InstanceNormalization": OnnxCase(
+        [node("InstanceNormalization", ["x", "s", "b"], epsilon=1e-3)],
+        {"x": (2, 3, 4, 5)},
+        {"s": weight(3), "b": weight(3)},
+    ),
+    "GroupNormalization-21": OnnxCase(
+        [node("GroupNormalization", ["x", "s", "b"], num_groups=2)],
+        {"x": (2, 4, 3, 5)},
+        {"s": weight(4), "b": weight(4)},
+        opset=21,
+        declared={"y": (2, 4, 3, 5)},
+    ),
+    "LayerNormalization-statistics": OnnxCase(
+        [node("LayerNormalization", ["x", "g", "b"], ["y", "mean", "inv_std"], axis=1)],
+        {"x": (3, 4, 5)},
+        {"g": weight(4, 5), "b": weight(4, 5)},
+        opset=17,
+        outputs=("y", "mean", "inv_std"),
+    ),
     "ReduceMean": reduce_case("ReduceMean", axes=[0, -1], keepdims=0),
     "ReduceMean-all": reduce_case("ReduceMean"),
     "ReduceMax": reduce_case("ReduceMax", axes=[1]),
     "ReduceMin-scalar": reduce_case("ReduceMin", keepdims=0),
     "ReduceSum": reduce_case("ReduceSum", axes_input=[-2], keepdims=0),
     "ReduceSum-noop": reduce_case("ReduceSum", noop_with_empty_axes=1),
+    "ReduceL1": reduce_case("ReduceL1", axes=[0, 2]),
+    "ReduceL2-opset18": reduce_case("ReduceL2", opset=18, axes_input=[-1], keepdims=0),
+    "ReduceSumSquare-all": reduce_case("ReduceSumSquare", keepdims=0),
+    "ReduceLogSumExp": reduce_case("ReduceLogSumExp", axes=[1]),
+    "ReduceLogSumExp-all": reduce_case("ReduceLogSumExp", opset=18, keepdims=0),
+    "ArgMax": OnnxCase([node("ArgMax", ["x"], axis=1)], {"x": (3, 4, 5)}),
+    "ArgMin-last": OnnxCase(
+        [node("ArgMin", ["x"], axis=-1, keepdims=0, select_last_index=1)], {"x": (3, 4, 5)}
+    ),
+    "ArgMax-vector": OnnxCase([node("ArgMax", ["x"], keepdims=0)], {"x": (7,)}),
     "ReduceMean-opset18": reduce_case("ReduceMean", opset=18, axes_input=[2, 0]),
     "ReduceMax-opset18-all": reduce_case("ReduceMax", opset=18, keepdims=0),
     "Gather-embedding": OnnxCase(
@@ -631,16 +747,6 @@ REFUSED = {
             {"r": np.array(0.5, np.float32), "t": np.array(True)},
         ),
         "training_mode=1",
-    ),
-    "layernorm-mean": (
-        OnnxCase(
-            [node("LayerNormalization", ["x", "g"], ["y", "mean"])],
-            {"x": (2, 3)},
-            {"g": weight(3)},
-            opset=17,
-            outputs=("y", "mean"),
-        ),
-        "output Mean",
     ),
     "batchnorm-training": (
         OnnxCase(

@@ -100,6 +100,6 @@ def test_external_data_is_refused_before_any_other_check() -> None:
     """Even a model refused for another reason (an operator, its size) never reaches the onnx library's
     readers with an external tensor: that check comes first."""
     model = onnx.load_model_from_string(file_reader("admin.token"))
-    model.graph.node.append(helper.make_node("Celu", ["y"], ["z"]))
+    model.graph.node.append(helper.make_node("Shrink", ["y"], ["z"]))
     with pytest.raises(FrontendError, match="external file"):
         from_onnx(model, max_nodes=1)

@@ -169,6 +169,44 @@ def test_convolutions():
     )
 
 
+def test_transposed_convolutions():
+    plain = nn.ConvTranspose2d(4, 3, 3)
+    strided = nn.ConvTranspose2d(4, 6, (3, 2), stride=2, padding=1, output_padding=1)
+    grouped = nn.ConvTranspose2d(
+        4, 6, 4, stride=(2, 3), padding=(2, 0), dilation=(1, 2), groups=2, bias=False
+    )
+    cropped = nn.ConvTranspose2d(4, 2, 2, stride=3, padding=2)
+    x = randn(2, 4, 5, 7)
+    model = Fn(
+        {"plain": plain, "strided": strided, "grouped": grouped, "cropped": cropped},
+        (plain, strided, grouped, cropped),
+    )
+    assert_compiled_matches(check(model, x, names=list(model.names)), model, x)
+
+
+def assert_compiled_matches(module: Module, model: nn.Module, *args: torch.Tensor) -> None:
+    got = graph.build(module)(*(a.numpy() for a in args))
+    with torch.no_grad():
+        want = model(*args)
+    for g, w in zip(got, want if isinstance(want, tuple) else (want,)):
+        np.testing.assert_allclose(g, w.numpy(), rtol=1e-4, atol=1e-4)
+
+
+def test_interpolation():
+    x = randn(2, 3, 5, 7)
+    fns = {
+        "nearest_x2": lambda x: F.interpolate(x, scale_factor=2, mode="nearest"),
+        "nearest_size": lambda x: F.interpolate(x, size=(8, 4), mode="nearest"),
+        "nearest_fraction": lambda x: F.interpolate(x, scale_factor=1.7, mode="nearest"),
+        "bilinear": lambda x: F.interpolate(x, scale_factor=2, mode="bilinear"),
+        "bilinear_size": lambda x: F.interpolate(x, size=(3, 11), mode="bilinear"),
+        "bilinear_corners": lambda x: F.interpolate(x, size=(9, 13), mode="bilinear", align_corners=True),
+        "bilinear_one_row": lambda x: F.interpolate(x, size=(1, 7), mode="bilinear", align_corners=True),
+    }
+    model = Fn(fns)
+    assert_compiled_matches(check(model, x, names=list(fns), tol=1e-5), model, x)
+
+
 def test_convolution_attributes_are_normalized():
     conv = nn.Conv2d(3, 4, (3, 5), stride=(1, 2), padding=(1, 2), dilation=(2, 1))
     module = from_torch(conv, (randn(1, 3, 8, 9),))
@@ -189,6 +227,7 @@ def test_batch_norm_with_statistics_and_without_affine():
 
 
 def test_activations():
+    prelu = nn.PReLU(5, 0.3)
     module = check_fns(
         {
             "relu": F.relu,
@@ -204,10 +243,18 @@ def test_activations():
             "hardsigmoid": F.hardsigmoid,
             "silu": F.silu,
             "leaky_relu": lambda x: F.leaky_relu(x, 0.2),
+            "elu": lambda x: F.elu(x, 0.6),
+            "selu": F.selu,
+            "celu": lambda x: F.celu(x, 0.5),
+            "prelu": prelu,
+            "softplus": lambda x: F.softplus(x, beta=1.5),
+            "mish": F.mish,
+            "softsign": F.softsign,
         },
         randn(3, 5, 7) * 4,
+        parts=(prelu,),
     )
-    assert {"hardswish", "hardsigmoid", "silu", "gelu", "leaky_relu", "clip"} <= ops(module)
+    assert {"hardswish", "hardsigmoid", "silu", "gelu", "leaky_relu", "clip", "elu"} <= ops(module)
 
 
 def test_math():
@@ -225,6 +272,13 @@ def test_math():
             "square": torch.square,
             "pow_tensor": lambda x: (x.abs() + 0.1) ** x,
             "pow_scalar_base": lambda x: 2.5**x,
+            "floor": torch.floor,
+            "ceil": torch.ceil,
+            "round": lambda x: torch.round(x * 2),  # halves, to even
+            "trunc": torch.trunc,
+            "sign": torch.sign,
+            "expm1": lambda x: torch.expm1(x * 1e-3),
+            "log1p": lambda x: torch.log1p(x.abs() * 1e-3),
         },
         randn(4, 1, 9),
     )
@@ -249,9 +303,25 @@ def test_arithmetic_broadcasts_and_takes_scalars_on_either_side():
             "div_scalar_overload": lambda x, y: torch.ops.aten.div.Scalar(x, 3),
             "maximum": lambda x, y: torch.maximum(x, y),
             "minimum": lambda x, y: torch.minimum(y, x),
+            "remainder": lambda x, y: torch.remainder(x * 4, y),
+            "remainder_scalar": lambda x, y: x % 0.75,
+            "fmod": lambda x, y: torch.fmod(x * 4, y),
+            "fmod_scalar": lambda x, y: torch.fmod(x, -0.5),
         },
         randn(2, 3, 5),
         randn(3, 1),
+    )
+
+
+def test_integer_remainders():
+    ints = torch.tensor([[7, -7, 0, 9, -5]])
+    check_fns(
+        {
+            "remainder": lambda x: torch.remainder(x, torch.tensor([2, -3, 4, 5, 3])),
+            "fmod_scalar": lambda x: torch.fmod(x, 4),
+            "floor_mod_scalar": lambda x: x % -3,
+        },
+        ints,
     )
 
 
@@ -286,12 +356,53 @@ def test_reductions_and_softmax():
             "max_values": lambda x: x.max(-1).values,
             "min_values": lambda x: x.min(0, keepdim=True).values,
             "max_of_vector": lambda x: x[0, 0].max(0).values,
+            "max_indices": lambda x: x.max(1).indices,
+            "min_both": lambda x: x.min(-1, keepdim=True).values * x.min(-1, keepdim=True).indices,
+            "argmax": lambda x: x.argmax(1),
+            "argmin_keepdim": lambda x: x.argmin(-1, keepdim=True),
+            "argmax_all": lambda x: x.argmax(),
+            "argmin_all_keepdim": lambda x: x.argmin(keepdim=True),
             "softmax": lambda x: x.softmax(1),
             "log_softmax": lambda x: F.log_softmax(x, -1),
         },
         randn(3, 5, 7),
     )
-    assert {"mean", "sum", "max", "min", "softmax", "log_softmax"} <= ops(module)
+    assert {"mean", "sum", "max", "min", "softmax", "log_softmax", "argmax", "argmin"} <= ops(module)
+
+
+def test_group_and_instance_norms():
+    group, plain_group = nn.GroupNorm(3, 6), nn.GroupNorm(2, 6, affine=False, eps=1e-3)
+    instance, instance_1d = nn.InstanceNorm2d(6, affine=True), nn.InstanceNorm1d(6)
+    with torch.no_grad():
+        for norm in (group, instance):
+            norm.weight.uniform_(0.5, 1.5)
+            norm.bias.uniform_(-1, 1)
+    fns = {
+        "group": group,
+        "group_plain": plain_group,
+        "instance": instance,
+        "instance_1d": lambda x: instance_1d(x.flatten(2)),
+    }
+    model, x = Fn(fns, (group, plain_group, instance, instance_1d)), randn(2, 6, 5, 7) * 3 + 1
+    module = check(model, x, names=list(fns))
+    assert {"mean", "sqrt", "divide"} <= ops(module)
+    assert_compiled_matches(module, model, x)
+
+
+def test_norms_and_variances():
+    check_fns(
+        {
+            "norm": lambda x: x.norm(dim=1, keepdim=True),
+            "norm_all": lambda x: x.norm(),
+            "l1": lambda x: torch.linalg.vector_norm(x, 1, dim=(0, 2)),
+            "max_abs": lambda x: torch.linalg.vector_norm(x, float("inf"), dim=-1),
+            "min_abs": lambda x: torch.linalg.vector_norm(x, float("-inf")),
+            "var": lambda x: x.var(1, keepdim=True),
+            "var_biased": lambda x: torch.var(x, (0, 2), correction=0),
+            "std_all": lambda x: x.std(),
+        },
+        randn(3, 5, 7),
+    )
 
 
 def test_layer_norm():
@@ -609,16 +720,6 @@ def test_training_mode_dropout_is_refused():
     )
 
 
-def test_argmax_is_refused():
-    refuses(
-        Fn({"argmax": lambda x: x.max(1).indices * 1.0}),
-        (randn(2, 3),),
-        "getitem_1",
-        "aten.max.dim",
-        "the indices",
-    )
-
-
 def test_pooling_indices_are_refused():
     def pool(x: torch.Tensor) -> torch.Tensor:
         values, indices = F.max_pool2d(x, 2, return_indices=True)
@@ -636,7 +737,7 @@ def test_pooling_indices_are_refused():
 @pytest.mark.parametrize(
     ("fn", "args", "reason"),
     [
-        (lambda x: F.conv_transpose2d(x, torch.ones(2, 1, 2, 2)), (randn(1, 2, 4, 4),), "transposed"),
+        (lambda x: F.conv_transpose1d(x, torch.ones(2, 1, 2)), (randn(1, 2, 4),), "only 2-D"),
         (lambda x: F.conv1d(x, torch.ones(4, 2, 2)), (randn(1, 2, 5),), "only 2-D"),
         (lambda x: F.adaptive_avg_pool2d(x, (3, 2)), (randn(1, 1, 7, 4),), "unequal sizes"),
         (lambda x: F.avg_pool2d(x, 2, divisor_override=3), (randn(1, 1, 4, 4),), "divisor_override"),
@@ -644,7 +745,7 @@ def test_pooling_indices_are_refused():
         (lambda x: x[:, 3:3] + 1, (randn(2, 5),), "empty"),
     ],
     ids=[
-        "conv_transpose",
+        "conv_transpose1d",
         "conv1d",
         "adaptive_uneven",
         "divisor_override",

@@ -14,6 +14,7 @@ from compiler.graph.passes import (
     block_conv_channels,
     block_matmul_columns,
     eliminate_dead_code,
+    expand_powers,
     fold_batch_norm,
     fold_constants,
     fuse,
@@ -472,3 +473,38 @@ def test_a_near_miss_is_left_written_out() -> None:
     module = written_out_layer_norm("power", True, variance_axes=(1, 2))
     assert "layer_norm" not in {c.op for c in match_layer_norm(fold_constants(module)).calls()}
     compiled_matches_reference(module)
+
+
+@pytest.mark.parametrize(
+    ("exponent", "ops"),
+    [
+        (2.0, ["multiply"]),
+        (3.0, ["multiply", "multiply"]),
+        (0.5, ["sqrt"]),
+        (-0.5, ["sqrt", "reciprocal"]),
+        (-1.0, ["reciprocal"]),
+        (-2.0, ["multiply", "reciprocal"]),
+        (1.5, ["power"]),
+    ],
+)
+def test_powers_by_small_constants_become_multiplications(exponent: float, ops: list[str]) -> None:
+    """As PyTorch computes them; any other exponent stays a power, and the result keeps its name."""
+    b = GraphBuilder()
+    x = b.input("x", (3, 7), "float32")
+    module = b.module([b.call("power", [x, b.constant("e", np.float32(exponent))], name="y")])
+    expanded = expand_powers(module)
+    verify(expanded)
+    assert [c.op for c in expanded.calls()] == ops
+    assert expanded.outputs[0].name == "y"
+    compiled_matches_reference(module)
+    x_value = np.abs(random_inputs(module)[0]) + 0.1
+    np.testing.assert_allclose(
+        graph.run_reference(expanded, [x_value])[0], x_value.astype(np.float64) ** exponent, rtol=1e-6
+    )
+
+
+def test_a_power_that_broadcasts_its_base_is_kept() -> None:
+    b = GraphBuilder()
+    x = b.input("x", (1,), "float32")
+    module = b.module([b.call("power", [x, b.constant("e", np.full((1, 1), 2.0, np.float32))])])
+    assert [c.op for c in expand_powers(module).calls()] == ["power"]

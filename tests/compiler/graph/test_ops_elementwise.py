@@ -22,6 +22,19 @@ def positive(*shape: int, dtype: str = "float32") -> np.ndarray:
     return (rng.random(shape) * 3 + 0.1).astype(dtype)
 
 
+# Each special value, and the subnormals that scaling must not lose.
+SIGNED_SPECIALS = np.array(
+    [0.0, -0.0, np.nan, np.inf, -np.inf, 1e-45, -1e-45, 1.2e-38, 3e38, -3e38, 1.0, -2.5], "float32"
+)
+
+# Relative accuracy near 0 is what expm1 and log1p are for; then the edges of their ranges.
+EXPM1_INPUTS = np.concatenate(
+    [normal(40) * 1e-6, normal(40), [0.0, -0.0, 89.0, -200.0, np.inf, -np.inf]], dtype="float32"
+)
+LOG1P_INPUTS = np.concatenate(
+    [normal(40) * 1e-6, positive(40) * 10, [0.0, -0.0, -1.0, 3e38, np.inf]], dtype="float32"
+)
+
 UNARY = [
     case("relu", [normal(3, 5, 7)], with_torch(F.relu), "odd"),
     case("relu", [normal(1, 1)], with_torch(F.relu), "ones"),
@@ -108,6 +121,46 @@ UNARY = [
         min=1.0,
         max=-1.0,
     ),
+    case("floor", [normal(3, 5, 7)], with_torch(torch.floor), "odd"),
+    case("ceil", [normal(3, 5, 7)], with_torch(torch.ceil), "odd"),
+    case("round", [np.arange(-7, 8, dtype="float32").reshape(3, 5) / 2], with_torch(torch.round), "halves"),
+    case("trunc", [normal(3, 5, 7)], with_torch(torch.trunc), "odd"),
+    case("sign", [SIGNED_SPECIALS], lambda x: np.sign(x), "specials"),  # NaN stays NaN, as numpy's
+    case("sign", [normal(3, 5, 7)], with_torch(torch.sign), "odd"),
+    case("sign", [np.array([-(2**63), -5, 0, 7, 2**63 - 1], "int64")], with_torch(torch.sign), "int64"),
+    case("expm1", [EXPM1_INPUTS], with_torch(torch.expm1), "tiny-to-overflow"),
+    case("expm1", [normal(2, 9, dtype="float64") * 1e-9], with_torch(torch.expm1), "float64-tiny"),
+    case("log1p", [LOG1P_INPUTS], with_torch(torch.log1p), "tiny-to-inf"),
+    case("reciprocal", [normal(3, 5, 7)], with_torch(torch.reciprocal), "odd"),
+    case(
+        "elu",
+        [normal(3, 5, 7)],
+        with_torch(lambda x: F.elu(x, 0.7)),
+        "elu",
+        alpha=0.7,
+        scale=1.0,
+        input_scale=1.0,
+    ),
+    case(
+        "elu",
+        [normal(3, 5, 7)],
+        with_torch(F.selu),
+        "selu",
+        alpha=1.6732632423543772,
+        scale=1.0507009873554805,
+        input_scale=1.0,
+    ),
+    case(
+        "elu",
+        [normal(2, 9, dtype="float64")],
+        with_torch(lambda x: F.celu(x, 0.5)),
+        "celu-float64",
+        alpha=0.5,
+        scale=1.0,
+        input_scale=2.0,
+    ),
+    case("softplus", [normal(3, 5, 7) * 10], with_torch(F.softplus), "wide", beta=1.0),
+    case("softplus", [normal(3, 5)], with_torch(lambda x: F.softplus(x, beta=2.5)), "beta", beta=2.5),
     case(
         "leaky_relu",
         [normal(3, 5, 7)],
@@ -160,19 +213,42 @@ def torch_batch_norm(eps: float):
     return with_torch(lambda x, s, b, m, v: F.batch_norm(x, m, v, s, b, training=False, eps=eps))
 
 
+def mod_inputs(dtype: str) -> list[np.ndarray]:
+    """Every sign pairing, and for ints a divisor of 0 and of -1 beside the int's minimum."""
+    if dtype.startswith("float"):
+        return [normal(4, 6, dtype=dtype) * 3, np.array([[2.5], [-1.5], [0.75], [-3.0]], dtype)]
+    low = np.iinfo(dtype).min
+    a = np.array([[7, -7, 0, low, 5, -9], [3, -3, low, 1, -1, 8]], dtype)
+    return [a, np.array([[2, -3, 0, -1, 5, 4]], dtype)]
+
+
+MOD = [
+    case("mod", mod_inputs("float32"), with_torch(torch.remainder), "float-remainder", fmod=False),
+    case("mod", mod_inputs("float64"), with_torch(torch.fmod), "float-fmod", fmod=True),
+    case("mod", mod_inputs("int64"), lambda a, b: _np_safe_mod(a, b, np.mod), "int64-floor", fmod=False),
+    case("mod", mod_inputs("int32"), lambda a, b: _np_safe_mod(a, b, np.fmod), "int32-fmod", fmod=True),
+]
+
+
+def _np_safe_mod(a: np.ndarray, b: np.ndarray, fn) -> np.ndarray:
+    """numpy's result, with 0 where the divisor is 0 or -1 (where numpy's int minimum overflows)."""
+    with np.errstate(all="ignore"):
+        return np.where((b == 0) | (b == -1), 0, fn(a, np.where(b == 0, 1, b))).astype(a.dtype)
+
+
 BATCH_NORM = [
     case("batch_norm", batch_norm_inputs(2, 3, 5, 7), torch_batch_norm(1e-5), "nchw", epsilon=1e-5),
     case("batch_norm", batch_norm_inputs(5, 3), torch_batch_norm(1e-3), "nc", epsilon=1e-3),
 ]
 
 
-@pytest.mark.parametrize(("op", "inputs", "attrs", "expected"), UNARY + BINARY + BATCH_NORM)
+@pytest.mark.parametrize(("op", "inputs", "attrs", "expected"), UNARY + BINARY + MOD + BATCH_NORM)
 def test_op_computes_what_pytorch_does(op, inputs, attrs, expected):
     check_op(op, inputs, attrs, expected)
 
 
 def test_every_elementwise_op_is_checked():
-    checked = {p.values[0] for p in UNARY + BINARY + BATCH_NORM}
+    checked = {p.values[0] for p in UNARY + BINARY + MOD + BATCH_NORM}
     assert checked == owned_ops("compiler.graph.ops.elementwise")
 
 

@@ -191,3 +191,36 @@ def test_cumsum_of_position_ids_from_a_mask():
     mask = np.array([[1, 1, 1, 0, 0], [1, 0, 1, 1, 1]], np.int64)
     want = assert_compiles_to_reference("cumsum", [mask], {"axis": 1, "exclusive": False, "reverse": False})
     np.testing.assert_array_equal(want, [[1, 2, 3, 3, 3], [1, 1, 2, 3, 4]])
+
+
+def ties_and_nans(dtype: str) -> np.ndarray:
+    """Whole numbers, so rows tie; for floats a NaN in one row (it wins, at its first position)."""
+    x = np.random.default_rng(3).integers(-3, 4, (4, 7, 5)).astype(dtype)
+    if dtype.startswith("float"):
+        x[1, 2, 3] = x[1, 5, 3] = np.nan
+    return x
+
+
+@pytest.mark.parametrize("op", ["argmax", "argmin"])
+@pytest.mark.parametrize(
+    ("dtype", "axis", "keepdims"), [("float32", 1, False), ("int64", 2, True), ("float64", 0, True)]
+)
+def test_argmax_and_argmin_take_the_first_extreme_as_pytorch(op, dtype, axis, keepdims):
+    torch_fn = torch.argmax if op == "argmax" else torch.argmin
+    attrs = {"axis": axis, "keepdims": keepdims, "select_last_index": False}
+    check_op(
+        op, [ties_and_nans(dtype)], attrs, lambda a: torch_fn(torch.from_numpy(a), axis, keepdims).numpy()
+    )
+
+
+@pytest.mark.parametrize("op", ["argmax", "argmin"])
+def test_argmax_and_argmin_can_take_the_last_extreme(op):
+    """ONNX's select_last_index: PyTorch has no such option, so the reference flips the axis."""
+    x = ties_and_nans("float32")
+    torch_fn = torch.argmax if op == "argmax" else torch.argmin
+
+    def last(a: np.ndarray) -> np.ndarray:
+        return a.shape[1] - 1 - torch_fn(torch.from_numpy(a).flip(1), 1).numpy()
+
+    check_op(op, [x], {"axis": 1, "keepdims": False, "select_last_index": True}, last)
+    assert infer(op, [(3, 4)], {"axis": 1, "keepdims": False, "select_last_index": True}).dtype == "int64"
