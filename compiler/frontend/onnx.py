@@ -433,6 +433,41 @@ def _variadic(graph_op: str) -> Converter:
     ]
 
 
+def _mean(op: _Op) -> list[Value]:
+    """The elementwise mean of one or more inputs (older model-zoo exports)."""
+    (total,) = _variadic("add")(op)
+    assert isinstance(total, Node)
+    return [op.call("divide", [total, op.const(np.full(1, len(op.inputs), op.dtype(0)))])]
+
+
+def _local_response_norm(op: _Op) -> list[Value]:
+    """x / (bias + alpha / size * (sum of x^2 over `size` neighbouring channels)) ** beta: the sum a
+    channel-wise average pool of the squares over zero padding (AlexNet, GoogLeNet exports)."""
+    x, shape = op.node(0), op.shape(0)
+    size = int(op.attr("size"))
+    if len(shape) < 3 or size < 1:
+        raise op.fail(f"needs an (N, C, ...) input and a positive size, got {shape} and {size}")
+    squares = op.call("multiply", [x, x])
+    rows = op.call("reshape", [squares], shape=(shape[0], 1, shape[1], math.prod(shape[2:])))
+    pads = ((size - 1) // 2, 0, size // 2, 0)
+    pooled = op.call(
+        "avg_pool2d",
+        [rows],
+        kernel=(size, 1),
+        strides=(1, 1),
+        padding=pads,
+        ceil_mode=False,
+        count_include_pad=True,
+    )
+    alpha, beta, bias = (float(op.attr(k, d)) for k, d in (("alpha", 1e-4), ("beta", 0.75), ("bias", 1.0)))
+    scaled = op.call(
+        "multiply", [op.call("reshape", [pooled], shape=shape), op.const(np.full(1, alpha, op.dtype(0)))]
+    )
+    base = op.call("add", [scaled, op.const(np.full(1, bias, op.dtype(0)))])
+    power = op.call("power", [base, op.const(np.full(1, beta, op.dtype(0)))])
+    return [op.call("divide", [x, power])]
+
+
 def _cumsum(op: _Op) -> list[Value]:
     axis = op.axis(int(op.scalar(1)), len(op.shape(0)))
     exclusive, reverse = bool(op.attr("exclusive", 0)), bool(op.attr("reverse", 0))
@@ -1260,6 +1295,9 @@ CONVERTERS: dict[str, Converter] = {
     "Pow": _pow,
     "Mod": _mod,
     "Max": _variadic("maximum"),
+    "Sum": _variadic("add"),
+    "Mean": _mean,
+    "LRN": _local_response_norm,
     "Min": _variadic("minimum"),
     "Clip": _clip,
     "HardSigmoid": _hard_sigmoid,

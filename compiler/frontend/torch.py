@@ -21,6 +21,7 @@ from __future__ import annotations
 import itertools
 import math
 import operator
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -62,8 +63,22 @@ def from_torch(
     Raises GraphError (naming the node and the operator) for a model that cannot be exported or that
     uses anything the graph level cannot represent, before building anything."""
     program = _export(model, example_args)
-    folded = _check(program)
-    return _convert(program, folded)
+    try:
+        return _convert(program, _check(program))
+    except GraphError as e:
+        raise _located(program, e) from e
+
+
+def _located(program: ExportedProgram, error: GraphError) -> GraphError:
+    """The error with the line of the model's source its node comes from, which torch.export records
+    (the innermost frame: a Hugging Face model's own line, not the user's call of it)."""
+    node = next((n for n in program.graph.nodes if n.name == error.node), None)
+    trace = str(node.meta.get("stack_trace") or "") if node is not None else ""
+    frames = re.findall(r'File "([^"]+)", line (\d+), in [^\n]*\n\s*([^\n]*)', trace)
+    if not frames:
+        return error
+    path, line, code = frames[-1]
+    return GraphError(error.node, error.op, f"{error.reason} (at {path}:{line}: {code.strip()})")
 
 
 def _export(

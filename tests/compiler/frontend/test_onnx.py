@@ -209,6 +209,10 @@ CASES: dict[str, OnnxCase] = {
             ("ik,jk->kij", [(3, 4), (2, 4)]),
         ]
     },
+    "Sum": OnnxCase([node("Sum", ["a", "b", "c"])], {"a": (3, 4), "b": (4,), "c": (3, 1)}),
+    "Mean": OnnxCase([node("Mean", ["a", "b"])], {"a": (2, 3), "b": (2, 3)}),
+    "LRN": OnnxCase([node("LRN", ["x"], size=3)], {"x": (2, 5, 3, 4)}),
+    "LRN-attrs": OnnxCase([node("LRN", ["x"], size=5, alpha=0.01, beta=0.5, bias=2.0)], {"x": (1, 6, 5, 2)}),
     "Mod-fmod": OnnxCase([node("Mod", ["x", "d"], fmod=1)], {"x": (3, 4)}, {"d": weight(4)}),
     "Cast-float": unary_case("Cast", to=TensorProto.FLOAT),
     "Dropout": OnnxCase(

@@ -781,3 +781,15 @@ def test_constants_are_only_the_weights_the_outputs_use():
     module = from_torch(bn, (randn(1, 2, 3, 3),))
     assert all(isinstance(c, Constant) for c in module.constants())
     assert "num_batches_tracked" not in {c.name for c in module.constants()}
+
+
+class Cumprod(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.cumprod(x + 1, 1)
+
+
+def test_a_refusal_names_the_line_of_the_model_it_comes_from():
+    """torch.export records each node's source: the error points at the user's line, not only at an
+    ATen node name the user never wrote."""
+    with pytest.raises(GraphError, match=r"\(at .*test_torch\.py:\d+: return torch\.cumprod\(x \+ 1, 1\)\)"):
+        from_torch(Cumprod(), (randn(2, 3),))
