@@ -3,7 +3,8 @@ default schedules, timed at batch 1 on this machine's cores against PyTorch eage
 (all graph optimizations) in one run; then where our time goes, kernel by kernel. With the
 `thirdparty` extra, Hugging Face models too (random weights from config classes, int64 token ids
 and attention mask as inputs, their last hidden state as output): GPT-2 and BERT with GPT-2-small's
-and BERT-base's widths (2 layers, 64 tokens), and a ViT-tiny (2 layers).
+and BERT-base's widths (2 layers, 64 tokens) and a 2-layer ViT-tiny, and full-sized GPT-2 small and
+BERT-base (12 layers, 128 tokens) and ViT-base (224x224).
 
     python -m bench model_latency
     python -m bench.model_latency hf_gpt2 hf_bert hf_vit_tiny     # some of them
@@ -63,26 +64,49 @@ def hugging_face_models() -> list[ZooModel]:
         def forward(self, *args: torch.Tensor) -> torch.Tensor:
             return self.model(**dict(zip(self.names, args))).last_hidden_state
 
-    def tokens() -> tuple:
-        ids = torch.randint(0, 5000, (1, 64), generator=torch.Generator().manual_seed(0))
-        return ids, torch.ones(1, 64, dtype=torch.int64)
+    def tokens(length: int) -> Callable[[], tuple]:
+        def make() -> tuple:
+            ids = torch.randint(0, 5000, (1, length), generator=torch.Generator().manual_seed(0))
+            return ids, torch.ones(1, length, dtype=torch.int64)
 
-    text = ("input_ids", "attention_mask")
-    gpt2 = transformers.GPT2Config(vocab_size=5000, n_embd=768, n_layer=2, n_head=12, n_positions=128)
-    bert = transformers.BertConfig(
-        vocab_size=5000, hidden_size=768, num_hidden_layers=2, num_attention_heads=12
-    )
-    vit = transformers.ViTConfig(
+        return make
+
+    def image() -> tuple:
+        return (torch.randn(1, 3, 224, 224, generator=torch.Generator().manual_seed(0)),)
+
+    def seeded(make: Callable[[], torch.nn.Module], names: tuple[str, ...]) -> Callable[[], torch.nn.Module]:
+        """The same random weights at every call (the peers and ours time the same model)."""
+
+        def build() -> torch.nn.Module:
+            torch.manual_seed(0)
+            return LastHidden(make(), names)
+
+        return build
+
+    def text(make: Callable[[], torch.nn.Module]) -> Callable[[], torch.nn.Module]:
+        return seeded(make, ("input_ids", "attention_mask"))
+
+    def vision(make: Callable[[], torch.nn.Module]) -> Callable[[], torch.nn.Module]:
+        return seeded(make, ("pixel_values",))
+
+    def gpt2(layers: int) -> transformers.GPT2Config:
+        return transformers.GPT2Config(
+            vocab_size=5000, n_embd=768, n_layer=layers, n_head=12, n_positions=256
+        )
+
+    def bert(layers: int) -> transformers.BertConfig:
+        return transformers.BertConfig(vocab_size=5000, num_hidden_layers=layers)  # BERT-base otherwise
+
+    tiny = transformers.ViTConfig(
         hidden_size=192, num_hidden_layers=2, num_attention_heads=3, intermediate_size=768
     )
     return [
-        ZooModel("hf_gpt2", lambda: LastHidden(transformers.GPT2Model(gpt2), text), tokens),
-        ZooModel("hf_bert", lambda: LastHidden(transformers.BertModel(bert), text), tokens),
-        ZooModel(
-            "hf_vit_tiny",
-            lambda: LastHidden(transformers.ViTModel(vit), ("pixel_values",)),
-            lambda: (torch.randn(1, 3, 224, 224, generator=torch.Generator().manual_seed(0)),),
-        ),
+        ZooModel("hf_gpt2", text(lambda: transformers.GPT2Model(gpt2(2))), tokens(64)),
+        ZooModel("hf_bert", text(lambda: transformers.BertModel(bert(2))), tokens(64)),
+        ZooModel("hf_vit_tiny", vision(lambda: transformers.ViTModel(tiny)), image),
+        ZooModel("hf_gpt2_small", text(lambda: transformers.GPT2Model(gpt2(12))), tokens(128)),
+        ZooModel("hf_bert_base", text(lambda: transformers.BertModel(bert(12))), tokens(128)),
+        ZooModel("hf_vit_base", vision(lambda: transformers.ViTModel(transformers.ViTConfig())), image),
     ]
 
 
