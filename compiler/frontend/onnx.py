@@ -35,7 +35,7 @@ except ImportError as e:  # pragma: no cover - the models extra is installed whe
 from compiler.dtypes import convert
 from compiler.frontend import DEFAULT_MAX_BYTES, DEFAULT_MAX_NODES, FrontendError
 from compiler.frontend.onnx_reference import fold_with_reference
-from compiler.graph import Constant, GraphBuilder, GraphError, Module, Node
+from compiler.graph import Constant, GraphBuilder, GraphError, Module, Node, normalize
 from compiler.graph.conv_transpose import conv_transpose2d
 from compiler.graph.einsum import einsum
 from compiler.graph.ir import DTYPES
@@ -757,42 +757,18 @@ def _layer_norm(op: _Op) -> list[Value]:
     out = op.call("layer_norm", [x, gamma, beta], axes=axes, epsilon=eps)
     if not any(op.proto.output[1:]):
         return [out]
-    mean, _, var = _moments(op, x, axes)  # Mean and InvStdDev, computed apart (the fused op keeps neither)
-    return [out, mean, op.call("reciprocal", [_root(op, var, eps)])]
-
-
-def _moments(op: _Op, x: Node, axes: tuple[int, ...]) -> tuple[Node, Node, Node]:
-    """The mean over `axes` (kept), x minus it, and the biased variance (kept)."""
-    mean = op.call("mean", [x], axes=axes, keepdims=True)
-    centered = op.call("subtract", [x, mean])
-    var = op.call("mean", [op.call("multiply", [centered, centered])], axes=axes, keepdims=True)
-    return mean, centered, var
-
-
-def _root(op: _Op, var: Node, eps: float) -> Node:
-    """sqrt(var + eps)."""
-    return op.call("sqrt", [op.call("add", [var, op.const(np.full(1, eps, var.type.dtype))])])
-
-
-def _normalized(op: _Op, x: Node, axes: tuple[int, ...], eps: float) -> Node:
-    """(x - mean) / sqrt(var + eps) over `axes`."""
-    _, centered, var = _moments(op, x, axes)
-    return op.call("divide", [centered, _root(op, var, eps)])
-
-
-def _scaled(op: _Op, x: Node, scale: Node, bias: Node, axis: int) -> Node:
-    """x * scale + bias with the (n,) scale and bias along `axis`."""
-    shape = (scale.type.shape[0],) + (1,) * (len(x.type.shape) - axis - 1)
-    scale = op.call("reshape", [scale], shape=shape)
-    return op.call("add", [op.call("multiply", [x, scale]), op.call("reshape", [bias], shape=shape)])
+    b, name = op.importer.builder, op.hint()
+    mean, deviations = normalize.centered(b, name, x, axes)  # computed apart: the fused op keeps neither
+    spread = normalize.root(b, name, normalize.biased_variance(b, name, deviations, axes), eps)
+    return [out, mean, op.call("reciprocal", [spread])]
 
 
 def _instance_norm(op: _Op) -> list[Value]:
     """Each sample's channel normalized over its positions, then scaled per channel."""
-    x = op.node(0)
+    b, name = op.importer.builder, op.hint()
     axes = tuple(range(2, len(op.shape(0))))
-    out = _normalized(op, x, axes, float(op.attr("epsilon", 1e-5)))
-    return [_scaled(op, out, op.node(1), op.node(2), 1)]
+    out = normalize.normalized(b, name, op.node(0), axes, float(op.attr("epsilon", 1e-5)))
+    return [normalize.affine(b, name, out, op.node(1), op.node(2), 1)]
 
 
 def _group_norm(op: _Op) -> list[Value]:
@@ -802,11 +778,12 @@ def _group_norm(op: _Op) -> list[Value]:
     groups = int(op.attr("num_groups"))
     if len(shape) < 2 or shape[1] % groups:
         raise op.fail(f"{shape[1:2]} channels do not split into {groups} groups")
+    b, name = op.importer.builder, op.hint()
     grouped = op.call("reshape", [x], shape=(shape[0], groups, math.prod(shape[1:]) // groups))
-    out = _normalized(op, grouped, (2,), float(op.attr("epsilon", 1e-5)))
+    out = normalize.normalized(b, name, grouped, (2,), float(op.attr("epsilon", 1e-5)))
     if op.node(1).type.shape[0] == groups and op.opset < 21:
-        return [op.call("reshape", [_scaled(op, out, op.node(1), op.node(2), 1)], shape=shape)]
-    return [_scaled(op, op.call("reshape", [out], shape=shape), op.node(1), op.node(2), 1)]
+        return [op.call("reshape", [normalize.affine(b, name, out, op.node(1), op.node(2), 1)], shape=shape)]
+    return [normalize.affine(b, name, op.call("reshape", [out], shape=shape), op.node(1), op.node(2), 1)]
 
 
 # Linear algebra and softmax.

@@ -38,6 +38,7 @@ except ImportError as e:  # pragma: no cover - the models extra is installed whe
 
 from compiler.dtypes import convert
 from compiler.frontend.torch_static import CONSTANT_INPUTS, ConstantValues, constant_nodes, folds
+from compiler.graph import normalize
 from compiler.graph.builder import GraphBuilder
 from compiler.graph.conv_transpose import conv_transpose2d
 from compiler.graph.ir import DTYPES, Constant, GraphError, Module, Node, TensorType
@@ -877,10 +878,8 @@ def _variance(ctx: _Context, node: torch.fx.Node, a: dict[str, Any]) -> Node:
     With n <= correction the division gives inf or NaN, as in PyTorch."""
     x, rank = a["input"], _rank(a["input"])
     axes = _axes(a.get("dim"), rank)
-    source = ctx.tensor(x)
-    mean = ctx.call(node, "mean", [source], axes=axes, keepdims=True)
-    centered = ctx.call(node, "subtract", [source, mean])
-    squares = ctx.call(node, "multiply", [centered, centered])
+    _, deviations = normalize.centered(ctx.builder, node.name, ctx.tensor(x), axes)
+    squares = normalize.squares(ctx.builder, node.name, deviations)
     total = _reduce_node(ctx, node, "sum", squares, rank, axes, bool(a.get("keepdim", False)))
     correction = 1 if a.get("correction") is None else a["correction"]
     count = math.prod(_shape(x)[d] for d in axes) - correction
@@ -888,23 +887,10 @@ def _variance(ctx: _Context, node: torch.fx.Node, a: dict[str, Any]) -> Node:
     return ctx.call(node, "sqrt", [out]) if node.target is aten.std.correction else out
 
 
-def _normalized(ctx: _Context, node: torch.fx.Node, x: Node, axes: tuple[int, ...], eps: float) -> Node:
-    """(x - mean) / sqrt(var + eps) over `axes`, with the biased variance, as the norms compute it."""
-    mean = ctx.call(node, "mean", [x], axes=axes, keepdims=True)
-    centered = ctx.call(node, "subtract", [x, mean])
-    var = ctx.call(node, "mean", [ctx.call(node, "multiply", [centered, centered])], axes=axes, keepdims=True)
-    shifted = ctx.call(node, "add", [var, ctx.constant(f"{node.name}_eps", eps, x.type.dtype)])
-    return ctx.call(node, "divide", [centered, ctx.call(node, "sqrt", [shifted])])
-
-
 def _per_channel(ctx: _Context, node: torch.fx.Node, x: Node, a: dict[str, Any]) -> Node:
-    """x * weight + bias, each (C,) broadcast over the channel axis 1 (either may be None)."""
-    shape = (x.type.shape[1],) + (1,) * (len(x.type.shape) - 2)
-    for key, op in (("weight", "multiply"), ("bias", "add")):
-        if a[key] is not None:
-            param = ctx.builder.call("reshape", [ctx.tensor(a[key])], name=f"{node.name}_{key}", shape=shape)
-            x = ctx.call(node, op, [x, param])
-    return x
+    """x * weight + bias, each (C,) along the channel axis 1 (either may be None)."""
+    weight, bias = (None if a[k] is None else ctx.tensor(a[k]) for k in ("weight", "bias"))
+    return normalize.affine(ctx.builder, node.name, x, weight, bias, 1)
 
 
 @_converts(aten.native_group_norm.default)
@@ -913,7 +899,7 @@ def _group_norm(ctx: _Context, node: torch.fx.Node, a: dict[str, Any]) -> tuple[
     x = ctx.tensor(a["input"])
     shape, groups = x.type.shape, int(a["group"])
     grouped = ctx.call(node, "reshape", [x], shape=(shape[0], groups, math.prod(shape[1:]) // groups))
-    flat = _normalized(ctx, node, grouped, (2,), float(a["eps"]))
+    flat = normalize.normalized(ctx.builder, node.name, grouped, (2,), float(a["eps"]))
     return (_per_channel(ctx, node, ctx.call(node, "reshape", [flat], shape=shape), a),)
 
 
@@ -923,7 +909,9 @@ def _batch_statistics_norm(ctx: _Context, node: torch.fx.Node, a: dict[str, Any]
     input reshaped so that each sample's channel is a channel): every axis but 1 is normalized."""
     x = ctx.tensor(a["input"])
     axes = tuple(d for d in range(len(x.type.shape)) if d != 1)
-    return (_per_channel(ctx, node, _normalized(ctx, node, x, axes, float(a["eps"])), a),)
+    return (
+        _per_channel(ctx, node, normalize.normalized(ctx.builder, node.name, x, axes, float(a["eps"])), a),
+    )
 
 
 @_converts(aten.cumsum.default)
