@@ -20,7 +20,7 @@ body of the PrimFunc.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, dataclass_transform
 
@@ -473,10 +473,56 @@ class PrimFunc:
 
         return script(self)
 
+    def show(self) -> None:
+        """Print the TVMScript text, as TVM's `show()`."""
+        print(self.script())
+
+    def with_attr(self, key: str, value: object) -> PrimFunc:
+        """This function with the attribute `key` set to `value` (TVM's `with_attr`)."""
+        return dataclasses.replace(
+            self, attrs=tuple((k, v) for k, v in self.attrs if k != key) + ((key, value),)
+        )
+
     def structural_hash(self) -> str:
         from compiler.serialize import structural_hash
 
         return structural_hash(self)
+
+
+@dataclass(frozen=True)
+class IRModule:
+    """Named PrimFuncs, as TVM's IRModule holds them (`mod["mm_relu"]`): what a script with several
+    functions, or an `@I.ir_module` class, gives."""
+
+    functions: tuple[PrimFunc, ...]
+
+    def __post_init__(self) -> None:
+        names = [f.name for f in self.functions]
+        if len(set(names)) != len(names):
+            raise IRError(f"an IRModule names each function once, got {names}")
+
+    def __getitem__(self, name: str) -> PrimFunc:
+        for f in self.functions:
+            if f.name == name:
+                return f
+        raise KeyError(f"no function {name!r} in the module; it has {[f.name for f in self.functions]}")
+
+    def __contains__(self, name: object) -> bool:
+        return any(f.name == name for f in self.functions)
+
+    def __iter__(self) -> Iterator[str]:
+        return (f.name for f in self.functions)
+
+    def __len__(self) -> int:
+        return len(self.functions)
+
+    def script(self) -> str:
+        from compiler.printer import module_script
+
+        return module_script(self)
+
+    def show(self) -> None:
+        print(self.script())
 
 
 def const(value: int | float | bool, dtype: str | None = None) -> Const:

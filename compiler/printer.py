@@ -12,6 +12,7 @@ from compiler.ir import (
     Expr,
     For,
     IfThenElse,
+    IRModule,
     Load,
     PrimFunc,
     Select,
@@ -113,4 +114,14 @@ def script(func: PrimFunc) -> str:
     for b in func.allocs:
         lines.append(f"    {b.name} = T.alloc_buffer({b.shape!r}, {b.dtype!r})")
     lines += _stmt_lines(func.body, 1)
+    return "\n".join(lines) + "\n"
+
+
+def module_script(module: IRModule) -> str:
+    """A module as TVMScript's `@I.ir_module` class of its functions."""
+    lines = ["@I.ir_module", "class Module:"]
+    for k, func in enumerate(module.functions):
+        if k:
+            lines.append("")
+        lines += ["    " + line for line in script(func).splitlines()]
     return "\n".join(lines) + "\n"

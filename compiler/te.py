@@ -110,6 +110,10 @@ class Tensor:
             raise TensorError(f"{self.name} has rank {len(self.shape)}, indexed with {len(indices)} indices")
         return TensorLoad(self.buffer, tuple(as_expr(i, INDEX_DTYPE) for i in indices), self)
 
+    def __call__(self, *indices: ExprLike) -> Load:
+        """`A(i, j)` is `A[i, j]`, as TVM's tensors are called (`lambda *i: A(*i)`)."""
+        return self[indices]
+
 
 @expr_node
 class TensorLoad(Load):

@@ -22,6 +22,7 @@ def test_there_are_examples():
     assert {p.stem for p in EXAMPLES} >= {
         "mm_relu_schedule",
         "mlc_random_search",
+        "mlc_tvmscript",
         "scan_cumsum",
         "scan_two_state",
     }

@@ -15,7 +15,7 @@ from dataclasses import replace
 from itertools import islice
 from typing import Any
 
-from compiler.ir import Block, For, PrimFunc, Stmt, Var
+from compiler.ir import Block, For, IRModule, PrimFunc, Stmt, Var
 from compiler.names import unique_name
 from compiler.schedule import cache, compute_location, inline, kinds, loop_transform, reduction, sampling
 from compiler.schedule.errors import ScheduleError, check
@@ -37,7 +37,14 @@ ROOT = "root"
 class Schedule:
     """A PrimFunc being scheduled. `func` is the current program, `trace` how it was obtained."""
 
-    def __init__(self, func: PrimFunc, seed: int = 0) -> None:
+    def __init__(self, func: PrimFunc | IRModule, seed: int | None = None) -> None:
+        """Schedule `func` (or the one function of a module, as TVM's `Schedule(mod)`). Sampling
+        draws from a generator seeded with `seed`, or from the OS's entropy when it is None (TVM's
+        default), so that a search loop over fresh schedules explores; the trace records every
+        decision either way, so replay is exact."""
+        if isinstance(func, IRModule):
+            check(len(func) == 1, f"a Schedule works on one function; the module holds {', '.join(func)}")
+            func = func.functions[0]
         self.original = func
         self.func = func
         self.trace = Trace()
@@ -80,13 +87,32 @@ class Schedule:
             find_block(self.func.body, block.name)
         return block.name
 
+    @property
+    def mod(self) -> IRModule:
+        """The current program as a module of one function, as TVM's `sch.mod`."""
+        return IRModule((self.func,))
+
     # --- queries --------------------------------------------------------------------------------
-    def get_block(self, name: str) -> BlockRV:
+    def get_block(self, name: str, func_name: str | None = None) -> BlockRV:
+        """The block called `name`; `func_name`, as TVM spells it, must name the function scheduled."""
+        if func_name is not None:
+            check(func_name == self.func.name, f"this Schedule works on {self.func.name}, not {func_name}")
         if name != ROOT:
             find_block(self.func.body, name)
         out = self._block(name)
         self._record(kinds.GET_BLOCK, {"name": name}, [out])
         return out
+
+    def get(self, rv: RV | int) -> int | Block | For:
+        """What a handle stands for now, as TVM's `sch.get`: a sampled integer's value, the block,
+        the loop."""
+        if isinstance(rv, BlockRV):
+            return find_block(self.func.body, self._block_name(rv))[1]
+        if isinstance(rv, LoopRV):
+            return find_loop(self.func.body, self._loop_name(rv))[1]
+        check(isinstance(rv, int), f"expected a handle of this schedule, got {type(rv).__name__} {rv!r}")
+        assert isinstance(rv, int)
+        return int(rv)
 
     def get_loops(self, block: BlockRV) -> list[LoopRV]:
         path, _ = find_block(self.func.body, self._block_name(block))

@@ -25,13 +25,13 @@ def default_schedule(func: PrimFunc, target: Target) -> Schedule:
     """The rules with heuristic choices for `target`; a simpler schedule where a rule refuses."""
     cfg = RuleConfig.for_target(target)
     decide = Heuristic(cfg, target.cores)
-    sch = Schedule(func)
+    sch = Schedule(func, seed=0)
     try:
         apply_rules(sch, DEFAULT_RULES, RuleContext(cfg, decide))
         return sch
     except ScheduleError:
         pass
-    sch = Schedule(func)
+    sch = Schedule(func, seed=0)
     for name in reversed(block_names(sch)):
         try:
             parallelize_vectorize(sch, name, cfg, decide)

@@ -13,6 +13,7 @@ from compiler.workloads import workload_from_spec
 from compiler.workloads.primfunc_spec import primfunc_spec
 from runner import TimingKind
 from runner.protocol import WORKER_NAME_LENGTH
+from tests.compiler.test_script import MM_RELU, te_mm_relu
 from tests.compiler.workloads.test_primfunc_spec import fused_conv2d_add_relu
 from tests.service.conftest import HARDWARE, HW, OTHER, Api, hardware_body, in_process_client
 from tuner.database.schema import CandidateRow, WorkerRow
@@ -20,6 +21,10 @@ from tuner.service.schemas import Timing
 
 SPEC = {"op": "matmul", "params": {"M": 32, "N": 32, "K": 16}}
 FUSED = primfunc_spec(fused_conv2d_add_relu(), 3)
+# Huge extents and a load past its buffer: parsed (never run), then refused by the spec's checks.
+HOSTILE_SCRIPT = MM_RELU.replace("T.grid(128, 128, 128)", "T.grid(128, 128, 60000)").replace(
+    "T.axis.reduce(128, k)", "T.axis.reduce(60000, k)"
+)
 
 
 def register(api: Api, name: str = "w1", hardware: dict = HARDWARE, *, approve: bool = True) -> int:
@@ -219,6 +224,8 @@ def test_tasks_target_registered_hardware(api: Api):
             {"workload": {**FUSED, "primfunc": {**FUSED["primfunc"], "name": "a.b"}}},
             ["body", "workload", "primfunc", "name"],
         ),
+        ({"workload": {"tvmscript": "@T.prim_func\ndef f(:"}}, ["body", "workload", "tvmscript"]),
+        ({"workload": {"tvmscript": HOSTILE_SCRIPT}}, ["body", "workload", "tvmscript"]),
         ({"workload": SPEC, "trials": 0}, ["body", "trials"]),
         ({"workload": SPEC, "trials": 10**9}, ["body", "trials"]),
         ({"workload": SPEC, "strategy": "annealing"}, ["body", "strategy"]),
@@ -248,6 +255,15 @@ def test_a_fused_primfunc_task_is_tuned_under_its_structural_hash(api: Api):
     api.loop.tick()
     done = api.client.get(f"/v1/tasks/{task['id']}", headers=api.as_("client")).json()
     assert done["status"] == "done" and done["best"]["gflops"] > 0
+
+
+def test_a_tvmscript_task_is_the_same_workload_as_te_s_program(api: Api):
+    worker = register(api)
+    task = submit(api, trials=2, workload={"tvmscript": MM_RELU})
+    assert task["workload_hash"] == te_mm_relu().structural_hash()
+    assert set(task["workload_spec"]) == {"primfunc", "num_inputs"}  # workers get the PrimFunc
+    api.loop.tick()
+    assert len(lease(api, worker)) == 2
 
 
 def test_a_malformed_primfunc_names_the_culprit_down_to_its_list_indices(api: Api):

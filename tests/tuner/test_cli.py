@@ -3,6 +3,7 @@
 import json
 
 from compiler.target import Target
+from tests.compiler.test_script import MM_RELU
 from tuner.baseline import numpy_seconds, openblas_coretype
 from tuner.cli import main
 
@@ -51,6 +52,25 @@ def test_a_bad_workload_is_refused_naming_the_field(capsys, tmp_path):
         main(["tune", "matmul", "M=32", "N=-4", "K=8", "--database", f"sqlite:///{tmp_path / 'x.db'}"]) == 2
     )
     assert "params.N" in capsys.readouterr().err
+
+
+def test_tune_a_tvmscript_file(tmp_path, capsys):
+    """The course's kernel as a file: tuned as the registry's matmul_relu of its shape, without a numpy
+    baseline (a PrimFunc's reference is the IR interpreter); a broken file names its line."""
+    script = tmp_path / "kernel.py"
+    script.write_text(MM_RELU.replace("128", "16"))
+    url = f"sqlite:///{tmp_path / 'cli.db'}"
+    assert main(["tune", "--script", str(script), "--trials", "2", "--database", url, "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["trials"] == 2 and summary["numpy_gflops"] is None
+    same = ["matmul_relu", "M=16", "N=16", "K=16", "--database", url, "--json"]
+    assert main(["best", *same]) == 0
+    assert json.loads(capsys.readouterr().out)[0]["gflops"] == summary["best_gflops"]
+    script.write_text(MM_RELU.replace("Y[vi, vj] + A", "Y[vi, vj] + Z"))
+    assert main(["tune", "--script", str(script), "--database", url]) == 2
+    assert "tvmscript: line 23, column 41: Z is not a buffer" in capsys.readouterr().err
+    assert main(["tune", "--script", str(tmp_path / "missing.py"), "--database", url]) == 2
+    assert "script: cannot read" in capsys.readouterr().err
 
 
 def test_the_numpy_baseline_runs_in_a_child_process_without_openblas_coretype(monkeypatch):

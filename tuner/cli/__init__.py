@@ -10,7 +10,9 @@ records, show a record's program and trace.
 and the service's commands (`tuner.cli.service`): serve, worker, token, hardware, submit, status;
 (`tuner.cli.service_models`) submit-model, model-artifact. The whole command lives in this package.
 
-A workload is an operator name and its parameters (`compiler.workloads`), or `--spec '<JSON>'`.
+A workload is an operator name and its parameters (`compiler.workloads`), `--spec '<JSON>'`, or
+`--script kernel.py`: a PrimFunc in TVMScript (read, never run; `--num-inputs` if the inputs are not
+the leading parameters no block writes).
 """
 
 from __future__ import annotations
@@ -67,6 +69,8 @@ def _parser() -> argparse.ArgumentParser:
             p.add_argument("op", nargs="?", help="operator name, e.g. matmul")
             p.add_argument("params", nargs="*", help="operator parameters as NAME=VALUE")
             p.add_argument("--spec", help="the workload as a JSON spec instead of op and params")
+            p.add_argument("--script", help="the workload as a TVMScript file (a @T.prim_func function)")
+            p.add_argument("--num-inputs", type=int, help="with --script: how many parameters are inputs")
             p.add_argument("--dtype", default="float32")
         p.add_argument("--database", help=f"SQLAlchemy URL (default {DEFAULT_DATABASE})")
         p.add_argument("--json", action="store_true", help="print a machine-readable summary")
@@ -106,6 +110,8 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _workload(args: argparse.Namespace) -> Workload:
+    if args.script:
+        return workload_from_spec(_script_spec(args.script, args.num_inputs))
     if args.spec:
         try:
             spec = json.loads(args.spec)
@@ -113,7 +119,7 @@ def _workload(args: argparse.Namespace) -> Workload:
             raise WorkloadError("spec", f"not valid JSON: {e}") from None
         return workload_from_spec(spec)
     if not args.op:
-        raise WorkloadError("op", "give an operator name (e.g. matmul) or --spec")
+        raise WorkloadError("op", "give an operator name (e.g. matmul), --spec or --script")
     params: dict[str, Any] = {}
     for item in args.params:
         name, sep, value = item.partition("=")
@@ -121,6 +127,18 @@ def _workload(args: argparse.Namespace) -> Workload:
             raise WorkloadError(f"params.{item}", "parameters are NAME=VALUE")
         params[name] = _number(value)
     return workload_from_spec({"op": args.op, "params": params, "dtype": args.dtype})
+
+
+def _script_spec(path: str, num_inputs: int | None) -> dict[str, Any]:
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except (OSError, UnicodeDecodeError) as e:
+        raise WorkloadError("script", f"cannot read {path}: {e}") from None
+    spec: dict[str, Any] = {"tvmscript": text}
+    if num_inputs is not None:
+        spec["num_inputs"] = num_inputs
+    return spec
 
 
 def _number(text: str) -> Any:
@@ -157,7 +175,9 @@ def _tune(args: argparse.Namespace, console: Console) -> int:
             progress=lambda p: bar.update(task, completed=p.trials, best=p.best_gflops),
             hardware=hardware,
         )
-    numpy_gflops = None if args.no_baseline else gflops(wl, numpy_seconds(wl.spec, target=hardware.target))
+    # A PrimFunc's reference is the IR interpreter, not numpy's kernels: no baseline to compare with.
+    no_baseline = args.no_baseline or "primfunc" in wl.spec
+    numpy_gflops = None if no_baseline else gflops(wl, numpy_seconds(wl.spec, target=hardware.target))
     summary = _summary(result, numpy_gflops)
     if args.plot:
         _plot(result, numpy_gflops, args.plot)

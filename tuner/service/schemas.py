@@ -82,7 +82,8 @@ NEXT_PAGE_HEADER = "X-Next-After"
 class TaskCreate(Strict):
     workload: JsonObject = Field(
         description="A workload spec: {'op': 'matmul', 'params': {'M': 512, ...}}, a custom "
-        "{'expr': ..., 'inputs': {...}}, or a serialized PrimFunc {'primfunc': {...}, 'num_inputs': n} "
+        "{'expr': ..., 'inputs': {...}}, a serialized PrimFunc {'primfunc': {...}, 'num_inputs': n}, "
+        "or a PrimFunc in TVMScript {'tvmscript': '@T.prim_func ...'} "
         "(see the README).",
         examples=[{"op": "matmul", "params": {"M": 512, "N": 512, "K": 512}}],
     )

@@ -1,5 +1,6 @@
 """The default rule-based space: every sample of every workload computes what numpy computes, replays
-into the identical program, and has the structure the rules promise (tiles, parallel, vector, unroll)."""
+into the identical program (from its trace, and from its TVMScript), and has the structure the rules
+promise (tiles, parallel, vector, unroll)."""
 
 import json
 
@@ -12,6 +13,7 @@ from compiler.ir import For
 from compiler.schedule.tree import find_block, loops_above
 from compiler.schedule_rules import UNROLL_STEPS, RuleConfig, block_names
 from compiler.schedule_rules.analysis import contiguous_rows, is_tiling_target, packable_reads
+from compiler.script import from_source
 from compiler.visit import block_reads, walk_stmt
 from compiler.workloads import workload_from_spec
 from tests import machines
@@ -65,6 +67,7 @@ def test_samples_compute_what_numpy_computes_and_replay(name, seed):
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
     replayed = Trace.from_json(json.loads(json.dumps(sch.trace.to_json()))).apply(workload.func)
     assert replayed.func == sch.func
+    assert from_source(sch.func.script()) == sch.func  # and its TVMScript reads back as itself
 
 
 @pytest.mark.parametrize("seed", range(6))
