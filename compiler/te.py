@@ -371,6 +371,7 @@ class _Builder:
         self.by_buffer: dict[Buffer, Tensor] = {}
         self.order: list[Tensor] = []
         self.done_scans: set[int] = set()
+        self.in_scans: set[Buffer] = set()  # the stages of scans' bodies
         self.used_names: set[str] = set()
         self.stmts: list[Stmt] = []
 
@@ -385,6 +386,13 @@ class _Builder:
         self.by_buffer[t.buffer] = t
         for dep in self.dependencies(t):
             self.visit(dep)
+        if t.op == "scan":
+            assert t.scan is not None
+            for stage in self.scan_body(t.scan):
+                self.in_scans.add(stage.buffer)
+                if stage.buffer not in self.by_buffer:
+                    self.by_buffer[stage.buffer] = stage
+                    self.order.append(stage)
         self.order.append(t)
 
     def dependencies(self, t: Tensor) -> list[Tensor]:
@@ -393,10 +401,47 @@ class _Builder:
             return self.tensors_in(t.body)
         if t.op == "scan":
             assert t.scan is not None
+            body = self.scan_body(t.scan)
             states = {s.buffer for s in t.scan.states}
-            deps = [d for u in t.scan.inits + t.scan.updates for d in self.tensors_in(u.body)]
-            return [d for d in deps if d.buffer not in states]
+            sources = [*t.scan.inits, *t.scan.updates, *body]
+            deps = [d for u in sources for d in self.tensors_in(u.body)]
+            return [d for d in deps if d.buffer not in states and d not in body]
         return []
+
+    def scan_body(self, sc: _Scan) -> list[Tensor]:
+        """The stages between a scan's states and its updates (TVM's multi-stage scan: `s1` from the
+        previous row of the state, the update from `s1`), in dependency order: each is computed row
+        by row inside the time loop, as the updates are."""
+        states = {s.buffer for s in sc.states}
+        memo: dict[Buffer, bool] = {}
+
+        def on_state(t: Tensor) -> bool:
+            if t.buffer in states:
+                return True
+            if t.op != "compute":
+                return False
+            if t.buffer not in memo:
+                memo[t.buffer] = False  # a cycle cannot happen: tensors are built from earlier ones
+                memo[t.buffer] = builtins.any(on_state(d) for d in self.tensors_in(t.body))
+            return memo[t.buffer]
+
+        order: list[Tensor] = []
+        seen: set[Buffer] = set()
+
+        def visit(t: Tensor) -> None:
+            for d in self.tensors_in(t.body):
+                if d.buffer not in seen and d.buffer not in states and on_state(d):
+                    seen.add(d.buffer)
+                    visit(d)
+                    order.append(d)
+
+        for u in sc.updates:
+            visit(u)
+        rows = sc.states[0].shape[0]
+        for t in order:
+            if t.shape[0] != rows:
+                raise TensorError(f"scan: stage {t.name} must have the states' {rows} rows, got {t.shape}")
+        return order
 
     def tensors_in(self, body: Expr | None) -> list[Tensor]:
         assert body is not None
@@ -404,6 +449,8 @@ class _Builder:
         return [ld.tensor for ld in loads(source) if isinstance(ld, TensorLoad)]
 
     def emit(self, t: Tensor) -> None:
+        if t.op == "compute" and t.buffer in self.in_scans:
+            return  # computed inside its scan's time loop
         if t.op == "compute":
             assert t.body is not None
             self.stmts.append(self.compute_nest(t.name, t.buffer, t.axes, t.body, {}, 0, "S", t.annotations))
@@ -478,6 +525,11 @@ class _Builder:
         steps = sc.outputs[0].shape[0] - start
         t = self.fresh("t")
         bodies = []
+        for stage in self.scan_body(sc):
+            assert stage.body is not None
+            nest = self.compute_nest(stage.name, stage.buffer, stage.axes, stage.body, remap, start, "O")
+            assert isinstance(nest, For)
+            bodies.append(_rebind_outer(nest, t))
         for u, o in zip(sc.updates, sc.outputs):
             assert u.body is not None
             nest = self.compute_nest(o.name, o.buffer, u.axes, u.body, remap, start, "O")

@@ -2,7 +2,8 @@
 time in a separate measurement process, so a candidate that crashes, hangs or eats memory takes
 down only a child, and measurements do not disturb each other.
 
-Processes are started with `spawn` (libgomp's thread pool does not survive fork) and recycled:
+Processes are started with `spawn` (libgomp's thread pool does not survive fork; `runner.spawn`:
+without re-running the caller's script) and recycled:
 build workers after `build_tasks_per_worker` candidates (LLVM's optimizer leaks inside llvmlite),
 the measurement process after `measure_tasks_per_process`.
 """
@@ -22,8 +23,9 @@ from typing import Any
 from compiler.build import CompiledKernel
 from compiler.target import Target
 from runner.results import BuildResult, Candidate, RunResult, Status, TimingConfig
+from runner.spawn import runner_context
 
-_CTX = mp.get_context("spawn")
+_CTX = runner_context()
 # How long one measurement (the check against the reference and every timed run) may take before it
 # counts as a timeout: the coordinator refuses workloads whose candidates could not finish within it.
 RUN_TIMEOUT_S = 60.0

@@ -22,7 +22,9 @@ def test_there_are_examples():
     assert {p.stem for p in EXAMPLES} >= {
         "mm_relu_schedule",
         "mlc_random_search",
+        "mlc_tune_tir",
         "mlc_tvmscript",
         "scan_cumsum",
+        "scan_multi_stage",
         "scan_two_state",
     }

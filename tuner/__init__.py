@@ -2,6 +2,6 @@
 
 from tuner.best import build_model, compile_best
 from tuner.model_tuning import ModelTuneResult, tune_model
-from tuner.tune import TuneResult, tune
+from tuner.tune import TuneResult, tune, tune_tir
 
-__all__ = ["ModelTuneResult", "TuneResult", "build_model", "compile_best", "tune", "tune_model"]
+__all__ = ["ModelTuneResult", "TuneResult", "build_model", "compile_best", "tune", "tune_model", "tune_tir"]

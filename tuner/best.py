@@ -5,19 +5,16 @@ which record counts as a layer's best (`best_record`)."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from compiler import Hardware, PrimFunc, Trace, build, graph, host_hardware
 from compiler.build import Kernel
 from compiler.graph import CompiledModel, Module
-from compiler.workloads import Workload
 from runner import TimingKind
 from tuner.database import Database, Record
-from tuner.tune import DEFAULT_DATABASE, as_workload, opened
+from tuner.tune import DEFAULT_DATABASE, WorkloadLike, as_workload, opened
 
 
 def compile_best(
-    workload: Workload | dict[str, Any],
+    workload: WorkloadLike,
     *,
     database: Database | str = DEFAULT_DATABASE,
     hardware: Hardware | None = None,

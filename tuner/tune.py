@@ -15,9 +15,11 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from compiler import Trace
+from compiler.ir import IRModule, PrimFunc
 from compiler.schedule_rules import RuleConfig, default_schedule
 from compiler.target import Hardware, host_hardware
 from compiler.workloads import Workload, workload_from_spec
+from compiler.workloads.primfunc_spec import func_workload
 from runner import (
     Candidate,
     LocalRunner,
@@ -65,8 +67,21 @@ def gflops(workload: Workload, seconds: float | None) -> float:
     return workload.flops / seconds / 1e9 if seconds else 0.0
 
 
-def as_workload(workload: Workload | dict[str, Any]) -> Workload:
-    return workload if isinstance(workload, Workload) else workload_from_spec(workload)
+WorkloadLike = Workload | dict[str, Any] | PrimFunc | IRModule
+
+
+def as_workload(workload: WorkloadLike) -> Workload:
+    """A workload, a JSON spec, or a PrimFunc as written (or the one function of a module, as TVM's
+    `tune_tir` takes it): its leading parameters no block writes are its inputs."""
+    if isinstance(workload, Workload):
+        return workload
+    if isinstance(workload, IRModule):
+        if len(workload) != 1:
+            raise ValueError(f"tune one function at a time; the module holds {', '.join(workload)}")
+        workload = workload.functions[0]
+    if isinstance(workload, PrimFunc):
+        return func_workload(workload)
+    return workload_from_spec(workload)
 
 
 @contextmanager
@@ -80,7 +95,7 @@ def opened(database: Database | str) -> Iterator[Database]:
 
 
 def tune(
-    workload: Workload | dict[str, Any],
+    workload: WorkloadLike,
     *,
     trials: int = 64,
     database: Database | str = DEFAULT_DATABASE,
@@ -113,6 +128,13 @@ def tune(
     finally:
         if own_runner:
             runner.close()
+
+
+def tune_tir(func: PrimFunc | IRModule, *, trials: int = 64, **options: Any) -> TuneResult:
+    """TVM's `meta_schedule.tune_tir`: tune a PrimFunc (or a module's one function) as written, with
+    `tune`'s options (`space=` a function that schedules, `database=`, ...); `compile_best(func)`
+    then builds the best program found."""
+    return tune(func, trials=trials, **options)
 
 
 class Tuning:

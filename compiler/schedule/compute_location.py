@@ -162,10 +162,18 @@ def _common_outer_guard(producers: list[Block], outer: dict[Var, tuple[int, int]
 
 def _check_movable(block: Block, where: str) -> None:
     """A moved block may run more than once per element (overlapping regions), so it must be
-    idempotent: not a scan step, and not a reduction update whose init was decomposed away."""
+    idempotent: not a scan step that reads the state it writes (a stage of a scan's body that only
+    reads other buffers may move, as TVM's multi-stage scan schedule moves it), and not a reduction
+    update whose init was decomposed away."""
+    scan_step = any(iv.kind == "O" for iv in block.iter_vars)
+    store = block.body
+    own = [ld for ld in block_loads(block) if ld.buffer == store.buffer]
+    reads_state = any(
+        not all(structural_equal(a, b) for a, b in zip(ld.indices, store.indices)) for ld in own
+    )
     check(
-        all(iv.kind != "O" for iv in block.iter_vars),
-        f"{where}: block {block.name!r} is a scan step; it cannot be moved",
+        not (scan_step and reads_state),
+        f"{where}: block {block.name!r} is a scan step that reads its own state; it cannot be moved",
     )
     check(
         block.init is not None or not block.is_reduction,
@@ -510,20 +518,33 @@ def _extent(iv: IterVar, lo: Expr, hi: Expr, outer: dict[Var, tuple[int, int]], 
 
 
 def _iter_ranges(block: Block, region: Region, where: str) -> list[tuple[Expr, Expr]]:
+    """The range of each iteration variable that writes `region`: a spatial variable (or the time
+    variable of a scan stage, which writes row `t + start`) from the dimension it indexes, shifted
+    by the constant beside it; a reduction variable over its whole domain."""
     write = block.body.indices
     out: list[tuple[Expr, Expr]] = []
     for iv in block.iter_vars:
-        if iv.kind != "S":
+        if iv.kind == "R":
             out.append((const(0), const(iv.extent - 1)))
             continue
-        dims = [d for d, idx in enumerate(write) if structural_equal(idx, iv.var)]
+        dims = [(d, shift) for d, idx in enumerate(write) if (shift := _shift(idx, iv.var)) is not None]
         check(
             len(dims) == 1,
             f"{where}: block {block.name!r} must write its buffer at plain iteration variables "
             f"(found {iv.var.name} in {len(dims)} dimensions)",
         )
-        out.append(region[dims[0]])
+        d, shift = dims[0]
+        lo, hi = region[d]
+        out.append((simplify(lo - shift), simplify(hi - shift)) if shift else (lo, hi))
     return out
+
+
+def _shift(index: Expr, var: Var) -> int | None:
+    """c where `index` is `var + c`, else None."""
+    if structural_equal(index, var):
+        return 0
+    form = linear(index)
+    return form.constant if form.terms == {var: 1} else None
 
 
 def _in_domain(value: Expr, iv: IterVar, outer: dict[Var, tuple[int, int]], loops: dict[Var, int]) -> Expr:

@@ -72,6 +72,28 @@ def primfunc_workload(data: object, num_inputs: object) -> Workload:
     return Workload(func.name, primfunc_spec(func, n), func, n, partial(interpret, func), count_flops(func))
 
 
+def func_workload(func: PrimFunc, num_inputs: int | None = None) -> Workload:
+    """The workload of `func` as written (a user's kernel): `num_inputs`, or its leading parameters
+    that no block writes."""
+    n = leading_inputs(func) if num_inputs is None else num_inputs
+    return primfunc_workload(to_json(func), n)
+
+
+def leading_inputs(func: PrimFunc) -> int:
+    """How many leading parameters are inputs: those no block writes, which must come first."""
+    written = {b.body.buffer.name for b in blocks(func.body)}
+    roles = [p.name in written for p in func.params]
+    n = roles.index(True) if True in roles else len(roles)
+    late = [p.name for p, out in zip(func.params[n:], roles[n:]) if not out]
+    if late:
+        raise WorkloadError(
+            "num_inputs",
+            f"the inputs (parameters no block writes) come before the outputs: {', '.join(late)} "
+            "follow an output; or give num_inputs",
+        )
+    return n
+
+
 def count_flops(func: PrimFunc) -> int:
     """Floating-point operations: each block's ops on float operands (arithmetic, math functions,
     min/max, comparisons; a reduction's combine included) per iteration, times its iteration domain.

@@ -16,7 +16,7 @@ from compiler.script import ScriptError, from_source
 from compiler.script.parser import parse_text
 from compiler.serialize import to_json
 from compiler.visit import blocks
-from compiler.workloads.primfunc_spec import primfunc_workload
+from compiler.workloads.primfunc_spec import leading_inputs, primfunc_workload
 from compiler.workloads.workload import MAX_PRIMFUNC_BYTES, Workload, WorkloadError, check_int, show
 
 FIELD = "tvmscript"
@@ -34,7 +34,7 @@ def script_workload(text: object, num_inputs: object = None) -> Workload:
     except ScriptError as e:
         raise WorkloadError(FIELD, str(e)) from None
     func = _one_function(parsed)
-    n = _inputs(func) if num_inputs is None else check_int(num_inputs, "num_inputs", minimum=0)
+    n = leading_inputs(func) if num_inputs is None else check_int(num_inputs, "num_inputs", minimum=0)
     try:
         return primfunc_workload(to_json(func), n)
     except WorkloadError as e:
@@ -49,21 +49,6 @@ def _one_function(parsed: PrimFunc | IRModule) -> PrimFunc:
     if len(parsed) != 1:
         raise WorkloadError(FIELD, f"a workload is one function; the module holds {', '.join(parsed)}")
     return parsed.functions[0]
-
-
-def _inputs(func: PrimFunc) -> int:
-    """How many leading parameters are inputs: those no block writes, which must come first."""
-    written = {b.body.buffer.name for b in blocks(func.body)}
-    roles = [p.name in written for p in func.params]
-    n = roles.index(True) if True in roles else len(roles)
-    late = [p.name for p, out in zip(func.params[n:], roles[n:]) if not out]
-    if late:
-        raise WorkloadError(
-            FIELD,
-            f"the inputs (parameters no block writes) come before the outputs: {', '.join(late)} "
-            "follow an output; or give num_inputs",
-        )
-    return n
 
 
 def _where(text: str, func: PrimFunc, field: str) -> str:

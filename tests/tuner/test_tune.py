@@ -2,11 +2,13 @@
 recorded but never best, compile_best builds the winner; with the null runner (exact, fast)."""
 
 from collections.abc import Iterator, Sequence
+from dataclasses import replace
 
 import numpy as np
 import pytest
 
 from compiler import Schedule, ScheduleError, Trace
+from compiler.ir import IRModule
 from compiler.schedule import loop_transform
 from compiler.workloads import workload_from_spec
 from compiler.workloads.primfunc_spec import primfunc_spec
@@ -16,7 +18,7 @@ from tests.compiler.workloads.test_primfunc_spec import fused_conv2d_add_relu
 from tuner.best import best_record, compile_best
 from tuner.database import Database
 from tuner.search.training_data import evaluate_model, groups_from_records, hardware_records, split_group_key
-from tuner.tune import tune
+from tuner.tune import tune, tune_tir
 
 SPEC = {"op": "matmul", "params": {"M": 48, "N": 64, "K": 32}}
 
@@ -84,6 +86,23 @@ def test_compile_best_builds_the_fastest_known_schedule(db):
     (c,) = workload.empty_outputs()
     kernel(a, b, c)
     np.testing.assert_allclose(c, a @ b, rtol=1e-4, atol=1e-4)
+
+
+def test_tune_tir_takes_a_primfunc_or_its_module_as_written(db):
+    """TVM's tune_tir: no spec to write; the same workload (and records) as the registry's op."""
+    func = workload_from_spec(SPEC).func
+    result = tune_tir(IRModule((func,)), trials=3, database=db, runner=NullRunner(), strategy="random")
+    assert result.trials == 3 and result.workload.num_inputs == 2
+    assert result.workload.func.structural_hash() == func.structural_hash()
+    assert tune(func, trials=2, database=db, runner=NullRunner(), strategy="random").trials == 2
+    assert len(db.workloads()) == 1 and len(records_of(db)) == 5
+    kernel = compile_best(func, database=db)
+    a, b = workload_from_spec(SPEC).random_inputs(np.random.default_rng(0))
+    c = np.empty((48, 64), np.float32)
+    kernel(a, b, c)
+    np.testing.assert_allclose(c, a @ b, rtol=1e-4, atol=1e-4)
+    with pytest.raises(ValueError, match="one function at a time"):
+        tune_tir(IRModule((func, replace(func, name="other"))), database=db, runner=NullRunner())
 
 
 class LayerRunner(NullRunner):
