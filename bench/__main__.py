@@ -30,6 +30,7 @@ from bench import (
     models,
     recovery,
     register_tile,
+    rfactor,
     runner_throughput,
     search_cost,
     tuning,
@@ -55,6 +56,7 @@ BENCHMARKS = {
     "register_tile": register_tile.main,
     "default_schedule": default_schedule.main,
     "vector_math": vector_math.main,
+    "rfactor": rfactor.main,
     "conv_layout": conv_layout.main,
     "dense_layout": dense_layout.main,
     "fleet_soak": lambda: fleet_soak.main([]),  # their defaults; `python -m bench.<name> --help` for more

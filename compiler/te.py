@@ -498,7 +498,7 @@ class _Builder:
         value: Expr
         if isinstance(body, Reduce):
             value = Binary(body.combiner, Load(out, index), rewrite(body.source))
-            init = BufferStore(out, _identity(body.combiner, body.dtype), index)
+            init = BufferStore(out, reduction_identity(body.combiner, body.dtype), index)
         else:
             value = rewrite(body)
         block = Block(
@@ -577,7 +577,8 @@ def _unique(names: list[str]) -> list[str]:
     return out
 
 
-def _identity(combiner: Op, dtype: str) -> Expr:
+def reduction_identity(combiner: Op, dtype: str) -> Expr:
+    """The value a reduction by `combiner` starts from: 0, or the lowest or highest of the type."""
     if combiner == Op.ADD:
         return const(0, dtype)
     big = float("inf") if dtype in FLOAT_DTYPES else (2**31 - 1 if dtype == "int32" else 2**63 - 1)

@@ -1,6 +1,7 @@
 """The graph level: a model as a dataflow of operator calls over tensors, the passes that optimize it,
 and the executor that runs it compiled."""
 
+from compiler.graph.bind_params import bind_params
 from compiler.graph.build import build
 from compiler.graph.builder import GraphBuilder
 from compiler.graph.executor import CompiledModel
@@ -38,6 +39,7 @@ __all__ = [
     "OpDef",
     "Pattern",
     "TensorType",
+    "bind_params",
     "build",
     "extract_tasks",
     "load_library",

@@ -17,6 +17,7 @@ from compiler.graph.forward import symbol
 from compiler.graph.ir import Call, CallTIR, Module
 from compiler.graph.memory_plan import views
 from compiler.graph.passes import optimize
+from compiler.graph.passes.tasks import hand_scheduled
 from compiler.ir import PrimFunc
 from compiler.schedule_rules import default_schedule
 from compiler.target import Target
@@ -39,6 +40,8 @@ def build(
     for name, func in kernel_funcs(module).items():
         start = time.perf_counter()
         given = schedules(func) if schedules is not None else None
+        if given is None and hand_scheduled(func):
+            given = func
         scheduled = replace(given or default_schedule(func, target).func, name=symbol(name))
         kernels[name] = load(compile_kernel(scheduled, target, pic=True))
         origin = "given" if given is not None else "default"

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
+from compiler import te
 from compiler.graph.ir import (
     DTYPES,
+    CallTIR,
     Constant,
     GraphError,
     Input,
@@ -17,6 +19,7 @@ from compiler.graph.ir import (
     TensorType,
 )
 from compiler.graph.op import call
+from compiler.ir import PrimFunc
 from compiler.names import unique_name
 
 
@@ -33,6 +36,8 @@ class GraphBuilder:
         self.used: set[str] = set()
         self.inputs: list[Input] = []
         self.scalar_inputs: set[int] = set()
+        self.funcs: dict[str, PrimFunc] = {}  # the PrimFuncs of call_tir and emit_te, by name
+        self.func_names: dict[str, str] = {}  # their names, by structural hash: one copy each
 
     def name(self, hint: str) -> str:
         name = unique_name(sanitize(hint), self.used, sep="_")
@@ -71,6 +76,47 @@ class GraphBuilder:
     ) -> Node:
         return call(self.name(name or op), op, args, attrs)
 
+    def call_tir(self, func: PrimFunc, args: Sequence[Node], name: str | None = None) -> CallTIR:
+        """A call of `func` (Relax's `call_tir`): its parameters are `args`, then the one output. A
+        function already scheduled by hand (`Schedule`) is compiled as it is by `graph.build`; an
+        unscheduled one gets the default schedule, or a tuned one, like any fused kernel."""
+        node_name = self.name(name or func.name)
+        expected = [a.type for a in args]
+        if len(func.params) != len(expected) + 1:
+            raise GraphError(
+                node_name,
+                "call_tir",
+                f"{func.name} takes {len(func.params)} buffers, given {len(args)} + 1 output",
+            )
+        for buf, want in zip(func.params, expected):
+            if TensorType(buf.shape, buf.dtype) != want:
+                raise GraphError(
+                    node_name,
+                    "call_tir",
+                    f"{func.name}'s {buf.name} is {buf.shape} {buf.dtype}, given {want}",
+                )
+        out = func.params[-1]
+        key = func.structural_hash()
+        fname = self.func_names.get(key)
+        if fname is None:
+            fname = unique_name(sanitize(func.name), set(self.funcs), sep="_")
+            self.funcs[fname], self.func_names[key] = func, fname
+        return CallTIR(node_name, tuple(args), TensorType(out.shape, out.dtype), func=fname)
+
+    def emit_te(
+        self, fcompute: Callable[..., te.Tensor], *args: Node, name: str | None = None, **attrs: object
+    ) -> CallTIR:
+        """A call of the PrimFunc that `fcompute` (a te function, such as `compiler.topi`'s) defines
+        over placeholders of the arguments' types (Relax's `emit_te`)."""
+        holders = [te.placeholder(a.type.shape, a.type.dtype, name=f"p{k}") for k, a in enumerate(args)]
+        out = fcompute(*holders, **attrs)
+        if not isinstance(out, te.Tensor):
+            raise GraphError(
+                name or "emit_te", "emit_te", f"fcompute must return one te tensor, got {type(out).__name__}"
+            )
+        func_name = sanitize(name or str(getattr(fcompute, "__name__", "te_func")))
+        return self.call_tir(te.create_prim_func([*holders, out], name=func_name), args, name=name)
+
     def module(self, outputs: Sequence[Node], scalar_outputs: Sequence[int] = ()) -> Module:
         """The module computing `outputs`; those at `scalar_outputs` are rank 0 to the caller (each
         must hold one element)."""
@@ -83,6 +129,7 @@ class GraphBuilder:
         return Module(
             tuple(self.inputs),
             tuple(outputs),
+            funcs=dict(self.funcs),
             scalar_inputs=frozenset(self.scalar_inputs),
             scalar_outputs=frozenset(scalar_outputs),
         )

@@ -77,6 +77,24 @@ GET_CHILD_BLOCKS = register(
         pure=True,
     )
 )
+GET_PRODUCERS = register(
+    InstructionKind(
+        "get_producers",
+        (Arg("block", BLOCK),),
+        BLOCKS,
+        lambda sch, a, _: sch.get_producers(a["block"]),
+        pure=True,
+    )
+)
+GET_CONSUMERS = register(
+    InstructionKind(
+        "get_consumers",
+        (Arg("block", BLOCK),),
+        BLOCKS,
+        lambda sch, a, _: sch.get_consumers(a["block"]),
+        pure=True,
+    )
+)
 
 # --- loop transformations ----------------------------------------------------------------------------
 SPLIT = register(
@@ -165,6 +183,14 @@ DECOMPOSE_REDUCTION = register(
         (Arg("block", BLOCK), Arg("loop", LOOP)),
         ONE_BLOCK,
         lambda sch, a, _: sch.decompose_reduction(a["block"], a["loop"]),
+    )
+)
+RFACTOR = register(
+    InstructionKind(
+        "rfactor",
+        (Arg("loop", LOOP), Arg("factor_axis", INT)),
+        ONE_BLOCK,
+        lambda sch, a, _: sch.rfactor(a["loop"], a["factor_axis"]),
     )
 )
 

@@ -10,14 +10,23 @@ replays it.
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from itertools import islice
 from typing import Any
 
-from compiler.ir import Block, For, IRModule, PrimFunc, Stmt, Var
+from compiler.ir import Block, Buffer, For, IRModule, PrimFunc, Stmt, Var
 from compiler.names import unique_name
-from compiler.schedule import cache, compute_location, inline, kinds, loop_transform, reduction, sampling
+from compiler.schedule import (
+    cache,
+    compute_location,
+    inline,
+    kinds,
+    loop_transform,
+    reduction,
+    rfactor,
+    sampling,
+)
 from compiler.schedule.errors import ScheduleError, check
 from compiler.schedule.instruction import InstructionKind, is_int
 from compiler.schedule.rv import RV, BlockRV, IntRV, LoopRV
@@ -29,7 +38,7 @@ from compiler.schedule.tree import (
     loops_above,
     nodes,
 )
-from compiler.visit import block_reads, blocks, map_blocks
+from compiler.visit import block_reads, block_writes, blocks, map_blocks
 
 ROOT = "root"
 
@@ -149,6 +158,28 @@ class Schedule:
         self._record(kinds.GET_CHILD_BLOCKS, {"parent": parent}, outs)
         return outs
 
+    def get_producers(self, block: BlockRV) -> list[BlockRV]:
+        """The other blocks that write what `block` reads, in program order (TVM's get_producers)."""
+        return self._neighbours(block, kinds.GET_PRODUCERS, block_reads, block_writes)
+
+    def get_consumers(self, block: BlockRV) -> list[BlockRV]:
+        """The other blocks that read what `block` writes, in program order (TVM's get_consumers)."""
+        return self._neighbours(block, kinds.GET_CONSUMERS, block_writes, block_reads)
+
+    def _neighbours(
+        self,
+        block: BlockRV,
+        kind: InstructionKind,
+        own: Callable[[Block], list[Buffer]],
+        theirs: Callable[[Block], list[Buffer]],
+    ) -> list[BlockRV]:
+        _, blk = find_block(self.func.body, self._block_name(block))
+        mine = set(own(blk))
+        others = [b.name for b in blocks(self.func.body) if b.name != blk.name and mine & set(theirs(b))]
+        outs = [self._block(name) for name in others]
+        self._record(kind, {"block": block}, outs)
+        return outs
+
     # --- loop transformations -------------------------------------------------------------------
     def split(self, loop: LoopRV, factors: Sequence[int | None]) -> list[LoopRV]:
         plain = [int(f) if isinstance(f, IntRV) else f for f in factors]  # the trace keeps the IntRVs
@@ -259,6 +290,16 @@ class Schedule:
         )
         out = self._block(name)
         self._record(kinds.DECOMPOSE_REDUCTION, {"block": block, "loop": loop}, [out])
+        return out
+
+    def rfactor(self, loop: LoopRV, factor_axis: int) -> BlockRV:
+        """Factor the reduction under `loop` along it (TVM's rfactor): a new block of partial results
+        with the loop as a spatial axis at `factor_axis` of a new buffer, and the original block
+        reducing them; returns the new block."""
+        check(is_int(factor_axis), f"rfactor: factor_axis must be an int, got {factor_axis!r}")
+        self.func, name = rfactor.rfactor(self.func, self._loop_name(loop), factor_axis, self._fresh)
+        out = self._block(name)
+        self._record(kinds.RFACTOR, {"loop": loop, "factor_axis": factor_axis}, [out])
         return out
 
     # --- stochastic primitives ------------------------------------------------------------------

@@ -28,6 +28,7 @@ class RuleConfig:
     vector_lanes: int = 16  # float32 lanes per vector register
     vector_registers: int = 32
     masked_odd_rows: bool = True  # an odd row is one masked load, not split (`codegen_vector.masks_odd_rows`)
+    cores: int = 1  # the parallel loops' threads (`add_rfactor` splits a reduction among them)
 
     @classmethod
     def for_target(cls, target: Target) -> RuleConfig:
@@ -35,6 +36,7 @@ class RuleConfig:
             vector_lanes=target.vector_lanes("float32"),
             vector_registers=target.vector_registers,
             masked_odd_rows=masks_odd_rows(target),
+            cores=target.cores,
         )
 
     def vector_tile_limit(self, extent: int) -> int:

@@ -67,3 +67,8 @@ class Decisions(Protocol):
     def unroll(self, steps: tuple[int, ...]) -> int | None:
         """The index of the auto-unroll budget among `steps`."""
         ...
+
+    def rfactor(self, sch: Schedule) -> bool:
+        """Whether a reduction with less spatial parallelism than cores is split among them
+        (`add_rfactor`)."""
+        ...

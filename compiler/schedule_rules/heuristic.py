@@ -98,6 +98,9 @@ class Heuristic:
     def write_level(self, sch: Schedule) -> int:
         return WRITE_LEVEL
 
+    def rfactor(self, sch: Schedule) -> bool:
+        return True
+
     def vectorize_follower(self) -> bool:
         return True
 

@@ -13,8 +13,9 @@ init is decomposed out."""
 
 from __future__ import annotations
 
+from compiler.ir import PrimFunc
 from compiler.schedule import BlockRV, LoopRV, Schedule, ScheduleError
-from compiler.schedule.tree import find_loop
+from compiler.schedule.tree import find_block, find_loop
 from compiler.schedule_rules.analysis import (
     contiguous_rows,
     elementwise_consumer,
@@ -23,6 +24,7 @@ from compiler.schedule_rules.analysis import (
 )
 from compiler.schedule_rules.config import RuleConfig
 from compiler.schedule_rules.rule import BlockRule, RuleContext, attempt
+from compiler.visit import block_loads, free_vars, substitute
 
 
 class MultiLevelTiling(BlockRule):
@@ -82,8 +84,31 @@ def _tile(sch: Schedule, name: str, ctx: RuleContext) -> set[str]:
             attempt(_vectorize_innermost, sch, follower)
     placed.add(sch.decompose_reduction(block, r[0][0]).name)
     sch.vectorize(s[3][-1])
+    if gathers(sch.func, name, s[3][-1].name):
+        ctx.unroll_steps = tuple(step for step in ctx.unroll_steps if step <= GATHER_UNROLL_STEP)
     sch.parallel(sch.fuse(*s[0]) if len(s[0]) > 1 else s[0][0])
     return placed
+
+
+# A vectorized tile that reads an operand across its rows (a dense layer with its weight transposed,
+# W[j, k] with j in the vector) loads one element per lane; unrolled 64 deep, LLVM took 12 s to
+# compile the MLC course's 784 -> 128 linear layer and the kernel ran slower (15.9 us, 9.7 us at 16
+# or none; bench/results/2026-11-28.md).
+GATHER_UNROLL_STEP = 16
+
+
+def gathers(func: PrimFunc, name: str, vector_loop: str) -> bool:
+    """Whether the block reads some input across rows along the vectorized loop: the loop indexes a
+    dimension other than the last (a strided row, as a stride-2 conv reads, is not counted)."""
+    _, block = find_block(func.body, name)
+    lane = find_loop(func.body, vector_loop)[1].var
+    bindings = dict(zip((iv.var for iv in block.iter_vars), block.bindings))
+    return any(
+        lane in free_vars(substitute(index, bindings))
+        for load in block_loads(block)
+        if load.buffer != block.body.buffer
+        for index in load.indices[:-1]
+    )
 
 
 def _vectorize_innermost(sch: Schedule, block: BlockRV) -> None:

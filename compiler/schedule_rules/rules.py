@@ -3,6 +3,7 @@ module in this package, one entry here, and its test."""
 
 from __future__ import annotations
 
+from compiler.schedule_rules.add_rfactor import AddRFactor
 from compiler.schedule_rules.auto_inline import AutoInline
 from compiler.schedule_rules.multi_level_tiling import MultiLevelTiling
 from compiler.schedule_rules.parallel_vectorize import ParallelVectorize
@@ -12,6 +13,7 @@ from compiler.schedule_rules.winograd_tiling import WinogradTiling
 
 DEFAULT_RULES: tuple[ScheduleRule, ...] = (
     AutoInline(),
+    AddRFactor(),
     WinogradTiling(),
     MultiLevelTiling(),
     ParallelVectorize(),

@@ -24,6 +24,8 @@ EXAMPLES: dict[str, tuple[Callable[[], ProgramCase], Callable[[Schedule], object
     "get_loops": (matmul, lambda sch: sch.get_loops(sch.get_block("C"))),
     "get_innermost_loop": (matmul, lambda sch: sch.get_innermost_loop(sch.get_block("C"))),
     "get_child_blocks": (mm_relu, lambda sch: sch.get_child_blocks(loops_of(sch, "Y")[0])),
+    "get_producers": (mm_relu, lambda sch: sch.get_producers(sch.get_block("C"))),
+    "get_consumers": (mm_relu, lambda sch: sch.get_consumers(sch.get_block("Y"))),
     "split": (matmul, lambda sch: sch.split(c_loops(sch)[1], sch.sample_perfect_tile(c_loops(sch)[1], n=3))),
     "fuse": (matmul, lambda sch: sch.fuse(*c_loops(sch)[:2])),
     "reorder": (matmul, lambda sch: sch.reorder(*reversed(c_loops(sch)))),
@@ -46,6 +48,7 @@ EXAMPLES: dict[str, tuple[Callable[[], ProgramCase], Callable[[Schedule], object
     "cache_read": (matmul, lambda sch: sch.cache_read(sch.get_block("C"), 1)),
     "cache_write": (matmul, lambda sch: sch.cache_write(sch.get_block("C"), 0, "local")),
     "decompose_reduction": (matmul, lambda sch: sch.decompose_reduction(sch.get_block("C"), c_loops(sch)[2])),
+    "rfactor": (matmul, lambda sch: sch.rfactor(c_loops(sch)[2], 1)),
     "sample_perfect_tile": (
         matmul,
         lambda sch: sch.sample_perfect_tile(c_loops(sch)[1], n=2, decision=[1, 127]),

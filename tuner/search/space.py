@@ -68,6 +68,9 @@ class Sampled:
     def unroll(self, steps: tuple[int, ...]) -> int | None:
         return None
 
+    def rfactor(self, sch: Schedule) -> bool:
+        return sch.rng.random() < 0.5
+
 
 SAMPLED = Sampled()
 

@@ -9,7 +9,7 @@ from typing import Any
 
 from compiler.graph.ir import CallTIR, GraphError, Module
 from compiler.graph.memory_plan import views
-from compiler.ir import PrimFunc
+from compiler.ir import TRUE, Block, For, PrimFunc, SeqStmt
 from compiler.workloads.primfunc_spec import primfunc_spec
 
 
@@ -42,7 +42,8 @@ class ExtractedTask:
 
 def extract_tasks(module: Module) -> list[ExtractedTask]:
     """One task per distinct PrimFunc the module runs, in order of first call; fuse first. Calls
-    that only reshape run no kernel (the executor makes them views), so they are no task."""
+    that only reshape run no kernel (the executor makes them views), so they are no task, and nor is
+    a function that comes scheduled (`hand_scheduled`): it is compiled as it is."""
     aliases = views(module)
     calls = [n for n in module.nodes() if isinstance(n, CallTIR) and id(n) not in aliases]
     unfused = [n for n in module.calls() if not isinstance(n, CallTIR)]
@@ -54,6 +55,8 @@ def extract_tasks(module: Module) -> list[ExtractedTask]:
     tasks: dict[str, ExtractedTask] = {}
     for call in calls:
         func = module.funcs[call.func]
+        if hand_scheduled(func):
+            continue
         digest = func.structural_hash()
         if digest in tasks:
             t = tasks[digest]
@@ -61,3 +64,22 @@ def extract_tasks(module: Module) -> list[ExtractedTask]:
         else:
             tasks[digest] = ExtractedTask(call.func, func, 1, call.flops, call.ops)
     return list(tasks.values())
+
+
+def hand_scheduled(func: PrimFunc) -> bool:
+    """Whether `func` comes scheduled (a Schedule's output given to `GraphBuilder.call_tir`), so it is
+    compiled as it is: anything but te.create_prim_func's form, which every fused kernel has until it
+    is scheduled (each block alone in a nest of plain serial loops bound one to one, no attributes)."""
+    if func.attrs:
+        return True
+    nests = func.body.stmts if isinstance(func.body, SeqStmt) else (func.body,)
+    for nest in nests:
+        loops = []
+        while isinstance(nest, For):
+            if nest.kind != "serial" or nest.annotations:
+                return True
+            loops.append(nest.var)
+            nest = nest.body
+        if not isinstance(nest, Block) or nest.bindings != tuple(loops) or not bool(nest.predicate == TRUE):
+            return True
+    return False
