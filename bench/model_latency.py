@@ -4,7 +4,8 @@ default schedules, timed at batch 1 on this machine's cores against PyTorch eage
 `thirdparty` extra, Hugging Face models too (random weights from config classes, int64 token ids
 and attention mask as inputs, their last hidden state as output): GPT-2 and BERT with GPT-2-small's
 and BERT-base's widths (2 layers, 64 tokens) and a 2-layer ViT-tiny, and full-sized GPT-2 small and
-BERT-base (12 layers, 128 tokens) and ViT-base (224x224).
+BERT-base (12 layers, 128 tokens), ViT-base and MobileNetV2 (224x224; TensorFlow-style padding, an
+explicit pad before every conv).
 
     python -m bench model_latency
     python -m bench.model_latency hf_gpt2 hf_bert hf_vit_tiny     # some of them
@@ -107,6 +108,11 @@ def hugging_face_models() -> list[ZooModel]:
         ZooModel("hf_gpt2_small", text(lambda: transformers.GPT2Model(gpt2(12))), tokens(128)),
         ZooModel("hf_bert_base", text(lambda: transformers.BertModel(bert(12))), tokens(128)),
         ZooModel("hf_vit_base", vision(lambda: transformers.ViTModel(transformers.ViTConfig())), image),
+        ZooModel(
+            "hf_mobilenet_v2",  # TensorFlow-style padding: an explicit pad before every conv
+            vision(lambda: transformers.MobileNetV2Model(transformers.MobileNetV2Config())),
+            image,
+        ),
     ]
 
 

@@ -11,16 +11,20 @@ import ctypes
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
+from typing import TYPE_CHECKING, overload
 
 import llvmlite.binding as llvm
 import numpy as np
 
 from compiler.codegen import emit_llvm, repeat_name
-from compiler.ir import Buffer, PrimFunc
+from compiler.ir import Buffer, IRModule, PrimFunc
 from compiler.lower import lower
 from compiler.numpy_entry import entry_context, layout_ok, numpy_entry_name
 from compiler.runtime import load_runtime
 from compiler.target import Target, init_llvm
+
+if TYPE_CHECKING:
+    from compiler.library import Library
 
 NP_DTYPES = {
     "float32": np.float32,
@@ -165,7 +169,31 @@ def load(compiled: CompiledKernel) -> Kernel:
     )
 
 
-def build(func: PrimFunc, target: Target | None = None, *, listings: bool = True) -> Kernel:
-    """Compile `func` for `target` and load it into this process. The library's edge: without a
-    target, for this machine."""
-    return load(compile_kernel(func, target or Target.host(), listings=listings))
+@overload
+def build(func: PrimFunc, target: Target | str | None = None, *, listings: bool = True) -> Kernel: ...
+@overload
+def build(func: IRModule, target: Target | str | None = None, *, listings: bool = True) -> Library: ...
+def build(
+    func: PrimFunc | IRModule, target: Target | str | None = None, *, listings: bool = True
+) -> Kernel | Library:
+    """Compile `func` for `target` and load it into this process: the kernel, or for a module (as
+    TVM's `tvm.build(mod, target="llvm")`) its kernels by name. The library's edge: without a
+    target, or with "llvm", for this machine."""
+    target = _target(target)
+    if isinstance(func, IRModule):
+        from compiler.library import Library
+
+        return Library({f.name: load(compile_kernel(f, target, listings=listings)) for f in func.functions})
+    return load(compile_kernel(func, target, listings=listings))
+
+
+def _target(target: Target | str | None) -> Target:
+    """This machine for None and for TVM's "llvm" (whose options are not read: the kernels are for
+    this machine, with all its cores)."""
+    if target is None:
+        return Target.host()
+    if isinstance(target, str):
+        if target.split()[0] != "llvm":
+            raise ValueError(f"target {target!r}: this compiler builds for this machine's CPU, 'llvm'")
+        return Target.host()
+    return target

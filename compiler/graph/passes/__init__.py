@@ -7,9 +7,11 @@ from compiler.graph.passes.dead_code import eliminate_dead_code
 from compiler.graph.passes.expand_powers import expand_powers
 from compiler.graph.passes.fold_batch_norm import fold_batch_norm
 from compiler.graph.passes.fold_constants import fold_constants
+from compiler.graph.passes.fold_pad import fold_pad_into_conv
 from compiler.graph.passes.fuse import fuse
 from compiler.graph.passes.layer_norm_pattern import match_layer_norm
 from compiler.graph.passes.nchwc_layout import nchwc_layout
+from compiler.graph.passes.pad_matmul_rows import pad_matmul_rows
 from compiler.graph.passes.tasks import ExtractedTask, extract_tasks
 from compiler.graph.passes.verify import verify
 from compiler.graph.passes.winograd_convs import winograd_convs
@@ -20,10 +22,12 @@ PASSES = (
     fold_constants,
     match_layer_norm,
     expand_powers,
+    fold_pad_into_conv,
     eliminate_dead_code,
     winograd_convs,
     nchwc_layout,
     block_conv_channels,
+    pad_matmul_rows,
     block_matmul_columns,
     fuse,
     eliminate_dead_code,
@@ -32,10 +36,11 @@ PASSES = (
 
 def optimize(module: Module, *, check: bool = False) -> Module:
     """Fold constants and batch norms, recognize written-out layer norms, expand powers by small
-    constants into multiplications, drop what computes nothing,
+    constants into multiplications, fold zero pads into the convs after them, drop what computes nothing,
     compute stride-1 3x3 convs by Winograd, keep depthwise convs and their neighbours in the NCHWc
-    layout, block the output channels of other convs on small images
-    and pack dense layers' weights in blocks of columns, fuse into PrimFuncs. With `check`, the
+    layout, block the output channels of other convs on small images, pad dense layers' rows to a
+    multiple of 8 where no small count divides them, pack their weights in blocks of columns, fuse
+    into PrimFuncs. With `check`, the
     verifier runs after every pass (the tests do this)."""
     for run in PASSES:
         module = run(module)
@@ -54,10 +59,12 @@ __all__ = [
     "extract_tasks",
     "fold_batch_norm",
     "fold_constants",
+    "fold_pad_into_conv",
     "fuse",
     "match_layer_norm",
     "nchwc_layout",
     "optimize",
+    "pad_matmul_rows",
     "verify",
     "winograd_convs",
 ]

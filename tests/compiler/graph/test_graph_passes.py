@@ -17,8 +17,10 @@ from compiler.graph.passes import (
     expand_powers,
     fold_batch_norm,
     fold_constants,
+    fold_pad_into_conv,
     fuse,
     match_layer_norm,
+    pad_matmul_rows,
     verify,
     winograd_convs,
 )
@@ -508,3 +510,70 @@ def test_a_power_that_broadcasts_its_base_is_kept() -> None:
     x = b.input("x", (1,), "float32")
     module = b.module([b.call("power", [x, b.constant("e", np.full((1, 1), 2.0, np.float32))])])
     assert [c.op for c in expand_powers(module).calls()] == ["power"]
+
+
+def padded_conv(pads: tuple[int, ...], value: float = 0.0, also_used: bool = False) -> Module:
+    """A pad (TensorFlow-style "same" padding: 0 before, 1 after) then a stride-2 conv."""
+    b = GraphBuilder()
+    x = b.input("x", (1, 4, 9, 8), "float32")
+    padded = b.call("pad", [x], pads=pads, value=value)
+    out = conv(b, padded, 6, padded.type.shape[1], stride=2, pad=0)
+    return b.module([out, b.call("relu", [padded])] if also_used else [out])
+
+
+def test_a_zero_pad_of_height_and_width_folds_into_the_conv() -> None:
+    module = padded_conv((0, 0, 0, 0, 0, 0, 1, 1))
+    folded = eliminate_dead_code(fold_pad_into_conv(module))
+    assert [n.op for n in folded.calls()] == ["conv2d", "add"]
+    (conv_call,) = [n for n in folded.calls() if n.op == "conv2d"]
+    assert tuple(conv_call.attrs["padding"]) == (0, 0, 1, 1)
+    compiled_matches_reference(module)
+
+
+def test_a_pad_another_call_reads_stays_for_it() -> None:
+    module = padded_conv((0, 0, 1, 2, 0, 0, 3, 0), also_used=True)
+    folded = eliminate_dead_code(fold_pad_into_conv(module))
+    assert [n.op for n in folded.calls()].count("pad") == 1
+    assert tuple(next(n for n in folded.calls() if n.op == "conv2d").attrs["padding"]) == (1, 2, 3, 0)
+    compiled_matches_reference(module)
+
+
+@pytest.mark.parametrize(
+    ("pads", "value"),
+    [((0, 0, 0, 0, 0, 0, 1, 1), -1.0), ((0, 1, 0, 0, 0, 1, 0, 0), 0.0), ((1, 0, 0, 0, 0, 0, 0, 0), 0.0)],
+)
+def test_other_pads_stay(pads, value) -> None:
+    """A pad with another value, of the channels, or of the batch is no conv padding."""
+    module = padded_conv(pads, value)
+    assert "pad" in [n.op for n in fold_pad_into_conv(module).calls()]
+
+
+@pytest.mark.parametrize("rows", [197, 37])
+def test_a_dense_layer_over_awkward_rows_computes_them_padded_to_eight(rows: int) -> None:
+    b = GraphBuilder()
+    x = b.input("x", (rows, 24), "float32")
+    y = b.call("relu", [b.call("matmul", [x, b.constant("w", weights(24, 40))])])
+    module = b.module([y])
+    padded = pad_matmul_rows(module)
+    (mm,) = [n for n in padded.calls() if n.op == "matmul"]
+    assert mm.type.shape == (rows + (-rows % 8), 40)
+    assert [n.op for n in padded.calls()] == ["pad", "matmul", "slice", "relu"]
+    compiled_matches_reference(module)
+
+
+def test_attention_s_batched_products_are_padded_too() -> None:
+    b = GraphBuilder()
+    q = b.input("q", (3, 29, 8), "float32")
+    k = b.input("k", (3, 8, 29), "float32")
+    scores = b.call("matmul", [q, k])
+    module = b.module([scores])
+    assert [n.op for n in pad_matmul_rows(module).calls()] == ["pad", "matmul", "slice"]
+    compiled_matches_reference(module)
+
+
+@pytest.mark.parametrize("rows", [200, 196, 13, 1])
+def test_rows_a_tile_divides_or_few_rows_stay(rows: int) -> None:
+    b = GraphBuilder()
+    x = b.input("x", (rows, 24), "float32")
+    module = b.module([b.call("matmul", [x, b.constant("w", weights(24, 40))])])
+    assert [n.op for n in pad_matmul_rows(module).calls()] == ["matmul"]
