@@ -11,7 +11,7 @@ from compiler.graph.passes.fold_pad import fold_pad_into_conv
 from compiler.graph.passes.fuse import fuse
 from compiler.graph.passes.layer_norm_pattern import match_layer_norm
 from compiler.graph.passes.nchwc_layout import nchwc_layout
-from compiler.graph.passes.pad_matmul_rows import pad_matmul_rows
+from compiler.graph.passes.pad_matmul import pad_matmul
 from compiler.graph.passes.tasks import ExtractedTask, extract_tasks
 from compiler.graph.passes.verify import verify
 from compiler.graph.passes.winograd_convs import winograd_convs
@@ -27,7 +27,7 @@ PASSES = (
     winograd_convs,
     nchwc_layout,
     block_conv_channels,
-    pad_matmul_rows,
+    pad_matmul,
     block_matmul_columns,
     fuse,
     eliminate_dead_code,
@@ -36,11 +36,11 @@ PASSES = (
 
 def optimize(module: Module, *, check: bool = False) -> Module:
     """Fold constants and batch norms, recognize written-out layer norms, expand powers by small
-    constants into multiplications, fold zero pads into the convs after them, drop what computes nothing,
-    compute stride-1 3x3 convs by Winograd, keep depthwise convs and their neighbours in the NCHWc
-    layout, block the output channels of other convs on small images, pad dense layers' rows to a
-    multiple of 8 where no small count divides them, pack their weights in blocks of columns, fuse
-    into PrimFuncs. With `check`, the
+    constants into multiplications, fold zero pads into the convs after them, drop what computes
+    nothing, compute stride-1 3x3 convs by Winograd, keep depthwise convs and their neighbours in the
+    NCHWc layout, block the output channels of other convs on small images, pad matmuls' rows to a
+    multiple of 8 and long columns to a multiple of 16 where the register tile could not divide
+    them, pack dense layers' weights in blocks of columns, fuse into PrimFuncs. With `check`, the
     verifier runs after every pass (the tests do this)."""
     for run in PASSES:
         module = run(module)
@@ -64,7 +64,7 @@ __all__ = [
     "match_layer_norm",
     "nchwc_layout",
     "optimize",
-    "pad_matmul_rows",
+    "pad_matmul",
     "verify",
     "winograd_convs",
 ]

@@ -20,7 +20,7 @@ from compiler.graph.passes import (
     fold_pad_into_conv,
     fuse,
     match_layer_norm,
-    pad_matmul_rows,
+    pad_matmul,
     verify,
     winograd_convs,
 )
@@ -554,26 +554,38 @@ def test_a_dense_layer_over_awkward_rows_computes_them_padded_to_eight(rows: int
     x = b.input("x", (rows, 24), "float32")
     y = b.call("relu", [b.call("matmul", [x, b.constant("w", weights(24, 40))])])
     module = b.module([y])
-    padded = pad_matmul_rows(module)
+    padded = pad_matmul(module)
     (mm,) = [n for n in padded.calls() if n.op == "matmul"]
     assert mm.type.shape == (rows + (-rows % 8), 40)
     assert [n.op for n in padded.calls()] == ["pad", "matmul", "slice", "relu"]
     compiled_matches_reference(module)
 
 
-def test_attention_s_batched_products_are_padded_too() -> None:
+def test_attention_s_batched_products_are_padded_in_rows_and_long_columns() -> None:
     b = GraphBuilder()
-    q = b.input("q", (3, 29, 8), "float32")
-    k = b.input("k", (3, 8, 29), "float32")
+    q = b.input("q", (3, 197, 8), "float32")
+    k = b.input("k", (3, 8, 197), "float32")
     scores = b.call("matmul", [q, k])
     module = b.module([scores])
-    assert [n.op for n in pad_matmul_rows(module).calls()] == ["pad", "matmul", "slice"]
+    padded = pad_matmul(module)
+    assert [n.op for n in padded.calls()] == ["pad", "pad", "matmul", "slice"]
+    assert next(n for n in padded.calls() if n.op == "matmul").type.shape == (3, 200, 208)
     compiled_matches_reference(module)
 
 
-@pytest.mark.parametrize("rows", [200, 196, 13, 1])
-def test_rows_a_tile_divides_or_few_rows_stay(rows: int) -> None:
+def test_a_constant_weight_with_long_awkward_columns_is_padded_as_a_constant() -> None:
+    b = GraphBuilder()
+    x = b.input("x", (8, 24), "float32")
+    module = b.module([b.call("matmul", [x, b.constant("w", weights(24, 131))])])
+    padded = pad_matmul(module)
+    assert [n.op for n in padded.calls()] == ["matmul", "slice"]
+    assert next(n for n in padded.calls() if n.op == "matmul").args[1].type.shape == (24, 144)
+    compiled_matches_reference(module)
+
+
+@pytest.mark.parametrize(("rows", "cols"), [(200, 40), (196, 127), (13, 1000), (1, 208), (8, 232)])
+def test_extents_a_tile_divides_few_rows_and_short_columns_stay(rows: int, cols: int) -> None:
     b = GraphBuilder()
     x = b.input("x", (rows, 24), "float32")
-    module = b.module([b.call("matmul", [x, b.constant("w", weights(24, 40))])])
-    assert [n.op for n in pad_matmul_rows(module).calls()] == ["matmul"]
+    module = b.module([b.call("matmul", [x, b.constant("w", weights(24, cols))])])
+    assert [n.op for n in pad_matmul(module).calls()] == ["matmul"]
