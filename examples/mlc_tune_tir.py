@@ -1,7 +1,9 @@
-"""The MLC course's automatic optimization chapter as written, up to the module prefix: a TVMScript
-matmul, the course's stochastic schedule as the search space, `tune_tir` on the PrimFunc's module
-and the best program built from the database. No `if __name__ == "__main__":` guard, as in the
-course: the runner's processes do not re-run this script."""
+"""The MLC course's automatic optimization chapter: its TVMScript matmul and its stochastic schedule as
+the search space, tuned and built in this tuner's API (`tuner.tune_tir(mod, trials=, space=,
+database=)` where the course calls `ms.tune_tir(mod=, target=, max_trials_global=, space=
+ms.space_generator.ScheduleFn(...), work_dir=)`, and `compile_best` for `compile_tir`). No
+`if __name__ == "__main__":` guard, as in the course: the runner's processes do not re-run this
+script."""
 
 import pathlib
 import tempfile
