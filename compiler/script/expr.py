@@ -150,7 +150,7 @@ class ExprReader:
     def if_exp(self, node: ast.IfExp) -> Value:
         return select(node, self.value(node.test), self.value(node.body), self.value(node.orelse))
 
-    def subscript(self, node: ast.Subscript) -> Value:
+    def subscript(self, node: ast.Subscript) -> Load:
         buffer = self.buffer(node.value)
         indices = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
         check(

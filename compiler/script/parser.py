@@ -383,8 +383,7 @@ class _FunctionReader:
         assert isinstance(target, ast.Subscript)
         reader = self.reader(scope)
         load = reader.subscript(target)
-        assert not isinstance(load, int | float | bool) and hasattr(load, "buffer")
-        buffer, indices = load.buffer, load.indices  # type: ignore[attr-defined]
+        buffer, indices = load.buffer, load.indices
         if isinstance(node, ast.AugAssign):
             value = reader.expr(ast.BinOp(target, node.op, node.value, **_position(node)), buffer.dtype)
         else:

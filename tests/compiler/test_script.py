@@ -13,9 +13,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from compiler import Schedule, build, te
+from compiler import Schedule, build
 from compiler.ir import IRModule, PrimFunc
 from compiler.script import ScriptError, from_source
+from tests.compiler import helpers
 
 MM_RELU = """
 import tvm
@@ -48,12 +49,8 @@ class MyModule:
 
 
 def te_mm_relu(n: int = 128) -> PrimFunc:
-    A = te.placeholder((n, n), name="A")
-    B = te.placeholder((n, n), name="B")
-    k = te.reduce_axis((0, n), name="k")
-    Y = te.compute((n, n), lambda i, j: te.sum(A[i, k] * B[k, j], axis=k), name="Y")
-    C = te.compute((n, n), lambda i, j: te.max(Y[i, j], 0.0), name="C")
-    return te.create_prim_func([A, B, C], name="mm_relu")
+    """te's mm_relu (tests/compiler/helpers.py) of n x n x n."""
+    return helpers.mm_relu(n, n, n).func
 
 
 def _scheduled() -> str:

@@ -61,14 +61,19 @@ def stochastic_tiling(sch: Schedule, draw) -> Schedule:
     return sch
 
 
+def legal_stochastic_tiling(func, seed: int, draw) -> Schedule:
+    """`stochastic_tiling` of `func`, which only makes legal choices: a refusal fails the test."""
+    try:
+        return stochastic_tiling(Schedule(func, seed=seed), draw)
+    except ScheduleError as e:
+        raise AssertionError(f"a schedule built only from legal choices was refused: {e}") from e
+
+
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(name=st.sampled_from(sorted(SPECS)), seed=st.integers(0, 2**31 - 1), data=st.data())
 def test_random_stochastic_schedules_match_numpy(name, seed, data):
     workload = workload_from_spec(SPECS[name])
-    try:
-        sch = stochastic_tiling(Schedule(workload.func, seed=seed), data.draw)
-    except ScheduleError as e:
-        raise AssertionError(f"a schedule built only from legal choices was refused: {e}") from e
+    sch = legal_stochastic_tiling(workload.func, seed, data.draw)
     inputs = workload.random_inputs(np.random.default_rng(seed))
     outputs = workload.empty_outputs()
     build(sch.func, listings=False)(*inputs, *outputs)
