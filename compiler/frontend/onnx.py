@@ -1,4 +1,6 @@
-"""Import an ONNX model (opsets 13 to 28) into a graph module, one converter per ONNX operator.
+"""Import an ONNX model (opsets 13 to 28; older ones converted up to 13 by ONNX's version converter)
+into a graph module, one converter per ONNX operator, or the operator's ONNX function body where it
+has one and no converter (`onnx_functions`).
 
 Every input shape is static, so the shape computations exporters emit (Shape, Gather, Unsqueeze,
 Concat feeding a Reshape; Equal, Where and Trilu building masks) are compile-time constants: the
@@ -26,6 +28,7 @@ import numpy as np
 
 try:
     import onnx
+    import onnx.version_converter
     from google.protobuf.descriptor import FieldDescriptor
     from google.protobuf.message import DecodeError, Message
     from onnx import helper, numpy_helper
@@ -34,6 +37,7 @@ except ImportError as e:  # pragma: no cover - the models extra is installed whe
 
 from compiler.dtypes import convert
 from compiler.frontend import DEFAULT_MAX_BYTES, DEFAULT_MAX_NODES, FrontendError
+from compiler.frontend.onnx_functions import MAX_DEPTH, body_opset, function_body, instantiate
 from compiler.frontend.onnx_reference import fold_with_reference
 from compiler.graph import Constant, GraphBuilder, GraphError, Module, Node, normalize
 from compiler.graph.conv_transpose import conv_transpose2d
@@ -58,7 +62,9 @@ def from_onnx(
     computes. A model that cannot be read is a FrontendError; one the graph level cannot represent
     (an unsupported operator or attribute, a dynamic dimension) is a GraphError naming the node."""
     proto = _load(model, max_bytes)
-    opset = _check(proto, max_nodes)
+    _check_container(proto, max_nodes)
+    proto = _at_supported_opset(proto)
+    opset = _check(proto)
     return _Importer(proto, opset).run()
 
 
@@ -87,10 +93,8 @@ def _check_size(size: int, max_bytes: int) -> None:
         raise FrontendError(f"the model is {size} bytes, more than max_bytes={max_bytes}")
 
 
-def _check(model: onnx.ModelProto, max_nodes: int) -> int:
-    """The model's ai.onnx opset, after the checks that need no conversion: external data (before the
-    onnx library reads any tensor), size, opset, operators (before the checker, so that it never walks a
-    graph we would refuse), the ONNX checker."""
+def _check_container(model: onnx.ModelProto, max_nodes: int) -> None:
+    """The checks before the onnx library reads any tensor: external data, size."""
     external = _external_tensor(model)
     if external is not None:
         # The message names the tensor only: neither the location it gives nor whether it exists.
@@ -98,19 +102,53 @@ def _check(model: onnx.ModelProto, max_nodes: int) -> int:
             f"tensor {external.name!r} keeps its data in an external file: from_onnx reads a model's "
             "bytes only (save it with onnx.save_model(..., save_as_external_data=False))"
         )
-    graph = model.graph
-    if len(graph.node) > max_nodes:
-        raise FrontendError(f"the model has {len(graph.node)} nodes, more than max_nodes={max_nodes}")
+    if len(model.graph.node) > max_nodes:
+        raise FrontendError(f"the model has {len(model.graph.node)} nodes, more than max_nodes={max_nodes}")
+
+
+def _opset(model: onnx.ModelProto) -> int:
     opsets = [o.version for o in model.opset_import if o.domain in ("", "ai.onnx")]
     if not opsets:
         raise FrontendError("the model imports no ai.onnx opset")
-    if not MIN_OPSET <= opsets[0] <= MAX_OPSET:
+    return opsets[0]
+
+
+def _at_supported_opset(model: onnx.ModelProto) -> onnx.ModelProto:
+    """A model older than opset 13 (the ONNX model zoo's, exporters before 2021) converted up with
+    ONNX's own version converter, which rewrites every operator whose definition changed since."""
+    opset = _opset(model)
+    if opset >= MIN_OPSET:
+        return model
+    for i, node in enumerate(model.graph.node):
+        if node.domain in ("", "ai.onnx") and not onnx.defs.has(node.op_type, opset):
+            raise GraphError(
+                _label(node, i),
+                node.op_type,
+                f"not an operator of opset {opset} (an experimental one, since removed), so the model "
+                f"cannot be converted up to opset {MIN_OPSET}",
+            )
+    try:
+        return onnx.version_converter.convert_version(model, MIN_OPSET)
+    except Exception as e:  # the converter raises RuntimeError or its own C++ error types
+        detail = str(e).split("failed: ", 1)[-1].strip() or type(e).__name__
         raise FrontendError(
-            f"opset {opsets[0]} is not supported: from_onnx reads opsets {MIN_OPSET} to {MAX_OPSET} "
-            "(onnx.version_converter.convert_version can convert a model)"
+            f"opset {opset} is older than {MIN_OPSET}, and ONNX's version converter cannot convert the "
+            f"model: {detail}"
+        ) from None
+
+
+def _check(model: onnx.ModelProto) -> int:
+    """The model's ai.onnx opset, after the checks that need no conversion: opset, operators (before
+    the checker, so that it never walks a graph we would refuse), the ONNX checker."""
+    graph = model.graph
+    opset = _opset(model)
+    if opset > MAX_OPSET:
+        raise FrontendError(
+            f"opset {opset} is not supported: from_onnx reads opsets {MIN_OPSET} to {MAX_OPSET} "
+            f"(older ones are converted up to {MIN_OPSET})"
         )
     for i, node in enumerate(graph.node):
-        refusal = _refusal(node, opsets[0])
+        refusal = _refusal(node, opset)
         if refusal is not None:
             op = f"{node.domain}.{node.op_type}" if node.domain not in ("", "ai.onnx") else node.op_type
             raise GraphError(_label(node, i), op, refusal)
@@ -118,7 +156,7 @@ def _check(model: onnx.ModelProto, max_nodes: int) -> int:
         onnx.checker.check_model(model)
     except onnx.checker.ValidationError as e:
         raise FrontendError(f"invalid ONNX model: {e}") from None
-    return opsets[0]
+    return opset
 
 
 def _refusal(node: onnx.NodeProto, opset: int) -> str | None:
@@ -183,6 +221,23 @@ def _inferred_ranks(model: onnx.ModelProto) -> dict[str, int]:
     }
 
 
+def _body_ranks(
+    node: onnx.NodeProto,
+    types: list[onnx.TypeProto],
+    body: list[onnx.NodeProto],
+    outputs: list[str],
+    opset: int,
+) -> dict[str, int]:
+    """The ranks of a function body's tensors, inferred on the body as a model of its own."""
+    typed = {name: kind for name, kind in zip(node.input, types) if name}
+    inputs = [helper.make_value_info(name, kind) for name, kind in typed.items()]
+    graph = helper.make_graph(
+        body, node.name or "body", inputs, [helper.make_value_info(o, onnx.TypeProto()) for o in outputs]
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    return _inferred_ranks(model)
+
+
 class _Importer:
     """Converts the nodes in order, mapping every ONNX tensor name to its value."""
 
@@ -201,6 +256,7 @@ class _Importer:
             for k, name in enumerate(node.input):
                 self.consumers.setdefault(name, []).append((_label(node, i), node.op_type, k))
         self.outputs = {o.name for o in self.graph.output}
+        self.depth = 0  # how deep in function bodies the node converting now is
 
     def run(self) -> Module:
         if self.graph.sparse_initializer:
@@ -271,10 +327,51 @@ class _Importer:
             return list(converter(op))
         if op.static_inputs():
             return list(fold_with_reference(op.proto, op.static_values(), self.opset))
+        expanded = self._expand(op)
+        if expanded is not None:
+            return expanded
         raise op.fail(
             "unsupported operator on values computed at run time (it folds only when its inputs "
             f"are known at import); supported: {', '.join(sorted(CONVERTERS))}"
         )
+
+    def _expand(self, op: _Op) -> list[Value] | None:
+        """The outputs of `op`'s ONNX function body, its nodes converted in its place (None when the
+        operator is not a function, or the body nests too deep or holds control flow)."""
+        if self.depth >= MAX_DEPTH:
+            return None
+        types = [self._type_proto(name) for name in op.proto.input]
+        body = function_body(op.proto, self.opset, types)
+        if body is None:
+            return None
+        nodes, outputs = instantiate(op.proto, body, op.label)
+        opset, self.opset = self.opset, body_opset(body, self.opset)
+        self.ranks.update(_body_ranks(op.proto, types, nodes, outputs, self.opset))
+        self.depth += 1
+        try:
+            for node in nodes:
+                self._convert(node, node.name)
+        finally:
+            self.depth -= 1
+            self.opset = opset
+        produced = []
+        for name in outputs:
+            if name not in self.values:
+                break
+            produced.append(self.values[name])
+        return produced
+
+    def _type_proto(self, name: str) -> onnx.TypeProto:
+        """The ONNX type of tensor `name` (empty for an omitted input): what a context-dependent
+        function body is built for."""
+        if not name:
+            return onnx.TypeProto()
+        value = self.values[name]
+        if isinstance(value, np.ndarray):
+            dtype, shape = value.dtype, value.shape
+        else:
+            dtype, shape = np.dtype(value.type.dtype), () if name in self.scalars else value.type.shape
+        return helper.make_tensor_type_proto(helper.np_dtype_to_tensor_dtype(dtype), shape)
 
     def _bind(self, op: _Op, name: str, value: Value) -> None:
         """Record an output, checked against ONNX's shape inference where it knows the rank."""

@@ -358,6 +358,28 @@ CASES: dict[str, OnnxCase] = {
         opset=21,
         declared={"y": (2, 4, 3, 5)},
     ),
+    # Operators ONNX defines as functions of others: imported as their bodies.
+    "RMSNormalization-23": OnnxCase(
+        [node("RMSNormalization", ["x", "g"], axis=-2, epsilon=1e-3)],
+        {"x": (2, 3, 5)},
+        {"g": weight(3, 5)},
+        opset=23,
+    ),
+    "MeanVarianceNormalization-default-axes": OnnxCase(
+        [node("MeanVarianceNormalization", ["x"])], {"x": (2, 3, 4, 5)}, declared={"y": (2, 3, 4, 5)}
+    ),
+    "Shrink": unary_case("Shrink", bias=0.2, lambd=0.4),
+    "Attention-4d-gqa-causal-mask": OnnxCase(
+        [node("Attention", ["q", "k", "v", "mask"], is_causal=1)],
+        {"q": (2, 4, 3, 8), "k": (2, 2, 5, 8), "v": (2, 2, 5, 6)},
+        {"mask": weight(3, 5)},
+        opset=23,
+    ),
+    "Attention-3d-heads-scale-softcap": OnnxCase(
+        [node("Attention", ["q", "k", "v"], q_num_heads=2, kv_num_heads=2, scale=0.3, softcap=2.0)],
+        {"q": (1, 3, 16), "k": (1, 4, 16), "v": (1, 4, 12)},
+        opset=23,
+    ),
     "LayerNormalization-statistics": OnnxCase(
         [node("LayerNormalization", ["x", "g", "b"], ["y", "mean", "inv_std"], axis=1)],
         {"x": (3, 4, 5)},
@@ -719,10 +741,40 @@ def test_reads_a_path(tmp_path: Path) -> None:
         assert from_onnx(model).inputs[0].type.shape == (2, 4, 9, 8)
 
 
-@pytest.mark.parametrize("opset", [11, 29])
-def test_opset_out_of_range(opset: int) -> None:
-    with pytest.raises(FrontendError, match=f"opset {opset} is not supported.*13 to 28"):
-        from_onnx(single(node("Relu", ["x"]), {"x": (2,)}, opset=opset))
+def test_opset_newer_than_supported_is_refused() -> None:
+    with pytest.raises(FrontendError, match=r"opset 29 is not supported.*13 to 28"):
+        from_onnx(single(node("Relu", ["x"]), {"x": (2,)}, opset=29))
+
+
+def test_older_opsets_are_converted_up() -> None:
+    """Opset 10's Slice took its starts and ends as attributes, opset 11's Clip its bounds: the
+    version converter rewrites them as inputs, and the result is the same as ONNX Runtime's on the
+    original model."""
+    graph = helper.make_graph(
+        [
+            node("Slice", ["x"], ["s"], starts=[1], ends=[3], axes=[1]),
+            node("Clip", ["s"], ["y"], min=-0.5, max=0.5),
+        ],
+        "old",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, (2, 4))],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, (2, 2))],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 9)], ir_version=7)
+    check_against_ort(model, {"x": RNG.standard_normal((2, 4)).astype(np.float32)})
+
+
+def test_an_old_experimental_operator_is_named() -> None:
+    """ImageScaler (in old model-zoo files) was never part of an opset: nothing converts it."""
+    model = single(node("ImageScaler", ["x"]), {"x": (1, 3, 2, 2)}, opset=7)
+    with pytest.raises(GraphError, match="node 'y' \\(ImageScaler\\): not an operator of opset 7"):
+        from_onnx(model)
+
+
+def test_a_function_body_that_cannot_import_names_the_operator_and_the_inner_node() -> None:
+    """Bernoulli is a function of RandomUniformLike, which a compiled model cannot compute."""
+    model = single(node("Bernoulli", ["x"]), {"x": (2, 3)}, opset=15)
+    with pytest.raises(GraphError, match="node 'y' \\(Bernoulli\\): RandomUniformLike 'y/"):
+        from_onnx(model)
 
 
 def test_checker_errors_are_frontend_errors() -> None:
