@@ -43,7 +43,7 @@ from compiler.graph import Constant, GraphBuilder, GraphError, Module, Node, nor
 from compiler.graph.conv_transpose import conv_transpose2d
 from compiler.graph.einsum import einsum
 from compiler.graph.ir import DTYPES
-from compiler.graph.resize import COORDINATE_MODES, NEAREST_MODES, resize
+from compiler.graph.resize import COORDINATE_MODES, MODES, NEAREST_MODES, Filter, resize
 
 MIN_OPSET, MAX_OPSET = 13, 28
 
@@ -761,33 +761,54 @@ def _conv_transpose(op: _Op) -> list[Value]:
 
 
 def _resize(op: _Op) -> list[Value]:
-    """Nearest and linear (bilinear, ...) resizing with static scales or sizes (compiler.graph.resize)."""
-    mode = op.attr("mode", "nearest")
+    """Nearest, linear and cubic resizing (antialiased or not) with static scales or sizes
+    (compiler.graph.resize)."""
+    f = Filter(
+        mode=op.attr("mode", "nearest"),
+        antialias=bool(op.attr("antialias", 0)),
+        cubic_a=float(op.attr("cubic_coeff_a", -0.75)),
+        exclude_outside=bool(op.attr("exclude_outside", 0)),
+    )
     coordinates = op.attr("coordinate_transformation_mode", "half_pixel")
     rounding = op.attr("nearest_mode", "round_prefer_floor")
-    if mode not in ("nearest", "linear"):
-        raise op.fail(f"mode {mode!r} is not supported (nearest, linear)")
+    if f.mode not in MODES:
+        raise op.fail(f"mode {f.mode!r} is not supported ({', '.join(MODES)})")
+    if f.mode == "nearest" and f.antialias:
+        raise op.fail("antialias applies to linear and cubic modes only")
     if coordinates not in COORDINATE_MODES:
         raise op.fail(f"coordinate_transformation_mode {coordinates!r} is not supported")
     if rounding not in NEAREST_MODES:
         raise op.fail(f"nearest_mode {rounding!r} is not supported")
-    if op.attr("antialias", 0) or op.attr("keep_aspect_ratio_policy", "stretch") != "stretch":
-        raise op.fail("antialias and keep_aspect_ratio_policy other than stretch are not supported")
     shape = op.shape(0)
     axes = [op.axis(a, len(shape)) for a in op.attr("axes", range(len(shape)))]
+    sizes, scales = _resize_shape(op, shape, axes)
+    if any(n < 1 for n in sizes):
+        raise op.fail(f"the output shape {tuple(sizes)} is empty")
+    y = resize(op.importer.builder, op.hint(), op.node(0), sizes, scales, f, coordinates, rounding)
+    return [y]
+
+
+def _resize_shape(op: _Op, shape: Sequence[int], axes: Sequence[int]) -> tuple[list[int], list[float]]:
+    """The output sizes and the per-axis scales the coordinates use: from `sizes` (kept to the
+    input's aspect ratio under keep_aspect_ratio_policy not_larger / not_smaller) or from `scales`."""
     sizes, scales = list(shape), [1.0] * len(shape)
+    policy = op.attr("keep_aspect_ratio_policy", "stretch")
     if op.has(3) and op.static(3).size:
         for axis, n in zip(axes, op.ints(3)):
             sizes[axis], scales[axis] = n, n / shape[axis]
+        if policy in ("not_larger", "not_smaller"):
+            pick = min if policy == "not_larger" else max
+            scale = pick(scales[axis] for axis in axes)
+            for axis in axes:
+                sizes[axis], scales[axis] = int(scale * shape[axis] + 0.5), scale
+        elif policy != "stretch":
+            raise op.fail(f"keep_aspect_ratio_policy {policy!r} is not supported")
     elif op.has(2) and op.static(2).size:
         for axis, scale in zip(axes, op.static(2).reshape(-1).tolist()):
             sizes[axis], scales[axis] = math.floor(shape[axis] * scale), scale
     else:
         raise op.fail("neither scales nor sizes is given")
-    if any(n < 1 for n in sizes):
-        raise op.fail(f"the output shape {tuple(sizes)} is empty")
-    y = resize(op.importer.builder, op.hint(), op.node(0), sizes, scales, mode, coordinates, rounding)
-    return [y]
+    return sizes, scales
 
 
 def _batch_norm(op: _Op) -> list[Value]:

@@ -42,7 +42,14 @@ from compiler.graph import normalize
 from compiler.graph.builder import GraphBuilder
 from compiler.graph.conv_transpose import conv_transpose2d
 from compiler.graph.ir import DTYPES, Constant, GraphError, Module, Node, TensorType
-from compiler.graph.resize import resize_axis_linear, resize_axis_nearest
+from compiler.graph.resize import (
+    Filter,
+    interpolation_taps,
+    resize_axis_linear,
+    resize_axis_nearest,
+    resize_axis_taps,
+    source_coordinates,
+)
 
 aten = torch.ops.aten
 OpOverload = torch._ops.OpOverload
@@ -678,6 +685,31 @@ def _upsample(ctx: _Context, node: torch.fx.Node, a: dict[str, Any]) -> Node:
             out = resize_axis_linear(
                 ctx.builder, name, out, axis, ratio * (index + np.float32(0.5)) - np.float32(0.5)
             )
+    return out if out is not x else ctx.call(node, "reshape", [x], shape=x.type.shape)
+
+
+@_converts(aten._upsample_bilinear2d_aa.default, aten._upsample_bicubic2d_aa.default)
+def _upsample_antialiased(ctx: _Context, node: torch.fx.Node, a: dict[str, Any]) -> Node:
+    """F.interpolate(..., antialias=True) as PyTorch (and PIL) compute it: the filter widened by the
+    downsampling factor, taps outside the input dropped and the rest renormalized, bicubic with
+    a = -0.5 (compiler.graph.resize)."""
+    if a["align_corners"]:
+        reason = "antialiased interpolation with align_corners=True is not supported"
+        raise GraphError(node.name, _op_name(node), reason)
+    cubic = node.target is aten._upsample_bicubic2d_aa.default
+    f = Filter("cubic" if cubic else "linear", antialias=True, cubic_a=-0.5, exclude_outside=True)
+    x = ctx.tensor(a["input"])
+    out = x
+    factors = (a.get("scales_h"), a.get("scales_w"))
+    for axis, (in_len, out_len, factor) in enumerate(
+        zip(x.type.shape[2:], _shape(node)[2:], factors), start=2
+    ):
+        scale = float(factor) if factor else out_len / in_len
+        if in_len == out_len and scale == 1:
+            continue
+        coords = source_coordinates(in_len, out_len, scale, "half_pixel")
+        rows, weights = interpolation_taps(coords, in_len, scale, f)
+        out = resize_axis_taps(ctx.builder, f"{node.name}_axis{axis}", out, axis, rows, weights)
     return out if out is not x else ctx.call(node, "reshape", [x], shape=x.type.shape)
 
 

@@ -1,19 +1,22 @@
-"""Resizing along axes (ONNX Resize, PyTorch's nearest and bilinear upsampling) as graph operators
-that exist already: each axis in turn, its source coordinates computed at import (the sizes are
-static), then `take` of the nearest source row, or two `take`s blended by constant weights (linear
-interpolation is separable, so bilinear is linear along H, then along W). Fusion makes one kernel of
-the chain."""
+"""Resizing along axes (ONNX Resize, PyTorch's nearest, bilinear and bicubic upsampling) as graph
+operators that exist already: each axis in turn, its source coordinates computed at import (the sizes
+are static), then `take` of the nearest source row, or a few `take`s blended by constant weights
+(linear and cubic interpolation are separable: along H, then along W; antialiased downsampling
+widens the filter to more taps). Fusion makes one kernel of the chain."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
 from compiler.graph.builder import GraphBuilder
 from compiler.graph.ir import Node
 
-COORDINATE_MODES = ("half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric")
+COORDINATE_MODES = ("half_pixel", "half_pixel_symmetric", "pytorch_half_pixel", "align_corners", "asymmetric")
+MODES = ("nearest", "linear", "cubic")
 NEAREST_MODES = ("round_prefer_floor", "round_prefer_ceil", "floor", "ceil")
 
 
@@ -21,6 +24,11 @@ def source_coordinates(in_len: int, out_len: int, scale: float, mode: str) -> np
     """Where each output index samples the input (ONNX's coordinate_transformation_mode), with
     `scale` = output / input length, in float64 as ONNX's reference computes them."""
     x = np.arange(out_len, dtype=np.float64)
+    if mode == "half_pixel_symmetric":
+        # The centre of the input maps to the centre of the output even when the output length
+        # was rounded down from in_len * scale.
+        adjustment = out_len / (scale * in_len)
+        return in_len / 2 * (1 - adjustment) + (x + 0.5) / scale - 0.5
     if mode == "asymmetric":
         return x / scale
     if mode == "align_corners":
@@ -61,14 +69,88 @@ def resize_axis_linear(b: GraphBuilder, name: str, x: Node, axis: int, coords: n
     weight = clamped - low
     if np.array_equal(low, np.arange(in_len)) and not weight.any():
         return x
-    shape = (len(coords),) + (1,) * (len(x.type.shape) - axis - 1)
+    return resize_axis_taps(b, name, x, axis, np.stack([low, high]), np.stack([1 - weight, weight]))
+
+
+@dataclass(frozen=True)
+class Filter:
+    """How an axis interpolates between source rows: the mode, antialiasing (a filter widened by
+    1 / scale when downsampling, as PIL and torchvision do), cubic's coefficient `a` (-0.75 as
+    ONNX and PyTorch default, -0.5 as PIL's), and whether taps outside the input are dropped
+    (their weights renormalized) rather than repeating the edge row."""
+
+    mode: str = "linear"
+    antialias: bool = False
+    cubic_a: float = -0.75
+    exclude_outside: bool = False
+
+    @property
+    def plain_linear(self) -> bool:
+        return self.mode == "linear" and not self.antialias and not self.exclude_outside
+
+
+def _cubic_kernel(t: np.ndarray, a: float) -> np.ndarray:
+    """Keys' cubic convolution kernel with parameter `a` (zero beyond |t| = 2)."""
+    t = np.abs(t)
+    near = ((a + 2) * t - (a + 3)) * t * t + 1
+    far = ((a * t - 5 * a) * t + 8 * a) * t - 4 * a
+    return np.where(t <= 1, near, np.where(t < 2, far, 0.0))
+
+
+def _offsets(f: Filter, scale: float) -> np.ndarray:
+    """The source rows an output reads, relative to the row at or left of its coordinate."""
+    if not f.antialias:
+        return np.arange(-1, 3) if f.mode == "cubic" else np.arange(0, 2)
+    support = 2 if f.mode == "cubic" else 1
+    start = math.floor(-support / min(scale, 1.0)) + 1
+    return np.arange(start, 2 - start)
+
+
+def interpolation_taps(
+    coords: np.ndarray, in_len: int, scale: float, f: Filter
+) -> tuple[np.ndarray, np.ndarray]:
+    """The source rows (taps x outputs, clamped into the input) and their weights for linear or
+    cubic interpolation at `coords`, in float64 as ONNX's reference computes them."""
+    coords = coords.astype(np.float64)
+    whole = coords == np.floor(coords)
+    # A coordinate on a row is read as ratio 1 from the row before, as ONNX's reference does.
+    base = np.where(whole, coords - 1, np.floor(coords))
+    ratio = coords - base
+    offsets = _offsets(f, scale)[:, None]
+    rows = base[None, :].astype(np.int64) + offsets
+    distance = offsets - ratio[None, :]
+    if f.antialias:
+        distance = distance * min(scale, 1.0)
+    if f.mode == "cubic":
+        weights = _cubic_kernel(distance, f.cubic_a)
+    else:
+        weights = np.clip(1 - np.abs(distance), 0, 1)
+    if f.antialias:
+        weights = weights / weights.sum(axis=0, keepdims=True)
+    if f.exclude_outside:
+        weights = np.where((rows < 0) | (rows >= in_len), 0.0, weights)
+        weights = weights / weights.sum(axis=0, keepdims=True)
+    return np.clip(rows, 0, in_len - 1), weights
+
+
+def resize_axis_taps(
+    b: GraphBuilder, name: str, x: Node, axis: int, rows: np.ndarray, weights: np.ndarray
+) -> Node:
+    """Sum over taps of x[rows[k]] * weights[k] along `axis` (taps of zero weight everywhere are
+    left out)."""
+    shape = (rows.shape[1],) + (1,) * (len(x.type.shape) - axis - 1)
     dtype = x.type.dtype
     terms = []
-    for rows, w in ((low, 1 - weight), (high, weight)):
-        taken = b.call("take", [x, b.constant(f"{name}_rows", rows)], name=name, axis=axis)
+    for tap_rows, w in zip(rows, weights):
+        if not w.any():
+            continue
+        taken = b.call("take", [x, b.constant(f"{name}_rows", tap_rows)], name=name, axis=axis)
         scale = b.constant(f"{name}_weights", w.astype(dtype).reshape(shape))
         terms.append(b.call("multiply", [taken, scale], name=name))
-    return b.call("add", terms, name=name)
+    total = terms[0]
+    for term in terms[1:]:
+        total = b.call("add", [total, term], name=name)
+    return total
 
 
 def resize(
@@ -77,7 +159,7 @@ def resize(
     x: Node,
     sizes: Sequence[int],
     scales: Sequence[float],
-    mode: str,
+    f: Filter,
     coordinates: str,
     rounding: str = "floor",
 ) -> Node:
@@ -89,8 +171,11 @@ def resize(
         if out_len == in_len and scale == 1:
             continue
         coords = source_coordinates(in_len, out_len, scale, coordinates)
-        if mode == "nearest":
+        if f.mode == "nearest":
             x = resize_axis_nearest(b, name, x, axis, nearest_indices(coords, in_len, rounding))
-        else:
+        elif f.plain_linear:
             x = resize_axis_linear(b, name, x, axis, coords)
+        else:
+            rows, weights = interpolation_taps(coords, in_len, scale, f)
+            x = resize_axis_taps(b, name, x, axis, rows, weights)
     return x

@@ -192,6 +192,74 @@ CASES: dict[str, OnnxCase] = {
         {"scales": np.array([1, 1, 0.5, 2.4], np.float32)},
     ),
     **{
+        f"Resize-{name}": OnnxCase(
+            [node("Resize", ["x", "", "scales" if scales else "", "" if scales else "sizes"], **attrs)],
+            {"x": shape},
+            {"scales": np.array(scales, np.float32)} if scales else {"sizes": ints(*sizes)},
+            opset=opset,
+        )
+        for name, shape, scales, sizes, opset, attrs in [
+            ("cubic-up", (1, 2, 4, 5), [1, 1, 2, 1.5], None, 13, {"mode": "cubic"}),
+            (
+                "cubic-down-align-corners",
+                (1, 2, 7, 9),
+                [1, 1, 0.6, 0.8],
+                None,
+                13,
+                {"mode": "cubic", "coordinate_transformation_mode": "align_corners"},
+            ),
+            (
+                "cubic-a-exclude-outside",
+                (2, 1, 5, 6),
+                [1, 1, 0.8, 1.7],
+                None,
+                13,
+                {"mode": "cubic", "cubic_coeff_a": -0.5, "exclude_outside": 1},
+            ),
+            (
+                "cubic-asymmetric-sizes",
+                (1, 3, 4, 4),
+                None,
+                [1, 3, 9, 3],
+                13,
+                {"mode": "cubic", "coordinate_transformation_mode": "asymmetric"},
+            ),
+            ("cubic-antialias", (1, 2, 8, 7), None, [1, 2, 3, 2], 18, {"mode": "cubic", "antialias": 1}),
+            (
+                "linear-antialias",
+                (1, 2, 9, 10),
+                [1, 1, 0.6, 0.4],
+                None,
+                18,
+                {"mode": "linear", "antialias": 1},
+            ),
+            (
+                "linear-half-pixel-symmetric",
+                (1, 2, 5, 9),
+                [1, 1, 1.7, 0.45],
+                None,
+                19,
+                {"mode": "linear", "coordinate_transformation_mode": "half_pixel_symmetric"},
+            ),
+            (
+                "nearest-not-larger",
+                (1, 2, 4, 5),
+                None,
+                [7, 8],
+                18,
+                {"axes": [2, 3], "keep_aspect_ratio_policy": "not_larger"},
+            ),
+            (
+                "linear-not-smaller",
+                (1, 2, 4, 5),
+                None,
+                [7, 8],
+                18,
+                {"mode": "linear", "axes": [2, 3], "keep_aspect_ratio_policy": "not_smaller"},
+            ),
+        ]
+    },
+    **{
         f"Einsum-{equation}": OnnxCase(
             [node("Einsum", [f"x{k}" for k in range(len(shapes))], equation=equation)],
             {f"x{k}": shape for k, shape in enumerate(shapes)},

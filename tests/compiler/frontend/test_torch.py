@@ -202,6 +202,14 @@ def test_interpolation():
         "bilinear_size": lambda x: F.interpolate(x, size=(3, 11), mode="bilinear"),
         "bilinear_corners": lambda x: F.interpolate(x, size=(9, 13), mode="bilinear", align_corners=True),
         "bilinear_one_row": lambda x: F.interpolate(x, size=(1, 7), mode="bilinear", align_corners=True),
+        "bicubic": lambda x: F.interpolate(x, scale_factor=1.7, mode="bicubic"),
+        "bicubic_corners": lambda x: F.interpolate(x, size=(9, 4), mode="bicubic", align_corners=True),
+        "bilinear_antialias": lambda x: F.interpolate(x, size=(3, 2), mode="bilinear", antialias=True),
+        "bicubic_antialias": lambda x: F.interpolate(x, size=(2, 3), mode="bicubic", antialias=True),
+        "bicubic_antialias_up": lambda x: F.interpolate(x, size=(8, 9), mode="bicubic", antialias=True),
+        "bilinear_antialias_factor": lambda x: F.interpolate(
+            x, scale_factor=0.45, mode="bilinear", antialias=True
+        ),
     }
     model = Fn(fns)
     assert_compiled_matches(check(model, x, names=list(fns), tol=1e-5), model, x)
