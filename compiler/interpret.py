@@ -52,7 +52,7 @@ from compiler.visit import substitute, walk_stmt
 # Elements of one temporary (16 MiB at 8 bytes): an expression holds a few at once, so evaluating a
 # block stays within about 100 MB however large its domain.
 TEMP_ELEMENTS = 2 << 20
-COMBINERS = (Op.ADD, Op.MAX, Op.MIN)
+COMBINERS = (Op.ADD, Op.MUL, Op.MAX, Op.MIN)
 
 Value = Any  # an ndarray of the box's rank (broadcastable to it), or a numpy scalar
 

@@ -202,6 +202,10 @@ def sum(expr: ExprLike, axis: ReduceAxes) -> Reduce:
     return _reduce(Op.ADD, expr, axis)
 
 
+def prod(expr: ExprLike, axis: ReduceAxes) -> Reduce:
+    return _reduce(Op.MUL, expr, axis)
+
+
 def max(a: ExprLike, b: ExprLike | ReduceAxes | None = None, axis: ReduceAxes | None = None) -> Expr:
     """Elementwise `max(a, b)`, or a reduction `max(expr, axis=k)` (also `max(expr, k)`)."""
     return _min_max(Op.MAX, a, b, axis)
@@ -578,9 +582,11 @@ def _unique(names: list[str]) -> list[str]:
 
 
 def reduction_identity(combiner: Op, dtype: str) -> Expr:
-    """The value a reduction by `combiner` starts from: 0, or the lowest or highest of the type."""
+    """The value a reduction by `combiner` starts from: 0, 1, or the lowest or highest of the type."""
     if combiner == Op.ADD:
         return const(0, dtype)
+    if combiner == Op.MUL:
+        return const(1, dtype)
     big = float("inf") if dtype in FLOAT_DTYPES else (2**31 - 1 if dtype == "int32" else 2**63 - 1)
     if dtype in INT_DTYPES:
         return const(-big - 1 if combiner == Op.MAX else big, dtype)

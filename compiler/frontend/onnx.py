@@ -736,28 +736,78 @@ def _conv(op: _Op) -> list[Value]:
 
 
 def _conv_transpose(op: _Op) -> list[Value]:
-    weight = op.node(1)
-    if len(op.shape(0)) != 4:
-        raise op.fail(f"only 2-D transposed convolution (NCHW input) is supported, got {op.shape(0)}")
-    if op.attr("auto_pad", "NOTSET") != "NOTSET" or op.attr("output_shape") is not None:
-        raise op.fail("auto_pad and output_shape are not supported: give pads and output_padding")
+    """2-D transposed convolution (compiler.graph.conv_transpose); a 1-D one as 2-D over rows of
+    height 1. auto_pad and output_shape become explicit pads, as ONNX defines them."""
+    x, weight = op.node(0), op.node(1)
+    spatial = len(op.shape(0)) - 2
+    if spatial not in (1, 2):
+        raise op.fail(f"only 1-D and 2-D transposed convolutions are supported, got input {op.shape(0)}")
     kernel = weight.type.shape[2:]
     if tuple(op.attr("kernel_shape", kernel)) != kernel:
         raise op.fail(f"kernel_shape {op.attr('kernel_shape')} differs from the weight's {kernel}")
+    strides = list(op.attr("strides", [1] * spatial))
+    dilation = list(op.attr("dilations", [1] * spatial))
+    output_padding = list(op.attr("output_padding", [0] * spatial))
+    pads = _transposed_pads(op, op.shape(0)[2:], kernel, strides, dilation, output_padding)
+    if spatial == 1:  # (N, C, L) as (N, C, 1, L)
+        x = op.reshape(x, (*x.type.shape[:2], 1, x.type.shape[2]))
+        weight = op.reshape(weight, (*weight.type.shape[:2], 1, weight.type.shape[2]))
+        strides, dilation, output_padding = [1, *strides], [1, *dilation], [0, *output_padding]
+        pads = [0, pads[0], 0, pads[1]]
     y = conv_transpose2d(
         op.importer.builder,
         op.hint(),
-        op.node(0),
+        x,
         weight,
-        strides=tuple(op.attr("strides", [1, 1])),
-        padding=tuple(op.attr("pads", [0, 0, 0, 0])),
-        output_padding=tuple(op.attr("output_padding", [0, 0])),
-        dilation=tuple(op.attr("dilations", [1, 1])),
+        strides=tuple(strides),
+        padding=tuple(pads),
+        output_padding=tuple(output_padding),
+        dilation=tuple(dilation),
         groups=int(op.attr("group", 1)),
     )
+    if spatial == 1:
+        y = op.reshape(y, (y.type.shape[0], y.type.shape[1], y.type.shape[3]))
     if op.has(2):
-        y = op.call("add", [y, op.reshape(op.node(2), (y.type.shape[1], 1, 1))])
+        y = op.call("add", [y, op.reshape(op.node(2), (y.type.shape[1],) + (1,) * spatial)])
     return [y]
+
+
+def _transposed_pads(
+    op: _Op,
+    size: Sequence[int],
+    kernel: Sequence[int],
+    strides: Sequence[int],
+    dilation: Sequence[int],
+    output_padding: list[int],
+) -> list[int]:
+    """ConvTranspose's pads (begins, then ends): given, or what makes the output `output_shape`
+    (input x stride under SAME_UPPER / SAME_LOWER), the odd one at the end for SAME_UPPER and at
+    the beginning otherwise, as ONNX's definition says (`output_padding` grows where an end pad
+    would be negative)."""
+    auto = op.attr("auto_pad", "NOTSET")
+    wanted = op.attr("output_shape")
+    if auto == "VALID":
+        return [0] * 2 * len(size)
+    if wanted is None and auto == "NOTSET":
+        return list(op.attr("pads", [0] * 2 * len(size)))
+    if auto not in ("NOTSET", "SAME_UPPER", "SAME_LOWER"):
+        raise op.fail(f"auto_pad {auto!r} is not supported")
+    target = list(wanted)[-len(size) :] if wanted is not None else [n * s for n, s in zip(size, strides)]
+    total = [
+        s * (n - 1) + p + (k - 1) * d + 1 - t
+        for n, k, s, d, p, t in zip(size, kernel, strides, dilation, output_padding, target)
+    ]
+    if auto == "SAME_UPPER":
+        begins, ends = [t // 2 for t in total], [t - t // 2 for t in total]
+    else:
+        begins, ends = [t - t // 2 for t in total], [t // 2 for t in total]
+    if any(b < 0 for b in begins):
+        raise op.fail(f"output_shape {target} needs output columns before the first input's")
+    # A negative end pad is output past the last contribution: zeros, as output_padding gives.
+    for i, end in enumerate(ends):
+        if end < 0:
+            output_padding[i], ends[i] = output_padding[i] - end, 0
+    return begins + ends
 
 
 def _resize(op: _Op) -> list[Value]:
@@ -1282,12 +1332,24 @@ def _gather_nd(op: _Op) -> list[Value]:
 
 
 def _trilu(op: _Op) -> list[Value]:
-    """A select under a constant mask of the last two axes (their sizes are static)."""
+    """A select under a mask of the last two axes (their sizes are static): a constant when the
+    diagonal offset `k` is, else column - row compared with `k` at run time."""
     rows, cols = op.shape(0)[-2:]
-    k = int(op.scalar(1)) if op.has(1) else 0
-    keep = (np.triu if op.attr("upper", 1) else np.tril)(np.ones((rows, cols), bool), k)
+    upper = bool(op.attr("upper", 1))
     zero = op.const(np.zeros((1,), op.dtype(0)))
-    return [op.call("where", [op.const(keep), op.node(0), zero])]
+    if op.has(1) and not isinstance(op.value(1), np.ndarray):
+        offset = np.arange(cols, dtype=np.int64)[None, :] - np.arange(rows, dtype=np.int64)[:, None]
+        k = op.reshape(op.node(1), (1,))
+        keep = op.call("greater_equal" if upper else "less_equal", [op.const(offset), k])
+        return [op.call("where", [keep, op.node(0), zero])]
+    k_value = int(op.scalar(1)) if op.has(1) else 0
+    mask = (np.triu if upper else np.tril)(np.ones((rows, cols), bool), k_value)
+    return [op.call("where", [op.const(mask), op.node(0), zero])]
+
+
+def _size(op: _Op) -> list[Value]:
+    """The element count, known from the static shape."""
+    return [np.array(math.prod(op.shape(0)), np.int64)]
 
 
 def _fold_gather(op: _Op) -> list[np.ndarray]:
@@ -1429,6 +1491,7 @@ CONVERTERS: dict[str, Converter] = {
         for onnx_op, graph_op in {
             "ReduceMean": "mean",
             "ReduceSum": "sum",
+            "ReduceProd": "prod",
             "ReduceMax": "max",
             "ReduceMin": "min",
         }.items()
@@ -1455,6 +1518,7 @@ CONVERTERS: dict[str, Converter] = {
     "Trilu": _trilu,
     "Constant": _constant,
     "Shape": _shape,
+    "Size": _size,
     "ConstantOfShape": _constant_of_shape,
     "Range": _range,
 }

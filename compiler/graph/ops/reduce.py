@@ -74,6 +74,7 @@ def _input_size(args: Sequence[TensorType], out: TensorType, attrs: Attrs) -> in
 
 
 _reduction("sum", te.sum, np.sum, NUMERIC)
+_reduction("prod", te.prod, np.prod, NUMERIC)
 _reduction("max", te.max, np.max, DTYPES)  # of bools: any
 _reduction("min", te.min, np.min, DTYPES)  # of bools: all
 

@@ -143,6 +143,24 @@ CASES: dict[str, OnnxCase] = {
         {"x": (2, 4, 3, 4)},
         {"w": weight(4, 2, 2, 3)},
     ),
+    "ConvTranspose-1d-bias": OnnxCase(
+        [node("ConvTranspose", ["x", "w", "b"], strides=[2], pads=[1, 2])],
+        {"x": (2, 4, 7)},
+        {"w": weight(4, 3, 5), "b": weight(3)},
+    ),
+    **{
+        f"ConvTranspose-{auto}": OnnxCase(
+            [node("ConvTranspose", ["x", "w"], strides=[2, 3], auto_pad=auto)],
+            {"x": (1, 2, 4, 5)},
+            {"w": weight(2, 3, 4, 4)},
+        )
+        for auto in ("SAME_UPPER", "SAME_LOWER", "VALID")
+    },
+    "ConvTranspose-output-shape": OnnxCase(
+        [node("ConvTranspose", ["x", "w"], strides=[2, 2], output_shape=[10, 9])],
+        {"x": (1, 2, 4, 4)},
+        {"w": weight(2, 3, 3, 3)},
+    ),
     "Resize-nearest-scales": OnnxCase(
         [node("Resize", ["x", "", "scales"])],
         {"x": (1, 2, 3, 4)},
@@ -458,7 +476,19 @@ CASES: dict[str, OnnxCase] = {
     "ReduceMean": reduce_case("ReduceMean", axes=[0, -1], keepdims=0),
     "ReduceMean-all": reduce_case("ReduceMean"),
     "ReduceMax": reduce_case("ReduceMax", axes=[1]),
+    **{
+        f"Trilu-run-time-k-{upper}": OnnxCase(
+            [node("Trilu", ["x", "k"], upper=upper)],
+            {"x": (2, 4, 5)},
+            index_inputs={"k": ((), 3)},
+            declared={"y": (2, 4, 5)},
+            opset=14,
+        )
+        for upper in (0, 1)
+    },
     "ReduceMin-scalar": reduce_case("ReduceMin", keepdims=0),
+    "ReduceProd": reduce_case("ReduceProd", axes=[0, 2]),
+    "ReduceProd-opset18": reduce_case("ReduceProd", opset=18, axes_input=[-1], keepdims=0),
     "ReduceSum": reduce_case("ReduceSum", axes_input=[-2], keepdims=0),
     "ReduceSum-noop": reduce_case("ReduceSum", noop_with_empty_axes=1),
     "ReduceL1": reduce_case("ReduceL1", axes=[0, 2]),

@@ -1,6 +1,6 @@
-"""sum, mean, max, min, softmax, log_softmax, layer_norm and cumsum: the numpy references agree with PyTorch
-(several axes, keepdims or not, a middle axis, the trailing 1 or 2 axes), the te computes agree with
-the references, and the type rules refuse bad axes and shapes."""
+"""sum, prod, mean, max, min, softmax, log_softmax, layer_norm and cumsum: the numpy references agree
+with PyTorch (several axes, keepdims or not, a middle axis, the trailing 1 or 2 axes), the te computes
+agree with the references, and the type rules refuse bad axes and shapes."""
 
 import numpy as np
 import pytest
@@ -23,7 +23,17 @@ TORCH_REDUCE = {
     "mean": torch.mean,
     "max": torch.amax,
     "min": torch.amin,
+    "prod": lambda x, dim, keepdim: _torch_prod(x, dim, keepdim),
 }
+
+
+def _torch_prod(x: torch.Tensor, dims: tuple[int, ...], keepdim: bool) -> torch.Tensor:
+    """torch.prod takes one dim at a time: the last first, so the others keep their places."""
+    for d in sorted(dims, reverse=True):
+        x = torch.prod(x, dim=d, keepdim=keepdim)
+    return x
+
+
 REDUCTIONS = [
     ("sum", (3, 4, 5), (0, 2), False),
     ("sum", (3, 4, 5), (0, 2), True),
@@ -32,6 +42,9 @@ REDUCTIONS = [
     ("max", (3, 4, 5), (0, 1, 2), False),
     ("max", (3, 4, 5), (1, 2), True),
     ("min", (7, 3), (1,), False),
+    ("prod", (3, 4, 5), (0, 2), False),
+    ("prod", (2, 3, 4, 7), (3,), True),
+    ("prod", (5, 3), (0, 1), False),
 ]
 
 
