@@ -2,14 +2,17 @@
 exist: each operand's letters found in no other operand nor the output summed away, then operands
 taken pairwise as one batched matmul (the shared output letters the batch, the shared others the
 contraction, each operand's own letters a row or a column block) between transposes and reshapes,
-and a final transpose to the output's order. A letter repeated within one operand (a diagonal) is
-refused."""
+and a final transpose to the output's order. A letter repeated within one operand (`ii->i`, a
+trace `ii->`) first takes that operand's diagonal: the two axes moved last, merged, and every
+(n + 1)-th element taken."""
 
 from __future__ import annotations
 
 import math
 import string
 from collections.abc import Sequence
+
+import numpy as np
 
 from compiler.graph.builder import GraphBuilder
 from compiler.graph.ir import GraphError, Node
@@ -19,11 +22,8 @@ Letters = list[str]
 
 def einsum(b: GraphBuilder, name: str, equation: str, operands: Sequence[Node]) -> Node:
     inputs, output = _parse(name, equation.replace(" ", ""), [len(x.type.shape) for x in operands])
-    for letters in inputs:
-        if len(set(letters)) != len(letters):
-            raise GraphError(
-                name, "Einsum", f"a letter repeats within an operand in {equation!r} (a diagonal)"
-            )
+    diagonals = [_diagonal(b, name, x, letters) for x, letters in zip(operands, inputs)]
+    operands, inputs = [d[0] for d in diagonals], [d[1] for d in diagonals]
     sizes: dict[str, int] = {}
     for letters, x in zip(inputs, operands):
         for letter, n in zip(letters, x.type.shape):
@@ -40,6 +40,27 @@ def einsum(b: GraphBuilder, name: str, equation: str, operands: Sequence[Node]) 
     if acc_letters != output:
         acc = b.call("transpose", [acc], name=name, axes=tuple(acc_letters.index(c) for c in output))
     return acc if output else b.call("reshape", [acc], name=name, shape=(1,))
+
+
+def _diagonal(b: GraphBuilder, name: str, x: Node, letters: Letters) -> tuple[Node, Letters]:
+    """`x` with each letter it repeats taken along its diagonal, once."""
+    while len(set(letters)) != len(letters):
+        letter = next(c for c in letters if letters.count(c) > 1)
+        p, q = [k for k, c in enumerate(letters) if c == letter][:2]
+        n = x.type.shape[p]
+        if x.type.shape[q] != n:
+            raise GraphError(
+                name, "Einsum", f"{letter!r} names axes of sizes {n} and {x.type.shape[q]} in one operand"
+            )
+        rest = [k for k in range(len(letters)) if k not in (p, q)]
+        order = (*rest, p, q)
+        if order != tuple(range(len(letters))):
+            x = b.call("transpose", [x], name=name, axes=order)
+        x = b.call("reshape", [x], name=name, shape=(*x.type.shape[:-2], n * n))
+        rows = b.constant(f"{name}_diagonal", np.arange(n, dtype=np.int64) * (n + 1))
+        x = b.call("take", [x, rows], name=name, axis=len(rest))
+        letters = [letters[k] for k in rest] + [letter]
+    return x, letters
 
 
 def _parse(name: str, equation: str, ranks: Sequence[int]) -> tuple[list[Letters], Letters]:
