@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint format bench bench-peers clean
+.PHONY: demo test lint format bench bench-peers bench-models clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -67,6 +67,17 @@ TARGET ?=
 KEEP ?=
 bench-peers: $(STAMP) $(TVM_STAMP)
 	$(PY) -m bench.peers --trials $(TRIALS) $(if $(strip $(SHAPES)),--shapes $(SHAPES)) $(if $(TARGET),--target $(TARGET)) $(if $(KEEP),--keep $(KEEP) --resume)
+
+# Every zoo and Hugging Face model against ONNX Runtime, OpenVINO, torch.compile and PyTorch eager in
+# one process (bench/model_peers.py), untuned and after each budget of BUDGETS trials (each budget
+# continues the last). OpenVINO is a peer, not a dependency: this target installs it beside the
+# benchmark. A part: make bench-models MODELS="resnet18 hf_bert" BUDGETS="0 300 2000".
+OPENVINO := openvino==2026.4.1
+BUDGETS ?= 0
+MODELS ?=
+bench-models: $(STAMP)
+	$(VENV)/bin/python -m pip install --quiet $(OPENVINO)
+	$(PY) -m bench.model_peers --budgets $(BUDGETS) $(if $(strip $(MODELS)),--models $(MODELS))
 
 clean:
 	rm -rf $(VENV) $(TVM_VENV) .pytest_cache .ruff_cache .mypy_cache .hypothesis

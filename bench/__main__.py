@@ -28,6 +28,7 @@ from bench import (
     model_service,
     model_tuning,
     models,
+    onnx_attention,
     recovery,
     register_tile,
     rfactor,
@@ -57,6 +58,7 @@ BENCHMARKS = {
     "default_schedule": default_schedule.main,
     "vector_math": vector_math.main,
     "rfactor": rfactor.main,
+    "onnx_attention": onnx_attention.main,
     "conv_layout": conv_layout.main,
     "dense_layout": dense_layout.main,
     "fleet_soak": lambda: fleet_soak.main([]),  # their defaults; `python -m bench.<name> --help` for more

@@ -33,7 +33,7 @@ import numpy as np
 
 from bench.common import alternated_ms
 from bench.model_latency import ZooModel, onnx_bytes, zoo_models
-from bench.model_tuning import peers
+from bench.model_peers import peers
 from bench.proc import cpu_seconds, search_loop_pid
 from compiler import frontend, graph
 from compiler.graph import load_library

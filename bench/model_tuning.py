@@ -1,9 +1,9 @@
 """Whole models tuned at growing budgets (0 = default schedules, then 500, then 2,000 trials in all:
 each step continues from the last in one SQLite database per model), each checkpoint timed at batch 1
-on this machine's cores alternated with PyTorch eager and ONNX Runtime (all graph optimizations):
-latency, ratio to each peer, the estimate from the best records, tuning wall time, and where the
-time goes (the tasks by share of latency, GFLOPS against the measured FMA peak, and what their
-calls took inside forward passes).
+on this machine's cores alternated with the peers of `bench.model_peers` (ONNX Runtime, OpenVINO
+when installed, torch.compile, PyTorch eager): latency, ratio to each peer, the estimate from the
+best records, tuning wall time, and where the time goes (the tasks by share of latency, GFLOPS
+against the measured FMA peak, and what their calls took inside forward passes).
 
     python -m bench.model_tuning [--models resnet18 bert_layer mobilenet_v2] [--budgets 0 500 2000]
         [--databases DIR]    # keep each model's database there (a second run adds its budgets)
@@ -22,7 +22,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from bench.common import alternated_ms
-from bench.model_latency import ZooModel, onnx_session, zoo_models
+from bench.model_latency import ZooModel, zoo_models
+from bench.model_peers import peers
 from bench.peak import measure_peak
 from compiler import frontend, graph
 from compiler.target import host_hardware
@@ -67,20 +68,6 @@ def checkpoint(
             f"{report.best_gflops:6.1f} GFLOPS ({report.best_gflops / peak:4.0%} of peak), "
             f"in a pass {in_pass.get(report.task.name, 0.0) * 1e3:7.3f} ms"
         )
-
-
-def peers(entry: ZooModel, threads: int) -> dict[str, Callable[[], object]]:
-    """PyTorch eager and ONNX Runtime (all graph optimizations) on the same input, as runs."""
-    import torch
-
-    torch.set_num_threads(threads)
-    model, args = entry.make(), entry.inputs()
-
-    def eager() -> object:
-        with torch.no_grad():
-            return model(*args)
-
-    return {"PyTorch": eager, "ONNX Runtime": onnx_session(model, args, threads)}
 
 
 def run(entry: ZooModel, budgets: list[int], peak: float, directory: Path) -> None:

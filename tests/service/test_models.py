@@ -144,7 +144,7 @@ def bad_models() -> list[tuple[dict, str]]:
     return [
         ({"onnx": "not base64!", "trials": 8}, "not base64"),
         ({"onnx": truncated, "trials": 8}, "not an ONNX model"),
-        ({"onnx": encoded(mlp("Shrink")), "trials": 8}, "node 'act' (Shrink): unsupported operator"),
+        ({"onnx": encoded(mlp("Acos")), "trials": 8}, "node 'act' (Acos): unsupported operator"),
         ({"onnx": encoded(mlp()), "trials": 1}, "the model has 2 layers"),
         ({"onnx": encoded(mlp()), "trials": "8"}, "valid integer"),
         ({"onnx": encoded(mlp()), "trials": 8, "scheduler": "fastest"}, "gradient"),

@@ -40,8 +40,10 @@ def test_conv2d_winograd_is_pytorchs_conv2d_on_transformed_weights(case, m):
     x, w = random_inputs([x_shape, w_shape])
     packed = winograd.pack_winograd(w, m)
     assert packed.shape == (m + 2, m + 2, w_shape[1], w_shape[0])
-    # F(4, 3)'s transforms multiply by up to 8 and 1/24: float32 rounding of a few units in 1e-6
-    rtol = {2: 1e-5, 4: 2e-5}[m]
+    # F(4, 3)'s transforms multiply by up to 8 and 1/24: float32 rounding of a few units in 1e-6 of
+    # the outputs' magnitude (up to 12 here), in an order that depends on the host's vector width
+    # (2.6e-5 off on an AVX2 Zen 3, within 2e-5 on AVX-512 hosts)
+    rtol = {2: 1e-5, 4: 5e-5}[m]
     want = assert_compiles_to_reference("conv2d_winograd", [x, packed], {"padding": padding}, rtol=rtol)
     np.testing.assert_allclose(want, torch_conv2d(x, w, padding), rtol=rtol, atol=rtol)
 
