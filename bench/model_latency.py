@@ -60,7 +60,10 @@ def hugging_face_models() -> list[ZooModel]:
     class LastHidden(torch.nn.Module):
         def __init__(self, model: torch.nn.Module, names: tuple[str, ...]) -> None:
             super().__init__()
-            self.model, self.names = model.eval(), names
+            self.model, self.names = model, names
+            # The wrapper too: the legacy ONNX exporter restores the mode it found, recursively,
+            # which would switch the model's dropout on for every later call.
+            self.eval()
 
         def forward(self, *args: torch.Tensor) -> torch.Tensor:
             return self.model(**dict(zip(self.names, args))).last_hidden_state

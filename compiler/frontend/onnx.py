@@ -591,9 +591,18 @@ def _mod(op: _Op) -> list[Value]:
 
 
 def _clip(op: _Op) -> list[Value]:
-    low = op.scalar(1) if op.has(1) else None
-    high = op.scalar(2) if op.has(2) else None
-    return [op.call("clip", [op.node(0)], min=low, max=high)]
+    """Bounds known at import are the clip op's attributes; a bound computed at run time is a
+    maximum (then a minimum) with it, in ONNX's order: min(max(x, low), high)."""
+    bounds = [op.has(k) and not isinstance(op.value(k), np.ndarray) for k in (1, 2)]
+    if not any(bounds):
+        low = op.scalar(1) if op.has(1) else None
+        high = op.scalar(2) if op.has(2) else None
+        return [op.call("clip", [op.node(0)], min=low, max=high)]
+    y = op.node(0)
+    for k, graph_op in ((1, "maximum"), (2, "minimum")):
+        if op.has(k):
+            y = op.call(graph_op, [y, op.reshape(op.node(k), (1,))])
+    return [y]
 
 
 def _hard_sigmoid(op: _Op) -> list[Value]:
@@ -657,10 +666,10 @@ def _identity(op: _Op) -> list[Value]:
 
 
 def _dropout(op: _Op) -> list[Value]:
-    """Inference: the identity (the mask output is refused if used)."""
+    """Inference: the identity, and a mask that keeps everything (known at import)."""
     if op.has(2) and bool(op.static(2).reshape(-1)[0]):
         raise op.fail("training_mode=1 is not supported (inference only)")
-    return [op.value(0)]
+    return [op.value(0), np.ones(op.shape(0), bool)]
 
 
 def _cast(op: _Op) -> list[Value]:
@@ -724,15 +733,32 @@ def _window(op: _Op, kernel: Sequence[int]) -> dict[str, tuple[int, ...]]:
 
 
 def _conv(op: _Op) -> list[Value]:
+    """A 2-D conv; a 1-D one (audio models, causal convs) as 2-D over rows of height 1."""
     x, w = op.node(0), op.node(1)
     kernel = w.type.shape[2:]
     if tuple(op.attr("kernel_shape", kernel)) != kernel:
         raise op.fail(f"kernel_shape {op.attr('kernel_shape')} differs from the weight's {kernel}")
-    y = op.call("conv2d", [x, w], groups=int(op.attr("group", 1)), **_window(op, kernel))
+    if len(op.shape(0)) == 3:
+        window = _window_1d(op, kernel)
+        x = op.reshape(x, (*x.type.shape[:2], 1, x.type.shape[2]))
+        w = op.reshape(w, (*w.type.shape[:2], 1, w.type.shape[2]))
+    else:
+        window = _window(op, kernel)
+    y = op.call("conv2d", [x, w], groups=int(op.attr("group", 1)), **window)
+    if len(op.shape(0)) == 3:
+        y = op.reshape(y, (y.type.shape[0], y.type.shape[1], y.type.shape[3]))
     if op.has(2):
-        bias = op.reshape(op.node(2), (w.type.shape[0], 1, 1))
+        bias = op.reshape(op.node(2), (w.type.shape[0],) + (1,) * (len(op.shape(0)) - 2))
         y = op.call("add", [y, bias])
     return [y]
+
+
+def _window_1d(op: _Op, kernel: Sequence[int]) -> dict[str, tuple[int, ...]]:
+    """A 1-D conv's window as the 2-D window of its height-1 form."""
+    strides = tuple(op.attr("strides", [1]))
+    dilation = tuple(op.attr("dilations", [1]))
+    begin, end = _same_pads(op, op.shape(0)[2:], kernel, strides, dilation)
+    return {"strides": (1, *strides), "dilation": (1, *dilation), "padding": (0, begin, 0, end)}
 
 
 def _conv_transpose(op: _Op) -> list[Value]:
@@ -1126,8 +1152,12 @@ def _transpose(op: _Op) -> list[Value]:
 
 
 def _concat(op: _Op) -> list[Value]:
+    """Empty operands (the graph has no empty tensors; they are known at import) are left out."""
     axis = op.axis(int(op.attr("axis")), len(op.shape(0)))
-    return [op.call("concat", [op.node(i) for i in range(len(op.inputs))], axis=axis)]
+    kept = [i for i, v in enumerate(op.inputs) if not (isinstance(v, np.ndarray) and v.size == 0)]
+    if len(kept) == 1:
+        return [op.value(kept[0])]
+    return [op.call("concat", [op.node(i) for i in kept], axis=axis)]
 
 
 def _fold_concat(op: _Op) -> list[np.ndarray]:
@@ -1243,7 +1273,7 @@ def _split_sizes(op: _Op, dim: int) -> list[int]:
     else:
         parts = len(op.proto.output)
         sizes = [dim // parts] * parts if dim % parts == 0 else []
-    if sum(sizes) != dim or any(s <= 0 for s in sizes):
+    if sum(sizes) != dim or any(s < 0 for s in sizes) or not any(sizes):
         raise op.fail(f"cannot split a dimension of {dim} into {sizes or len(op.proto.output)} parts")
     return sizes
 
@@ -1254,6 +1284,9 @@ def _split(op: _Op) -> list[Value]:
     parts: list[Value] = []
     offset = 0
     for size in _split_sizes(op, shape[axis]):
+        if size == 0:  # empty: known at import (RotaryEmbedding's pass-through part of a full rotation)
+            parts.append(np.empty(tuple(0 if a == axis else d for a, d in enumerate(shape)), op.dtype(0)))
+            continue
         begin = tuple(offset if a == axis else 0 for a in range(len(shape)))
         end = tuple(offset + size if a == axis else d for a, d in enumerate(shape))
         parts.append(op.call("slice", [x], begin=begin, end=end, strides=(1,) * len(shape)))

@@ -318,6 +318,37 @@ CASES: dict[str, OnnxCase] = {
         [node("Clip", ["x", "", "hi"])], {"x": (4, 5)}, {"hi": np.array(0.2, np.float32)}
     ),
     "Clip-none": OnnxCase([node("Clip", ["x"])], {"x": (4, 5)}),
+    "Clip-run-time-bounds": OnnxCase([node("Clip", ["x", "lo", "hi"])], {"x": (4, 5), "lo": (), "hi": ()}),
+    "Clip-run-time-min-constant-max": OnnxCase(
+        [node("Clip", ["x", "lo", "hi"])], {"x": (4, 5), "lo": ()}, {"hi": np.array(0.3, np.float32)}
+    ),
+    "Dropout-mask": OnnxCase(
+        [node("Dropout", ["x"], ["y", "mask"]), node("Cast", ["mask"], ["m"], to=TensorProto.FLOAT)],
+        {"x": (3, 4)},
+        opset=13,
+        outputs=("y", "m"),
+    ),
+    "Split-empty-part-concat": OnnxCase(
+        [
+            node("Split", ["x", "s"], ["a", "b"], axis=1),
+            node("Relu", ["a"], ["r"]),
+            node("Concat", ["r", "b"], ["y"], axis=1),
+        ],
+        {"x": (2, 6)},
+        {"s": ints(6, 0)},
+    ),
+    **{
+        f"Conv-1d-{name}": OnnxCase([node("Conv", ["x", "w", "b"], **attrs)], {"x": (2, 4, 11)}, weights)
+        for name, weights, attrs in [
+            ("pads-strides", {"w": weight(6, 4, 3), "b": weight(6)}, {"pads": [2, 1], "strides": [2]}),
+            ("dilated", {"w": weight(6, 4, 3), "b": weight(6)}, {"pads": [1, 1], "dilations": [3]}),
+            (
+                "same-groups",
+                {"w": weight(8, 2, 3), "b": weight(8)},
+                {"auto_pad": "SAME_UPPER", "group": 2},
+            ),
+        ]
+    },
     **{
         op: OnnxCase([node(op, ["a", "b"])], {"a": (2, 1, 5), "b": (3, 1)}, positive=op == "Div")
         for op in ["Add", "Sub", "Mul", "Div"]
@@ -895,10 +926,6 @@ REFUSED = {
         ),
         "output Indices",
     ),
-    "dropout-mask": (
-        OnnxCase([node("Dropout", ["x"], ["y", "mask"])], {"x": (2, 3)}, outputs=("y", "mask")),
-        "output mask",
-    ),
     "dropout-training": (
         OnnxCase(
             [node("Dropout", ["x", "r", "t"])],
@@ -932,10 +959,9 @@ REFUSED = {
         ),
         "negative steps",
     ),
-    "conv1d": (OnnxCase([node("Conv", ["x", "w"])], {"x": (1, 2, 5)}, {"w": weight(3, 2, 3)}), "only 2-D"),
-    "clip-runtime-bound": (
-        OnnxCase([node("Clip", ["x", "lo"])], {"x": (3,), "lo": (1,)}),
-        "input 1 \\('lo'\\) must be a compile-time constant",
+    "conv3d": (
+        OnnxCase([node("Conv", ["x", "w"])], {"x": (1, 2, 3, 4, 5)}, {"w": weight(3, 2, 1, 2, 2)}),
+        "only 2-D",
     ),
     "float16-weight": (
         OnnxCase([node("Add", ["x", "w"])], {"x": (3,)}, {"w": weight(3)}),
