@@ -623,41 +623,57 @@ def _masked_fill(ctx: _Context, node: torch.fx.Node, a: dict[str, Any]) -> Node:
 
 @_converts(aten.convolution.default)
 def _convolution(ctx: _Context, node: torch.fx.Node, a: dict[str, Any]) -> Node:
-    if _rank(a["input"]) != 4:
-        raise GraphError(node.name, _op_name(node), "only 2-D convolution (NCHW input) is supported")
-    pad_h, pad_w = _pair(a["padding"])
+    """nn.Conv2d and nn.ConvTranspose2d; nn.Conv1d and nn.ConvTranspose1d as 2-D over rows of
+    height 1."""
+    rank = _rank(a["input"])
+    if rank not in (3, 4):
+        raise GraphError(node.name, _op_name(node), "only 1-D and 2-D convolutions are supported")
+    x, w = ctx.tensor(a["input"]), ctx.tensor(a["weight"])
+    stride, dilation = _window_pair(a["stride"], rank, 1), _window_pair(a["dilation"], rank, 1)
+    pad_h, pad_w = _window_pair(a["padding"], rank, 0)
+    if rank == 3:
+        x = ctx.builder.call(
+            "reshape", [x], name=f"{node.name}_rows", shape=(*x.type.shape[:2], 1, x.type.shape[2])
+        )
+        w = ctx.builder.call(
+            "reshape", [w], name=f"{node.name}_rows", shape=(*w.type.shape[:2], 1, w.type.shape[2])
+        )
     if a["transposed"]:
-        out = _transposed(ctx, node, a, (pad_h, pad_w, pad_h, pad_w))
+        out = conv_transpose2d(
+            ctx.builder,
+            node.name,
+            x,
+            w,
+            strides=stride,
+            padding=(pad_h, pad_w, pad_h, pad_w),
+            output_padding=_window_pair(a["output_padding"], rank, 0),
+            dilation=dilation,
+            groups=int(a["groups"]),
+        )
     else:
         out = ctx.call(
             node,
             "conv2d",
-            [ctx.tensor(a["input"]), ctx.tensor(a["weight"])],
-            strides=_pair(a["stride"]),
+            [x, w],
+            strides=stride,
             padding=(pad_h, pad_w, pad_h, pad_w),
-            dilation=_pair(a["dilation"]),
+            dilation=dilation,
             groups=int(a["groups"]),
         )
+    if rank == 3:
+        out = ctx.call(node, "reshape", [out], shape=_shape(node))
     if a["bias"] is None:
         return out
     bias = ctx.tensor(a["bias"])
-    bias = ctx.builder.call("reshape", [bias], name=f"{node.name}_bias", shape=(bias.type.shape[0], 1, 1))
+    shape = (bias.type.shape[0],) + (1,) * (rank - 2)
+    bias = ctx.builder.call("reshape", [bias], name=f"{node.name}_bias", shape=shape)
     return ctx.call(node, "add", [out, bias])
 
 
-def _transposed(ctx: _Context, node: torch.fx.Node, a: dict[str, Any], padding: tuple[int, ...]) -> Node:
-    """nn.ConvTranspose2d (compiler.graph.conv_transpose)."""
-    return conv_transpose2d(
-        ctx.builder,
-        node.name,
-        ctx.tensor(a["input"]),
-        ctx.tensor(a["weight"]),
-        strides=_pair(a["stride"]),
-        padding=padding,
-        output_padding=_pair(a["output_padding"]),
-        dilation=_pair(a["dilation"]),
-        groups=int(a["groups"]),
-    )
+def _window_pair(values: Sequence[int], rank: int, neutral: int) -> tuple[int, int]:
+    """A conv argument for both spatial dimensions of the 2-D form: a 1-D conv's rows have height
+    1, so its height takes the `neutral` value (stride 1, padding 0)."""
+    return _pair(values) if rank == 4 else (neutral, int(values[0]))
 
 
 @_converts(aten.upsample_nearest2d.vec, aten.upsample_bilinear2d.vec)

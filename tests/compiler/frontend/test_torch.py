@@ -184,6 +184,20 @@ def test_transposed_convolutions():
     assert_compiled_matches(check(model, x, names=list(model.names)), model, x)
 
 
+def test_one_dimensional_convolutions():
+    """Conv1d and ConvTranspose1d run as 2-D over rows of height 1."""
+    convs = {
+        "plain": nn.Conv1d(4, 6, 3),
+        "strided_padded": nn.Conv1d(4, 6, 5, stride=2, padding=2, bias=False),
+        "dilated_grouped": nn.Conv1d(4, 8, 3, dilation=3, groups=2, padding=1),
+        "depthwise_causal": nn.Conv1d(4, 4, 4, groups=4, padding=3),
+        "transposed": nn.ConvTranspose1d(4, 3, 4, stride=2, padding=1, output_padding=1),
+    }
+    x = randn(2, 4, 13)
+    model = Fn(convs, tuple(convs.values()))
+    assert_compiled_matches(check(model, x, names=list(model.names)), model, x)
+
+
 def assert_compiled_matches(module: Module, model: nn.Module, *args: torch.Tensor) -> None:
     got = graph.build(module)(*(a.numpy() for a in args))
     with torch.no_grad():
@@ -745,16 +759,14 @@ def test_pooling_indices_are_refused():
 @pytest.mark.parametrize(
     ("fn", "args", "reason"),
     [
-        (lambda x: F.conv_transpose1d(x, torch.ones(2, 1, 2)), (randn(1, 2, 4),), "only 2-D"),
-        (lambda x: F.conv1d(x, torch.ones(4, 2, 2)), (randn(1, 2, 5),), "only 2-D"),
+        (lambda x: F.conv3d(x, torch.ones(4, 2, 1, 2, 2)), (randn(1, 2, 3, 4, 5),), "only 1-D and 2-D"),
         (lambda x: F.adaptive_avg_pool2d(x, (3, 2)), (randn(1, 1, 7, 4),), "unequal sizes"),
         (lambda x: F.avg_pool2d(x, 2, divisor_override=3), (randn(1, 1, 4, 4),), "divisor_override"),
         (lambda x: F.pad(x, (-1, 1)), (randn(2, 3),), "negative padding"),
         (lambda x: x[:, 3:3] + 1, (randn(2, 5),), "empty"),
     ],
     ids=[
-        "conv_transpose1d",
-        "conv1d",
+        "conv3d",
         "adaptive_uneven",
         "divisor_override",
         "crop",
