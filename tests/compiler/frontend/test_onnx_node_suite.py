@@ -26,6 +26,7 @@ from tests.compiler.frontend.onnx_node_suite import (
 SHOWN = 60  # problems listed in a failure, at most
 
 
+@pytest.mark.slow
 def test_every_node_case_as_expected() -> None:
     cases = discover()
     found = problems(run_cases(cases), load_expected())

@@ -22,6 +22,9 @@ from compiler import graph
 from compiler.frontend import from_onnx, from_torch
 from compiler.script import from_source
 
+# Third-party models: minutes of building on a 2-core host, run by `make test-slow` (not `make test`).
+pytestmark = pytest.mark.slow
+
 SEQUENCE = 7
 VOCAB = 100
 TOLERANCE = 1e-3
