@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
+import argparse
 import ctypes
 import ctypes.util
 import json
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 from compiler.runtime import load_runtime
 
 if TYPE_CHECKING:
     from compiler.graph import CompiledModel, Module
+    from tuner.model_tuning import ModelTuneResult
 
 
 def best_seconds(fn: Callable[[], object], repeat: int = 7, min_repeat_s: float = 0.05) -> float:
@@ -135,3 +137,27 @@ def threads_from_env() -> int:
     threads = int(os.environ.get("THREADS", "2"))
     set_kernel_threads(threads)
     return threads
+
+
+def tuned_at_budgets(
+    module: Module, budgets: list[int], database: str
+) -> Iterator[tuple[int, ModelTuneResult, float]]:
+    """The model tuned to each budget in turn (each continuing the last in `database`): the budget,
+    the result and the tuning wall time so far."""
+    from tuner import tune_model
+
+    done, tuned_secs = 0, 0.0
+    for budget in budgets:
+        result = tune_model(module, trials=budget - done, database=database)
+        tuned_secs += result.scheduled.wall_secs if result.scheduled else 0.0
+        done = budget
+        yield budget, result, tuned_secs
+
+
+def budget_arguments(description: str) -> argparse.Namespace:
+    """The command line of the whole-model benchmarks: --models, --budgets, --databases."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--models", nargs="*")
+    parser.add_argument("--budgets", nargs="*", type=int)
+    parser.add_argument("--databases", help="keep each model's SQLite database in this directory")
+    return parser.parse_args()

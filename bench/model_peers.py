@@ -19,7 +19,6 @@ import os
 
 os.environ.pop("OPENBLAS_CORETYPE", None)  # an honest numpy/PyTorch baseline (bench/__main__.py)
 
-import argparse
 import statistics
 import tempfile
 import warnings
@@ -28,11 +27,10 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.common import alternated_ms
+from bench.common import alternated_ms, budget_arguments, tuned_at_budgets
 from bench.model_latency import ZooModel, onnx_bytes, zoo_models
 from compiler import frontend, graph
 from compiler.target import host_hardware
-from tuner import tune_model
 from tuner.cli.models import onnx_runtime
 
 ROUNDS, CALLS = 5, 6
@@ -140,11 +138,7 @@ def run(entry: ZooModel, budgets: list[int], directory: Path, threads: int) -> N
     reference = peers(entry, threads)
     expected = first_output(reference["PyTorch eager"]())
     database = f"sqlite:///{directory / (entry.name + '.db')}"
-    done, tuned_secs = 0, 0.0
-    for budget in budgets:
-        result = tune_model(module, trials=budget - done, database=database)
-        tuned_secs += result.scheduled.wall_secs if result.scheduled else 0.0
-        done = budget
+    for budget, result, tuned_secs in tuned_at_budgets(module, budgets, database):
         error = _relative_error(first_output(result.model(*inputs)), expected)
         if error > TOLERANCE:
             raise AssertionError(f"{entry.name}: ours differs from eager by {error:.1e}")
@@ -166,9 +160,5 @@ def main(
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--models", nargs="*")
-    parser.add_argument("--budgets", nargs="*", type=int)
-    parser.add_argument("--databases", help="keep each model's SQLite database in this directory")
-    options = parser.parse_args()
+    options = budget_arguments(__doc__.split("\n\n")[0])
     main(options.models, options.budgets, options.databases)

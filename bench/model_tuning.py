@@ -15,19 +15,17 @@ import os
 
 os.environ.pop("OPENBLAS_CORETYPE", None)  # an honest numpy/PyTorch baseline (bench/__main__.py)
 
-import argparse
 import statistics
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from bench.common import alternated_ms
+from bench.common import alternated_ms, budget_arguments, tuned_at_budgets
 from bench.model_latency import ZooModel, zoo_models
 from bench.model_peers import peers
 from bench.peak import measure_peak
 from compiler import frontend, graph
 from compiler.target import host_hardware
-from tuner import tune_model
 from tuner.model_tuning import ModelTuneResult
 
 ROUNDS, CALLS = 5, 6  # per checkpoint: ours and each peer alternated, 6 calls each per round
@@ -75,11 +73,7 @@ def run(entry: ZooModel, budgets: list[int], peak: float, directory: Path) -> No
     module = graph.optimize(frontend.from_torch(entry.make(), entry.inputs()))
     database = f"sqlite:///{directory / (entry.name + '.db')}"
     reference = peers(entry, threads)
-    done, tuned_secs = 0, 0.0
-    for budget in budgets:
-        result = tune_model(module, trials=budget - done, database=database)
-        tuned_secs += result.scheduled.wall_secs if result.scheduled else 0.0
-        done = budget
+    for _, result, tuned_secs in tuned_at_budgets(module, budgets, database):
         checkpoint(entry, result, tuned_secs, reference, peak)
 
 
@@ -96,9 +90,5 @@ def main(
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--models", nargs="*")
-    parser.add_argument("--budgets", nargs="*", type=int)
-    parser.add_argument("--databases", help="keep each model's SQLite database in this directory")
-    args = parser.parse_args()
-    main(args.models, args.budgets, args.databases)
+    options = budget_arguments(__doc__.split("\n\n")[0])
+    main(options.models, options.budgets, options.databases)
