@@ -10,11 +10,14 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
-from compiler.dtypes import INDEX_DTYPE, INT_DTYPES
+from compiler.dtypes import INDEX_DTYPE
 from compiler.ir import FALSE, TRUE, Binary, Const, Expr, Select, Unary, Var, const, structural_equal
 from compiler.ops import Op
 
 Range = tuple[int, int]  # inclusive numeric bounds
+# The integer types simplified: index arithmetic. The narrow and unsigned types only hold data, where
+# an identity is rarely worth proving under their wrapping.
+INT_DTYPES = ("int32", INDEX_DTYPE)
 Ranges = Mapping[Var, Range]
 
 

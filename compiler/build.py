@@ -17,6 +17,7 @@ import llvmlite.binding as llvm
 import numpy as np
 
 from compiler.codegen import emit_llvm, repeat_name
+from compiler.dtypes import DTYPES
 from compiler.ir import Buffer, IRModule, PrimFunc
 from compiler.lower import lower
 from compiler.numpy_entry import entry_context, layout_ok, numpy_entry_name
@@ -26,13 +27,7 @@ from compiler.target import Target, init_llvm
 if TYPE_CHECKING:
     from compiler.library import Library
 
-NP_DTYPES = {
-    "float32": np.float32,
-    "float64": np.float64,
-    "int32": np.int32,
-    "int64": np.int64,
-    "bool": np.bool_,
-}
+NP_DTYPES = {dtype: np.dtype(dtype).type for dtype in DTYPES}
 
 
 def optimize(module: llvm.ModuleRef, tm: llvm.TargetMachine) -> None:

@@ -24,7 +24,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, dataclass_transform
 
-from compiler.dtypes import DTYPES, FLOAT_DTYPES, INDEX_DTYPE, INT_DTYPES, ITEMSIZE
+from compiler.dtypes import DTYPES, FLOAT_DTYPES, INDEX_DTYPE, INT_DTYPES, wrapped
 from compiler.ops import Op
 
 LOOP_KINDS = ("serial", "parallel", "vectorized", "unrolled")
@@ -536,16 +536,10 @@ def const(value: int | float | bool, dtype: str | None = None) -> Const:
     if dtype in FLOAT_DTYPES:
         value = float(value)
     elif dtype in INT_DTYPES:
-        value = _wrapped(int(value), 8 * ITEMSIZE[dtype])
+        value = wrapped(int(value), dtype)
     else:
         value = bool(value)
     return Const(value, dtype)
-
-
-def _wrapped(value: int, bits: int) -> int:
-    """`value` in two's complement of `bits` bits: integer arithmetic wraps, and so does folding."""
-    half = 1 << (bits - 1)
-    return (value + half) % (1 << bits) - half
 
 
 def as_expr(value: ExprLike, dtype: str | None = None) -> Expr:

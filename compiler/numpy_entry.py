@@ -19,10 +19,10 @@ from functools import cache
 import llvmlite.ir as ll
 import numpy as np
 
+from compiler.dtypes import DTYPES
 from compiler.ir import PrimFunc
 from compiler.llvm_ops import I8P, I32, I64
 
-DTYPES = ("float32", "float64", "int32", "int64", "bool")
 OB_TYPE, DATA, NDIM, DIMENSIONS, DESCR, FLAGS = 8, 16, 24, 32, 56, 64
 C_CONTIGUOUS = 0x1
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 import llvmlite.ir as ll
 import numpy as np
 
-from compiler.dtypes import FLOAT_DTYPES, INT_DTYPES, is_float
+from compiler.dtypes import FLOAT_DTYPES, INT_DTYPES, is_float, is_unsigned
 from compiler.llvm_math import erf_f32, exp_f32, expm1_f32, log1p_f32, log_f32, tanh_f32
 from compiler.llvm_ops import FAST_MATH, I32, Emitter, call_intrinsic
 
@@ -68,10 +68,13 @@ def _fdiv(cg: Emitter, dtype: str, args: list[ll.Value]) -> ll.Value:
 
 
 def _floor_divmod(want_remainder: bool) -> Emit:
-    """Python semantics (round toward -inf); LLVM's sdiv/srem round toward zero."""
+    """Python semantics (round toward -inf); LLVM's sdiv/srem round toward zero. Unsigned division
+    has nothing to round toward but zero."""
 
     def emit(cg: Emitter, dtype: str, args: list[ll.Value]) -> ll.Value:
         b, (x, y) = cg.builder, args
+        if is_unsigned(dtype):
+            return b.urem(x, y) if want_remainder else b.udiv(x, y)
         q, r = b.sdiv(x, y), b.srem(x, y)
         zero = x.type(0)
         adjust = b.and_(
@@ -95,7 +98,7 @@ def _min_max(intrinsic: str, predicate: str) -> Emit:
         if is_float(dtype):
             return call_intrinsic(cg, intrinsic, args)
         x, y = args
-        return cg.builder.select(cg.builder.icmp_signed(predicate, x, y), x, y)
+        return cg.builder.select(_icmp(cg, dtype, predicate, x, y), x, y)
 
     return emit
 
@@ -108,9 +111,23 @@ def _compare(predicate: str) -> Emit:
             return cg.builder.fcmp_unordered(predicate, *args)
         if is_float(dtype):
             return cg.builder.fcmp_ordered(predicate, *args)
-        return cg.builder.icmp_signed(predicate, *args)
+        return _icmp(cg, dtype, predicate, *args)
 
     return emit
+
+
+def _icmp(cg: Emitter, dtype: str, predicate: str, x: ll.Value, y: ll.Value) -> ll.Value:
+    """An integer comparison by the sign of `dtype`."""
+    if is_unsigned(dtype):
+        return cg.builder.icmp_unsigned(predicate, x, y)
+    return cg.builder.icmp_signed(predicate, x, y)
+
+
+def _remainder(cg: Emitter, dtype: str, args: list[ll.Value]) -> ll.Value:
+    """C's fmod: frem on floats, srem or urem on ints by their sign."""
+    if is_float(dtype):
+        return cg.builder.frem(*args, flags=FAST_MATH)
+    return cg.builder.urem(*args) if is_unsigned(dtype) else cg.builder.srem(*args)
 
 
 def _intrinsic(name: str) -> Emit:
@@ -216,6 +233,66 @@ def _logic(name: str, arity: int, precedence: int, numpy: Callable[..., object])
     return OpSpec(name, arity, BOOL, "bool", fold, numpy, emit, False, {"bool": "bool_op"}, name, precedence)
 
 
+def _lanes_of(x: ll.Value, value: int) -> ll.Constant:
+    """The integer `value` in `x`'s type, scalar or splat across its lanes."""
+    if isinstance(x.type, ll.VectorType):
+        return ll.Constant(x.type, [ll.Constant(x.type.element, value)] * x.type.count)
+    return ll.Constant(x.type, value)
+
+
+def _shift(left: bool) -> Emit:
+    """A shift by an amount outside [0, bits) gives 0, or for a right shift of a negative value -1
+    (the sign fills every bit), as numpy and ONNX's BitShift define it: LLVM's shifts make such an
+    amount poison and hardware masks it. A right shift is arithmetic on a signed type."""
+
+    def emit(cg: Emitter, dtype: str, args: list[ll.Value]) -> ll.Value:
+        b, (x, y) = cg.builder, args
+        bits = x.type.element.width if isinstance(x.type, ll.VectorType) else x.type.width
+        outside = b.icmp_unsigned(">=", y, _lanes_of(y, bits))  # a negative amount is a huge one
+        zero = _lanes_of(x, 0)
+        if not left and not is_unsigned(dtype):
+            return b.ashr(x, b.select(outside, _lanes_of(y, bits - 1), y))
+        shifted = (b.shl if left else b.lshr)(x, b.select(outside, zero, y))
+        return b.select(outside, zero, shifted)
+
+    return emit
+
+
+def _np_shift(left: bool) -> Callable[..., np.ndarray]:
+    def shift(x: object, y: object) -> np.ndarray:
+        a, n = np.broadcast_arrays(np.asarray(x), np.asarray(y))
+        outside = (n < 0) | (n >= 8 * a.dtype.itemsize)
+        amount = np.where(outside, 0, n).astype(a.dtype)
+        shifted = np.left_shift(a, amount) if left else np.right_shift(a, amount)
+        fill = np.where(a < 0, -1, 0) if not left and a.dtype.kind == "i" else 0
+        return np.where(outside, fill, shifted).astype(a.dtype)
+
+    return shift
+
+
+def _fold_shift(left: bool) -> Fold:
+    """Python's shifts on the operands (the result wraps into the type when it becomes a constant):
+    an amount outside [0, 64) gives what any amount outside a type's bits gives, whatever the type."""
+
+    def fold(x: int, y: int) -> int:
+        if not 0 <= y < 64:
+            return 0 if left or x >= 0 else -1
+        return x << y if left else x >> y
+
+    return fold
+
+
+def _bitwise(name: str, fold: Fold, numpy: Callable[..., object], emit: str) -> OpSpec:
+    def lower(cg: Emitter, dtype: str, args: list[ll.Value]) -> ll.Value:
+        return getattr(cg.builder, emit)(*args)
+
+    return OpSpec(name, 2, INT_DTYPES, "same", fold, numpy, lower, True, {"int": "int_addsub"})
+
+
+def _bitwise_not(cg: Emitter, dtype: str, args: list[ll.Value]) -> ll.Value:
+    return cg.builder.not_(args[0])
+
+
 def _math(
     name: str,
     fold: Callable[[float], float],
@@ -263,7 +340,7 @@ class Op(enum.Enum):
         "same",
         _truncated_remainder,
         np.fmod,
-        _float_or_int("frem", "srem"),
+        _remainder,
         True,
         {"float": "float_div", "int": "int_divmod"},
         syntax="fmod",
@@ -296,6 +373,42 @@ class Op(enum.Enum):
     ROUND = _math("round", lambda v: float(round(v)), np.round, _intrinsic("roundeven"))  # halves to even
     ERF = _math("erf", math.erf, _erf_numpy, _float32_inline(erf_f32, _lane_by_lane(_libm("erff", "erf"))))
     POW = _pow()
+    BITWISE_AND = _bitwise("bitwise_and", operator.and_, np.bitwise_and, "and_")
+    BITWISE_OR = _bitwise("bitwise_or", operator.or_, np.bitwise_or, "or_")
+    BITWISE_XOR = _bitwise("bitwise_xor", operator.xor, np.bitwise_xor, "xor")
+    BITWISE_NOT = OpSpec(
+        "bitwise_not",
+        1,
+        INT_DTYPES,
+        "same",
+        operator.invert,
+        np.invert,
+        _bitwise_not,
+        True,
+        {"int": "int_addsub"},
+    )
+    SHIFT_LEFT = OpSpec(
+        "shift_left",
+        2,
+        INT_DTYPES,
+        "same",
+        _fold_shift(True),
+        _np_shift(True),
+        _shift(True),
+        True,
+        {"int": "int_addsub"},
+    )
+    SHIFT_RIGHT = OpSpec(
+        "shift_right",
+        2,
+        INT_DTYPES,
+        "same",
+        _fold_shift(False),
+        _np_shift(False),
+        _shift(False),
+        True,
+        {"int": "int_addsub"},
+    )
 
     def __init__(self, spec: OpSpec) -> None:
         # Plain attributes, read every time a node is built: an enum's `value` is a descriptor.

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import builtins
 import inspect
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from compiler.arith import simplify
-from compiler.dtypes import DTYPES, FLOAT_DTYPES, INDEX_DTYPE, INT_DTYPES
+from compiler.dtypes import DTYPES, FLOAT_DTYPES, INDEX_DTYPE, INT_DTYPES, int_range
 from compiler.ir import (
     Binary,
     Block,
@@ -587,10 +588,10 @@ def reduction_identity(combiner: Op, dtype: str) -> Expr:
         return const(0, dtype)
     if combiner == Op.MUL:
         return const(1, dtype)
-    big = float("inf") if dtype in FLOAT_DTYPES else (2**31 - 1 if dtype == "int32" else 2**63 - 1)
     if dtype in INT_DTYPES:
-        return const(-big - 1 if combiner == Op.MAX else big, dtype)
-    return const(-big if combiner == Op.MAX else big, dtype)
+        low, high = int_range(dtype)
+        return const(low if combiner == Op.MAX else high, dtype)
+    return const(-math.inf if combiner == Op.MAX else math.inf, dtype)
 
 
 def create_prim_func(args: Sequence[Tensor], name: str = "main") -> PrimFunc:

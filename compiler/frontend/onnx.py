@@ -695,6 +695,88 @@ def _cast_to(op: _Op, target: str) -> list[Value]:
     return [op.call("cast", [value], dtype=target)]
 
 
+# Quantization (QDQ models): integers to floats and back, as ONNX Runtime computes them in float32.
+
+_QUANTIZED = ("int8", "uint8", "int16", "uint16")
+
+
+def _quantization_param(op: _Op, i: int, axis: int, block_size: int) -> Node:
+    """A scale or zero point broadcast against x (input 0): one value as it is (whatever `axis`
+    says), a vector along `axis`, or for blocked quantization each value repeated over its block of
+    `block_size` along `axis`."""
+    shape, x_shape = op.shape(i), op.shape(0)
+    node = op.node(i)
+    if math.prod(shape) == 1 and not block_size:
+        return op.reshape(node, (1,))
+    rank = len(x_shape)
+    axis = op.axis(axis, rank)
+    if not block_size:
+        if shape != (x_shape[axis],):
+            raise op.fail(f"input {i} has shape {shape}; expected ({x_shape[axis]},) for axis {axis}")
+        return op.reshape(node, tuple(x_shape[axis] if k == axis else 1 for k in range(rank)))
+    blocks = -(-x_shape[axis] // block_size)
+    expected = x_shape[:axis] + (blocks,) + x_shape[axis + 1 :]
+    if shape != expected:
+        raise op.fail(f"input {i} has shape {shape}; expected {expected} for blocks of {block_size}")
+    split = shape[: axis + 1] + (1,) + shape[axis + 1 :]
+    repeated = op.call(
+        "broadcast_to", [op.reshape(node, split)], shape=split[: axis + 1] + (block_size,) + split[axis + 2 :]
+    )
+    whole = op.reshape(repeated, shape[:axis] + (blocks * block_size,) + shape[axis + 1 :])
+    if blocks * block_size == x_shape[axis]:
+        return whole
+    end = tuple(x_shape[axis] if k == axis else shape[k] for k in range(rank))
+    return op.call("slice", [whole], begin=(0,) * rank, end=end, strides=(1,) * rank)
+
+
+def _quantization_axes(op: _Op) -> tuple[int, int]:
+    block_size = int(op.attr("block_size", 0))
+    if block_size < 0:
+        raise op.fail(f"block_size {block_size} is negative")
+    return int(op.attr("axis", 1)), block_size
+
+
+def _dequantize_linear(op: _Op) -> list[Value]:
+    """(x - zero_point) * scale, in float32, then the scale's type (or output_dtype)."""
+    if op.dtype(0) not in _QUANTIZED + ("int32",):
+        raise op.fail(f"dequantizing {op.dtype(0)} is not supported ({', '.join(_QUANTIZED)}, int32)")
+    axis, block_size = _quantization_axes(op)
+    x = op.call("cast", [op.node(0)], dtype="float32")
+    if op.has(2):
+        zero = _quantization_param(op, 2, axis, block_size)
+        x = op.call("subtract", [x, op.call("cast", [zero], dtype="float32")])
+    scale = _quantization_param(op, 1, axis, block_size)
+    y = op.call("multiply", [x, op.call("cast", [scale], dtype="float32")])
+    target = op.attr("output_dtype")
+    dtype = str(helper.tensor_dtype_to_np_dtype(target)) if target else op.dtype(1)
+    if dtype not in ("float32", "float64"):
+        raise op.fail(f"a dequantized {dtype} is not supported (float32, float64)")
+    return [y if dtype == "float32" else op.call("cast", [y], dtype=dtype)]
+
+
+def _quantize_linear(op: _Op) -> list[Value]:
+    """round(x / scale) + zero_point (halves to even), saturated into the integer type: the cast
+    saturates (NaN becomes 0). Computed in x's float type (or `precision`)."""
+    axis, block_size = _quantization_axes(op)
+    target = op.attr("output_dtype")
+    dtype = op.dtype(2) if op.has(2) else str(helper.tensor_dtype_to_np_dtype(target)) if target else "uint8"
+    if dtype not in _QUANTIZED:
+        raise op.fail(f"quantizing to {dtype} is not supported ({', '.join(_QUANTIZED)})")
+    if not bool(op.attr("saturate", 1)) and dtype not in _QUANTIZED:
+        raise op.fail("saturate=0 applies to float8 outputs only")
+    precision = op.attr("precision")
+    compute = str(helper.tensor_dtype_to_np_dtype(precision)) if precision else op.dtype(0)
+    if compute not in ("float32", "float64"):
+        raise op.fail(f"quantizing in {compute} is not supported (float32, float64)")
+    x = op.call("cast", [op.node(0)], dtype=compute) if op.dtype(0) != compute else op.node(0)
+    scale = op.call("cast", [_quantization_param(op, 1, axis, block_size)], dtype=compute)
+    y = op.call("round", [op.call("divide", [x, scale])])
+    if op.has(2):
+        zero = op.call("cast", [_quantization_param(op, 2, axis, block_size)], dtype=compute)
+        y = op.call("add", [y, zero])
+    return [op.call("cast", [y], dtype=dtype)]
+
+
 # Convolution, normalization, pooling.
 
 
@@ -1475,6 +1557,9 @@ CONVERTERS: dict[str, Converter] = {
             "And": "logical_and",
             "Or": "logical_or",
             "Xor": "logical_xor",
+            "BitwiseAnd": "bitwise_and",
+            "BitwiseOr": "bitwise_or",
+            "BitwiseXor": "bitwise_xor",
         }.items()
     },
     "Not": _unary("logical_not"),
@@ -1503,6 +1588,12 @@ CONVERTERS: dict[str, Converter] = {
     "Identity": _identity,
     "Dropout": _dropout,
     "Cast": _cast,
+    "QuantizeLinear": _quantize_linear,
+    "BitShift": lambda op: [
+        op.call("shift_left" if op.attr("direction") == "LEFT" else "shift_right", [op.node(0), op.node(1)])
+    ],
+    "BitwiseNot": _unary("bitwise_not"),
+    "DequantizeLinear": _dequantize_linear,
     "Conv": _conv,
     "ConvTranspose": _conv_transpose,
     "Resize": _resize,

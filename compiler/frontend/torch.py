@@ -222,7 +222,7 @@ class _Context:
             value = self.constants[arg]
             if not isinstance(value, torch.Tensor):
                 raise GraphError(arg.name, _op_name(arg), f"computes a {type(value).__name__}, not a tensor")
-            self.values[arg] = self.builder.constant(arg.name, value.detach().cpu().numpy())
+            self.values[arg] = self.builder.constant(arg.name, _to_numpy(value))
         return self.values[arg]
 
     def call(self, node: torch.fx.Node, op: str, args: Sequence[Node], **attrs: object) -> Node:
@@ -297,7 +297,7 @@ def _input_or_weight(ctx: _Context, program: ExportedProgram, spec: InputSpec, n
     assert spec.target is not None
     tensor = program.state_dict.get(spec.target, program.constants.get(spec.target))
     assert isinstance(tensor, torch.Tensor), f"no tensor for {spec.target}"
-    return ctx.builder.constant(spec.target, tensor.detach().cpu().numpy())
+    return ctx.builder.constant(spec.target, _to_numpy(tensor))
 
 
 # --- Helpers shared by the converters ---
@@ -317,6 +317,14 @@ def _args(node: torch.fx.Node) -> dict[str, Any]:
 
 def _op_name(node: torch.fx.Node) -> str:
     return "getitem" if node.target is operator.getitem else str(node.target)
+
+
+def _to_numpy(tensor: torch.Tensor) -> np.ndarray:
+    """A weight as numpy holds it; numpy's bfloat16 is ml_dtypes' (PyTorch's .numpy() refuses it)."""
+    tensor = tensor.detach().cpu()
+    if tensor.dtype == torch.bfloat16:
+        return tensor.view(torch.int16).numpy().view("bfloat16")
+    return tensor.numpy()
 
 
 def _dtype_name(dtype: torch.dtype) -> str:
@@ -511,6 +519,24 @@ def _mod(ctx: _Context, node: torch.fx.Node, a: dict[str, Any]) -> Node:
     return ctx.call(node, "mod", operands, fmod=truncated)
 
 
+@_converts(aten.div.Tensor_mode, aten.div.Scalar_mode, aten.floor_divide.default)
+def _div_rounded(ctx: _Context, node: torch.fx.Node, a: dict[str, Any]) -> Node:
+    """Division rounded toward zero ("trunc") or down ("floor", Python's `//`). The graph's integer
+    divide rounds toward zero; for floor the remainder with the divisor's sign is taken off first, so
+    that the division is exact. PyTorch raises on an integer division by zero, where the graph gives 0."""
+    dtype = _dtype(node)
+    x, y = ctx.operand(node, a["input"], dtype), ctx.operand(node, a["other"], dtype)
+    mode = "floor" if node.target == aten.floor_divide.default else a.get("rounding_mode")
+    if mode is None:
+        return ctx.call(node, "divide", [x, y])
+    if dtype.startswith("float"):
+        return ctx.call(node, mode, [ctx.call(node, "divide", [x, y])])
+    if mode == "trunc":
+        return ctx.call(node, "divide", [x, y])
+    remainder = ctx.call(node, "mod", [x, y], fmod=False)
+    return ctx.call(node, "divide", [ctx.call(node, "subtract", [x, remainder]), y])
+
+
 _COMPARISONS = {
     aten.eq.Tensor: "equal",
     aten.eq.Scalar: "equal",
@@ -551,40 +577,71 @@ _LOGIC = {
     aten.logical_and.default: "logical_and",
     aten.logical_or.default: "logical_or",
     aten.logical_xor.default: "logical_xor",
-    aten.bitwise_and.Tensor: "logical_and",
-    aten.bitwise_or.Tensor: "logical_or",
-    aten.bitwise_xor.Tensor: "logical_xor",
+}
+_BITWISE = {
+    aten.bitwise_and.Tensor: "and",
+    aten.bitwise_and.Scalar: "and",
+    aten.bitwise_or.Tensor: "or",
+    aten.bitwise_or.Scalar: "or",
+    aten.bitwise_xor.Tensor: "xor",
+    aten.bitwise_xor.Scalar: "xor",
 }
 
 
 def _logic(op: str) -> Converter:
     def convert(ctx: _Context, node: torch.fx.Node, a: dict[str, Any]) -> Node:
-        """logical_* of any dtypes compares each with 0; bitwise_* is the same on bools only."""
-        if node.target in (aten.bitwise_and.Tensor, aten.bitwise_or.Tensor, aten.bitwise_xor.Tensor):
-            _bools_only(node, a["input"], a["other"])
+        """logical_* of any dtypes compares each with 0."""
         x, y = (_as_dtype(ctx, node, ctx.tensor(a[k]), "bool") for k in ("input", "other"))
         return ctx.call(node, op, [x, y])
 
     return convert
 
 
-def _bools_only(node: torch.fx.Node, *args: torch.fx.Node) -> None:
-    dtypes = [_dtype(x) for x in args]
-    if any(d != "bool" for d in dtypes):
-        raise GraphError(
-            node.name, _op_name(node), f"bitwise operators on {dtypes} (not bools) are not supported"
-        )
+def _bitwise(name: str) -> Converter:
+    def convert(ctx: _Context, node: torch.fx.Node, a: dict[str, Any]) -> Node:
+        """On bools the logical op; on integers the bitwise one, in the result's dtype."""
+        dtype = _dtype(node)
+        x, y = (ctx.operand(node, a[k], dtype) for k in ("input", "other"))
+        return ctx.call(node, f"logical_{name}" if dtype == "bool" else f"bitwise_{name}", [x, y])
+
+    return convert
 
 
 for _aten_op, _graph_op in _LOGIC.items():
     _CONVERTERS[_aten_op] = _logic(_graph_op)
+for _aten_op, _name in _BITWISE.items():
+    _CONVERTERS[_aten_op] = _bitwise(_name)
+
+
+_LEFT_SHIFTS = (
+    aten.bitwise_left_shift.Tensor,
+    aten.bitwise_left_shift.Tensor_Scalar,
+    aten.__lshift__.Tensor,
+    aten.__lshift__.Scalar,
+)
+
+
+@_converts(
+    *_LEFT_SHIFTS,
+    aten.bitwise_right_shift.Tensor,
+    aten.bitwise_right_shift.Tensor_Scalar,
+    aten.__rshift__.Tensor,
+    aten.__rshift__.Scalar,
+)
+def _shift(ctx: _Context, node: torch.fx.Node, a: dict[str, Any]) -> Node:
+    """`<<` and `>>` on integers (arithmetic right shifts on signed types, as PyTorch's)."""
+    dtype = _dtype(node)
+    left = node.target in _LEFT_SHIFTS
+    x, y = (ctx.operand(node, a[k], dtype) for k in ("input", "other"))
+    return ctx.call(node, "shift_left" if left else "shift_right", [x, y])
 
 
 @_converts(aten.logical_not.default, aten.bitwise_not.default)
 def _logical_not(ctx: _Context, node: torch.fx.Node, a: dict[str, Any]) -> Node:
-    if node.target is aten.bitwise_not.default:
-        _bools_only(node, a["input"])
-    return ctx.call(node, "logical_not", [_as_dtype(ctx, node, ctx.tensor(a["input"]), "bool")])
+    x = ctx.tensor(a["input"])
+    if node.target is aten.bitwise_not.default and x.type.dtype != "bool":
+        return ctx.call(node, "bitwise_not", [x])
+    return ctx.call(node, "logical_not", [_as_dtype(ctx, node, x, "bool")])
 
 
 @_converts(aten.isnan.default)

@@ -8,6 +8,7 @@ from collections.abc import Callable, Mapping, Sequence
 import numpy as np
 
 from compiler import te
+from compiler.dtypes import HALF_DTYPES
 from compiler.graph.ir import (
     DTYPES,
     CallTIR,
@@ -69,12 +70,33 @@ class GraphBuilder:
         return Constant(self.name(name), array.copy())
 
     def call(self, op: str, args: Sequence[Node], name: str | None = None, **attrs: object) -> Node:
-        return call(self.name(name or op), op, args, attrs)
+        return self.call_attrs(op, args, attrs, name)
 
     def call_attrs(
         self, op: str, args: Sequence[Node], attrs: Mapping[str, object], name: str | None = None
     ) -> Node:
-        return call(self.name(name or op), op, args, attrs)
+        node_name = self.name(name or op)
+        half = next((a.type.dtype for a in args if a.type.dtype in HALF_DTYPES), None)
+        if half is None or op == "cast":
+            return call(node_name, op, args, attrs)
+        return self._in_float32(node_name, op, args, attrs, half)
+
+    def _in_float32(
+        self, node_name: str, op: str, args: Sequence[Node], attrs: Mapping[str, object], half: str
+    ) -> Node:
+        """`op` on half-precision arguments, computed in float32: each one cast up, and a float32
+        result rounded back to `half`. One rounding per operator, as numpy computes float16 and ONNX
+        Runtime's CPU kernels do; fusion puts the casts inside the kernels."""
+        wide = [
+            call(self.name(f"{node_name}_float32"), "cast", [a], {"dtype": "float32"})
+            if a.type.dtype in HALF_DTYPES
+            else a
+            for a in args
+        ]
+        out = call(self.name(f"{node_name}_computed"), op, wide, attrs)
+        if out.type.dtype != "float32":
+            return out
+        return call(node_name, "cast", [out], {"dtype": half})
 
     def call_tir(self, func: PrimFunc, args: Sequence[Node], name: str | None = None) -> CallTIR:
         """A call of `func` (Relax's `call_tir`): its parameters are `args`, then the one output. A

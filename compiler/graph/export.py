@@ -23,6 +23,7 @@ import llvmlite.binding as llvm
 import numpy as np
 from llvmlite import ir
 
+from compiler.dtypes import INT_DTYPES
 from compiler.graph import workspaces
 from compiler.graph.forward import ALIGNMENT, FORWARD, I8P, I8PP, I32, I64, emit_forward
 from compiler.graph.native_call import NativeForward, TensorSpec, model_specs
@@ -35,7 +36,14 @@ RUN = "tensor_tuner_run"
 METADATA = "tensor_tuner_metadata"
 WEIGHTS = "tensor_tuner_weights"
 FORMAT = 1
-C_TYPES = {"float32": "float", "float64": "double", "int32": "int32_t", "int64": "int64_t", "bool": "bool"}
+C_TYPES = {
+    "float32": "float",
+    "float64": "double",
+    "float16": "_Float16",
+    "bfloat16": "uint16_t",  # the bits of a bfloat16 (the high half of a float32's)
+    "bool": "bool",
+    **{d: f"{d}_t" for d in INT_DTYPES},
+}
 
 
 class LibraryError(RuntimeError):
@@ -105,7 +113,8 @@ def c_header(library: str, metadata: dict[str, Any]) -> str:
         " *",
         f" * {RUN}(inputs, outputs) runs one forward pass: inputs and outputs are the arrays below,",
         " * in this order, C-contiguous, each of its element type (TENSOR_TUNER_INPUTk_TYPE: float,",
-        " * double, int32_t, int64_t, or bool, one byte holding 0 or 1).",
+        " * double, _Float16, int8_t ... int64_t, uint8_t ... uint64_t, bool (one byte holding 0 or 1), or",
+        " * uint16_t holding a bfloat16's bits).",
         " * It returns 0 on success and 1 when inputs or outputs is NULL. It is not reentrant (the",
         " * intermediates live in the library's static storage): one call at a time per process.",
         " * Its parallel loops run on libgomp's threads (OMP_NUM_THREADS). */",

@@ -16,14 +16,15 @@ from typing import TypeAlias
 
 import numpy as np
 
+from compiler.dtypes import DTYPES as DTYPES
+from compiler.dtypes import FLOAT_DTYPES, INT_DTYPES
 from compiler.ir import PrimFunc
 
-# The tensors a model computes with: floats for its activations and weights, integers for token ids,
-# positions and indices, bools for masks and comparisons.
-FLOAT_DTYPES = ("float32", "float64")
+# The tensors a model computes with (`compiler.dtypes.DTYPES`): floats for its activations and weights,
+# integers for token ids, positions, pixels and quantized values, bools for masks and comparisons.
+# Indices (of gathers, embeddings) are int32 or int64, as ONNX allows.
 INDEX_DTYPES = ("int32", "int64")
-NUMERIC_DTYPES = FLOAT_DTYPES + INDEX_DTYPES
-DTYPES = NUMERIC_DTYPES + ("bool",)
+NUMERIC_DTYPES = FLOAT_DTYPES + INT_DTYPES
 
 AttrValue: TypeAlias = "int | float | str | bool | tuple[AttrValue, ...] | None"
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from compiler.dtypes import INT_DTYPES
+from compiler.dtypes import INT_DTYPES, int_range
 from compiler.ir import Binary, Cast, Const, Expr, Load, Select, Unary, Var
 from compiler.ops import Op
 from compiler.printer import expr_str
@@ -26,7 +26,7 @@ from compiler.workloads.workload import WorkloadError
 
 Range = tuple[int, int]  # inclusive
 Facts = Mapping[Expr, Range]  # what is known of each (integer) expression where it is evaluated
-DTYPE_RANGES = {"int32": (-(2**31), 2**31 - 1), "int64": (-(2**63), 2**63 - 1)}
+DTYPE_RANGES = {dtype: int_range(dtype) for dtype in INT_DTYPES}
 INDEX_DTYPE = "int64"  # what codegen computes addresses in
 
 _FLIP = {Op.LT: Op.GT, Op.LE: Op.GE, Op.GT: Op.LT, Op.GE: Op.LE, Op.EQ: Op.EQ, Op.NE: Op.NE}

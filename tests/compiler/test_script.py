@@ -275,7 +275,7 @@ def _variant(old: str, new: str) -> str:
             18,
             "T.axis.opaque is not an axis kind",
         ),
-        (_variant('"float32"), I:', '"float16"), I:'), 2, 59, "a dtype is one of"),
+        (_variant('"float32"), I:', '"float8"), I:'), 2, 59, "a dtype is one of"),
         (
             _variant("B[vi, vj] = A[vi, vj]", "I[vi] = A[vi, vj]"),
             6,

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from compiler import build, te
-from compiler.ir import Block
+from compiler.ir import Block, IRError
 from compiler.serialize import from_json, to_json
 from compiler.te import TensorError
 from compiler.visit import blocks
@@ -72,7 +72,10 @@ def test_errors_are_clear():
     with pytest.raises(TensorError, match="shape"):
         te.placeholder((0, 4), name="Z")
     with pytest.raises(TensorError, match="dtype"):
-        te.placeholder((4,), "float16", name="H")
+        te.placeholder((4,), "float8_e4m3fn", name="F8")
+    half = te.placeholder((4,), "float16", name="H")  # stored and converted, never computed in
+    with pytest.raises(IRError, match=r"add takes float32 or float64 .*got float16"):
+        te.compute((4,), lambda i: half[i] + half[i], name="twice")
     orphan = te.placeholder((4, 4), name="orphan")
     C = te.compute((4, 4), lambda i, j: A[i, j] + orphan[i, j], name="C")
     with pytest.raises(TensorError, match="orphan"):

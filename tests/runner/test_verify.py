@@ -1,5 +1,6 @@
 """Verification: poisoned outputs catch unwritten elements, NaN never passes, tolerances per dtype."""
 
+import ml_dtypes
 import numpy as np
 
 from runner.verify import compare, poison
@@ -44,3 +45,16 @@ def test_a_bool_output_is_poisoned_with_a_byte_that_is_neither_true_nor_false():
     assert "first at (3,)" in compare([got], [want], ["M"])
     got[3] = False
     assert compare([got], [want], ["M"]) is None
+
+
+def test_half_precision_outputs_are_poisoned_and_compared_within_their_precision():
+    for dtype in ("float16", "bfloat16"):
+        want = np.linspace(-3, 3, 12).astype(dtype)
+        got = np.zeros(12, dtype)
+        poison([got])
+        assert np.isnan(got.astype(np.float32)).all()
+        assert "never written" in compare([got], [want], ["H"])
+        nudged = (want.astype(np.float32) * (1 + ml_dtypes.finfo(dtype).eps)).astype(dtype)
+        assert compare([nudged], [want], ["H"]) is None
+        nudged[4] = nudged[4] + 1
+        assert "first at (4,)" in compare([nudged], [want], ["H"])

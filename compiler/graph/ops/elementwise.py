@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from compiler import te
-from compiler.dtypes import convert
+from compiler.dtypes import INT_DTYPES, convert, is_unsigned
 from compiler.graph.ir import FLOAT_DTYPES, Attrs, TensorType
 from compiler.graph.op import Pattern, attr_float, check
 from compiler.graph.ops.checks import (
@@ -26,7 +26,7 @@ from compiler.graph.ops.checks import (
     same_dtype_args,
 )
 from compiler.graph.ops.indexing import broadcast_load, compute
-from compiler.ir import Expr, const
+from compiler.ir import Expr, apply, binary, const
 from compiler.ops import Op
 
 TeFn = Callable[[Expr, Attrs], Expr]
@@ -71,7 +71,10 @@ def _np_sigmoid(x: np.ndarray) -> np.ndarray:
 
 
 def _te_abs(x: Expr) -> Expr:
-    """fabs for floats; max(x, -x) for ints, which wraps at the int's minimum as numpy's abs does."""
+    """fabs for floats; max(x, -x) for signed ints, which wraps at the int's minimum as numpy's abs
+    does; an unsigned int is its own magnitude."""
+    if is_unsigned(x.dtype):
+        return x
     return te.fabs(x) if x.dtype in FLOAT_DTYPES else te.max(x, -x)
 
 
@@ -131,6 +134,8 @@ def _te_sign(x: Expr) -> Expr:
     """-1, 0 or 1 (NaN stays NaN, as numpy's sign), branch-free: for floats, x scaled up and clamped to
     [-1, 1] twice, which takes even the smallest subnormal to 1 (one clamp between the scalings keeps
     the two factors from folding into one that overflows, and 0 times inf is NaN)."""
+    if is_unsigned(x.dtype):
+        return te.min(x, const(1, x.dtype))
     if x.dtype not in FLOAT_DTYPES:
         return te.max(te.min(x, const(1, x.dtype)), const(-1, x.dtype))
     big = 2.0 ** (np.finfo(x.dtype).maxexp - 1)
@@ -184,6 +189,13 @@ _unary("elu", _te_elu, _np_elu, _per_element(7), alpha=FLOAT, scale=FLOAT, input
 _unary("softplus", _te_softplus, _np_softplus, _per_element(8), beta=FLOAT)
 _unary("negative", lambda x, a: -x, lambda x, a: -x, _per_element(1), NUMERIC)
 _unary("abs", lambda x, a: _te_abs(x), lambda x, a: np.abs(x), _per_element(1), NUMERIC)
+_unary(
+    "bitwise_not",
+    lambda x, a: apply(Op.BITWISE_NOT, x),
+    lambda x, a: np.asarray(Op.BITWISE_NOT.spec.numpy(x)),
+    _per_element(1),
+    INT_DTYPES,
+)
 _unary("silu", lambda x, a: x * te.sigmoid(x), lambda x, a: x * _np_sigmoid(x), _per_element(5))
 _unary(
     "hardswish",  # x * relu6(x + 3) / 6, as PyTorch
@@ -247,12 +259,47 @@ def _binary(
     register_op(name, Pattern.BROADCAST, schema, infer_type, compute_, reference, count)
 
 
-# Integer arithmetic wraps, as numpy's and PyTorch's does; division and power are on floats only.
+def _traps(b: Expr) -> Expr:
+    """Where integer division by `b` traps in hardware: a divisor of 0, or of -1 for a signed type
+    (the type's minimum divided by -1 overflows)."""
+    zero = binary(Op.EQ, b, const(0, b.dtype))
+    return zero if is_unsigned(b.dtype) else te.any(zero, b == const(-1, b.dtype))
+
+
+def _np_traps(b: np.ndarray) -> np.ndarray:
+    return (b == 0) | ((b == -1) if b.dtype.kind == "i" else False)
+
+
+def _te_divide(a: Expr, b: Expr) -> Expr:
+    """a / b; for integers rounded toward zero (C's, ONNX's integer Div), by 0 giving 0 and by -1
+    giving -a (wrapping), where hardware traps. The remainder taken off first makes the division
+    exact, so the floor division computes it."""
+    if a.dtype in FLOAT_DTYPES:
+        return a / b
+    one = const(1, b.dtype)
+    safe = te.select(_traps(b), one, b)
+    quotient = (a - te.fmod(a, safe)) // safe
+    if not is_unsigned(b.dtype):
+        quotient = te.select(b == const(-1, b.dtype), -a, quotient)
+    return te.select(b == const(0, b.dtype), const(0, a.dtype), quotient)
+
+
+def _np_divide(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    if a.dtype.kind == "f":
+        return np.divide(a, b)
+    safe = np.where(_np_traps(b), np.ones_like(b), b)
+    quotient = (a - np.fmod(a, safe)) // safe
+    if b.dtype.kind == "i":
+        quotient = np.where(b == -1, -a, quotient)
+    return np.where(b == 0, np.zeros_like(quotient), quotient).astype(np.result_type(a, b))
+
+
+# Integer arithmetic wraps, as numpy's and PyTorch's does; power is on floats only.
 _BINARY: Mapping[str, tuple[Callable[[Expr, Expr], Expr], Callable[..., np.ndarray], Sequence[str]]] = {
     "add": (lambda a, b: a + b, np.add, NUMERIC),
     "subtract": (lambda a, b: a - b, np.subtract, NUMERIC),
     "multiply": (lambda a, b: a * b, np.multiply, NUMERIC),
-    "divide": (lambda a, b: a / b, np.divide, FLOAT_DTYPES),
+    "divide": (_te_divide, _np_divide, NUMERIC),
     "power": (te.power, np.power, FLOAT_DTYPES),
     "maximum": (te.max, np.maximum, NUMERIC),
     "minimum": (te.min, np.minimum, NUMERIC),
@@ -267,25 +314,40 @@ for _name, (_te_fn, _np_fn, _dtypes) in _BINARY.items():
     _binary(_name, _without_attrs(_te_fn), _without_attrs(_np_fn), _dtypes)
 
 
+# Bits of integers; a shift by an amount outside the type's bits gives 0 (or -1 from a right shift of
+# a negative value), as numpy and ONNX's BitShift define it (`compiler.ops`).
+def _bits(op: Op) -> None:
+    _binary(
+        op.spec.name,
+        lambda a, b, attrs: apply(op, a, b),
+        lambda a, b, attrs: np.asarray(op.spec.numpy(a, b)),
+        INT_DTYPES,
+    )
+
+
+for _op in (Op.BITWISE_AND, Op.BITWISE_OR, Op.BITWISE_XOR, Op.SHIFT_LEFT, Op.SHIFT_RIGHT):
+    _bits(_op)
+
+
 def _te_mod(a: Expr, b: Expr, truncated: bool) -> Expr:
     """The remainder with the divisor's sign (Python's, numpy's mod, PyTorch's remainder), or with
     the dividend's (`truncated`: C's fmod, PyTorch's fmod). An integer divisor of 0 gives 0, as
-    numpy does, and of -1 gives 0 computed as a remainder by 1: hardware division traps on both."""
+    numpy does, and of -1 gives 0 computed as a remainder by 1: hardware division traps on both
+    (`_traps`)."""
     if a.dtype in FLOAT_DTYPES:
         r = te.fmod(a, b)
         if truncated:
             return r
         signs_differ = te.any(te.all(r < 0.0, b > 0.0), te.all(r > 0.0, b < 0.0))
         return te.select(signs_differ, r + b, r)
-    one = const(1, b.dtype)
-    safe = te.select(te.any(b == const(0, b.dtype), b == const(-1, b.dtype)), one, b)
+    safe = te.select(_traps(b), const(1, b.dtype), b)
     return te.fmod(a, safe) if truncated else a % safe
 
 
 def _np_mod(a: np.ndarray, b: np.ndarray, truncated: bool) -> np.ndarray:
     if a.dtype.kind == "f":
         return np.fmod(a, b) if truncated else np.mod(a, b)
-    safe = np.where((b == 0) | (b == -1), np.ones_like(b), b)
+    safe = np.where(_np_traps(b), np.ones_like(b), b)
     return np.fmod(a, safe) if truncated else np.mod(a, safe)
 
 

@@ -42,6 +42,7 @@ from multiprocessing.process import BaseProcess
 from pathlib import Path
 from typing import Any
 
+import ml_dtypes
 import numpy as np
 import onnx
 from onnx import numpy_helper
@@ -161,26 +162,35 @@ def compare_outputs(actual: Sequence[Any], expected: Sequence[Any], names: Seque
 
 
 def compare_output(actual: np.ndarray, expected: np.ndarray) -> str | None:
-    """Shape, dtype, then values: floats within RTOL and ATOL (NaN where NaN), others exactly."""
+    """Shape, dtype, then values: floats within `tolerance` (NaN where NaN), others exactly."""
     if actual.shape != expected.shape:
         return f"shape {actual.shape}, expected {expected.shape}"
     if actual.dtype != expected.dtype:
         return f"dtype {actual.dtype}, expected {expected.dtype}"
-    floating = expected.dtype.kind in "fc"
+    floating = expected.dtype.kind in "fc" or str(expected.dtype) == "bfloat16"
+    rtol = tolerance(str(expected.dtype)) if floating else 0.0
+    if floating:  # bfloat16 (ml_dtypes') is no numpy float kind
+        actual, expected = actual.astype(np.float64), expected.astype(np.float64)
     try:
         if floating:
-            np.testing.assert_allclose(actual, expected, rtol=RTOL, atol=ATOL)
+            np.testing.assert_allclose(actual, expected, rtol=rtol, atol=ATOL)
         else:
             np.testing.assert_array_equal(actual, expected)
     except AssertionError:
-        return _difference(actual, expected, floating)
+        return _difference(actual, expected, floating, rtol)
     return None
 
 
-def _difference(actual: np.ndarray, expected: np.ndarray, floating: bool) -> str:
+def tolerance(dtype: str) -> float:
+    """RTOL, or two units in the last place of a narrower float type: a half-precision result computed
+    in float32 and rounded once can differ by one from the reference's, rounded at every step."""
+    return max(RTOL, 2 * float(ml_dtypes.finfo(dtype).eps))
+
+
+def _difference(actual: np.ndarray, expected: np.ndarray, floating: bool, rtol: float) -> str:
     """How many elements differ, and the first of them."""
     if floating:
-        bad = ~np.isclose(actual, expected, rtol=RTOL, atol=ATOL, equal_nan=True)
+        bad = ~np.isclose(actual, expected, rtol=rtol, atol=ATOL, equal_nan=True)
     else:
         bad = np.asarray(actual != expected)
     count = int(bad.sum())

@@ -943,9 +943,9 @@ REFUSED = {
         ),
         "training_mode=1",
     ),
-    "cast-to-float16": (
-        OnnxCase([node("Cast", ["x"], to=TensorProto.FLOAT16)], {"x": (2, 3)}),
-        "a cast to float16 is not supported",
+    "cast-to-float8": (
+        OnnxCase([node("Cast", ["x"], to=TensorProto.FLOAT8E4M3FN)], {"x": (2, 3)}),
+        "a cast to float8_e4m3fn is not supported",
     ),
     "pad-reflect": (
         OnnxCase([node("Pad", ["x", "p"], mode="reflect")], {"x": (2, 3)}, {"p": ints(0, 1, 0, 1)}),
@@ -963,9 +963,9 @@ REFUSED = {
         OnnxCase([node("Conv", ["x", "w"])], {"x": (1, 2, 3, 4, 5)}, {"w": weight(3, 2, 1, 2, 2)}),
         "only 2-D",
     ),
-    "float16-weight": (
+    "float8-weight": (
         OnnxCase([node("Add", ["x", "w"])], {"x": (3,)}, {"w": weight(3)}),
-        "constant .w.: dtype float16 is not supported",
+        "constant .w.: dtype float8_e4m3fn is not supported",
     ),
 }
 
@@ -974,8 +974,8 @@ REFUSED = {
 def test_refused_with_reason(name: str) -> None:
     case, reason = REFUSED[name]
     model = make_model(case)
-    if name == "float16-weight":
-        model.graph.initializer[0].CopyFrom(numpy_helper.from_array(weight(3).astype(np.float16), "w"))
+    if name == "float8-weight":
+        model.graph.initializer[0].CopyFrom(numpy_helper.from_array(weight(3).astype("float8_e4m3fn"), "w"))
     with pytest.raises(GraphError, match=reason) as e:
         from_onnx(model)
     assert e.value.node == (case.nodes[0].name or case.nodes[0].output[0])

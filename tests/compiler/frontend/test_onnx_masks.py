@@ -11,16 +11,12 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from compiler import graph
+from compiler.dtypes import DTYPES
 from compiler.frontend import from_onnx
 from compiler.graph import Call, CallTIR, GraphError
 
 rng = np.random.default_rng(3)
-ONNX_TYPES = {
-    "float32": TensorProto.FLOAT,
-    "int64": TensorProto.INT64,
-    "int32": TensorProto.INT32,
-    "bool": TensorProto.BOOL,
-}
+ONNX_TYPES = {d: helper.np_dtype_to_tensor_dtype(np.dtype(d)) for d in DTYPES}
 
 
 def model(
@@ -242,7 +238,78 @@ def test_an_operator_without_converter_on_run_time_values_is_refused_by_name() -
     assert (e.value.node, e.value.op) == ("y", "Hardmax")
 
 
-def test_integer_division_at_run_time_is_refused_not_guessed() -> None:
-    inputs = {"a": ((3,), "int64"), "b": ((3,), "int64")}
-    with pytest.raises(GraphError, match="argument 0 has dtype int64; expected float32 or float64"):
-        from_onnx(model([node("Div", ["a", "b"], "y")], inputs, {"y": "int64"}))
+@pytest.mark.parametrize("dtype", ["int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64"])
+def test_integer_division_and_comparison_of_every_integer_type(dtype: str) -> None:
+    """ONNX's integer Div rounds toward zero; an unsigned type divides and compares as unsigned."""
+    inputs = {"a": ((4, 9), dtype), "b": ((9,), dtype)}
+    nodes = [node("Div", ["a", "b"], "q"), node("Less", ["a", "b"], "lt"), node("Mod", ["a", "b"], "r")]
+    data = model(nodes, inputs, {"q": dtype, "lt": "bool", "r": dtype})
+    low, high = np.iinfo(dtype).min, np.iinfo(dtype).max
+    feeds = {"a": rng.integers(low, high, (4, 9), dtype=dtype, endpoint=True)}
+    feeds["b"] = rng.integers(max(low, -9), 10, 9).astype(dtype)
+    feeds["b"][feeds["b"] == 0] = 3
+    expected = ort.InferenceSession(data, providers=["CPUExecutionProvider"]).run(None, feeds)
+    got = graph.build(from_onnx(data))(feeds["a"], feeds["b"])
+    for g, e in zip(got, expected, strict=True):
+        assert g.dtype == e.dtype
+        np.testing.assert_array_equal(g, e)
+
+
+@pytest.mark.parametrize(("dtype", "axis"), [("uint8", None), ("int8", 1), ("int8", 0), ("uint16", None)])
+def test_quantize_dequantize_at_run_time_matches_onnx_runtime(dtype: str, axis: int | None) -> None:
+    """A QDQ pair on activations (per tensor or per channel), and a quantized weight dequantized at
+    import feeding a MatMul, as a QDQ model has them."""
+    channels = 6
+    scale = np.float32(0.05) if axis is None else rng.uniform(0.01, 0.1, channels).astype("float32")
+    zero = np.zeros_like(scale, dtype) + (7 if dtype.startswith("u") else -3)
+    weight = rng.integers(np.iinfo(dtype).min, np.iinfo(dtype).max, (channels, channels)).astype(dtype)
+    initializers = {"scale": np.asarray(scale), "zero": np.asarray(zero), "w": weight}
+    attrs = {} if axis is None else {"axis": axis}
+    nodes = [
+        node("QuantizeLinear", ["x", "scale", "zero"], "q", **attrs),
+        node("DequantizeLinear", ["q", "scale", "zero"], "dq", **attrs),
+        node("DequantizeLinear", ["w", "scale", "zero"], "wf", **({"axis": 0} if axis is not None else {})),
+        node("MatMul", ["dq", "wf"], "y"),
+    ]
+    inputs = {"x": ((channels, channels), "float32")}
+    data = model(nodes, inputs, {"q": dtype, "y": "float32"}, initializers)
+    x = (rng.standard_normal((channels, channels)) * 10).astype("float32")
+    x.flat[:3] = [np.nan, 1e9, -1e9]  # saturated, and NaN as 0 (ORT's cast of NaN is its own)
+    x[0, 0] = 0.0
+    expected = ort.InferenceSession(data, providers=["CPUExecutionProvider"]).run(None, {"x": x})
+    module = from_onnx(data)
+    got = graph.build(module)(x)
+    np.testing.assert_array_equal(got[0], expected[0])
+    np.testing.assert_allclose(got[1], expected[1], rtol=1e-5, atol=1e-4)
+
+
+def test_a_float16_model_rounds_each_result_as_numpy_and_matches_onnx_runtime() -> None:
+    """float16 inputs and weights: every operator computes in float32 and rounds its result to float16
+    (the casts are graph nodes: nothing else takes a float16), as numpy computes float16 one operation
+    at a time. ONNX Runtime rounds differently inside its kernels: within a few units in the last place."""
+    weight = rng.standard_normal((7, 7)).astype("float16")
+    nodes = [
+        node("Add", ["a", "b"], "s"),
+        node("Exp", ["s"], "e"),
+        node("MatMul", ["e", "w"], "m"),
+        node("Less", ["a", "b"], "lt"),
+        node("Cast", ["m"], "m32", to=TensorProto.FLOAT),
+    ]
+    inputs = {"a": ((3, 7), "float16"), "b": ((3, 7), "float16")}
+    data = model(
+        nodes, inputs, {"e": "float16", "m": "float16", "lt": "bool", "m32": "float32"}, {"w": weight}
+    )
+    a, b = (rng.standard_normal(s).astype(d) for s, d in inputs.values())
+    module = from_onnx(data)
+    for n in module.nodes():
+        if isinstance(n, Call) and n.op != "cast":
+            assert "float16" not in {x.type.dtype for x in n.args}, n.op
+    got = graph.build(module)(a, b)
+    e = np.exp((a + b).astype(np.float32)).astype(np.float16)
+    m = (e.astype(np.float32) @ weight.astype(np.float32)).astype(np.float16)
+    for g, want in zip(got, [e, m, a < b, m.astype(np.float32)], strict=True):
+        assert g.dtype == want.dtype
+        np.testing.assert_allclose(g.astype(np.float64), want.astype(np.float64), rtol=2e-3, atol=1e-3)
+    theirs = ort.InferenceSession(data, providers=["CPUExecutionProvider"]).run(None, {"a": a, "b": b})
+    for g, t in zip(got, theirs, strict=True):
+        np.testing.assert_allclose(g.astype(np.float64), t.astype(np.float64), rtol=1e-2, atol=1e-2)

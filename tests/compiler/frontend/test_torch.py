@@ -632,6 +632,56 @@ def test_integer_and_boolean_tensors_compute_like_any_other():
         np.testing.assert_allclose(g, w.numpy(), rtol=1e-6, atol=1e-6, err_msg=name)
 
 
+def test_narrow_and_unsigned_integers_and_rounded_division():
+    """An image as uint8 and int8 values, as data: normalized to floats, compared, divided with
+    Python's `//` and torch's rounding modes (ints and floats), widened and narrowed, bits masked
+    and shifted (arithmetic right shifts on a signed type)."""
+    model = Fn(
+        {
+            "normalized": lambda img, q: img.float().mean(1) / 255.0,
+            "bright": lambda img, q: img > 128,
+            "floor_uint8": lambda img, q: img // 3,
+            "floor_int8": lambda img, q: q // -3,
+            "trunc_int16": lambda img, q: torch.div(q.to(torch.int16) * 3 - 7, 4, rounding_mode="trunc"),
+            "floor_float": lambda img, q: torch.div(q.float(), 3.5, rounding_mode="floor"),
+            "wrapped": lambda img, q: (img + 100) * 3,
+            "narrowed": lambda img, q: (q.to(torch.int32) * 1000).to(torch.int8),
+            "bits": lambda img, q: (img & 0xF0) | (img >> 4) ^ ~img,
+            "shifts": lambda img, q: (
+                (q << 1) + (q >> torch.tensor([0, 1, 3, 7, 2, 5, 6, 1, 4], dtype=torch.int8))
+            ),
+        }
+    )
+    img = torch.randint(0, 256, (2, 3, 5, 7), dtype=torch.uint8)
+    q = torch.randint(-128, 128, (4, 9), dtype=torch.int8)
+    module = check(model, img, q, names=list(model.names))
+    got = graph.build(module)(img.numpy(), q.numpy())
+    for name, g, w in zip(model.names, got, model(img, q)):
+        assert (g.dtype, g.shape) == (w.numpy().dtype, w.numpy().shape), name
+        np.testing.assert_allclose(g, w.numpy(), rtol=1e-6, atol=1e-6, err_msg=name)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+def test_half_precision_models_compute_in_float32_and_round_each_result(dtype: torch.dtype):
+    """A float16 or bfloat16 model: weights, input and output in its type, every operator computed in
+    float32 and its result rounded back. It agrees with PyTorch's own half-precision result within two
+    units in the last place of the type, and with the float32 model no worse than PyTorch does."""
+    model = nn.Sequential(nn.Linear(16, 32), nn.GELU(), nn.LayerNorm(32), nn.Linear(32, 8)).to(dtype).eval()
+    x = torch.randn(4, 16).to(dtype)
+    module = from_torch(model, (x,))
+    assert {c.type.dtype for c in module.constants()} == {str(dtype).removeprefix("torch.")}
+    as_numpy = x.view(torch.int16).numpy().view("bfloat16") if dtype == torch.bfloat16 else x.numpy()
+    (got,) = graph.build(module)(as_numpy)
+    assert str(got.dtype) == str(dtype).removeprefix("torch.")
+    got = got.astype(np.float32)
+    with torch.no_grad():
+        theirs = model(x).float().numpy()
+        exact = model.float()(x.float()).numpy()
+    ulp = float(torch.finfo(dtype).eps)
+    np.testing.assert_allclose(got, theirs, rtol=2 * ulp, atol=2 * ulp)
+    assert np.abs(got - exact).max() <= 1.5 * np.abs(theirs - exact).max() + ulp
+
+
 def test_indexing_with_run_time_indices_and_masks_of_real_exports():
     """What transformers' exports compute at run time: torch.gather (RoBERTa's position ids),
     advanced indexing x[i, j] and x[:, i] (the mask functions), isnan and any/all (fully masked
@@ -708,8 +758,8 @@ def test_rank_0_inputs_and_outputs_keep_their_rank_through_the_compiled_model():
 
 
 def test_inputs_of_dtypes_the_graph_lacks_are_refused():
-    half = torch.ones(2, dtype=torch.float16)
-    refuses(Fn({"half": lambda h, x: x * 2}), (half, randn(2)), "args_0", "input", "dtype float16")
+    fp8 = torch.ones(2).to(torch.float8_e4m3fn)
+    refuses(Fn({"fp8": lambda h, x: x * 2}), (fp8, randn(2)), "args_0", "input", "dtype float8_e4m3fn")
 
 
 def test_data_dependent_shape_is_refused():

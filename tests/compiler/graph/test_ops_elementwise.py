@@ -187,6 +187,12 @@ def binary_inputs(op: str, *shapes: tuple[int, ...], dtype: str = "float32") -> 
     return [base, normal(*shapes[1], dtype=dtype) / (2 if op == "power" else 1)]
 
 
+def bit_inputs() -> list[np.ndarray]:
+    """Values of both signs and shift amounts within int32's bits (test_ops_logic has those outside)."""
+    values = np.random.default_rng(5).integers(-(2**31), 2**31 - 1, (3, 1, 7)).astype("int32")
+    return [values, np.array([[0], [1], [7], [31], [16]], "int32")]
+
+
 BINARY = [
     case(op, binary_inputs(op, (2, 1, 5), (3, 1)), with_torch(fn), "broadcast")
     for op, fn in BINARY_TORCH.items()
@@ -201,6 +207,17 @@ BINARY = [
         with_torch(torch.div),
         "float64",
     ),
+    *[
+        case(op, bit_inputs(), with_torch(fn), "int32-broadcast")
+        for op, fn in {
+            "bitwise_and": torch.bitwise_and,
+            "bitwise_or": torch.bitwise_or,
+            "bitwise_xor": torch.bitwise_xor,
+            "shift_left": torch.bitwise_left_shift,
+            "shift_right": torch.bitwise_right_shift,
+        }.items()
+    ],
+    case("bitwise_not", bit_inputs()[:1], with_torch(torch.bitwise_not), "int32"),
 ]
 
 

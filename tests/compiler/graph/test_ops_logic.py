@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from compiler import graph
-from compiler.dtypes import convert
+from compiler.dtypes import DTYPES, INT_DTYPES, convert, int_range
 from compiler.graph import GraphBuilder, run_reference
 from tests.compiler.graph.op_check import case, check_op, check_refused, owned_ops, with_torch
 
@@ -113,28 +113,33 @@ def test_op_matches_torch_and_compiles_to_its_reference(op, inputs, attrs, expec
     check_op(op, inputs, attrs, expected)
 
 
-CASTS = [
-    (src, dst)
-    for src in ("float32", "float64", "int32", "int64", "bool")
-    for dst in ("float32", "float64", "int32", "int64", "bool")
-    if src != dst
-]
+TORCH_DTYPES = ("float32", "float64", "int32", "int64", "bool")
+CASTS = [(src, dst) for src in DTYPES for dst in DTYPES if src != dst]
 
 
 def cast_input(dtype: str) -> np.ndarray:
     """Values each conversion treats specially: fractions of both signs, zeros, and for floats
-    values beyond int32's range (int64's, infinities and NaN are `test_float_to_int_is_saturated`'s)."""
+    values beyond int32's range (int64's, infinities and NaN are `test_float_to_int_is_saturated`'s);
+    the narrow and unsigned integers over their whole range."""
     if dtype == "bool":
         return bools(3, 5, 7)
-    if dtype.startswith("int"):
+    if dtype in ("int32", "int64"):
         return ints(3, 5, 7, dtype=dtype, high=2**31 - 1)
+    if dtype in INT_DTYPES:
+        low, high = int_range(dtype)
+        return rng.integers(low, high, (3, 5, 7), dtype=dtype, endpoint=True)
     return (rng.standard_normal((3, 5, 7)) * 3).astype(dtype)
 
 
 @pytest.mark.parametrize(("src", "dst"), CASTS, ids=[f"{s}-{d}" for s, d in CASTS])
 def test_cast_matches_torch(src: str, dst: str) -> None:
+    """Against PyTorch where it has both types; otherwise against `convert` (numpy's astype, with
+    floats saturated into the integer's range, NaN as 0)."""
     x = cast_input(src)
-    check_op("cast", [x], {"dtype": dst}, with_torch(lambda t: t.to(getattr(torch, dst))))
+    if src in TORCH_DTYPES and dst in TORCH_DTYPES:
+        check_op("cast", [x], {"dtype": dst}, with_torch(lambda t: t.to(getattr(torch, dst))))
+    else:
+        check_op("cast", [x], {"dtype": dst}, lambda a: convert(a, dst))
 
 
 def test_float_to_int_is_saturated_and_nan_is_zero() -> None:
@@ -142,7 +147,7 @@ def test_float_to_int_is_saturated_and_nan_is_zero() -> None:
     special = [np.nan, np.inf, -np.inf, 3e9, -3e9, 1e19, -1e19, 2.5, -2.5, 0.0, -0.0]
     for dtype in ("float32", "float64"):
         x = np.array(special * 3, dtype)[:31]  # a vector body and a tail
-        for dst in ("int32", "int64"):
+        for dst in INT_DTYPES:
             check_op("cast", [x], {"dtype": dst}, lambda a, d=dst: convert(a, d))
     assert convert(np.array([np.nan, 3e9, -1e19, 2.9], np.float32), "int32").tolist() == [
         0,
@@ -157,6 +162,93 @@ def test_integer_arithmetic_wraps() -> None:
     check_op("add", [big, np.array([1, -1, 2**30], np.int32)], {}, np.add)
     check_op("multiply", [big, np.array([2, 2, 4], np.int32)], {}, np.multiply)
     check_op("abs", [big], {}, np.abs)
+
+
+def full_range(dtype: str, *shape: int) -> np.ndarray:
+    """Values over an integer type's whole range, its extremes, 0, 1 and (signed) -1 among them."""
+    low, high = int_range(dtype)
+    x = rng.integers(low, high, shape, dtype=dtype, endpoint=True)
+    x.flat[:5] = [low, high, 0, 1, -1 if low < 0 else 2]
+    return x
+
+
+def truncated_division(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """C's integer division (ONNX's Div), by 0 giving 0 and by -1 giving -a, wrapping: in Python's
+    exact integers."""
+    low, high = int_range(str(a.dtype))
+    a, b = np.broadcast_arrays(a, b)
+
+    def divide(x: int, y: int) -> int:
+        q = 0 if y == 0 else abs(x) // abs(y) * (1 if (x < 0) == (y < 0) else -1)
+        return (q - low) % (high - low + 1) + low
+
+    return np.array([divide(int(x), int(y)) for x, y in zip(a.flat, b.flat)], a.dtype).reshape(a.shape)
+
+
+def shifted(left: bool):
+    """x << n or x >> n in Python's integers, wrapped into the type; an amount outside the type's bits
+    gives 0, or -1 from a right shift of a negative value (numpy's and ONNX's BitShift)."""
+
+    def shift(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        low, high = int_range(str(a.dtype))
+        bits = 8 * a.dtype.itemsize
+        a, b = np.broadcast_arrays(a, b)
+
+        def one(x: int, n: int) -> int:
+            if not 0 <= n < bits:
+                return 0 if left or x >= 0 else -1
+            return ((x << n if left else x >> n) - low) % (high - low + 1) + low
+
+        return np.array([one(int(x), int(n)) for x, n in zip(a.flat, b.flat)], a.dtype).reshape(a.shape)
+
+    return shift
+
+
+INT_ARITHMETIC = [
+    ("bitwise_and", np.bitwise_and),
+    ("bitwise_or", np.bitwise_or),
+    ("bitwise_xor", np.bitwise_xor),
+    ("shift_left", shifted(left=True)),
+    ("shift_right", shifted(left=False)),
+    ("add", np.add),
+    ("subtract", np.subtract),
+    ("multiply", np.multiply),
+    ("maximum", np.maximum),
+    ("minimum", np.minimum),
+    ("divide", truncated_division),
+    ("less", np.less),
+    ("greater_equal", np.greater_equal),
+    ("equal", np.equal),
+]
+
+
+@pytest.mark.parametrize("dtype", INT_DTYPES)
+@pytest.mark.parametrize(("op", "fn"), INT_ARITHMETIC, ids=[name for name, _ in INT_ARITHMETIC])
+def test_integer_arithmetic_of_every_width_and_sign(op: str, fn, dtype: str) -> None:
+    """Over each type's whole range, broadcast: wrapping as numpy does, unsigned compared as unsigned."""
+    a, b = full_range(dtype, 3, 1, 9), full_range(dtype, 5, 1)
+    b.flat[:5] = [0, 1, 3, high := int_range(dtype)[1], -1 if dtype.startswith("int") else high - 1]
+    if op.startswith("shift"):  # amounts in the type's bits, and a few outside
+        b = np.array([0, 1, 5, 8 * b.dtype.itemsize - 1, 8 * b.dtype.itemsize], dtype).reshape(5, 1)
+    with np.errstate(all="ignore"):
+        check_op(op, [a, b], {}, fn)
+
+
+@pytest.mark.parametrize("dtype", INT_DTYPES)
+def test_integer_unary_ops_and_remainders_of_every_width_and_sign(dtype: str) -> None:
+    """abs and sign of an unsigned type are the value and min(x, 1); a remainder by 0 is 0."""
+    x, y = full_range(dtype, 4, 11), full_range(dtype, 4, 11)
+    y.flat[:3] = [0, 1, 7]
+    with np.errstate(all="ignore"):
+        check_op("abs", [x], {}, np.abs)
+        check_op("negative", [x], {}, np.negative)
+        check_op("sign", [x], {}, np.sign)
+        check_op("bitwise_not", [x], {}, np.invert)
+        check_op("mod", [x, y], {"fmod": False}, lambda a, b: np.where(b == 0, 0, np.mod(a, b)))
+        check_op("mod", [x, y], {"fmod": True}, lambda a, b: np.where(b == 0, 0, np.fmod(a, b)))
+        check_op("sum", [x], {"axes": (1,), "keepdims": False}, lambda a: a.sum(axis=1, dtype=dtype))
+        check_op("max", [x], {"axes": (0,), "keepdims": True}, lambda a: a.max(axis=0, keepdims=True))
+        check_op("min", [x], {"axes": (1,), "keepdims": False}, lambda a: a.min(axis=1))
 
 
 def test_a_mask_computation_end_to_end() -> None:
@@ -205,8 +297,7 @@ def test_a_mask_computation_end_to_end() -> None:
         ),
         ("where", [((3,), "bool"), ((3,), "float32"), ((3,), "int64")], {}, "arguments mix dtypes"),
         ("where", [((3,), "bool"), ((4,), "float32"), ((3,), "float32")], {}, "do not broadcast"),
-        ("cast", [((3,), "float32")], {"dtype": "float16"}, "attribute dtype='float16' must be"),
-        ("divide", [((3,), "int64"), ((3,), "int64")], {}, "argument 0 has dtype int64"),
+        ("cast", [((3,), "float32")], {"dtype": "float8_e4m3fn"}, "attribute dtype='float8_e4m3fn' must be"),
         ("exp", [((3,), "int32")], {}, "argument 0 has dtype int32"),
         ("add", [((3,), "bool"), ((3,), "bool")], {}, "argument 0 has dtype bool"),
     ],

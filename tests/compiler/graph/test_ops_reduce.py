@@ -134,7 +134,7 @@ REFUSED = {  # op, argument shapes, attributes, the reason
         "sum",
         [(3, 4)],
         {"axes": (1,), "keepdims": False},
-        "argument 0 has dtype bool; expected float32 or float64 or int32 or int64",
+        "argument 0 has dtype bool; expected float32 or float64 or int8 .* or uint64",
         ["bool"],
     ),
     "softmax axis out of range": ("softmax", [(3, 4)], {"axis": 2}, "axis 2 is out of range for rank 2"),
