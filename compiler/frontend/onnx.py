@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 import os
+import string
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import reduce
@@ -566,9 +567,23 @@ def _local_response_norm(op: _Op) -> list[Value]:
 
 
 def _cumsum(op: _Op) -> list[Value]:
-    axis = op.axis(int(op.scalar(1)), len(op.shape(0)))
+    """An axis known at import is the op's attribute. One computed at run time (the output's shape
+    does not depend on it) selects among the sums along every axis: rank times the work, and an axis
+    out of range gives the input's sum along none of them, zeros."""
+    rank = len(op.shape(0))
     exclusive, reverse = bool(op.attr("exclusive", 0)), bool(op.attr("reverse", 0))
-    return [op.call("cumsum", [op.node(0)], axis=axis, exclusive=exclusive, reverse=reverse)]
+    if isinstance(op.value(1), np.ndarray):
+        axis = op.axis(int(op.scalar(1)), rank)
+        return [op.call("cumsum", [op.node(0)], axis=axis, exclusive=exclusive, reverse=reverse)]
+    chosen = op.reshape(op.node(1), (1,))
+    y = op.call("broadcast_to", [op.const(np.zeros(1, op.dtype(0)))], shape=op.node(0).type.shape)
+    for axis in range(rank):
+        summed = op.call("cumsum", [op.node(0)], axis=axis, exclusive=exclusive, reverse=reverse)
+        matches = [
+            op.call("equal", [chosen, op.const(np.array([k], op.dtype(1)))]) for k in (axis, axis - rank)
+        ]
+        y = op.call("where", [op.call("logical_or", matches), summed, y])
+    return [y]
 
 
 def _where(op: _Op) -> list[Value]:
@@ -1104,8 +1119,13 @@ def _matmul(op: _Op) -> list[Value]:
 
 
 def _einsum(op: _Op) -> list[Value]:
-    """Sums, transposes and batched matmuls (compiler.graph.einsum)."""
+    """Sums, transposes and batched matmuls (compiler.graph.einsum). A rank-0 operand, held as shape
+    (1,), names that one axis with a letter nothing else uses, which the sum then removes."""
     equation = str(op.attr("equation", ""))
+    lhs, arrow, rhs = equation.partition("->")
+    spare = next(c for c in string.ascii_letters if c not in equation)
+    terms = [spare if not t.strip() and op.shape(i) == () else t for i, t in enumerate(lhs.split(","))]
+    equation = ",".join(terms) + arrow + rhs
     operands = [op.node(i) for i in range(len(op.inputs))]
     y = einsum(op.importer.builder, op.hint(), equation, operands)
     scalar = "->" in equation and not equation.split("->")[1].strip()

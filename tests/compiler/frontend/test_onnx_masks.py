@@ -313,3 +313,14 @@ def test_a_float16_model_rounds_each_result_as_numpy_and_matches_onnx_runtime() 
     theirs = ort.InferenceSession(data, providers=["CPUExecutionProvider"]).run(None, {"a": a, "b": b})
     for g, t in zip(got, theirs, strict=True):
         np.testing.assert_allclose(g.astype(np.float64), t.astype(np.float64), rtol=1e-2, atol=1e-2)
+
+
+@pytest.mark.parametrize("axis", [0, 1, -1, -2])
+def test_a_cumsum_axis_given_at_run_time_selects_the_sum_along_it(axis: int) -> None:
+    inputs = {"x": ((3, 5), "float32"), "axis": ((), "int64")}
+    data = model([node("CumSum", ["x", "axis"], "y", exclusive=1)], inputs, {"y": "float32"})
+    feeds = {"x": rng.standard_normal((3, 5)).astype("float32"), "axis": np.array(axis)}
+    (expected,) = ort.InferenceSession(data, providers=["CPUExecutionProvider"]).run(None, feeds)
+    module = from_onnx(data)
+    (got,) = graph.build(module)(*(feeds[i.name] for i in module.inputs))
+    np.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-6)
