@@ -34,6 +34,7 @@ from bench import (
     rfactor,
     runner_throughput,
     search_cost,
+    symbolic_kernels,
     tuning,
     vector_math,
 )
@@ -59,6 +60,7 @@ BENCHMARKS = {
     "vector_math": vector_math.main,
     "rfactor": rfactor.main,
     "onnx_attention": onnx_attention.main,
+    "symbolic_kernels": symbolic_kernels.main,
     "conv_layout": conv_layout.main,
     "dense_layout": dense_layout.main,
     "fleet_soak": lambda: fleet_soak.main([]),  # their defaults; `python -m bench.<name> --help` for more

@@ -11,7 +11,7 @@ import math
 from collections.abc import Mapping
 
 from compiler.dtypes import INDEX_DTYPE
-from compiler.ir import FALSE, TRUE, Binary, Const, Expr, Select, Unary, Var, const, structural_equal
+from compiler.ir import FALSE, TRUE, Binary, Const, Expr, Select, SizeVar, Unary, Var, const, structural_equal
 from compiler.ops import Op
 
 Range = tuple[int, int]  # inclusive numeric bounds
@@ -265,7 +265,10 @@ def bound(expr: Expr, ranges: Ranges) -> Range | None:
     if isinstance(expr, Const):
         return int(expr.value), int(expr.value)
     if isinstance(expr, Var):
-        return ranges.get(expr)
+        r = ranges.get(expr)
+        if r is None and isinstance(expr, SizeVar):
+            return expr.lo, expr.hi  # its declared range, wherever it appears
+        return r
     if isinstance(expr, Select):
         t, f = bound(expr.true_value, ranges), bound(expr.false_value, ranges)
         return None if t is None or f is None else (min(t[0], f[0]), max(t[1], f[1]))
@@ -375,6 +378,17 @@ def conjuncts(e: Expr) -> list[Expr]:
     if isinstance(e, Binary) and e.op == Op.AND:
         return conjuncts(e.a) + conjuncts(e.b)
     return [] if structural_equal(e, TRUE) else [e]
+
+
+def extent_range(extent: int | Expr, ranges: Ranges | None = None) -> Range:
+    """The values a loop variable over [0, extent) takes, as numeric bounds: (0, extent - 1), or for a
+    symbolic extent (0, its largest value - 1)."""
+    if isinstance(extent, int):
+        return 0, extent - 1
+    b = bound(extent, ranges or {})
+    if b is None:
+        raise ValueError(f"the extent {extent} is not bounded")
+    return 0, b[1] - 1
 
 
 def ceil_div(a: int, b: int) -> int:

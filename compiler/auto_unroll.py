@@ -45,7 +45,7 @@ def _unroll(stmt: Stmt, limit: int) -> tuple[Stmt, float]:
             return replace(stmt, body=body), 1
         if stmt.kind == "parallel":
             return replace(stmt, body=body), float("inf")
-        steps *= stmt.extent
+        steps *= stmt.extent if isinstance(stmt.extent, int) else float("inf")  # run-time trip count
         kind = "unrolled" if stmt.kind == "serial" and steps <= limit else stmt.kind
         return replace(stmt, body=body, kind=kind), steps
     kids = stmt.children()

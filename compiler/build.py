@@ -18,9 +18,10 @@ import numpy as np
 
 from compiler.codegen import emit_llvm, repeat_name
 from compiler.dtypes import DTYPES
-from compiler.ir import Buffer, IRModule, PrimFunc
+from compiler.ir import Buffer, IRModule, PrimFunc, SizeVar
 from compiler.lower import lower
 from compiler.numpy_entry import entry_context, layout_ok, numpy_entry_name
+from compiler.printer import expr_str
 from compiler.runtime import load_runtime
 from compiler.target import Target, init_llvm
 
@@ -107,7 +108,9 @@ class Kernel:
         if len(arrays) != len(params):
             names = ", ".join(b.name for b in params)
             raise TypeError(f"{self.func.name} takes {len(params)} arrays ({names}), got {len(arrays)}")
-        return [_check_array(buf, arr) for buf, arr in zip(params, arrays)]
+        sizes: dict[SizeVar, int] = {}
+        out = [_check_array(buf, arr, sizes) for buf, arr in zip(params, arrays)]
+        return out + [sizes[v] for v in self.func.size_vars]  # the symbolic dimensions' values
 
     def assembly(self) -> str:
         if not self.compiled.assembly:
@@ -120,13 +123,46 @@ class Kernel:
         return self.compiled.optimized_ir
 
 
-def _check_array(buf: Buffer, arr: np.ndarray) -> int:
+class ShapeError(ValueError):
+    """An argument whose shape does not fit the parameter (a symbolic dimension outside its range)."""
+
+
+def _check_shape(buf: Buffer, shape: tuple[int, ...], sizes: dict[SizeVar, int]) -> None:
+    if buf.is_static:
+        if shape != buf.shape:
+            raise ValueError(f"{buf.name}: expected shape {buf.shape}, got {shape}")
+        return
+    text = "(" + ", ".join(str(d) if isinstance(d, int) else expr_str(d) for d in buf.shape) + ")"
+    if len(shape) != len(buf.shape):
+        raise ValueError(f"{buf.name}: expected shape {text}, got {shape}")
+    for axis, (want, got) in enumerate(zip(buf.shape, shape)):
+        if isinstance(want, int):
+            if got != want:
+                raise ValueError(f"{buf.name}: expected shape {text}, got {shape} (dimension {axis})")
+        elif not isinstance(want, SizeVar):
+            raise ValueError(f"{buf.name}: dimension {axis} is an expression, not a size var")
+        elif want in sizes:
+            if got != sizes[want]:
+                raise ValueError(
+                    f"{buf.name}: dimension {axis} is {want.name} = {sizes[want]} (from an earlier argument),"
+                    f" got {got}"
+                )
+        else:
+            assert isinstance(want, SizeVar)
+            if not want.lo <= got <= want.hi:
+                raise ShapeError(
+                    f"{buf.name}: dimension {axis} ({want.name}) is {got}, outside the declared range "
+                    f"{want.name} in [{want.lo}, {want.hi}]"
+                )
+            sizes[want] = got
+
+
+def _check_array(buf: Buffer, arr: np.ndarray, sizes: dict[SizeVar, int] | None = None) -> int:
     if not isinstance(arr, np.ndarray):
         raise TypeError(f"{buf.name}: expected a numpy.ndarray, got {type(arr).__name__}")
     if arr.dtype != NP_DTYPES[buf.dtype]:
         raise TypeError(f"{buf.name}: expected dtype {buf.dtype}, got {arr.dtype}")
-    if arr.shape != buf.shape:
-        raise ValueError(f"{buf.name}: expected shape {buf.shape}, got {arr.shape}")
+    _check_shape(buf, arr.shape, {} if sizes is None else sizes)
     if not arr.flags.c_contiguous:
         raise ValueError(f"{buf.name}: array must be C-contiguous (use np.ascontiguousarray)")
     return arr.ctypes.data
@@ -148,8 +184,9 @@ def load(compiled: CompiledKernel) -> Kernel:
         .link(jit, f"{name}_{id(compiled)}")
     )
     n = len(compiled.func.params)
-    kernel_proto = ctypes.CFUNCTYPE(None, *([ctypes.c_void_p] * n))
-    repeat_proto = ctypes.CFUNCTYPE(None, *([ctypes.c_void_p] * n), ctypes.c_int64)
+    sizes = [ctypes.c_int64] * len(compiled.func.size_vars)
+    kernel_proto = ctypes.CFUNCTYPE(None, *([ctypes.c_void_p] * n), *sizes)
+    repeat_proto = ctypes.CFUNCTYPE(None, *([ctypes.c_void_p] * n), *sizes, ctypes.c_int64)
     numpy_proto = ctypes.CFUNCTYPE(ctypes.c_int32, *([ctypes.c_void_p] * (n + 1)))
     return Kernel(
         compiled,

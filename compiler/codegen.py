@@ -10,11 +10,13 @@ allow it are emitted as explicit vector code by codegen_vector.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
 import llvmlite.ir as ll
 
+from compiler.arith import bound
 from compiler.codegen_vector import can_vectorize, emit_vector_loop
 from compiler.dtypes import ITEMSIZE
 from compiler.ir import (
@@ -31,7 +33,9 @@ from compiler.ir import (
     PrimFunc,
     Select,
     SeqStmt,
+    SizeVar,
     Stmt,
+    SymbolicError,
     Unary,
     Var,
 )
@@ -58,7 +62,7 @@ class CodeGen:
         self.target = target
         self.module = ll.Module(name=func.name)
         self.module.triple = target.triple
-        arg_types = [ll.PointerType(_elem_type(b)) for b in func.params]
+        arg_types = [ll.PointerType(_elem_type(b)) for b in func.params] + [I64] * len(func.size_vars)
         self.fn = ll.Function(self.module, ll.FunctionType(ll.VoidType(), arg_types), name=func.name)
         self.builder = ll.IRBuilder(self.fn.append_basic_block("entry"))
         self.vars: dict[Var, ll.Value] = {}
@@ -67,6 +71,10 @@ class CodeGen:
             arg.name = buf.name
             arg.add_attribute("noalias")
             self.buffers[buf] = arg
+        # Symbolic dimensions follow the buffers, as i64 values the entry read from the shapes.
+        for v, arg in zip(func.size_vars, self.fn.args[len(func.params) :]):
+            arg.name = v.name
+            self.vars[v] = arg
 
     def emit(self) -> str:
         self.stmt(self.func.body)
@@ -118,11 +126,20 @@ class CodeGen:
     def address(self, buf: Buffer, indices: tuple[Expr, ...]) -> ll.Value:
         """Row-major flattening: the element pointer of buf[indices]."""
         flat: ll.Value | None = None
-        stride = 1
+        stride: int | ll.Value = 1  # an int while every dimension so far is
         for dim, idx in zip(reversed(buf.shape), reversed(indices)):
-            term = self.builder.mul(self.expr(idx), I64(stride)) if stride != 1 else self.expr(idx)
+            if isinstance(stride, int):
+                term = self.builder.mul(self.expr(idx), I64(stride)) if stride != 1 else self.expr(idx)
+            else:
+                term = self.builder.mul(self.expr(idx), stride, flags=("nsw",))
             flat = term if flat is None else self.builder.add(flat, term)
-            stride *= dim
+            if isinstance(stride, int) and isinstance(dim, int):
+                stride *= dim
+            else:
+                d = I64(dim) if isinstance(dim, int) else self.expr(dim)
+                stride = self.builder.mul(
+                    I64(stride) if isinstance(stride, int) else stride, d, flags=("nsw",)
+                )
         return self.builder.gep(self.buffers[buf], [flat or I64(0)], inbounds=True)
 
     def loop_metadata(self, loop: For) -> _LoopID | None:
@@ -156,7 +173,21 @@ def _for(cg: CodeGen, loop: For) -> None:
     elif loop.kind == "vectorized" and can_vectorize(loop):
         emit_vector_loop(cg, loop)
     else:
-        cg.counted_loop(loop, I64(0), I64(loop.extent))
+        cg.counted_loop(loop, I64(0), extent_value(cg, loop.extent))
+
+
+def _largest(dim: int | Expr) -> int:
+    """A dimension's largest value: a symbolic one's from its size vars' declared ranges."""
+    if isinstance(dim, int):
+        return dim
+    span = bound(dim, {})
+    if span is None:
+        raise SymbolicError(f"the dimension {dim} is not bounded by its size vars' ranges")
+    return span[1]
+
+
+def extent_value(cg: CodeGen, extent: int | Expr) -> ll.Value:
+    return I64(extent) if isinstance(extent, int) else cg.expr(extent)
 
 
 def _counted_loop(
@@ -201,11 +232,14 @@ def _parallel_for(cg: CodeGen, loop: For) -> None:
     b = cg.builder
     captured_vars = list(cg.vars.items())
     captured_bufs = list(cg.buffers.items())
-    slots = ll.ArrayType(I64, max(1, len(captured_vars) + len(captured_bufs)))
+    symbolic = not isinstance(loop.extent, int)  # then its extent, known to the caller, rides along
+    slots = ll.ArrayType(I64, max(1, len(captured_vars) + len(captured_bufs) + symbolic))
     with b.goto_block(cg.fn.entry_basic_block):
         b.position_at_start(cg.fn.entry_basic_block)
         closure = b.alloca(slots, name=f"{loop.var.name}.closure")
     values = [v for _, v in captured_vars] + [b.ptrtoint(p, I64) for _, p in captured_bufs]
+    if symbolic:
+        values.append(extent_value(cg, loop.extent))
     for k, value in enumerate(values):
         b.store(value, b.gep(closure, [I32(0), I32(k)], inbounds=True))
     outlined = _outline(cg, loop, slots, captured_vars, captured_bufs)
@@ -229,14 +263,15 @@ def _outline(
     b = ll.IRBuilder(fn.append_basic_block("entry"))
     closure = b.bitcast(fn.args[0], ll.PointerType(slots))
     count = len(captured_vars) + len(captured_bufs)
-    loaded = [b.load(b.gep(closure, [I32(0), I32(k)], inbounds=True)) for k in range(count)]
+    symbolic = not isinstance(loop.extent, int)
+    loaded = [b.load(b.gep(closure, [I32(0), I32(k)], inbounds=True)) for k in range(count + symbolic)]
+    extent = loaded.pop() if symbolic else I64(loop.extent)
     pointers = [
         b.inttoptr(value, ll.PointerType(_elem_type(buf)))
         for (buf, _), value in zip(captured_bufs, loaded[len(captured_vars) :])
     ]
     tid = b.sext(b.call(cg.declare("omp_get_thread_num", I32, []), []), I64)
     nthreads = b.sext(b.call(cg.declare("omp_get_num_threads", I32, []), []), I64)
-    extent = I64(loop.extent)
     chunk = b.sdiv(b.add(extent, b.sub(nthreads, I64(1))), nthreads)
     begin = _smin(b, b.mul(tid, chunk), extent)
     end = _smin(b, b.add(begin, chunk), extent)
@@ -309,16 +344,20 @@ def _allocate(cg: CodeGen, s: Allocate) -> None:
     (SIGABRT) rather than letting the kernel write through a null pointer."""
     b = cg.builder
     elem = _elem_type(s.buffer)
-    nbytes = s.buffer.size * ITEMSIZE[s.buffer.dtype]
-    if nbytes <= STACK_LIMIT_BYTES:
+    most = math.prod(_largest(d) for d in s.buffer.shape)  # at the symbolic dimensions' largest values
+    nbytes = most * ITEMSIZE[s.buffer.dtype]
+    if nbytes <= STACK_LIMIT_BYTES:  # room for the largest shape
         with b.goto_block(cg.fn.entry_basic_block):
             b.position_at_start(cg.fn.entry_basic_block)
-            cg.buffers[s.buffer] = b.alloca(elem, size=s.buffer.size, name=s.buffer.name)
+            cg.buffers[s.buffer] = b.alloca(elem, size=most, name=s.buffer.name)
             cg.buffers[s.buffer].align = 64
         cg.stmt(s.body)
         del cg.buffers[s.buffer]
         return
-    raw = b.call(cg.declare("malloc", I8P, [I64]), [I64(nbytes)])
+    size: ll.Value = I64(ITEMSIZE[s.buffer.dtype])
+    for d in s.buffer.shape:
+        size = b.mul(size, extent_value(cg, d))
+    raw = b.call(cg.declare("malloc", I8P, [I64]), [size])
     with b.if_then(b.icmp_unsigned("==", raw, ll.Constant(I8P, None)), likely=False):
         b.call(cg.declare("abort", ll.VoidType(), []), [])
         b.unreachable()
@@ -379,6 +418,7 @@ STMT_EMITTERS: dict[type[Stmt], Callable[[CodeGen, Any], None]] = {
 EXPR_EMITTERS: dict[type[Expr], Callable[[CodeGen, Any], ll.Value]] = {
     Const: _const,
     Var: _var,
+    SizeVar: _var,
     Load: _load,
     Binary: _op,
     Unary: _op,

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import llvmlite.ir as ll
 
-from compiler.arith import ceil_div, linear, simplify
+from compiler.arith import bound, ceil_div, linear, simplify
 from compiler.ir import (
     Binary,
     Buffer,
@@ -64,7 +64,7 @@ def flat_index(buf: Buffer, indices: tuple[Expr, ...]) -> Expr:
     """Row-major element offset as one simplified expression."""
     flat: Expr = const(0)
     for dim, idx in zip(buf.shape, indices):
-        flat = Binary(Op.ADD, Binary(Op.MUL, flat, const(dim)), idx)
+        flat = Binary(Op.ADD, Binary(Op.MUL, flat, const(dim) if isinstance(dim, int) else dim), idx)
     return simplify(flat)
 
 
@@ -131,6 +131,9 @@ def vector_pieces(extent: int, register: int) -> list[int]:
 
 def emit_vector_loop(cg: CodeGen, loop: For) -> None:
     """The loop as `vector_pieces`: its full chunks in a loop (or one vector), then the remainder."""
+    if not isinstance(loop.extent, int):
+        _emit_symbolic_vector_loop(cg, loop)
+        return
     pieces = vector_pieces(loop.extent, cg.target.vector_lanes("float32"))
     chunks = pieces.count(pieces[0])  # the remainder's pieces are all narrower
     if chunks == 1:
@@ -147,6 +150,32 @@ def emit_vector_loop(cg: CodeGen, loop: For) -> None:
     for piece in pieces[chunks:]:
         _Lanes(cg, loop, piece).stmt_at(I64(start), loop.body)
         start += piece
+
+
+def _emit_symbolic_vector_loop(cg: CodeGen, loop: For) -> None:
+    """A run-time extent: chunks of up to MAX_LANES lanes (as `vector_pieces` takes for a static
+    extent) in a loop of extent // lanes, then one register's lanes at a time, then a scalar loop."""
+    from compiler.codegen import extent_value
+
+    assert not isinstance(loop.extent, int)
+    hi = bound(loop.extent, {})
+    assert hi is not None  # lowering checked that every extent is bounded
+    register = cg.target.vector_lanes("float32")
+    widest = 1 << (min(hi[1], MAX_LANES).bit_length() - 1)
+    b = cg.builder
+    end = extent_value(cg, loop.extent)
+    start: ll.Value = I64(0)
+    for lanes in sorted({widest, min(widest, register)}, reverse=True):
+        chunk = For(Var(f"{loop.var.name}.chunk{lanes}"), 0, SeqStmt(()))
+        count = b.sdiv(b.sub(end, start), I64(lanes))
+
+        def body(chunk: For = chunk, lanes: int = lanes, start: ll.Value = start) -> None:
+            base = b.add(start, b.mul(cg.vars[chunk.var], I64(lanes)))
+            _Lanes(cg, loop, lanes).stmt_at(base, loop.body)
+
+        cg.counted_loop(chunk, I64(0), count, body)
+        start = b.add(start, b.mul(count, I64(lanes)))
+    cg.counted_loop(For(loop.var, 0, loop.body), start, end)
 
 
 class _Lanes:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from compiler.arith import bound, simplify, symbolic_range
+from compiler.arith import bound, extent_range, simplify, symbolic_range
 from compiler.ir import Allocate, Binary, Block, Buffer, Expr, For, Load, PrimFunc, const
 from compiler.ops import Op
 from compiler.schedule.tree import Path, get, loops_above, nodes, set_at
@@ -84,7 +84,7 @@ def _shrink(
     region = _region(func, scope, uses, buf)
     if region is None:
         return unchanged
-    outer = {lp.var: (0, lp.extent - 1) for _, lp in loops_above(func.body, scope + (0,))}
+    outer = {lp.var: extent_range(lp.extent) for _, lp in loops_above(func.body, scope + (0,))}
     shape = []
     for lo, hi in region:
         ext = bound(simplify(Binary(Op.ADD, Binary(Op.SUB, hi, lo), const(1)), outer), outer)
@@ -99,7 +99,9 @@ def _region(func: PrimFunc, scope: Path, uses: list[tuple[Path, Block]], buf: Bu
     region: Region | None = None
     for path, block in uses:
         inner = {
-            lp.var: (0, lp.extent - 1) for p, lp in loops_above(func.body, path) if len(p) >= len(scope) + 1
+            lp.var: extent_range(lp.extent)
+            for p, lp in loops_above(func.body, path)
+            if len(p) >= len(scope) + 1
         }
         sub = dict(zip((iv.var for iv in block.iter_vars), block.bindings))
         for indices in _accesses(block, buf):

@@ -44,6 +44,8 @@ from compiler.ir import (
     Unary,
     Var,
     const,
+    static_dim,
+    static_shape,
 )
 from compiler.ops import Op
 from compiler.printer import expr_str
@@ -74,7 +76,9 @@ def interpret(func: PrimFunc, *inputs: np.ndarray) -> list[np.ndarray]:
             raise InterpretError(f"{b.name}: expected {b.dtype} {b.shape}, got {a.dtype} {a.shape}")
         arrays[b] = np.array(a) if b in written else np.ascontiguousarray(a)  # never the caller's
     for b in func.params[len(inputs) :] + func.allocs:
-        arrays[b] = np.full(b.shape, np.nan if b.dtype in FLOAT_DTYPES else 0, b.dtype)
+        arrays[b] = np.full(
+            static_shape(b.shape, "the interpreter"), np.nan if b.dtype in FLOAT_DTYPES else 0, b.dtype
+        )
     run(func, arrays)
     return [arrays[b] for b in func.params[len(inputs) :]]
 
@@ -117,7 +121,7 @@ def _run(s: Stmt, arrays: dict[Buffer, np.ndarray], env: dict[Var, int], boxes: 
         _nest(loops, leaf, arrays, env, boxes.get(leaf.name))
         return
     assert isinstance(s, For)  # a loop around several statements: its iterations in order
-    for value in range(s.extent):
+    for value in range(static_dim(s.extent, "the interpreter")):
         _run(s.body, arrays, {**env, s.var: value}, boxes)
 
 
@@ -147,7 +151,9 @@ def _nest(
     sequential = [loop for loop in loops if loop.var not in used]
     if sequential or scalar:
         box = None
-    for values in itertools.product(*(range(loop.extent) for loop in sequential)):
+    for values in itertools.product(
+        *(range(static_dim(loop.extent, "the interpreter")) for loop in sequential)
+    ):
         outer = {**env, **{loop.var: v for loop, v in zip(sequential, values)}}
         scalars = {iv.var: _bound_value(block, iv, binding, outer) for iv, binding in scalar}
         _BlockRun(arrays, block, spatial, reduce, scalars).run(box)
@@ -222,7 +228,7 @@ class _BlockRun:
 
     def run(self, region: Box | None = None) -> None:
         """Over the whole spatial domain, or the part of it that `region` says."""
-        region = region or tuple((0, iv.extent) for iv in self.spatial)
+        region = region or tuple((0, static_dim(iv.extent, "the interpreter")) for iv in self.spatial)
         if any(n == 0 for _, n in region):
             return
         parts = reduction_parts(self.block)
@@ -256,7 +262,10 @@ class _BlockRun:
         moved = _Ctx(
             {v: (axis + nr, lo, n) for v, (axis, lo, n) in ctx.axes.items()}, ctx.scalars, ctx.rank + nr
         )
-        for box in _boxes(tuple(iv.extent for iv in self.reduce), max(1, TEMP_ELEMENTS // math.prod(shape))):
+        for box in _boxes(
+            tuple(static_dim(iv.extent, "the interpreter") for iv in self.reduce),
+            max(1, TEMP_ELEMENTS // math.prod(shape)),
+        ):
             full = moved.merge(_Ctx.of(self.reduce, box, self.scalars, 0, moved.rank))
             value = np.broadcast_to(_Eval(self.arrays, full).eval(source), tuple(n for _, n in box) + shape)
             acc = combine(acc, combine.reduce(value, axis=tuple(range(nr))) if nr else value)

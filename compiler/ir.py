@@ -35,6 +35,26 @@ class IRError(TypeError):
     """A node that cannot exist: an op on operands of the wrong dtype, an unknown dtype."""
 
 
+class SymbolicError(ValueError):
+    """A symbolic dimension (a `SizeVar`) where only a number will do: the primitives, rules and
+    analyses that do not take symbolic extents yet refuse them by name."""
+
+
+def static_dim(dim: int | Expr, what: str) -> int:
+    """`dim` as a number, or a SymbolicError naming `what` (which needs one)."""
+    if isinstance(dim, int):
+        return dim
+    from compiler.printer import expr_str
+
+    raise SymbolicError(
+        f"{what}: the extent {expr_str(dim)} is symbolic; only static extents are supported here"
+    )
+
+
+def static_shape(shape: tuple[int | Expr, ...], what: str) -> tuple[int, ...]:
+    return tuple(static_dim(d, what) for d in shape)
+
+
 class Expr:
     """Base of expressions; Python operators build IR so compute lambdas read like math."""
 
@@ -192,6 +212,19 @@ class Var(Expr):
 
 
 @expr_node
+class SizeVar(Var):
+    """A symbolic dimension: an int64 known only at run time, declared in [lo, hi] (both >= 1). It
+    appears in buffer shapes and loop extents; a kernel reads its value from its arguments' shapes."""
+
+    lo: int = 1
+    hi: int = 1
+
+    def __post_init__(self) -> None:
+        if self.dtype != INDEX_DTYPE or not (1 <= self.lo <= self.hi):
+            raise IRError(f"size var {self.name}: needs int64 and 1 <= lo <= hi, got {self.lo}..{self.hi}")
+
+
+@expr_node
 class Const(Expr):
     value: int | float | bool
     dtype: str
@@ -292,8 +325,12 @@ class Cast(Expr):
 @dataclass(frozen=True)
 class Buffer:
     name: str
-    shape: tuple[int, ...]
+    shape: tuple[int | Expr, ...]
     dtype: str
+
+    @property
+    def is_static(self) -> bool:
+        return all(isinstance(d, int) for d in self.shape)
 
     def __getitem__(self, indices: object) -> Load:
         if not isinstance(indices, tuple):
@@ -303,7 +340,7 @@ class Buffer:
     @property
     def size(self) -> int:
         n = 1
-        for s in self.shape:
+        for s in static_shape(self.shape, f"the size of {self.name}"):
             n *= s
         return n
 
@@ -384,7 +421,7 @@ class IterVar:
     """A block iteration variable over [0, extent); kind says how iterations may be reordered."""
 
     var: Var
-    extent: int
+    extent: int | Expr
     kind: str
 
 
@@ -408,7 +445,7 @@ class Block(Stmt):
 @dataclass(frozen=True)
 class For(Stmt):
     var: Var
-    extent: int
+    extent: int | Expr
     body: Stmt
     kind: str = "serial"
     annotations: tuple[tuple[str, object], ...] = ()
@@ -467,6 +504,25 @@ class PrimFunc:
     body: Stmt
     allocs: tuple[Buffer, ...] = ()
     attrs: tuple[tuple[str, object], ...] = ()  # annotations of the root block
+
+    def __post_init__(self) -> None:
+        for b in self.params:
+            for d in b.shape:
+                if not isinstance(d, int | SizeVar):
+                    raise IRError(
+                        f"{self.name}: parameter {b.name}'s dimension {d} is an expression; a parameter's "
+                        "symbolic dimension is a size var itself (read from the argument's shape)"
+                    )
+
+    @property
+    def size_vars(self) -> tuple[SizeVar, ...]:
+        """The symbolic dimensions of the parameters, in order of first appearance."""
+        out: list[SizeVar] = []
+        for b in self.params:
+            for d in b.shape:
+                if isinstance(d, SizeVar) and d not in out:
+                    out.append(d)
+        return tuple(out)
 
     def script(self) -> str:
         from compiler.printer import script

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from compiler.arith import simplify
+from compiler.arith import extent_range, simplify
 from compiler.auto_unroll import auto_unroll
 from compiler.compact import compact_buffers
 from compiler.ir import (
@@ -91,7 +91,9 @@ def _simplify_stmt(stmt: Stmt, ranges: dict[Var, tuple[int, int]]) -> Stmt:
             stmt.buffer, simplify(stmt.value, ranges), tuple(simplify(i, ranges) for i in stmt.indices)
         )
     if isinstance(stmt, For):
-        ranges = {**ranges, stmt.var: (0, stmt.extent - 1)}
+        ranges = {**ranges, stmt.var: extent_range(stmt.extent, ranges)}
+        if not isinstance(stmt.extent, int):
+            stmt = replace(stmt, extent=simplify(stmt.extent, ranges))
     kids = [_simplify_stmt(k, ranges) for k in stmt.children()]
     if isinstance(stmt, IfThenElse):
         cond = simplify(stmt.cond, ranges)
@@ -104,13 +106,20 @@ def _simplify_stmt(stmt: Stmt, ranges: dict[Var, tuple[int, int]]) -> Stmt:
 def verify_lowered(func: PrimFunc) -> None:
     """No blocks left; every variable used is a loop variable in scope; buffers are declared."""
     known = set(func.params)
-    _verify(func.body, set(), known)
+    _verify(func.body, set(func.size_vars), known)
 
 
 def _verify(stmt: Stmt, scope: set[Var], buffers: set[Buffer]) -> None:
     if isinstance(stmt, Block):
         raise LoweringError(f"block {stmt.name} survived lowering")
     if isinstance(stmt, For):
+        if not isinstance(stmt.extent, int):
+            unbound = free_vars(stmt.extent) - scope
+            if unbound:
+                raise LoweringError(
+                    f"loop {stmt.var.name}: unbound variable(s) {sorted(v.name for v in unbound)} in its "
+                    "extent"
+                )
         if stmt.var in scope:
             raise LoweringError(f"loop variable {stmt.var.name} is defined twice")
         _verify(stmt.body, scope | {stmt.var}, buffers)

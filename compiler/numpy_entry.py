@@ -20,7 +20,7 @@ import llvmlite.ir as ll
 import numpy as np
 
 from compiler.dtypes import DTYPES
-from compiler.ir import PrimFunc
+from compiler.ir import PrimFunc, SizeVar
 from compiler.llvm_ops import I8P, I32, I64
 
 OB_TYPE, DATA, NDIM, DIMENSIONS, DESCR, FLAGS = 8, 16, 24, 32, 56, 64
@@ -40,6 +40,7 @@ def emit_numpy_entry(module: ll.Module, kernel: ll.Function, func: PrimFunc) -> 
     context, arrays = fn.args[0], fn.args[1:]
     b = ll.IRBuilder(fn.append_basic_block("entry"))
     data = []
+    sizes: dict[SizeVar, ll.Value] = {}  # each symbolic dimension, from its first appearance
     for k, (buf, array) in enumerate(zip(func.params, arrays)):
         refuse = fn.append_basic_block(f"refuse{k}")
         with b.goto_block(refuse):
@@ -63,12 +64,25 @@ def emit_numpy_entry(module: ll.Module, kernel: ll.Function, func: PrimFunc) -> 
         dims = _field(b, array, DIMENSIONS, I64.as_pointer())
         same = ll.Constant(ll.IntType(1), 1)
         for axis, extent in enumerate(buf.shape):
-            same = b.and_(same, b.icmp_signed("==", b.load(b.gep(dims, [I64(axis)])), I64(int(extent))))
+            dim = b.load(b.gep(dims, [I64(axis)]))
+            if isinstance(extent, int):
+                same = b.and_(same, b.icmp_signed("==", dim, I64(extent)))
+            elif not isinstance(extent, SizeVar):
+                raise TypeError(f"{buf.name}: dimension {axis} is an expression, not a size var")
+            elif extent in sizes:  # as the earlier argument that bound it says
+                same = b.and_(same, b.icmp_signed("==", dim, sizes[extent]))
+            else:  # bound here, in its declared range
+                assert isinstance(extent, SizeVar)
+                sizes[extent] = dim
+                in_range = b.and_(
+                    b.icmp_signed(">=", dim, I64(extent.lo)), b.icmp_signed("<=", dim, I64(extent.hi))
+                )
+                same = b.and_(same, in_range)
         passed = fn.append_basic_block(f"passed{k}")
         b.cbranch(same, passed, refuse)
         b.position_at_end(passed)
         data.append(b.bitcast(_field(b, array, DATA, I8P), kernel.function_type.args[k]))
-    b.call(kernel, data)
+    b.call(kernel, data + [sizes[v] for v in func.size_vars])
     b.ret(I32(0))
 
 

@@ -59,6 +59,16 @@ def _op_str(e: Binary | Unary, parent_prec: int) -> str:
     return f"({text})" if prec < parent_prec else text
 
 
+def _dim_str(d: int | Expr) -> str:
+    return str(d) if isinstance(d, int) else expr_str(d)
+
+
+def _shape_str(shape: tuple[int | Expr, ...]) -> str:
+    """`(n, 64)`, as a Python tuple prints (a rank-1 shape keeps its comma)."""
+    dims = ", ".join(_dim_str(d) for d in shape)
+    return f"({dims},)" if len(shape) == 1 else f"({dims})"
+
+
 def _store_str(s: BufferStore) -> str:
     return f"{s.buffer.name}[{', '.join(expr_str(i) for i in s.indices)}] = {expr_str(s.value)}"
 
@@ -73,7 +83,7 @@ def _stmt_lines(s: Stmt, indent: int) -> list[str]:
         return [line for c in s.stmts for line in _stmt_lines(c, indent)]
     if isinstance(s, For):
         ann = f", annotations={{{_annotations(s.annotations)}}}" if s.annotations else ""
-        head = f"{pad}for {s.var.name} in {_LOOP_FN[s.kind]}({s.extent}{ann}):"
+        head = f"{pad}for {s.var.name} in {_LOOP_FN[s.kind]}({_dim_str(s.extent)}{ann}):"
         return [head] + _stmt_lines(s.body, indent + 1)
     if isinstance(s, Block):
         return _block_lines(s, indent)
@@ -86,7 +96,9 @@ def _stmt_lines(s: Stmt, indent: int) -> list[str]:
         return lines
     if isinstance(s, Allocate):
         b = s.buffer
-        return [f"{pad}{b.name} = T.allocate({list(b.shape)}, {b.dtype!r})"] + _stmt_lines(s.body, indent)
+        return [
+            f"{pad}{b.name} = T.allocate([{', '.join(_dim_str(d) for d in b.shape)}], {b.dtype!r})"
+        ] + _stmt_lines(s.body, indent)
     raise TypeError(f"cannot print {type(s).__name__}")
 
 
@@ -94,7 +106,9 @@ def _block_lines(b: Block, indent: int) -> list[str]:
     pad, inner = "    " * indent, "    " * (indent + 1)
     lines = [f'{pad}with T.block("{b.name}"):']
     for iv, bind in zip(b.iter_vars, b.bindings):
-        lines.append(f"{inner}{iv.var.name} = T.axis.{_AXIS[iv.kind]}({iv.extent}, {expr_str(bind)})")
+        lines.append(
+            f"{inner}{iv.var.name} = T.axis.{_AXIS[iv.kind]}({_dim_str(iv.extent)}, {expr_str(bind)})"
+        )
     if not (isinstance(b.predicate, Const) and b.predicate.value is True):
         lines.append(f"{inner}T.where({expr_str(b.predicate)})")
     if b.annotations:
@@ -107,12 +121,14 @@ def _block_lines(b: Block, indent: int) -> list[str]:
 
 def script(func: PrimFunc) -> str:
     """The whole function as TVMScript-flavoured Python text."""
-    params = ", ".join(f"{b.name}: T.Buffer({b.shape!r}, {b.dtype!r})" for b in func.params)
+    params = ", ".join(f"{b.name}: T.Buffer({_shape_str(b.shape)}, {b.dtype!r})" for b in func.params)
     lines = ["@T.prim_func", f"def {func.name}({params}):"]
+    for v in func.size_vars:
+        lines.append(f"    {v.name} = T.size_var({v.lo}, {v.hi})")
     if func.attrs:
         lines.append(f"    T.func_attr({{{_annotations(func.attrs)}}})")
     for b in func.allocs:
-        lines.append(f"    {b.name} = T.alloc_buffer({b.shape!r}, {b.dtype!r})")
+        lines.append(f"    {b.name} = T.alloc_buffer({_shape_str(b.shape)}, {b.dtype!r})")
     lines += _stmt_lines(func.body, 1)
     return "\n".join(lines) + "\n"
 

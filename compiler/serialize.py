@@ -44,6 +44,7 @@ from compiler.ir import (
     PrimFunc,
     Select,
     SeqStmt,
+    SizeVar,
     Stmt,
     Unary,
     Var,
@@ -95,15 +96,24 @@ class _Writer:
         self.loops = 0
 
     def func(self, func: PrimFunc) -> dict[str, Json]:
-        return {
+        out = {
             "format": FORMAT,
             "version": VERSION,
             "name": func.name,
-            "params": [_buffer(b) for b in func.params],
-            "allocs": [_buffer(b) for b in func.allocs],
+            "params": [self.buffer(b) for b in func.params],
+            "allocs": [self.buffer(b) for b in func.allocs],
             "attrs": _annotations(func.attrs),
             "body": self.stmt(func.body),
         }
+        if func.size_vars:  # only then: a static function's data (and hash) is what it always was
+            out["size_vars"] = [[v.name, v.lo, v.hi] for v in func.size_vars]
+        return out
+
+    def extent(self, e: int | Expr) -> Json:
+        return e if isinstance(e, int) else self.expr(e)
+
+    def buffer(self, b: Buffer) -> Json:
+        return {"name": b.name, "shape": [self.extent(d) for d in b.shape], "dtype": b.dtype}
 
     def name(self, var: Var) -> str:
         return self.names.get(var.name, var.name)
@@ -137,7 +147,7 @@ class _Writer:
             other = None if s.else_case is None else self.stmt(s.else_case)
             return ["if", self.expr(s.cond), self.stmt(s.then_case), other]
         if isinstance(s, Allocate):
-            return ["allocate", _buffer(s.buffer), self.stmt(s.body)]
+            return ["allocate", self.buffer(s.buffer), self.stmt(s.body)]
         if isinstance(s, Block):
             return self.block(s)
         raise SerializeError(f"{type(s).__name__} cannot be serialized")
@@ -146,7 +156,14 @@ class _Writer:
         if self.canonical:
             self.names[s.var.name] = f"l{self.loops}"
             self.loops += 1
-        return ["for", self.name(s.var), s.extent, s.kind, _annotations(s.annotations), self.stmt(s.body)]
+        return [
+            "for",
+            self.name(s.var),
+            self.extent(s.extent),
+            s.kind,
+            _annotations(s.annotations),
+            self.stmt(s.body),
+        ]
 
     def block(self, s: Block) -> Json:
         bindings = [self.expr(b) for b in s.bindings]  # in the loops' names
@@ -157,7 +174,7 @@ class _Writer:
         out = [
             "block",
             s.name,
-            [[self.name(iv.var), iv.extent, iv.kind] for iv in s.iter_vars],
+            [[self.name(iv.var), self.extent(iv.extent), iv.kind] for iv in s.iter_vars],
             bindings,
             self.store(s.body),
             None if s.init is None else self.store(s.init),
@@ -197,6 +214,7 @@ class _Reader:
     def __init__(self) -> None:
         self.path: list[str] = []
         self.buffers: dict[str, Buffer] = {}
+        self.size_vars: dict[str, SizeVar] = {}
 
     def fail(self, message: str) -> SerializeError:
         return SerializeError(f"{''.join(self.path).lstrip('.') or 'function'}: {message}")
@@ -217,7 +235,9 @@ class _Reader:
         if data.get("format") != FORMAT or data.get("version") != VERSION:
             raise self.fail(f"must have format {FORMAT!r} and version {VERSION}")
         fields = {"format", "version", "name", "params", "allocs", "attrs", "body"}
-        self.expect(set(data) == fields, f"must have exactly the keys {sorted(fields)}")
+        self.expect(set(data) - {"size_vars"} == fields, f"must have exactly the keys {sorted(fields)}")
+        for v in self.at(".size_vars", lambda d: self.list_of(d, self.size_var), data.get("size_vars", [])):
+            self.size_vars[v.name] = v
         name = self.at(".name", self.string, data["name"])
         params = self.at(".params", lambda d: self.list_of(d, self.declare), data["params"])
         allocs = self.at(".allocs", lambda d: self.list_of(d, self.declare), data["allocs"])
@@ -253,6 +273,25 @@ class _Reader:
         )
         return data
 
+    def size_var(self, data: Json) -> SizeVar:
+        self.expect(isinstance(data, list) and len(data) == 3, "a size var is [name, lo, hi]")
+        name = self.at("[0]", self.string, data[0])
+        lo, hi = (
+            self.at("[1]", lambda d: self.integer(d, 1), data[1]),
+            self.at("[2]", lambda d: self.integer(d, 1), data[2]),
+        )
+        self.expect(
+            lo <= hi and name not in self.size_vars, f"size var {name}: needs lo <= hi, declared once"
+        )
+        return SizeVar(name, "int64", lo, hi)
+
+    def extent(self, data: Json) -> int | Expr:
+        if isinstance(data, int) and not isinstance(data, bool):
+            return self.integer(data, 1)
+        e = self.expr(data)
+        self.expect(e.dtype == "int64", "a symbolic extent is an int64 expression")
+        return e
+
     def declare(self, data: Json) -> Buffer:
         self.expect(
             isinstance(data, dict) and set(data) == {"name", "shape", "dtype"},
@@ -260,7 +299,7 @@ class _Reader:
         )
         name = self.at(".name", self.string, data["name"])
         self.expect(name not in self.buffers, f"buffer {name!r} is declared twice")
-        shape = self.at(".shape", lambda d: self.list_of(d, lambda n: self.integer(n, 1)), data["shape"])
+        shape = self.at(".shape", lambda d: self.list_of(d, self.extent), data["shape"])
         dtype = self.at(".dtype", lambda d: self.choice(d, DTYPES), data["dtype"])
         buffer = self.buffers[name] = Buffer(name, tuple(shape), dtype)
         return buffer
@@ -299,6 +338,8 @@ class _Reader:
 
     def var(self, data: Json) -> Expr:
         self.tagged(data, "var", 3)
+        if data[1] in self.size_vars:  # a symbolic dimension: the one variable of that name
+            return self.size_vars[data[1]]
         return Var(
             self.at("[1]", self.string, data[1]), self.at("[2]", lambda d: self.choice(d, DTYPES), data[2])
         )
@@ -359,7 +400,7 @@ class _Reader:
     def loop(self, data: Json) -> Stmt:
         self.tagged(data, "for", 6)
         var = Var(self.at("[1]", self.string, data[1]))
-        extent = self.at("[2]", lambda d: self.integer(d, 1), data[2])
+        extent = self.at("[2]", self.extent, data[2])
         kind = self.at("[3]", lambda d: self.choice(d, LOOP_KINDS), data[3])
         annotations = self.at("[4]", self.annotations, data[4])
         return For(var, extent, self.at("[5]", self.stmt, data[5]), kind, annotations)
@@ -388,7 +429,7 @@ class _Reader:
             var = Var(self.at("[0]", self.string, d[0]))
             return IterVar(
                 var,
-                self.at("[1]", lambda n: self.integer(n, 1), d[1]),
+                self.at("[1]", self.extent, d[1]),
                 self.at("[2]", lambda k: self.choice(k, ITER_KINDS), d[2]),
             )
 

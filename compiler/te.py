@@ -13,7 +13,7 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from compiler.arith import simplify
+from compiler.arith import bound, simplify
 from compiler.dtypes import DTYPES, FLOAT_DTYPES, INDEX_DTYPE, INT_DTYPES, int_range
 from compiler.ir import (
     Binary,
@@ -21,6 +21,7 @@ from compiler.ir import (
     Buffer,
     BufferStore,
     Cast,
+    Const,
     Expr,
     ExprLike,
     For,
@@ -28,6 +29,7 @@ from compiler.ir import (
     Load,
     PrimFunc,
     Select,
+    SizeVar,
     Stmt,
     Unary,
     Var,
@@ -38,7 +40,7 @@ from compiler.ir import (
 )
 from compiler.names import unique_name
 from compiler.ops import Op
-from compiler.visit import loads, map_expr, seq, substitute
+from compiler.visit import free_vars, loads, map_expr, seq, substitute
 
 # The block annotation naming a schedule rule of the tuner's space for the block (MetaSchedule's
 # `schedule_rule`): a compute definition that knows how it wants to be tiled says so.
@@ -54,7 +56,7 @@ class ReduceAxis(Var):
     """A reduction variable over [start, start + extent); usable in index expressions like any Var."""
 
     start: int = 0
-    extent: int = 1
+    extent: int | Expr = 1
 
     @property
     def var(self) -> Var:
@@ -94,7 +96,10 @@ class Tensor:
 
     @property
     def shape(self) -> tuple[int, ...]:
-        return self.buffer.shape
+        """Its shape; a symbolic dimension is its size var (an Expr) in place of an int. The annotation
+        names the static case, which all but te itself compute with (the graph level and topi build
+        static tensors only); te's own code reads `buffer.shape`, typed for both."""
+        return self.buffer.shape  # type: ignore[return-value]
 
     @property
     def dtype(self) -> str:
@@ -134,10 +139,42 @@ class _Scan:
     outputs: list[Tensor] = field(default_factory=list)
 
 
-def _check_shape(shape: Sequence[int], what: str) -> tuple[int, ...]:
-    out = tuple(shape)
-    if not out or not builtins.all(isinstance(s, int) and not isinstance(s, bool) and s > 0 for s in out):
-        raise TensorError(f"{what}: shape must be a non-empty tuple of positive ints, got {shape!r}")
+def var(name: str = "v", dtype: str = INDEX_DTYPE, range: tuple[int, int] | None = None) -> Var:
+    """A variable; with `range=(lo, hi)` (inclusive) a symbolic dimension usable in shapes, whose value
+    a kernel takes from its arguments' shapes at the call."""
+    if range is None:
+        return Var(name, dtype)
+    lo, hi = range
+    if dtype != INDEX_DTYPE:
+        raise TensorError(f"var {name}: a symbolic dimension is {INDEX_DTYPE}, got {dtype}")
+    return SizeVar(name, INDEX_DTYPE, int(lo), int(hi))
+
+
+def _check_dim(s: object) -> bool:
+    if isinstance(s, int) and not isinstance(s, bool):
+        return s > 0
+    if isinstance(s, Expr) and s.dtype == INDEX_DTYPE:
+        if not builtins.all(isinstance(v, SizeVar) for v in free_vars(s)):
+            return False
+        b = bound(s, {})
+        return b is not None and b[0] >= 1
+    return False
+
+
+def _check_shape(shape: Sequence[int | Expr], what: str) -> tuple[int | Expr, ...]:
+    out = tuple(simplify(s) if isinstance(s, Expr) else s for s in shape)
+    out = tuple(int(s.value) if isinstance(s, Const) else s for s in out)
+    if not out or not builtins.all(_check_dim(s) for s in out):
+        unranged = [s for s in out if isinstance(s, Var) and not isinstance(s, SizeVar)]
+        hint = (
+            f" ({unranged[0].name} needs a range: te.var({unranged[0].name!r}, range=(1, 512)))"
+            if unranged
+            else ""
+        )
+        raise TensorError(
+            f"{what}: shape must be a non-empty tuple of positive ints or ranged te.var dims, "
+            f"got {shape!r}{hint}"
+        )
     return out
 
 
@@ -147,19 +184,21 @@ def _check_dtype(dtype: str) -> str:
     return dtype
 
 
-def placeholder(shape: Sequence[int], dtype: str = "float32", name: str = "placeholder") -> Tensor:
+def placeholder(shape: Sequence[int | Expr], dtype: str = "float32", name: str = "placeholder") -> Tensor:
     return Tensor(Buffer(name, _check_shape(shape, name), _check_dtype(dtype)), "placeholder")
 
 
-def reduce_axis(dom: tuple[int, int], name: str = "k") -> ReduceAxis:
+def reduce_axis(dom: tuple[int, int | Expr], name: str = "k") -> ReduceAxis:
     start, stop = dom
+    if isinstance(stop, Expr):  # a symbolic end: (0, n)
+        return ReduceAxis(name, INDEX_DTYPE, start, _check_shape([stop - start], f"reduce_axis {name}")[0])
     if stop <= start:
         raise TensorError(f"reduce_axis {name}: empty domain {dom}")
     return ReduceAxis(name, INDEX_DTYPE, start, stop - start)
 
 
 def compute(
-    shape: Sequence[int],
+    shape: Sequence[int | Expr],
     fcompute: Callable[..., ExprLike],
     name: str = "compute",
     dtype: str | None = None,
@@ -360,7 +399,8 @@ def scan(
     if len(steps) != 1:
         raise TensorError("scan: every update must have the same first dimension")
     for i, u, s in zip(inits, updates, states):
-        if u.shape != s.shape or i.shape[1:] != s.shape[1:] or i.shape[0] >= s.shape[0]:
+        more_rows = bound(simplify(as_expr(s.shape[0]) - i.shape[0]), {})  # for every value of a size var
+        if u.shape != s.shape or i.shape[1:] != s.shape[1:] or more_rows is None or more_rows[0] < 1:
             raise TensorError(f"scan: shapes of init {i.shape}, update {u.shape}, state {s.shape} do not fit")
     sc = _Scan(inits, updates, states)
     names = [name] if len(states) == 1 else [f"{name}_{k}" for k in range(len(states))]
@@ -478,7 +518,12 @@ class _Builder:
         """A loop nest around one block writing `out[axes]` (shifted by `row_offset` on axis 0)."""
         reduce_axes = body.axes if isinstance(body, Reduce) else ()
         extents = list(out.shape)
-        extents[0] -= row_offset
+        if row_offset:
+            extents[0] = (
+                simplify(as_expr(extents[0]) - row_offset)
+                if isinstance(extents[0], Expr)
+                else extents[0] - row_offset
+            )
         loops = [self.fresh(a.name) for a in axes] + [self.fresh(r.var.name) for r in reduce_axes]
         names = _unique([f"v_{a.name}" for a in axes] + [f"v_{r.var.name}" for r in reduce_axes])
         iter_vars = [
@@ -528,6 +573,8 @@ class _Builder:
             out.append(_shrink_rows(nest, init.shape[0]))
         start = sc.inits[0].shape[0]
         steps = sc.outputs[0].shape[0] - start
+        if isinstance(steps, Expr):
+            steps = simplify(steps)
         t = self.fresh("t")
         bodies = []
         for stage in self.scan_body(sc):
@@ -594,9 +641,15 @@ def reduction_identity(combiner: Op, dtype: str) -> Expr:
     return const(-math.inf if combiner == Op.MAX else math.inf, dtype)
 
 
+def _size_vars_of(buf: Buffer) -> set[Var]:
+    return {v for d in buf.shape if isinstance(d, Expr) for v in free_vars(d)}
+
+
 def create_prim_func(args: Sequence[Tensor], name: str = "main") -> PrimFunc:
     """The program that computes the non-placeholder `args` from the placeholder ones."""
     builder = _Builder()
+    for a in args:
+        builder.used_names.update(v.name for v in _size_vars_of(a.buffer))
     for a in args:
         builder.visit(a)
     params = [a.buffer for a in args]
@@ -609,4 +662,18 @@ def create_prim_func(args: Sequence[Tensor], name: str = "main") -> PrimFunc:
     for t in builder.order:
         builder.emit(t)
     allocs = tuple(t.buffer for t in builder.order if t.op != "placeholder" and t.buffer not in params)
+    bound_vars = {d for b in params for d in b.shape if isinstance(d, SizeVar)}
+    for b in params:
+        for d in b.shape:
+            if isinstance(d, Expr) and not isinstance(d, SizeVar):
+                raise TensorError(
+                    f"create_prim_func: parameter {b.name} has the dimension {d}; a parameter's symbolic "
+                    "dimension must be a te.var itself (its value is read from the argument's shape)"
+                )
+    for b in allocs:
+        unbound = _size_vars_of(b) - bound_vars
+        if unbound:
+            raise TensorError(
+                f"create_prim_func: {sorted(v.name for v in unbound)} of {b.name} is no parameter's dimension"
+            )
     return PrimFunc(name, tuple(params), seq(builder.stmts), allocs)

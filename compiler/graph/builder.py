@@ -20,7 +20,7 @@ from compiler.graph.ir import (
     TensorType,
 )
 from compiler.graph.op import call
-from compiler.ir import PrimFunc
+from compiler.ir import PrimFunc, static_shape
 from compiler.names import unique_name
 
 
@@ -110,8 +110,12 @@ class GraphBuilder:
                 "call_tir",
                 f"{func.name} takes {len(func.params)} buffers, given {len(args)} + 1 output",
             )
+        if func.size_vars:
+            raise GraphError(
+                node_name, "call_tir", f"{func.name} has symbolic dimensions: a graph's are static"
+            )
         for buf, want in zip(func.params, expected):
-            if TensorType(buf.shape, buf.dtype) != want:
+            if TensorType(static_shape(buf.shape, func.name), buf.dtype) != want:
                 raise GraphError(
                     node_name,
                     "call_tir",
@@ -123,7 +127,9 @@ class GraphBuilder:
         if fname is None:
             fname = unique_name(sanitize(func.name), set(self.funcs), sep="_")
             self.funcs[fname], self.func_names[key] = func, fname
-        return CallTIR(node_name, tuple(args), TensorType(out.shape, out.dtype), func=fname)
+        return CallTIR(
+            node_name, tuple(args), TensorType(static_shape(out.shape, func.name), out.dtype), func=fname
+        )
 
     def emit_te(
         self, fcompute: Callable[..., te.Tensor], *args: Node, name: str | None = None, **attrs: object

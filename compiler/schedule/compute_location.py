@@ -21,10 +21,11 @@ from compiler.ir import (
     Stmt,
     Var,
     const,
+    static_dim,
     structural_equal,
 )
 from compiler.ops import Op
-from compiler.schedule.errors import ScheduleError, check
+from compiler.schedule.errors import ScheduleError, check, static_extent
 from compiler.schedule.tree import (
     Path,
     check_order,
@@ -184,12 +185,19 @@ def _check_movable(block: Block, where: str) -> None:
 
 def _ranges_between(body: Stmt, loop_path: Path, block_path: Path) -> dict[Var, tuple[int, int]]:
     """Loops strictly inside `loop_path` that enclose the block: they sweep their whole range."""
-    return {lp.var: (0, lp.extent - 1) for p, lp in loops_above(body, block_path) if len(p) > len(loop_path)}
+    return {
+        lp.var: (0, static_extent(lp.extent, "compute_at", lp.var.name) - 1)
+        for p, lp in loops_above(body, block_path)
+        if len(p) > len(loop_path)
+    }
 
 
 def _outer_ranges(body: Stmt, loop_path: Path, loop: For) -> dict[Var, tuple[int, int]]:
-    ranges = {lp.var: (0, lp.extent - 1) for _, lp in loops_above(body, loop_path)}
-    ranges[loop.var] = (0, loop.extent - 1)
+    ranges = {
+        lp.var: (0, static_extent(lp.extent, "compute_at", lp.var.name) - 1)
+        for _, lp in loops_above(body, loop_path)
+    }
+    ranges[loop.var] = (0, static_extent(loop.extent, "compute_at", loop.var.name) - 1)
     return ranges
 
 
@@ -292,7 +300,7 @@ def _run_fills_box(
     shape = producer.body.buffer.shape
     offset: Expr = const(0)
     for d in group:
-        offset = Binary(Op.ADD, Binary(Op.MUL, offset, const(shape[d])), indices[d])
+        offset = Binary(Op.ADD, Binary(Op.MUL, offset, const(static_dim(shape[d], "compute_at"))), indices[d])
     offset = simplify(offset)
     swept = {v for d in group for v in free_vars(indices[d]) & inner.keys()}
     others = {v for d, idx in enumerate(indices) if d not in group for v in free_vars(idx) & inner.keys()}
@@ -376,7 +384,7 @@ def _consumer_domain(
             if d in covered or not free_vars(idx) & spatial:
                 continue
             check(
-                _whole(region[d], buf.shape[d], outer),
+                _whole(region[d], static_dim(buf.shape[d], "compute_at"), outer),
                 f"{where}: block {block.name!r} reads {buf.name} at dimension {d} by {idx}, "
                 "of which the loop produces parts",
             )
@@ -400,12 +408,15 @@ def _consumer_domain(
     for v, (dim, size, others) in coarse.items():
         for d in others:
             check(
-                _whole(region[d], buf.shape[d], outer),
+                _whole(region[d], static_dim(buf.shape[d], "compute_at"), outer),
                 f"{where}: block {block.name!r} reads {buf.name} along {v.name} at dimension {d}, "
                 "of which the loop produces parts",
             )
         ranges[v] = _blocks_of(region[dim], size)
-    return [ranges.get(iv.var, (const(0), const(iv.extent - 1))) for iv in block.iter_vars]
+    return [
+        ranges.get(iv.var, (const(0), const(static_extent(iv.extent, "compute_at", iv.var.name) - 1)))
+        for iv in block.iter_vars
+    ]
 
 
 def _whole(span: tuple[Expr, Expr], extent: int, outer: dict[Var, tuple[int, int]]) -> bool:
@@ -514,7 +525,8 @@ def _extent(iv: IterVar, lo: Expr, hi: Expr, outer: dict[Var, tuple[int, int]], 
     ext = bound(extent_expr, outer)
     if ext is None:
         raise ScheduleError(f"{where}: the extent of {iv.var.name} is not bounded ({extent_expr})")
-    return iv.extent if ext[1] >= iv.extent else ext[1]
+    whole = static_extent(iv.extent, "compute_at", iv.var.name)
+    return whole if ext[1] >= whole else ext[1]
 
 
 def _iter_ranges(block: Block, region: Region, where: str) -> list[tuple[Expr, Expr]]:
@@ -525,7 +537,7 @@ def _iter_ranges(block: Block, region: Region, where: str) -> list[tuple[Expr, E
     out: list[tuple[Expr, Expr]] = []
     for iv in block.iter_vars:
         if iv.kind == "R":
-            out.append((const(0), const(iv.extent - 1)))
+            out.append((const(0), const(static_extent(iv.extent, "compute_at", iv.var.name) - 1)))
             continue
         dims = [(d, shift) for d, idx in enumerate(write) if (shift := _shift(idx, iv.var)) is not None]
         check(
@@ -551,7 +563,7 @@ def _in_domain(value: Expr, iv: IterVar, outer: dict[Var, tuple[int, int]], loop
     """The guard `0 <= value < extent`, dropped where bounds prove it."""
     ranges = {**outer, **{v: (0, e - 1) for v, e in loops.items()}}
     lo_ok = simplify(Binary(Op.GE, value, const(0)), ranges)
-    hi_ok = simplify(Binary(Op.LT, value, const(iv.extent)), ranges)
+    hi_ok = simplify(Binary(Op.LT, value, const(static_extent(iv.extent, "compute_at", iv.var.name))), ranges)
     return simplify(Binary(Op.AND, lo_ok, hi_ok))
 
 

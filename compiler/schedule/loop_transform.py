@@ -12,7 +12,7 @@ from dataclasses import replace
 from compiler.arith import simplify
 from compiler.ir import Binary, Block, Buffer, Expr, For, PrimFunc, Stmt, Var, const
 from compiler.ops import Op
-from compiler.schedule.errors import ScheduleError, check
+from compiler.schedule.errors import ScheduleError, check, static_extent
 from compiler.schedule.tree import find_loop, set_at
 from compiler.visit import block_reads, blocks, free_vars, map_blocks, substitute
 
@@ -51,19 +51,20 @@ def split(
     for f in factors:
         ok = f is None or (isinstance(f, int) and not isinstance(f, bool) and f >= 1)
         check(ok, f"split of loop {loop_name!r}: bad factor {f!r}")
-    inferred = -(-loop.extent // math.prod(f or 1 for f in factors))
+    extent = static_extent(loop.extent, "split", loop_name)
+    inferred = -(-extent // math.prod(f or 1 for f in factors))
     sizes = [f if f is not None else inferred for f in factors]
     known = math.prod(sizes)
     check(
-        known >= loop.extent,
-        f"split of loop {loop_name!r}: factors {sizes} cover {known} < extent {loop.extent}",
+        known >= extent,
+        f"split of loop {loop_name!r}: factors {sizes} cover {known} < extent {extent}",
     )
     new_vars = [fresh(f"{loop_name}_{k}") for k in range(len(sizes))]
     fused: Expr = const(0)
     for v, f in zip(new_vars, sizes):
         fused = Binary(Op.ADD, Binary(Op.MUL, fused, const(f)), v)
     fused = simplify(fused)
-    guard = Binary(Op.LT, fused, const(loop.extent)) if known > loop.extent else None
+    guard = Binary(Op.LT, fused, const(extent)) if known > extent else None
     body = _rebind(loop.body, {loop.var: fused}, guard)
     for v, f in reversed(list(zip(new_vars, sizes))):
         body = For(v, f, body)
@@ -101,18 +102,17 @@ def fuse(func: PrimFunc, names: list[str], fresh: Fresh) -> tuple[PrimFunc, str]
         [lp.var.name for lp in chain] == names,
         f"fuse: loops {names} must be directly nested, outermost first",
     )
-    extent = 1
-    for lp in chain:
-        extent *= lp.extent
+    extents = [static_extent(lp.extent, "fuse", lp.var.name) for lp in chain]
+    extent = math.prod(extents)
     fused = fresh("_".join(names) + "_fused")
     mapping: dict[Var, Expr] = {}
     inner_size = 1
-    for lp in reversed(chain):
+    for lp, lp_extent in reversed(list(zip(chain, extents))):
         idx: Expr = Binary(Op.FLOORDIV, fused, const(inner_size)) if inner_size > 1 else fused
         if lp is not chain[0]:
-            idx = Binary(Op.FLOORMOD, idx, const(lp.extent))
+            idx = Binary(Op.FLOORMOD, idx, const(lp_extent))
         mapping[lp.var] = simplify(idx, {fused: (0, extent - 1)})
-        inner_size *= lp.extent
+        inner_size *= lp_extent
     body = _rebind(chain[-1].body, mapping)
     return _replace_loop(func, names[0], For(fused, extent, body)), fused.name
 
@@ -151,7 +151,9 @@ def _check_scan_reorder(old: list[For], new: list[For]) -> None:
 def set_kind(func: PrimFunc, name: str, kind: str) -> PrimFunc:
     """Mark a loop parallel, vectorized or unrolled, refusing what would race or reorder a reduction."""
     path, loop = find_loop(func.body, name)
-    if kind in ("parallel", "vectorized") and loop.extent > 1:
+    if kind == "unrolled":
+        static_extent(loop.extent, "unroll", name)  # a run-time trip count cannot be unrolled fully
+    if kind in ("parallel", "vectorized") and (not isinstance(loop.extent, int) or loop.extent > 1):
         under = blocks(loop.body)
         private = _private_buffers(func, under) if kind == "parallel" else set()
         for block in under:

@@ -27,7 +27,7 @@ from compiler.schedule import (
     rfactor,
     sampling,
 )
-from compiler.schedule.errors import ScheduleError, check
+from compiler.schedule.errors import ScheduleError, check, static_extent
 from compiler.schedule.instruction import InstructionKind, is_int
 from compiler.schedule.rv import RV, BlockRV, IntRV, LoopRV
 from compiler.schedule.trace import Trace
@@ -59,6 +59,7 @@ class Schedule:
         self.trace = Trace()
         self.rng = random.Random(seed)
         self._used = {s.var.name for _, s in nodes(func.body) if isinstance(s, For)}
+        self._used |= {v.name for v in func.size_vars}  # a loop never takes a dimension's name
         self._count = 0
 
     # --- bookkeeping ----------------------------------------------------------------------------
@@ -315,13 +316,15 @@ class Schedule:
             f"{where}: max_innermost_factor must be -1 (no limit) or >= 1, got {max_innermost_factor}",
         )
         if decision is None:
-            tiles = sampling.sample_perfect_tile(lp.extent, n, max_innermost_factor, self.rng)
+            extent = static_extent(lp.extent, "sample_perfect_tile", loop.name)
+            tiles = sampling.sample_perfect_tile(extent, n, max_innermost_factor, self.rng)
         else:
             check(
                 sampling.is_tile_decision(decision, n),
                 f"{where}: decision {decision!r} is not {n} positive ints",
             )
-            tiles = sampling.repair_perfect_tile(lp.extent, n, max_innermost_factor, list(decision))
+            extent = static_extent(lp.extent, "sample_perfect_tile", loop.name)
+            tiles = sampling.repair_perfect_tile(extent, n, max_innermost_factor, list(decision))
         outs = [IntRV(t, self._rv(IntRV.PREFIX)) for t in tiles]
         self._record(
             kinds.SAMPLE_PERFECT_TILE,

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 from compiler.ir import PrimFunc
 from compiler.schedule import Schedule, ScheduleError
+from compiler.schedule_rules.analysis import loop_kinds
 from compiler.schedule_rules.config import RuleConfig
 from compiler.schedule_rules.heuristic import Heuristic
 from compiler.schedule_rules.parallel_vectorize import parallelize_vectorize
-from compiler.schedule_rules.rule import RuleContext, apply_rules, block_names
+from compiler.schedule_rules.rule import RuleContext, apply_rules, attempt, block_names
 from compiler.schedule_rules.rules import DEFAULT_RULES
 from compiler.schedule_rules.unroll import annotate_unroll
 from compiler.target import Target
@@ -23,6 +24,8 @@ from compiler.target import Target
 
 def default_schedule(func: PrimFunc, target: Target) -> Schedule:
     """The rules with heuristic choices for `target`; a simpler schedule where a rule refuses."""
+    if func.size_vars:
+        return symbolic_schedule(func)
     cfg = RuleConfig.for_target(target)
     decide = Heuristic(cfg, target.cores)
     sch = Schedule(func, seed=0)
@@ -38,4 +41,31 @@ def default_schedule(func: PrimFunc, target: Target) -> Schedule:
         except ScheduleError:
             continue  # a primitive that refuses changes nothing: the block keeps its loops
     annotate_unroll(sch, decide, cfg.unroll_steps)
+    return sch
+
+
+def symbolic_schedule(func: PrimFunc) -> Schedule:
+    """A function with symbolic dimensions: the rules size their tiles by static extents (splits over a
+    range are issue 40's next step), so each block at the root runs its outermost loop in parallel
+    when that loop is spatial, and vectorizes its last spatial loop (a run-time extent vectorizes in
+    chunks with a scalar tail): a reduction with two spatial loops or more (a matmul) moves that loop
+    inside its reduction loops, its init decomposed out, so each step of the reduction is one vector
+    operation over a row of outputs."""
+    sch = Schedule(func, seed=0)
+    for name in block_names(sch):
+        kinds = loop_kinds(sch.func, name)
+        loops = sch.get_loops(sch.get_block(name))
+        spatial = [lp for lp, kind in zip(loops, kinds) if kind == "S"]
+        reductions = [lp for lp, kind in zip(loops, kinds) if kind == "R"]
+        if not spatial:
+            continue
+        if kinds[-1] == "S":
+            attempt(sch.vectorize, loops[-1])  # a loop that may not be vectorized stays serial
+        elif len(spatial) > 1 and len(spatial) + len(reductions) == len(loops):
+            inner = spatial[-1]
+            if attempt(sch.reorder, *spatial[:-1], *reductions, inner):
+                attempt(sch.decompose_reduction, sch.get_block(name), reductions[0])
+                attempt(sch.vectorize, inner)
+        if len(loops) > 1 and kinds[0] == "S":
+            attempt(sch.parallel, loops[0])
     return sch

@@ -62,7 +62,7 @@ import numpy as np
 
 from compiler.arith import bound, ceil_div, divisors, linear, simplify
 from compiler.codegen_vector import flat_index, row_loads, stride_in, vector_pieces
-from compiler.ir import Buffer, Expr, PrimFunc, Unary, Var
+from compiler.ir import Buffer, Expr, PrimFunc, Unary, Var, static_dim, static_shape
 from compiler.schedule import Schedule
 from compiler.schedule.tree import find_block, loops_above, readers
 from compiler.schedule_rules import winograd_tiling
@@ -266,7 +266,8 @@ class _TileNest:
         operands = [
             operand(ld.buffer, ld.indices) for ld in block_loads(block) if ld.buffer != block.body.buffer
         ]
-        return cls([lp.extent for lp in loops], kinds, vector, operands, [lp.var for lp in loops])
+        extents = [static_dim(lp.extent, "the default schedule") for lp in loops]
+        return cls(extents, kinds, vector, operands, [lp.var for lp in loops])
 
 
 def _lane_stride(buffer: Buffer, indices: tuple[Expr, ...], lane: Var) -> int:
@@ -348,7 +349,7 @@ def _footprint(nest: _TileNest, operand: _Operand, tile: list[int]) -> int:
         for k, var in enumerate(nest.loop_vars)
     }
     total = np.dtype(operand.buffer.dtype).itemsize
-    for index, dim in zip(operand.indices, operand.buffer.shape):
+    for index, dim in zip(operand.indices, static_shape(operand.buffer.shape, "the default schedule")):
         span = bound(index, ranges)
         total *= dim if span is None else min(dim, span[1] - span[0] + 1)
     return total

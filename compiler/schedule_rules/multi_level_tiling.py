@@ -13,7 +13,7 @@ init is decomposed out."""
 
 from __future__ import annotations
 
-from compiler.ir import PrimFunc
+from compiler.ir import PrimFunc, static_dim
 from compiler.schedule import BlockRV, LoopRV, Schedule, ScheduleError
 from compiler.schedule.tree import find_block, find_loop
 from compiler.schedule_rules.analysis import (
@@ -64,7 +64,7 @@ def _tile(sch: Schedule, name: str, ctx: RuleContext) -> set[str]:
         if kind == "-":
             continue
         if kind == "S":
-            limit = limits.next_limit(find_loop(sch.func.body, loop.name)[1].extent)
+            limit = limits.next_limit(static_dim(find_loop(sch.func.body, loop.name)[1].extent, "tiling"))
         else:
             limit = cfg.max_innermost_factor
         tiles = sch.sample_perfect_tile(

@@ -6,6 +6,7 @@ parallelized before its producer picks one of them (the blocks go consumers firs
 
 from __future__ import annotations
 
+from compiler.ir import static_dim
 from compiler.schedule import Schedule
 from compiler.schedule.tree import find_loop, readers
 from compiler.schedule_rules.analysis import block_of, loop_kinds, window_loop
@@ -39,7 +40,7 @@ def parallelize_vectorize(sch: Schedule, name: str, cfg: RuleConfig, decide: Dec
     kinds = loop_kinds(sch.func, name)
     at = len(kinds) - 1 if kinds and kinds[-1] == "S" else window_loop(sch.func, name)
     if at is not None:
-        extent = find_loop(sch.func.body, loops[at].name)[1].extent
+        extent = static_dim(find_loop(sch.func.body, loops[at].name)[1].extent, "parallel_vectorize")
         tiles = sch.sample_perfect_tile(
             loops[at], n=2, max_innermost_factor=cfg.max_vector_row, decision=decide.vector_tile(extent)
         )
@@ -55,7 +56,9 @@ def parallelize_vectorize(sch: Schedule, name: str, cfg: RuleConfig, decide: Dec
         if kind != "S":
             break
         leading.append(loop)
-    extents = [find_loop(sch.func.body, lp.name)[1].extent for lp in leading]
+    extents = [
+        static_dim(find_loop(sch.func.body, lp.name)[1].extent, "parallel_vectorize") for lp in leading
+    ]
     leading = leading[: decide.parallel_loops(extents, reduction_inside=len(leading) < len(loops))]
     if leading:
         attempt(sch.parallel, sch.fuse(*leading) if len(leading) > 1 else leading[0])

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 from compiler import te
 from compiler.arith import divisors
-from compiler.ir import Block, Buffer, PrimFunc
+from compiler.ir import Block, Buffer, PrimFunc, static_dim
 from compiler.schedule import BlockRV, LoopRV, Schedule, ScheduleError
 from compiler.schedule.tree import find_block, find_loop, readers, writers
 from compiler.schedule_rules.analysis import is_tiling_target
@@ -208,7 +208,7 @@ def _extents(func: PrimFunc, name: str) -> list[int]:
         raise ScheduleError(
             f"{name}: a Winograd product has loops {PRODUCT_LOOPS}, got {len(block.iter_vars)}"
         )
-    return [iv.extent for iv in block.iter_vars]
+    return [static_dim(iv.extent, name) for iv in block.iter_vars]
 
 
 def _producer(func: PrimFunc, name: str) -> Block:
@@ -268,7 +268,7 @@ def _vectorize_innermost(sch: Schedule, block: BlockRV, below: LoopRV) -> None:
 
 def _split_for_vector(sch: Schedule, loop: LoopRV) -> LoopRV:
     """The loop, or its inner part of at most `MAX_LANES` iterations."""
-    extent = find_loop(sch.func.body, loop.name)[1].extent
+    extent = static_dim(find_loop(sch.func.body, loop.name)[1].extent, "winograd tiling")
     if extent <= MAX_LANES:
         return loop
     inner = max(d for d in divisors(extent) if d <= MAX_LANES)

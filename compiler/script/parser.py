@@ -627,6 +627,12 @@ def _int_literal(node: ast.AST) -> int:
     ):
         value = node.operand.value
         value = -value if isinstance(value, int) else None
+    symbolic = isinstance(node, ast.Name)
+    check(
+        not symbolic,
+        node,
+        "a symbolic dimension (T.size_var) is not read from a script yet: write an integer",
+    )
     check(isinstance(value, int) and not isinstance(value, bool), node, "an integer literal is needed here")
     assert isinstance(value, int)
     return value

@@ -99,6 +99,10 @@ class _Prover:
                 self.indexing -= 1
             if index.dtype != INDEX_DTYPE or r is None:
                 raise WorkloadError(where, f"an index must be {INDEX_DTYPE}, got {index.dtype}")
+            if not isinstance(dim, int):
+                raise WorkloadError(
+                    where, f"{e.buffer.name} has a symbolic shape: its loads are not proven yet"
+                )
             if not _within(r, (0, dim - 1)):
                 bad = r[0] if r[0] < 0 else r[1]
                 raise WorkloadError(

@@ -28,7 +28,20 @@ from typing import Any
 from compiler import te, winograd
 from compiler.dtypes import DTYPES, FLOAT_DTYPES
 from compiler.interpret import COMBINERS, interpret, reduction_parts
-from compiler.ir import TRUE, Binary, Block, Buffer, Expr, For, IterVar, PrimFunc, SeqStmt, Stmt, Unary
+from compiler.ir import (
+    TRUE,
+    Binary,
+    Block,
+    Buffer,
+    Expr,
+    For,
+    IterVar,
+    PrimFunc,
+    SeqStmt,
+    Stmt,
+    Unary,
+    static_dim,
+)
 from compiler.serialize import SerializeError, from_json, to_json
 from compiler.visit import blocks, loads, walk_expr
 from compiler.workloads.bounds import Range, check_expr
@@ -104,7 +117,7 @@ def count_flops(func: PrimFunc) -> int:
         per_iteration = sum(
             isinstance(e, (Binary, Unary)) and e.a.dtype in FLOAT_DTYPES for e in walk_expr(block.body.value)
         )
-        total += per_iteration * math.prod(iv.extent for iv in block.iter_vars)
+        total += per_iteration * math.prod(static_dim(iv.extent, "a workload") for iv in block.iter_vars)
     return total
 
 
@@ -141,6 +154,11 @@ def _check_name(name: str, field: str) -> None:
 
 def _check_function(func: PrimFunc, num_inputs: int) -> None:
     _check_name(func.name, "primfunc.name")
+    if func.size_vars:
+        names = ", ".join(v.name for v in func.size_vars)
+        raise WorkloadError(
+            "primfunc.params", f"its dimensions {names} are symbolic: a tuned workload is static"
+        )
     if func.attrs:
         raise WorkloadError("primfunc.attrs", "must be empty: an unscheduled function has no annotations")
     for group, buffers in (("params", func.params), ("allocs", func.allocs)):
@@ -283,8 +301,12 @@ class _SpecBlock:
     def check_expressions(self) -> None:
         """Every variable in scope, every load inside its buffer, no overflow, no division by zero."""
         block, path = self.block, self.path
-        spatial: dict[Expr, Range] = {iv.var: (0, iv.extent - 1) for iv in self.spatial}
-        every: dict[Expr, Range] = {iv.var: (0, iv.extent - 1) for iv in block.iter_vars}
+        spatial: dict[Expr, Range] = {
+            iv.var: (0, static_dim(iv.extent, "a workload") - 1) for iv in self.spatial
+        }
+        every: dict[Expr, Range] = {
+            iv.var: (0, static_dim(iv.extent, "a workload") - 1) for iv in block.iter_vars
+        }
         check_expr(block.body.value, every, f"{path}[4][2]", "an iteration variable of this block")
         if block.init is not None:
             check_expr(block.init.value, spatial, f"{path}[5][2]", "a spatial variable of this block")

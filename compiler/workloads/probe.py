@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from compiler.interpret import Box, run
-from compiler.ir import Block, Buffer, Expr, For, PrimFunc, SeqStmt, Stmt, Var
+from compiler.ir import Block, Buffer, Expr, For, PrimFunc, SeqStmt, Stmt, Var, static_dim, static_shape
 from compiler.visit import loads
 from compiler.workloads.bounds import Range, expr_range
 from compiler.workloads.workload import Workload, WorkloadError
@@ -68,7 +68,8 @@ class Plan:
 def plan(func: PrimFunc, num_inputs: int, extent: int = PROBE_EXTENT) -> Plan:
     """The blocks and the parts of them that the first `extent` elements of each output axis need."""
     needed: dict[Buffer, list[Range]] = {
-        b: [(0, min(n, extent) - 1) for n in b.shape] for b in func.params[num_inputs:]
+        b: [(0, min(n, extent) - 1) for n in static_shape(b.shape, "a workload")]
+        for b in func.params[num_inputs:]
     }
     boxes: dict[str, Box | None] = {}
     iterations = 0
@@ -81,24 +82,36 @@ def plan(func: PrimFunc, num_inputs: int, extent: int = PROBE_EXTENT) -> Plan:
             continue
         ranges: dict[Expr, Range]
         if nest.boxable:
-            ranges = {iv.var: (lo, min(hi, iv.extent - 1)) for iv, (lo, hi) in zip(spatial, needed[out])}
-            ranges |= {iv.var: (0, iv.extent - 1) for iv in block.iter_vars if iv.kind == "R"}
+            ranges = {
+                iv.var: (lo, min(hi, static_dim(iv.extent, "a workload") - 1))
+                for iv, (lo, hi) in zip(spatial, needed[out])
+            }
+            ranges |= {
+                iv.var: (0, static_dim(iv.extent, "a workload") - 1)
+                for iv in block.iter_vars
+                if iv.kind == "R"
+            }
             if any(lo > hi for lo, hi in ranges.values()):
                 boxes[block.name] = skip
                 continue
             box: Box | None = tuple((lo, hi - lo + 1) for lo, hi in (ranges[iv.var] for iv in spatial))
             iterations += math.prod(hi - lo + 1 for lo, hi in ranges.values())
         else:
-            needed[out] = [(0, n - 1) for n in out.shape]  # every block writing it, whole
-            ranges = {loop.var: (0, loop.extent - 1) for loop in nest.loops}
-            ranges |= {iv.var: (0, iv.extent - 1) for iv in block.iter_vars}
+            needed[out] = [
+                (0, n - 1) for n in static_shape(out.shape, "a workload")
+            ]  # every block writing it, whole
+            ranges = {loop.var: (0, static_dim(loop.extent, "a workload") - 1) for loop in nest.loops}
+            ranges |= {iv.var: (0, static_dim(iv.extent, "a workload") - 1) for iv in block.iter_vars}
             box = None
-            iterations += math.prod(loop.extent for loop in nest.loops)
+            iterations += math.prod(static_dim(loop.extent, "a workload") for loop in nest.loops)
         boxes[block.name] = box
         for buffer, indices in _reads(block):
             if buffer == out and nest.boxable:
                 continue  # a reduction's accumulator: the block's own box
-            read = [_clip(expr_range(i, ranges), n) for i, n in zip(indices, buffer.shape)]
+            read = [
+                _clip(expr_range(i, ranges), n)
+                for i, n in zip(indices, static_shape(buffer.shape, "a workload"))
+            ]
             known = needed.get(buffer)
             needed[buffer] = read if known is None else [_hull(a, b) for a, b in zip(known, read)]
     return Plan(boxes, needed, iterations)
@@ -126,7 +139,9 @@ def probe(workload: Workload, rng: np.random.Generator) -> Probe:
             f"its reference cannot be probed: one output element needs {p.iterations} iterations, "
             f"over the limit of {PROBE_ITERATIONS}",
         )
-    arrays = {b: _untouched(b.shape, b.dtype) for b in (*func.params, *func.allocs)}
+    arrays = {
+        b: _untouched(static_shape(b.shape, "a workload"), b.dtype) for b in (*func.params, *func.allocs)
+    }
     for b in func.params[:n]:
         window = _window(p.needed.get(b, []))
         if window:

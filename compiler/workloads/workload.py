@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from compiler.ir import FLOAT_DTYPES, Buffer, PrimFunc
+from compiler.ir import FLOAT_DTYPES, Buffer, PrimFunc, static_shape
 
 # Specs arrive over an API; these bound what one spec may ask of a worker.
 MAX_RANK = 6
@@ -49,6 +49,13 @@ class Workload:
     reference: Callable[..., list[np.ndarray]] = field(compare=False)
     flops: int
 
+    def __post_init__(self) -> None:
+        if self.func.size_vars:
+            names = ", ".join(v.name for v in self.func.size_vars)
+            raise WorkloadError(
+                "func", f"its dimensions {names} are symbolic: a tuned workload has static shapes (issue 40)"
+            )
+
     @property
     def inputs(self) -> tuple[Buffer, ...]:
         return self.func.params[: self.num_inputs]
@@ -63,17 +70,20 @@ class Workload:
         out = []
         for b in self.inputs:
             if b.dtype in FLOAT_DTYPES:
-                out.append(rng.standard_normal(b.shape).astype(b.dtype))
+                out.append(rng.standard_normal(static_shape(b.shape, "a workload")).astype(b.dtype))
             elif b.dtype == "bool":
-                out.append(rng.random(b.shape) < 0.5)
+                out.append(rng.random(static_shape(b.shape, "a workload")) < 0.5)
             else:
-                out.append(rng.integers(-8, 8, b.shape).astype(b.dtype))
+                out.append(rng.integers(-8, 8, static_shape(b.shape, "a workload")).astype(b.dtype))
         return out
 
     def empty_outputs(self) -> list[np.ndarray]:
         """Float outputs are NaN-filled, so an element a kernel forgets to write fails any comparison."""
         return [
-            np.full(b.shape, np.nan if b.dtype in FLOAT_DTYPES else 0, dtype=b.dtype) for b in self.outputs
+            np.full(
+                static_shape(b.shape, "a workload"), np.nan if b.dtype in FLOAT_DTYPES else 0, dtype=b.dtype
+            )
+            for b in self.outputs
         ]
 
 

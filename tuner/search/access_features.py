@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from compiler.arith import bound
 from compiler.dtypes import ITEMSIZE
-from compiler.ir import Buffer, BufferStore, Expr, Load, Var
+from compiler.ir import Buffer, BufferStore, Expr, Load, Var, static_shape
 from compiler.visit import free_vars, walk_expr
 
 CACHE_LINE_BYTES = 64
@@ -89,7 +89,7 @@ class AccessAnalysis:
             inner = self.loops[len(self.loops) - min(levels, len(self.loops)) :]
             ranges = self._origin | {lp.var: (0, lp.extent - 1) for lp in inner}
             extents = []
-            for d, size in enumerate(buf.shape):
+            for d, size in enumerate(static_shape(buf.shape, buf.name)):
                 spans = [bound(idx[d], ranges) for idx in self.buffers[buf].all]
                 if any(s is None for s in spans):
                     extents.append(size)
@@ -110,7 +110,7 @@ class AccessAnalysis:
         """Elements the flattened address moves when `loop` advances by one (largest over accesses)."""
         one = self._origin | {loop.var: (1, 1)}
         return max(
-            abs(_flat_index(idx, buf.shape, one) - start)
+            abs(_flat_index(idx, static_shape(buf.shape, buf.name), one) - start)
             for idx, start in zip(self.buffers[buf].all, self._starts(buf))
         )
 
@@ -118,7 +118,8 @@ class AccessAnalysis:
         """The flattened address of each access with every loop at 0 (the same for every loop's stride)."""
         if buf not in self._start_cache:
             self._start_cache[buf] = [
-                _flat_index(idx, buf.shape, self._origin) for idx in self.buffers[buf].all
+                _flat_index(idx, static_shape(buf.shape, buf.name), self._origin)
+                for idx in self.buffers[buf].all
             ]
         return self._start_cache[buf]
 

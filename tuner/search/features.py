@@ -37,6 +37,7 @@ from compiler.ir import (
     Stmt,
     Unary,
     Var,
+    static_dim,
     structural_equal,
 )
 from compiler.lower import lower
@@ -117,7 +118,7 @@ def _stores(
         yield _StoreContext(stmt, iterating, still, allocs, step)
     elif isinstance(stmt, For):
         own = unroll_budget(stmt.annotations)
-        inner = loops + (Loop(stmt.var, stmt.extent, stmt.kind),)
+        inner = loops + (Loop(stmt.var, static_dim(stmt.extent, "the cost model's features"), stmt.kind),)
         yield from _stores(stmt.body, inner, allocs, step if own is None else own)
     elif isinstance(stmt, Allocate):
         yield from _stores(stmt.body, loops, allocs + (stmt.buffer,), step)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from compiler.graph.ir import Call, CallTIR, Constant, GraphError, Input, Module, Node, TensorType
 from compiler.graph.op import OPS, OpError
-from compiler.ir import Buffer
+from compiler.ir import Buffer, static_shape
 
 
 def verify(module: Module) -> None:
@@ -60,4 +60,4 @@ def _verify_call_tir(node: CallTIR, module: Module) -> None:
 
 
 def _buffer_type(buf: Buffer) -> TensorType:
-    return TensorType(buf.shape, buf.dtype)
+    return TensorType(static_shape(buf.shape, buf.name), buf.dtype)

@@ -1,0 +1,215 @@
+"""Symbolic dimensions in the core (issue 40, its first step): `te.var(name, range=(lo, hi))` in
+shapes, one compiled kernel for every value in the range, the value read from the arguments' shapes
+and checked at the call; printed, serialized and hashed; what does not take them yet refuses them
+by name."""
+
+import json
+
+import numpy as np
+import pytest
+
+from compiler import Schedule, build, te
+from compiler.build import ShapeError
+from compiler.ir import IRError, SizeVar, SymbolicError
+from compiler.schedule import ScheduleError
+from compiler.schedule_rules.default import default_schedule
+from compiler.script import from_source
+from compiler.script.errors import ScriptError
+from compiler.serialize import from_json, to_json
+from compiler.target import Target
+from compiler.te import TensorError
+from compiler.workloads.primfunc_spec import func_workload
+from compiler.workloads.workload import WorkloadError
+
+rng = np.random.default_rng(40)
+
+
+def rows(high: int = 512) -> SizeVar:
+    n = te.var("n", range=(1, high))
+    assert isinstance(n, SizeVar)
+    return n
+
+
+def scale_rows(n: SizeVar) -> object:
+    a = te.placeholder((n, 64), name="A")
+    b = te.compute((n, 64), lambda i, j: a[i, j] * 2.0 + 1.0, name="B")
+    return te.create_prim_func([a, b], name="scale")
+
+
+@pytest.mark.parametrize("scheduled", [False, True], ids=["as-written", "default-schedule"])
+def test_one_kernel_runs_every_length_in_its_range(scheduled: bool) -> None:
+    func = scale_rows(rows())
+    if scheduled:
+        func = default_schedule(func, Target.host()).func
+        assert "T.parallel(n)" in func.script() and "T.vectorized(64)" in func.script()
+    kernel = build(func)
+    for m in (1, 7, 64, 333, 512):
+        a = rng.standard_normal((m, 64)).astype("float32")
+        b = np.full_like(a, np.nan)
+        kernel(a, b)
+        np.testing.assert_allclose(b, a * 2 + 1, rtol=1e-6)
+
+
+def test_a_vectorized_symbolic_loop_has_a_body_and_a_tail_at_every_length() -> None:
+    n = te.var("n", range=(1, 300))
+    x = te.placeholder((4, n), name="X")
+    y = te.compute((4, n), lambda i, j: te.exp(x[i, j]) + x[i, j], name="Y")
+    sch = Schedule(te.create_prim_func([x, y]), seed=0)
+    i, j = sch.get_loops(sch.get_block("Y"))
+    sch.parallel(i)
+    sch.vectorize(j)
+    kernel = build(sch.func)
+    for m in range(1, 300, 7):
+        a = rng.standard_normal((4, m)).astype("float32")
+        b = np.full_like(a, np.nan)
+        kernel(a, b)
+        np.testing.assert_allclose(b, np.exp(a) + a, rtol=1e-5, atol=1e-6, err_msg=f"n = {m}")
+
+
+def test_reductions_matmuls_and_two_dimensions_over_ranges() -> None:
+    m, n = te.var("m", range=(1, 64)), te.var("n", range=(1, 200))
+    a, w = te.placeholder((m, n), name="A"), te.placeholder((n, 24), name="W")
+    k = te.reduce_axis((0, n), name="k")
+    c = te.compute((m, 24), lambda i, j: te.sum(a[i, k] * w[k, j], axis=k), name="C")
+    row = te.reduce_axis((0, n), name="r")
+    s = te.compute((m,), lambda i: te.max(a[i, row], axis=row), name="S")
+    bias = te.placeholder((n,), name="bias")
+    t = te.compute((m, n), lambda i, j: a[i, j] + bias[j], name="T")
+    func = te.create_prim_func([a, w, bias, c, s, t])
+    assert [v.name for v in func.size_vars] == ["m", "n"]
+    for variant in (func, default_schedule(func, Target.host()).func):
+        kernel = build(variant)
+        for rows_, cols in ((1, 1), (5, 17), (64, 200), (3, 128)):
+            av = rng.standard_normal((rows_, cols)).astype("float32")
+            wv = rng.standard_normal((cols, 24)).astype("float32")
+            bv = rng.standard_normal(cols).astype("float32")
+            cv, sv, tv = np.empty((rows_, 24), "float32"), np.empty(rows_, "float32"), np.empty_like(av)
+            kernel(av, wv, bv, cv, sv, tv)
+            np.testing.assert_allclose(cv, av @ wv, rtol=1e-4, atol=1e-5)
+            np.testing.assert_array_equal(sv, av.max(axis=1))
+            np.testing.assert_allclose(tv, av + bv, rtol=1e-6)
+
+
+@pytest.mark.parametrize("high", [64, 1 << 20], ids=["on-the-stack", "on-the-heap"])
+def test_an_intermediate_of_symbolic_shape_is_sized_for_the_call(high: int) -> None:
+    """Allocated for the range's largest value on the stack when that fits, else by the value at run time."""
+    n = rows(high)
+    a = te.placeholder((n, 16), name="A")
+    mid = te.compute((n, 16), lambda i, j: a[i, j] * a[i, j], name="mid")
+    out = te.compute((n,), lambda i: mid[i, 0] + mid[i, 15], name="out")
+    kernel = build(te.create_prim_func([a, out]))
+    for m in (1, 9, 64):
+        av = rng.standard_normal((m, 16)).astype("float32")
+        ov = np.empty(m, "float32")
+        kernel(av, ov)
+        np.testing.assert_allclose(ov, av[:, 0] ** 2 + av[:, 15] ** 2, rtol=1e-6)
+
+
+def test_the_scan_of_the_te_tutorial_with_symbolic_extents() -> None:
+    """TVM's te.scan example as written: a cumulative sum over m steps of n columns, both symbolic."""
+    m, n = te.var("m", range=(2, 100)), te.var("n", range=(1, 64))
+    x = te.placeholder((m, n), name="X")
+    s_state = te.placeholder((m, n), name="s_state")
+    s_init = te.compute((1, n), lambda _, i: x[0, i], name="s_init")
+    s_update = te.compute((m, n), lambda t, i: s_state[t - 1, i] + x[t, i], name="s_update")
+    s_scan = te.scan(s_init, s_update, s_state, inputs=[x])
+    kernel = build(te.create_prim_func([x, s_scan]))
+    for steps, cols in ((2, 1), (17, 5), (100, 64)):
+        xv = rng.standard_normal((steps, cols)).astype("float32")
+        out = np.empty_like(xv)
+        kernel(xv, out)
+        np.testing.assert_allclose(out, np.cumsum(xv, axis=0), rtol=1e-5, atol=1e-5)
+
+
+def test_a_length_outside_the_range_or_disagreeing_is_refused_before_anything_runs() -> None:
+    kernel = build(scale_rows(rows()))
+    for bad in (600, 0):
+        a, b = np.ones((bad, 64), "float32"), np.full((bad, 64), 7.0, "float32")
+        with pytest.raises(ShapeError, match=rf"A: dimension 0 \(n\) is {bad}, outside the declared range"):
+            kernel(a, b)
+        assert (b == 7).all()
+    a, b = np.ones((5, 64), "float32"), np.full((6, 64), 7.0, "float32")
+    with pytest.raises(ValueError, match=r"B: dimension 0 is n = 5 \(from an earlier argument\), got 6"):
+        kernel(a, b)
+    assert (b == 7).all()
+    with pytest.raises(ValueError, match="expected shape"):
+        kernel(np.ones((5, 63), "float32"), np.ones((5, 63), "float32"))
+
+
+def test_printed_serialized_and_hashed_with_their_ranges() -> None:
+    func = scale_rows(rows())
+    text = func.script()
+    assert "A: T.Buffer((n, 64), 'float32')" in text and "n = T.size_var(1, 512)" in text
+    data = to_json(func)
+    assert data["size_vars"] == [["n", 1, 512]]
+    again = from_json(json.loads(json.dumps(data)))
+    assert again == func and again.structural_hash() == func.structural_hash()
+    assert scale_rows(rows(256)).structural_hash() != func.structural_hash()  # the range is part of it
+    static = te.placeholder((8, 64), name="A")
+    static_func = te.create_prim_func(
+        [static, te.compute((8, 64), lambda i, j: static[i, j] * 2.0, name="B")]
+    )
+    assert "size_vars" not in to_json(static_func)
+
+
+def test_what_does_not_take_symbolic_dimensions_yet_refuses_them_by_name() -> None:
+    func = scale_rows(rows())
+    sch = Schedule(func, seed=0)
+    i, j = sch.get_loops(sch.get_block("B"))
+    with pytest.raises(ScheduleError, match="split: loop i has a symbolic extent"):
+        sch.split(i, [None, 8])
+    with pytest.raises(ScheduleError, match="fuse: loop i has a symbolic extent"):
+        sch.fuse(i, j)
+    with pytest.raises(WorkloadError, match="dimensions n are symbolic"):
+        func_workload(func)
+    with pytest.raises(SymbolicError, match="is symbolic; only static extents"):
+        func.params[0].size  # noqa: B018
+    n = te.var("n")  # no range: not a dimension
+    with pytest.raises(TensorError, match=r"n needs a range: te.var\('n', range=\(1, 512\)\)"):
+        te.placeholder((n, 4), name="A")
+    with pytest.raises(IRError, match="1 <= lo <= hi"):
+        te.var("n", range=(0, 4))
+    m = rows()
+    a = te.placeholder((m, 4), name="A")
+    with pytest.raises(TensorError, match=r"a parameter's symbolic dimension must be a te\.var itself"):
+        te.create_prim_func([a, te.compute((m + 1, 4), lambda i, j: a[i % m, j], name="B")])
+    with pytest.raises(
+        ScriptError, match=r"line 2, column \d+: a symbolic dimension \(T.size_var\) is not read"
+    ):
+        from_source(func.script())
+
+
+def test_the_schedule_primitives_on_a_symbolic_reduction_work_or_refuse_by_name() -> None:
+    n = rows()
+    r = te.placeholder((8, n), name="R")
+    k = te.reduce_axis((0, n), name="k")
+    s = te.compute((8,), lambda i: te.sum(r[i, k], axis=k), name="S")
+    t = te.compute((8,), lambda i: s[i] * 2.0, name="T")
+    func = te.create_prim_func([r, t])
+    works = {
+        "rfactor": lambda sch: sch.rfactor(sch.get_loops(sch.get_block("S"))[1], 0),
+        "decompose_reduction": lambda sch: sch.decompose_reduction(
+            sch.get_block("S"), sch.get_loops(sch.get_block("S"))[1]
+        ),
+        "cache_read": lambda sch: sch.cache_read(sch.get_block("S"), 0, "global"),
+        "cache_write": lambda sch: sch.cache_write(sch.get_block("S"), 0, "global"),
+        "reorder": lambda sch: sch.reorder(*reversed(sch.get_loops(sch.get_block("S")))),
+        "parallel": lambda sch: sch.parallel(sch.get_loops(sch.get_block("S"))[0]),
+    }
+    for name, primitive in works.items():
+        sch = Schedule(func, seed=0)
+        primitive(sch)
+        kernel = build(sch.func)
+        for m in (1, 5, 300):
+            rv = rng.standard_normal((8, m)).astype("float32")
+            tv = np.empty(8, "float32")
+            kernel(rv, tv)
+            np.testing.assert_allclose(tv, 2 * rv.sum(axis=1), rtol=1e-5, atol=1e-5, err_msg=name)
+    sch = Schedule(func, seed=0)
+    (i,) = sch.get_loops(sch.get_block("T"))
+    with pytest.raises(ScheduleError, match="compute_at: loop v_k has a symbolic extent"):
+        sch.compute_at(sch.get_block("S"), i)
+    with pytest.raises(ScheduleError, match="unroll: loop k has a symbolic extent"):
+        sch.unroll(sch.get_loops(sch.get_block("S"))[1])
+    with pytest.raises(ScheduleError, match="sample_perfect_tile: loop k has a symbolic extent"):
+        sch.sample_perfect_tile(sch.get_loops(sch.get_block("S"))[1], n=2)
