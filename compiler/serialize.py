@@ -96,6 +96,8 @@ class _Writer:
         self.loops = 0
 
     def func(self, func: PrimFunc) -> dict[str, Json]:
+        if self.canonical:  # a kernel binds its size vars by position: their names are not its identity
+            self.names.update({v.name: f"s{k}" for k, v in enumerate(func.size_vars)})
         out = {
             "format": FORMAT,
             "version": VERSION,
@@ -106,7 +108,7 @@ class _Writer:
             "body": self.stmt(func.body),
         }
         if func.size_vars:  # only then: a static function's data (and hash) is what it always was
-            out["size_vars"] = [[v.name, v.lo, v.hi] for v in func.size_vars]
+            out["size_vars"] = [[self.names.get(v.name, v.name), v.lo, v.hi] for v in func.size_vars]
         return out
 
     def extent(self, e: int | Expr) -> Json:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import ast
 import re
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
 from compiler.ir import (
@@ -37,6 +37,7 @@ from compiler.ir import (
     IterVar,
     PrimFunc,
     SeqStmt,
+    SizeVar,
     Stmt,
     Var,
 )
@@ -142,9 +143,9 @@ class _Scope:
     """What a statement sees: variables by their name in the text, and the extent of each loop."""
 
     variables: dict[str, Var] = field(default_factory=dict)
-    extents: dict[str, int] = field(default_factory=dict)
+    extents: dict[str, int | Expr] = field(default_factory=dict)
 
-    def with_loop(self, name: str, var: Var, extent: int) -> _Scope:
+    def with_loop(self, name: str, var: Var, extent: int | Expr) -> _Scope:
         return _Scope({**self.variables, name: var}, {**self.extents, name: extent})
 
     def with_vars(self, new: dict[str, Var]) -> _Scope:
@@ -168,12 +169,14 @@ class _FunctionReader:
             if isinstance(t, ast.Name)
         }
         self.used_loops: set[str] = set()
+        # Symbolic dimensions, `n = T.size_var(lo, hi)` in the body, which the signature may use first.
+        self.sizes = _size_vars(node.body)
 
     def read(self) -> PrimFunc:
         self.read_params()
-        body = [s for s in self.node.body if not _skippable(s)]
+        body = [s for s in self.node.body if not _skippable(s) and not _declares_size_var(s)]
         check(bool(body), self.node, "the function has no body")
-        stmts = self.top_statements(body, _Scope())
+        stmts = self.top_statements(body, _Scope(dict(self.sizes)))
         for name, param in zip(self.node.args.args, self.params):
             check(
                 isinstance(param, Buffer), name, f"the handle {name.arg} is never bound with T.match_buffer"
@@ -194,9 +197,9 @@ class _FunctionReader:
             if is_t_attr(arg.annotation, "handle"):
                 self.params.append(arg.arg)
             else:
-                self.params.append(self.declare(arg, arg.arg, *_buffer_type(arg.annotation)))
+                self.params.append(self.declare(arg, arg.arg, *_buffer_type(arg.annotation, self.sizes)))
 
-    def declare(self, node: ast.AST, name: str, shape: tuple[int, ...], dtype: str) -> Buffer:
+    def declare(self, node: ast.AST, name: str, shape: tuple[int | Expr, ...], dtype: str) -> Buffer:
         _check_name(node, name)
         check(name not in self.buffers, node, f"another buffer is named {name}")
         check(name not in self.loop_names, node, f"{name} names a loop variable too")
@@ -252,7 +255,7 @@ class _FunctionReader:
         assert isinstance(target, ast.Name) and isinstance(node.value, ast.Call)
         call = node.value
         if call.func.attr == "alloc_buffer":  # type: ignore[attr-defined]
-            shape, dtype = _shape_and_dtype(call, call.args, call.keywords, ("scope", "global"))
+            shape, dtype = _shape_and_dtype(call, call.args, call.keywords, self.sizes, ("scope", "global"))
             self.allocs.append(self.declare(node, target.id, shape, dtype))
             return
         check(
@@ -262,7 +265,7 @@ class _FunctionReader:
         )
         handle = call.args[0].id  # type: ignore[attr-defined]
         check(handle in self.params, call.args[0], f"{handle} is not a T.handle parameter still unbound")
-        shape, dtype = _shape_and_dtype(call, call.args[1:], call.keywords)
+        shape, dtype = _shape_and_dtype(call, call.args[1:], call.keywords, self.sizes)
         self.params[self.params.index(handle)] = self.declare(node, target.id, shape, dtype)
 
     # --- statements ------------------------------------------------------------------------------
@@ -320,13 +323,13 @@ class _FunctionReader:
                 call,
                 f"{len(names)} loop variables over {len(call.args)} extents",
             )
-            extents = [_extent(a) for a in call.args]
+            extents = [_extent(a, self.sizes) for a in call.args]
         else:
             check(len(names) == 1, node.target, "one loop variable (T.grid binds several)")
             check(1 <= len(call.args) <= 2, call, "a loop takes an extent, or a start 0 and an end")
             if len(call.args) == 2:
                 check(_int_literal(call.args[0]) == 0, call.args[0], "loops start at 0")
-            extents = [_extent(call.args[-1])]
+            extents = [_extent(call.args[-1], self.sizes)]
         inner = scope
         loop_vars = []
         for target, extent in zip(names, extents):
@@ -462,7 +465,7 @@ class _BlockReader:
         else:
             raise error_at(node, f"{_first_line(node)} is not a statement of a block")
 
-    def add_var(self, target: ast.AST, kind: str, extent: int, binding: Expr) -> None:
+    def add_var(self, target: ast.AST, kind: str, extent: int | Expr, binding: Expr) -> None:
         check(isinstance(target, ast.Name), target, "an axis is bound to a name")
         assert isinstance(target, ast.Name)
         name = target.id
@@ -492,7 +495,7 @@ class _BlockReader:
             dom = dom.elts[1]
         binding = self.func.reader(self.outer).index(call.args[1])
         assert kind is not None
-        self.add_var(node.targets[0], kind, _extent(dom), binding)
+        self.add_var(node.targets[0], kind, _extent(dom, self.func.sizes), binding)
 
     def remap(self, node: ast.Assign, call: ast.Call) -> None:
         """`vi, vj, vk = T.axis.remap("SSR", [i, j, k])`: each axis over its loop's extent."""
@@ -627,18 +630,43 @@ def _int_literal(node: ast.AST) -> int:
     ):
         value = node.operand.value
         value = -value if isinstance(value, int) else None
-    symbolic = isinstance(node, ast.Name)
-    check(
-        not symbolic,
-        node,
-        "a symbolic dimension (T.size_var) is not read from a script yet: write an integer",
-    )
+    if isinstance(node, ast.Name):
+        raise error_at(
+            node, f"{node.id} is no size var: declare a symbolic dimension as {node.id} = T.size_var(lo, hi)"
+        )
     check(isinstance(value, int) and not isinstance(value, bool), node, "an integer literal is needed here")
     assert isinstance(value, int)
     return value
 
 
-def _extent(node: ast.AST) -> int:
+def _size_vars(body: list[ast.stmt]) -> dict[str, SizeVar]:
+    """The function's `n = T.size_var(lo, hi)` statements (TVM's `n = T.int64()` has no range: refused)."""
+    out: dict[str, SizeVar] = {}
+    for node in body:
+        if isinstance(node, ast.Assign) and t_call(node.value, "int64", "int32", "var"):
+            raise error_at(node, "a symbolic dimension needs its range: n = T.size_var(lo, hi)")
+        if not _declares_size_var(node):
+            continue
+        assert isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)
+        target, call = node.targets[0], node.value
+        check(len(node.targets) == 1 and isinstance(target, ast.Name), node, "a size var is one name")
+        check(len(call.args) == 2 and not call.keywords, call, "T.size_var(lo, hi): its range, inclusive")
+        assert isinstance(target, ast.Name)
+        check(target.id not in out, node, f"the size var {target.id} is declared twice")
+        lo, hi = (_int_literal(a) for a in call.args)
+        check(1 <= lo <= hi <= MAX_DIM, call, f"a size var's range is 1 <= lo <= hi <= {MAX_DIM}")
+        out[target.id] = SizeVar(target.id, "int64", lo, hi)
+    return out
+
+
+def _declares_size_var(node: ast.stmt) -> bool:
+    return isinstance(node, ast.Assign) and t_call(node.value, "size_var")
+
+
+def _extent(node: ast.AST, sizes: Mapping[str, SizeVar] | None = None) -> int | Expr:
+    """A literal extent, or the name of a size var."""
+    if isinstance(node, ast.Name) and sizes and node.id in sizes:
+        return sizes[node.id]
     n = _int_literal(node)
     check(1 <= n <= MAX_DIM, node, f"an extent is from 1 to {MAX_DIM}, got {n}")
     return n
@@ -660,20 +688,24 @@ def _literal_dict(node: ast.AST) -> Iterator[tuple[str, object]]:
         yield str(key.value), literal
 
 
-def _buffer_type(node: ast.AST) -> tuple[tuple[int, ...], str]:
+def _buffer_type(node: ast.AST, sizes: Mapping[str, SizeVar]) -> tuple[tuple[int | Expr, ...], str]:
     """`T.Buffer((m, n), "float32")`, `T.Buffer[(m, n), "float32"]`, `T.Buffer((n,))` (float32)."""
     if isinstance(node, ast.Subscript) and is_t_attr(node.value, "Buffer"):
         args = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
-        return _shape_and_dtype(node, args, [])
+        return _shape_and_dtype(node, args, [], sizes)
     if t_call(node, "Buffer"):
         assert isinstance(node, ast.Call)
-        return _shape_and_dtype(node, node.args, node.keywords)
+        return _shape_and_dtype(node, node.args, node.keywords, sizes)
     raise error_at(node, "a parameter is a T.Buffer((shape), dtype) or a T.handle")
 
 
 def _shape_and_dtype(
-    node: ast.AST, args: list[ast.expr], keywords: list[ast.keyword], allowed: tuple[str, str] | None = None
-) -> tuple[tuple[int, ...], str]:
+    node: ast.AST,
+    args: list[ast.expr],
+    keywords: list[ast.keyword],
+    sizes: Mapping[str, SizeVar],
+    allowed: tuple[str, str] | None = None,
+) -> tuple[tuple[int | Expr, ...], str]:
     """The (shape, dtype="float32") arguments of T.Buffer, T.alloc_buffer and T.match_buffer; `allowed`
     is one more keyword with the one value it may take (`scope="global"`)."""
     named = dict.fromkeys(("shape", "dtype"))
@@ -695,7 +727,7 @@ def _shape_and_dtype(
     assert shape_node is not None
     dims = shape_node.elts if isinstance(shape_node, ast.Tuple | ast.List) else [shape_node]
     check(bool(dims), shape_node, "a buffer has rank 1 or more")
-    shape = tuple(_extent(d) for d in dims)
+    shape = tuple(_extent(d, sizes) for d in dims)
     dtype = dtype_arg(named["dtype"]) if named["dtype"] is not None else "float32"
     return shape, dtype
 
