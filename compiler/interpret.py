@@ -40,6 +40,7 @@ from compiler.ir import (
     PrimFunc,
     Select,
     SeqStmt,
+    SizeVar,
     Stmt,
     Unary,
     Var,
@@ -49,6 +50,7 @@ from compiler.ir import (
 )
 from compiler.ops import Op
 from compiler.printer import expr_str
+from compiler.specialize import specialize
 from compiler.visit import substitute, walk_stmt
 
 # Elements of one temporary (16 MiB at 8 bytes): an expression holds a few at once, so evaluating a
@@ -68,6 +70,8 @@ def interpret(func: PrimFunc, *inputs: np.ndarray) -> list[np.ndarray]:
     outputs). Outputs and intermediates start as NaN (0 for ints), so what is never written shows."""
     if len(inputs) >= len(func.params):
         raise InterpretError(f"{func.name} has {len(func.params)} parameters, given {len(inputs)} inputs")
+    if func.size_vars:  # the static function this call computes
+        func = specialize(func, _bind_size_vars(func, inputs))
     written = {s.body.buffer for s in walk_stmt(func.body) if isinstance(s, Block)}
     arrays: dict[Buffer, np.ndarray] = {}
     for b, x in zip(func.params, inputs):
@@ -81,6 +85,23 @@ def interpret(func: PrimFunc, *inputs: np.ndarray) -> list[np.ndarray]:
         )
     run(func, arrays)
     return [arrays[b] for b in func.params[len(inputs) :]]
+
+
+def _bind_size_vars(func: PrimFunc, inputs: tuple[np.ndarray, ...]) -> dict[SizeVar, int]:
+    """Each size var's value, from the first input with that dimension (the specialized function's
+    own shape check then catches an input that disagrees)."""
+    values: dict[SizeVar, int] = {}
+    for b, x in zip(func.params, inputs):
+        shape = np.shape(x)
+        if len(shape) != len(b.shape):
+            raise InterpretError(f"{b.name}: expected rank {len(b.shape)}, got shape {shape}")
+        for d, n in zip(b.shape, shape):
+            if isinstance(d, SizeVar):
+                values.setdefault(d, int(n))
+    unbound = [v.name for v in func.size_vars if v not in values]
+    if unbound:
+        raise InterpretError(f"{func.name}: no input gives the size var(s) {', '.join(unbound)}")
+    return values
 
 
 def run(func: PrimFunc, arrays: dict[Buffer, np.ndarray], boxes: Mapping[str, Box] | None = None) -> None:

@@ -20,7 +20,7 @@ body of the PrimFunc.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, dataclass_transform
 
@@ -513,6 +513,12 @@ class PrimFunc:
                         f"{self.name}: parameter {b.name}'s dimension {d} is an expression; a parameter's "
                         "symbolic dimension is a size var itself (read from the argument's shape)"
                     )
+
+    def specialize(self, values: Mapping[str, int] | Mapping[SizeVar, int]) -> PrimFunc:
+        """This function with size vars bound to numbers (`compiler.specialize`), as TVM's."""
+        from compiler.specialize import specialize
+
+        return specialize(self, values)
 
     @property
     def size_vars(self) -> tuple[SizeVar, ...]:

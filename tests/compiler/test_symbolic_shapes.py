@@ -10,7 +10,8 @@ import pytest
 
 from compiler import Schedule, build, te
 from compiler.build import ShapeError
-from compiler.ir import IRError, SizeVar, SymbolicError
+from compiler.interpret import interpret
+from compiler.ir import IRError, PrimFunc, SizeVar, SymbolicError
 from compiler.schedule import ScheduleError
 from compiler.schedule_rules.default import default_schedule
 from compiler.script import from_source
@@ -30,7 +31,7 @@ def rows(high: int = 512) -> SizeVar:
     return n
 
 
-def scale_rows(n: SizeVar) -> object:
+def scale_rows(n: SizeVar | int) -> PrimFunc:
     a = te.placeholder((n, 64), name="A")
     b = te.compute((n, 64), lambda i, j: a[i, j] * 2.0 + 1.0, name="B")
     return te.create_prim_func([a, b], name="scale")
@@ -221,3 +222,16 @@ def test_the_schedule_primitives_on_a_symbolic_reduction_work_or_refuse_by_name(
         sch.unroll(sch.get_loops(sch.get_block("S"))[1])
     with pytest.raises(ScheduleError, match="sample_perfect_tile: loop k has a symbolic extent"):
         sch.sample_perfect_tile(sch.get_loops(sch.get_block("S"))[1], n=2)
+
+
+def test_specialized_it_is_the_static_function_and_the_interpreter_runs_it() -> None:
+    """TVM's `PrimFunc.specialize`: binding n gives the function te defines with that number, and the
+    interpreter (the reference of custom workloads) evaluates a symbolic function at the inputs' n."""
+    func = scale_rows(rows())
+    assert func.specialize({"n": 7}) == scale_rows(7)
+    assert func.specialize({"n": 7}).structural_hash() == scale_rows(7).structural_hash()
+    with pytest.raises(IRError, match=r"n = 600 is outside its declared range \[1, 512\]"):
+        func.specialize({"n": 600})
+    a = rng.standard_normal((5, 64)).astype("float32")
+    (b,) = interpret(func, a)
+    np.testing.assert_allclose(b, a * 2 + 1, rtol=1e-6)
