@@ -51,7 +51,9 @@ def split(
     for f in factors:
         ok = f is None or (isinstance(f, int) and not isinstance(f, bool) and f >= 1)
         check(ok, f"split of loop {loop_name!r}: bad factor {f!r}")
-    extent = static_extent(loop.extent, "split", loop_name)
+    if not isinstance(loop.extent, int):
+        return _split_symbolic(func, loop, factors, fresh)
+    extent = loop.extent
     inferred = -(-extent // math.prod(f or 1 for f in factors))
     sizes = [f if f is not None else inferred for f in factors]
     known = math.prod(sizes)
@@ -69,6 +71,35 @@ def split(
     for v, f in reversed(list(zip(new_vars, sizes))):
         body = For(v, f, body)
     return _replace_loop(func, loop_name, body), [v.name for v in new_vars]
+
+
+def _split_symbolic(
+    func: PrimFunc, loop: For, factors: list[int | None], fresh: Fresh
+) -> tuple[PrimFunc, list[str]]:
+    """A loop over a symbolic extent n split with its outer factor None and numbers inside: the outer
+    loop runs ceil(n / inner) times and the blocks are guarded by `fused index < n` (the last outer
+    iteration is a partial one)."""
+    name = loop.var.name
+    check(
+        factors[0] is None and all(f is not None for f in factors[1:]),
+        f"split of loop {name!r}: its extent is symbolic, so its outer factor is None and the others numbers",
+    )
+    inner = math.prod(f for f in factors[1:] if f is not None)
+    extent = loop.extent
+    assert isinstance(extent, Expr)
+    outer = simplify(Binary(Op.FLOORDIV, Binary(Op.ADD, extent, const(inner - 1)), const(inner)))
+    numbers = [f for f in factors[1:] if f is not None]
+    sizes: list[int | Expr] = [outer, *numbers]
+    new_vars = [fresh(f"{name}_{k}") for k in range(len(sizes))]
+    fused: Expr = new_vars[0]
+    for v, f in zip(new_vars[1:], numbers):
+        fused = Binary(Op.ADD, Binary(Op.MUL, fused, const(f)), v)
+    fused = simplify(fused)
+    guard = Binary(Op.LT, fused, extent) if inner > 1 else None
+    body = _rebind(loop.body, {loop.var: fused}, guard)
+    for v, size in reversed(list(zip(new_vars, sizes))):
+        body = For(v, size, body)
+    return _replace_loop(func, name, body), [v.name for v in new_vars]
 
 
 def _chain(func: PrimFunc, names: list[str], what: str) -> list[For]:

@@ -30,6 +30,7 @@ from compiler.ir import (
     Block,
     Buffer,
     BufferStore,
+    Const,
     Expr,
     For,
     IfThenElse,
@@ -664,9 +665,11 @@ def _declares_size_var(node: ast.stmt) -> bool:
 
 
 def _extent(node: ast.AST, sizes: Mapping[str, SizeVar] | None = None) -> int | Expr:
-    """A literal extent, or the name of a size var."""
-    if isinstance(node, ast.Name) and sizes and node.id in sizes:
-        return sizes[node.id]
+    """A literal extent, or an expression of size vars (`n`, a split's `(n + 7) // 8`)."""
+    if sizes and not isinstance(node, ast.Constant | ast.UnaryOp):
+        extent = ExprReader(dict(sizes), {}).index(node)
+        check(extent.dtype == "int64", node, f"an extent is int64, got {extent.dtype}")
+        return int(extent.value) if isinstance(extent, Const) else extent
     n = _int_literal(node)
     check(1 <= n <= MAX_DIM, node, f"an extent is from 1 to {MAX_DIM}, got {n}")
     return n

@@ -169,8 +169,8 @@ def test_what_does_not_take_symbolic_dimensions_yet_refuses_them_by_name() -> No
     func = scale_rows(rows())
     sch = Schedule(func, seed=0)
     i, j = sch.get_loops(sch.get_block("B"))
-    with pytest.raises(ScheduleError, match="split: loop i has a symbolic extent"):
-        sch.split(i, [None, 8])
+    with pytest.raises(ScheduleError, match="its extent is symbolic, so its outer factor is None"):
+        sch.split(i, [8, None])
     with pytest.raises(ScheduleError, match="fuse: loop i has a symbolic extent"):
         sch.fuse(i, j)
     with pytest.raises(WorkloadError, match="dimensions n are symbolic"):
@@ -235,3 +235,29 @@ def test_specialized_it_is_the_static_function_and_the_interpreter_runs_it() -> 
     a = rng.standard_normal((5, 64)).astype("float32")
     (b,) = interpret(func, a)
     np.testing.assert_allclose(b, a * 2 + 1, rtol=1e-6)
+
+
+def test_a_symbolic_loop_splits_by_a_number_with_a_guarded_last_tile() -> None:
+    """The outer loop runs ceil(n / 8) times, the blocks guarded by `i < n`: every n in the range is
+    computed whole and nothing past it is written; the split program prints, reads back and replays."""
+    n = rows(100)
+    x = te.placeholder((n, 64), name="X")
+    y = te.compute((n, 64), lambda i, j: x[i, j] * 2.0 + 1.0, name="Y")
+    func = te.create_prim_func([x, y])
+    sch = Schedule(func, seed=0)
+    i, j = sch.get_loops(sch.get_block("Y"))
+    outer, _ = sch.split(i, [None, 8])
+    sch.parallel(outer)
+    sch.vectorize(j)
+    assert (
+        "T.parallel((n + 7) // 8)" in sch.func.script() and "T.where(i_0 * 8 + i_1 < n)" in sch.func.script()
+    )
+    assert from_source(sch.func.script()) == sch.func
+    assert sch.trace.apply(func).func == sch.func
+    kernel = build(sch.func)
+    for m in range(1, 101, 3):
+        a = rng.standard_normal((m, 64)).astype("float32")
+        b = np.full((m + 1, 64), 7.0, "float32")  # one row past the output: never written
+        kernel(a, b[:m])
+        np.testing.assert_allclose(b[:m], a * 2 + 1, rtol=1e-6)
+        assert (b[m] == 7).all()
