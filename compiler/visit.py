@@ -11,7 +11,19 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import replace
 
 from compiler.dtypes import FLOAT_DTYPES
-from compiler.ir import Block, Buffer, BufferStore, Expr, Load, Select, SeqStmt, Stmt, Var, structural_equal
+from compiler.ir import (
+    Block,
+    Buffer,
+    BufferStore,
+    Expr,
+    Load,
+    Select,
+    SeqStmt,
+    SizeVar,
+    Stmt,
+    Var,
+    structural_equal,
+)
 
 ExprFn = Callable[[Expr], Expr | None]
 StmtFn = Callable[[Stmt], Stmt | None]
@@ -47,6 +59,12 @@ def substitute(expr: Expr, mapping: Mapping[Var, Expr]) -> Expr:
 
 def free_vars(expr: Expr) -> set[Var]:
     return {e for e in walk_expr(expr) if isinstance(e, Var)}
+
+
+def loop_vars(expr: Expr) -> set[Var]:
+    """The variables of `expr` some loop or block binds: its size vars are in scope everywhere, so a
+    guard `i < n` depends on i alone (a pass that keeps the guards on some loops must keep that one)."""
+    return {v for v in free_vars(expr) if not isinstance(v, SizeVar)}
 
 
 def loads(expr: Expr) -> list[Load]:

@@ -40,7 +40,7 @@ from compiler.schedule.tree import (
     readers,
     set_at,
 )
-from compiler.visit import block_loads, blocks, free_vars, substitute
+from compiler.visit import block_loads, blocks, free_vars, loop_vars, substitute
 
 Fresh = Callable[[str], Var]
 Region = list[tuple[Expr, Expr]]  # per dimension: inclusive [lo, hi] as expressions of outer loops
@@ -156,7 +156,7 @@ def _common_outer_guard(producers: list[Block], outer: dict[Var, tuple[int, int]
     guard: Expr = TRUE
     for c in first:
         shared = all(any(structural_equal(c, o) for o in other) for other in others)
-        if shared and free_vars(c) <= outer.keys():
+        if shared and loop_vars(c) <= outer.keys():
             guard = Binary(Op.AND, guard, c)
     return guard
 

@@ -11,7 +11,7 @@ from compiler.ir import TRUE, Binary, Block, Expr, For, PrimFunc, Stmt, Var
 from compiler.ops import Op
 from compiler.schedule.errors import ScheduleError, check
 from compiler.schedule.tree import find_block, find_loop, insert_sibling, is_ancestor, loops_above
-from compiler.visit import free_vars, map_blocks, substitute
+from compiler.visit import free_vars, loop_vars, map_blocks, substitute
 
 Fresh = Callable[[str], Var]
 
@@ -44,7 +44,7 @@ def decompose_reduction(
     spatial = [(iv, b) for iv, b in zip(block.iter_vars, block.bindings) if iv.kind == "S"]
     pred: Expr = TRUE
     for c in conjuncts(block.predicate):
-        if free_vars(c) <= keep:  # guards of reduction loops do not concern the init
+        if loop_vars(c) <= keep:  # guards of reduction loops do not concern the init
             pred = Binary(Op.AND, pred, substitute(c, copies))
     init_name = f"{block_name}_init"
     init = Block(

@@ -37,7 +37,7 @@ from compiler.ops import Op
 from compiler.schedule.errors import check
 from compiler.schedule.tree import find_block, find_loop, insert_sibling, loops_above, nest_root
 from compiler.te import reduction_identity
-from compiler.visit import blocks, free_vars, map_blocks, substitute
+from compiler.visit import blocks, free_vars, loop_vars, map_blocks, substitute
 
 Fresh = Callable[[str], Var]
 
@@ -169,7 +169,7 @@ def _write_back(f: _Factoring, outer: list[For], fresh: Fresh) -> Stmt:
     keep = {lp.var for lp in outer} | set(copies)
     pred: Expr = TRUE
     for c in conjuncts(block.predicate):
-        if free_vars(c) <= keep:
+        if loop_vars(c) <= keep:
             pred = Binary(Op.AND, pred, substitute(c, copies))
     out = block.body
     partials = Load(f.rf_buffer, f.rf_index(out.indices))

@@ -261,3 +261,33 @@ def test_a_symbolic_loop_splits_by_a_number_with_a_guarded_last_tile() -> None:
         kernel(a, b[:m])
         np.testing.assert_allclose(b[:m], a * 2 + 1, rtol=1e-6)
         assert (b[m] == 7).all()
+
+
+def test_a_guard_on_a_size_var_survives_decompose_reduction_and_rfactor() -> None:
+    """`i < n` depends on the loop variable alone (n is in scope everywhere): the init block that
+    decompose_reduction or rfactor makes keeps it, so a matmul tiled by a split writes no row past n."""
+    n = rows(64)
+    x, w = te.placeholder((n, 16), name="X"), te.placeholder((16, 32), name="W")
+    k = te.reduce_axis((0, 16), name="k")
+    y = te.compute((n, 32), lambda i, j: te.sum(x[i, k] * w[k, j], axis=k), name="Y")
+    func = te.create_prim_func([x, w, y])
+    for variant in ("decompose", "rfactor"):
+        sch = Schedule(func, seed=0)
+        block = sch.get_block("Y")
+        i, j, kk = sch.get_loops(block)
+        outer, inner = sch.split(i, [None, 4])
+        sch.reorder(outer, j, kk, inner)
+        if variant == "decompose":
+            sch.decompose_reduction(block, kk)
+        else:
+            sch.rfactor(kk, 0)
+        kernel = build(sch.func)
+        for m in (1, 5, 7, 64):
+            xv, wv = (
+                rng.standard_normal((m, 16)).astype("float32"),
+                rng.standard_normal((16, 32)).astype("float32"),
+            )
+            out = np.full((m + 3, 32), 7.0, "float32")
+            kernel(xv, wv, out[:m])
+            np.testing.assert_allclose(out[:m], xv @ wv, rtol=1e-4, atol=1e-5, err_msg=variant)
+            assert (out[m:] == 7).all(), f"{variant} wrote past n = {m}"
