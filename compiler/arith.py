@@ -17,7 +17,7 @@ from compiler.ops import Op
 Range = tuple[int, int]  # inclusive numeric bounds
 # The integer types simplified: index arithmetic. The narrow and unsigned types only hold data, where
 # an identity is rarely worth proving under their wrapping.
-INT_DTYPES = ("int32", INDEX_DTYPE)
+_INDEX_INTS = ("int32", INDEX_DTYPE)
 Ranges = Mapping[Var, Range]
 
 
@@ -173,11 +173,11 @@ def _simplify_node(e: Expr, rng: Ranges) -> Expr | None:
             return a
     if op == Op.OR and (structural_equal(a, TRUE) or structural_equal(b, TRUE)):
         return TRUE
-    if e.dtype not in INT_DTYPES and not op.is_comparison:
+    if e.dtype not in _INDEX_INTS and not op.is_comparison:
         return _float_identities(e)
-    if e.dtype in INT_DTYPES:
+    if e.dtype in _INDEX_INTS:
         return _simplify_int(e, rng)
-    if a.dtype in INT_DTYPES:
+    if a.dtype in _INDEX_INTS:
         return _decide_compare(e, rng)
     return None
 
@@ -323,12 +323,12 @@ def _sym(e: Expr, inner: Ranges) -> tuple[Expr, Expr] | None:
             lo, hi = inner[e]
             return const(lo), const(hi)
         return e, e
-    if isinstance(e, Select) and e.dtype in INT_DTYPES:
+    if isinstance(e, Select) and e.dtype in _INDEX_INTS:
         t, f = _sym(e.true_value, inner), _sym(e.false_value, inner)
         if t is None or f is None:
             return None
         return Binary(Op.MIN, t[0], f[0]), Binary(Op.MAX, t[1], f[1])
-    if not isinstance(e, Binary) or e.dtype not in INT_DTYPES:
+    if not isinstance(e, Binary) or e.dtype not in _INDEX_INTS:
         return None
     a, b = _sym(e.a, inner), _sym(e.b, inner)
     if a is None or b is None:

@@ -20,6 +20,7 @@ body of the PrimFunc.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, dataclass_transform
@@ -340,8 +341,8 @@ class Buffer:
     @property
     def size(self) -> int:
         n = 1
-        for s in static_shape(self.shape, f"the size of {self.name}"):
-            n *= s
+        for d in self.shape:  # static_dim raises on a symbolic dimension; the message is built only then
+            n *= d if isinstance(d, int) else static_dim(d, f"the size of {self.name}")
         return n
 
 
@@ -505,22 +506,13 @@ class PrimFunc:
     allocs: tuple[Buffer, ...] = ()
     attrs: tuple[tuple[str, object], ...] = ()  # annotations of the root block
 
-    def __post_init__(self) -> None:
-        for b in self.params:
-            for d in b.shape:
-                if not isinstance(d, int | SizeVar):
-                    raise IRError(
-                        f"{self.name}: parameter {b.name}'s dimension {d} is an expression; a parameter's "
-                        "symbolic dimension is a size var itself (read from the argument's shape)"
-                    )
-
     def specialize(self, values: Mapping[str, int] | Mapping[SizeVar, int]) -> PrimFunc:
         """This function with size vars bound to numbers (`compiler.specialize`), as TVM's."""
         from compiler.specialize import specialize
 
         return specialize(self, values)
 
-    @property
+    @functools.cached_property  # in the instance's __dict__: PrimFunc has no slots, and params never change
     def size_vars(self) -> tuple[SizeVar, ...]:
         """The symbolic dimensions of the parameters, in order of first appearance."""
         out: list[SizeVar] = []
@@ -549,6 +541,19 @@ class PrimFunc:
         from compiler.serialize import structural_hash
 
         return structural_hash(self)
+
+
+def check_params(name: str, params: Sequence[Buffer]) -> None:
+    """IRError unless each parameter dimension is a number or a size var. Run where a function is read
+    from outside data (TVMScript, JSON; te checks its own), not in PrimFunc: schedules rebuild functions
+    from checked parameters with `dataclasses.replace` on the search's hot path."""
+    for b in params:
+        for d in b.shape:
+            if not isinstance(d, int | SizeVar):
+                raise IRError(
+                    f"{name}: parameter {b.name}'s dimension {d} is an expression; a parameter's "
+                    "symbolic dimension is a size var itself (read from the argument's shape)"
+                )
 
 
 @dataclass(frozen=True)

@@ -48,6 +48,7 @@ from compiler.ir import (
     Stmt,
     Unary,
     Var,
+    check_params,
 )
 from compiler.ops import BY_NAME, Op
 
@@ -245,6 +246,7 @@ class _Reader:
         allocs = self.at(".allocs", lambda d: self.list_of(d, self.declare), data["allocs"])
         attrs = self.at(".attrs", self.annotations, data["attrs"])
         body = self.at(".body", self.stmt, data["body"])
+        check_params(name, params)
         return PrimFunc(name, tuple(params), body, tuple(allocs), attrs)
 
     def expect(self, condition: bool, message: str) -> None:

@@ -41,6 +41,7 @@ from compiler.ir import (
     SizeVar,
     Stmt,
     Var,
+    check_params,
 )
 from compiler.names import unique_name
 from compiler.script.errors import ScriptError, check, error_at
@@ -184,6 +185,7 @@ class _FunctionReader:
             )
         check(bool(stmts), self.node, "the function computes nothing")
         params = tuple(p for p in self.params if isinstance(p, Buffer))
+        check_params(self.node.name, params)
         return PrimFunc(self.node.name, params, _seq(stmts), tuple(self.allocs), tuple(self.attrs))
 
     # --- the signature and the function's header statements ---------------------------------------

@@ -165,6 +165,19 @@ def test_printed_read_back_serialized_and_hashed_with_their_ranges() -> None:
     assert "size_vars" not in to_json(static_func)
 
 
+def test_a_parameter_dimension_read_as_an_expression_is_refused() -> None:
+    """The check that a parameter's symbolic dimension is a size var runs where a function is read
+    from outside data (TVMScript and JSON), not in PrimFunc, which schedules rebuild while searching."""
+    func = scale_rows(rows())
+    text = func.script().replace("T.Buffer((n, 64)", "T.Buffer((n + 1, 64)")
+    with pytest.raises(IRError, match=r"parameter A's dimension .* is an expression"):
+        from_source(text)
+    data = to_json(func)
+    data["params"][0]["shape"][0] = ["add", data["params"][0]["shape"][0], ["const", 1, "int64"]]
+    with pytest.raises(IRError, match=r"parameter A's dimension .* is an expression"):
+        from_json(data)
+
+
 def test_what_does_not_take_symbolic_dimensions_yet_refuses_them_by_name() -> None:
     func = scale_rows(rows())
     sch = Schedule(func, seed=0)
