@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 import os
 import string
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import reduce
 from typing import Any, TypeAlias
@@ -38,6 +38,7 @@ except ImportError as e:  # pragma: no cover - the models extra is installed whe
 
 from compiler.dtypes import convert
 from compiler.frontend import DEFAULT_MAX_BYTES, DEFAULT_MAX_NODES, FrontendError
+from compiler.frontend.onnx_dims import import_with_dims, unsized_error
 from compiler.frontend.onnx_functions import MAX_DEPTH, body_opset, function_body, instantiate
 from compiler.frontend.onnx_reference import fold_with_reference
 from compiler.graph import Constant, GraphBuilder, GraphError, Module, Node, normalize
@@ -45,6 +46,7 @@ from compiler.graph.conv_transpose import conv_transpose2d
 from compiler.graph.einsum import einsum
 from compiler.graph.ir import DTYPES
 from compiler.graph.resize import COORDINATE_MODES, MODES, NEAREST_MODES, Filter, resize
+from compiler.graph.shape_family import DimSpec, ShapeFamily
 
 MIN_OPSET, MAX_OPSET = 13, 28
 
@@ -58,15 +60,20 @@ def from_onnx(
     *,
     max_bytes: int = DEFAULT_MAX_BYTES,
     max_nodes: int = DEFAULT_MAX_NODES,
-) -> Module:
+    dims: Mapping[str, DimSpec] | None = None,
+) -> Module | ShapeFamily:
     """The graph module that computes what `model` (a path, its serialized bytes or a ModelProto)
     computes. A model that cannot be read is a FrontendError; one the graph level cannot represent
-    (an unsupported operator or attribute, a dynamic dimension) is a GraphError naming the node."""
+    (an unsupported operator or attribute) is a GraphError naming the node.
+
+    An input dimension without a size (named, as "sequence_length", or unknown, keyed "input:axis")
+    needs one in `dims`: a size, or a (min, max) range. With a range the result is a ShapeFamily, the
+    model imported at each binding it is asked for (`compiler.frontend.onnx_dims`)."""
     proto = _load(model, max_bytes)
     _check_container(proto, max_nodes)
     proto = _at_supported_opset(proto)
     opset = _check(proto)
-    return _Importer(proto, opset).run()
+    return import_with_dims(proto, dims or {}, lambda p: _Importer(p, opset).run())
 
 
 def _load(model: str | os.PathLike[str] | bytes | onnx.ModelProto, max_bytes: int) -> onnx.ModelProto:
@@ -285,13 +292,7 @@ class _Importer:
         tensor = info.type.tensor_type
         for i, dim in enumerate(tensor.shape.dim):
             if not (dim.HasField("dim_value") and dim.dim_value > 0):
-                size = repr(dim.dim_param) if dim.HasField("dim_param") else "unknown"
-                raise GraphError(
-                    name,
-                    "input",
-                    f"dimension {i} is {size}: every input dimension must be a static size "
-                    "(fix it before import, e.g. with onnxruntime.tools.make_dynamic_shape_fixed)",
-                )
+                raise unsized_error(name, i, dim.dim_param or f"{name}:{i}")
         if not tensor.shape.dim:
             self.scalars.add(name)
         dtype = str(helper.tensor_dtype_to_np_dtype(tensor.elem_type))

@@ -37,6 +37,7 @@ except ImportError as e:  # pragma: no cover - the models extra is installed whe
     raise ImportError("from_torch needs the torch package: pip install 'tensor-tuner[models]'") from e
 
 from compiler.dtypes import convert
+from compiler.frontend.torch_dims import DynamicShapes, has_dynamic_inputs, shape_family
 from compiler.frontend.torch_static import CONSTANT_INPUTS, ConstantValues, constant_nodes, folds
 from compiler.graph import normalize
 from compiler.graph.builder import GraphBuilder
@@ -50,6 +51,7 @@ from compiler.graph.resize import (
     resize_axis_taps,
     source_coordinates,
 )
+from compiler.graph.shape_family import ShapeFamily
 
 aten = torch.ops.aten
 OpOverload = torch._ops.OpOverload
@@ -59,8 +61,11 @@ _KEEP = (aten.hardswish.default, aten.hardsigmoid.default, aten.silu.default)
 
 
 def from_torch(
-    model: torch.nn.Module | ExportedProgram, example_args: tuple[torch.Tensor, ...] | None = None
-) -> Module:
+    model: torch.nn.Module | ExportedProgram,
+    example_args: tuple[torch.Tensor, ...] | None = None,
+    *,
+    dynamic_shapes: DynamicShapes = None,
+) -> Module | ShapeFamily:
     """The graph module computing `model` on inputs shaped like `example_args`: float tensors, or
     int64/int32 tensors used only as embedding indices. A module is exported in eval mode (it is
     switched to it); a program already exported (`torch.export.load` of a .pt2 file) is taken as it
@@ -68,8 +73,20 @@ def from_torch(
     qualified names (sanitized by the builder: "layer1.0.conv1.weight" -> "layer1_0_conv1_weight");
     outputs keep the model's order, rank-0 ones included (`Module.scalar_outputs`).
 
+    `dynamic_shapes` is torch.export's own argument (`{"ids": {1: Dim("seq", min=1, max=512)}}`):
+    with it, or for a program exported with dynamic dimensions, the result is a ShapeFamily, the model
+    imported at each binding of the dimensions it is asked for (`compiler.frontend.torch_dims`).
+
     Raises GraphError (naming the node and the operator) for a model that cannot be exported or that
     uses anything the graph level cannot represent, before building anything."""
+    if dynamic_shapes is not None or (isinstance(model, ExportedProgram) and has_dynamic_inputs(model)):
+        return shape_family(model, example_args, dynamic_shapes, _static)
+    return _static(model, example_args)
+
+
+def _static(
+    model: torch.nn.Module | ExportedProgram, example_args: tuple[torch.Tensor, ...] | None = None
+) -> Module:
     program = _export(model, example_args)
     try:
         return _convert(program, _check(program))

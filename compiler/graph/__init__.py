@@ -4,6 +4,7 @@ and the executor that runs it compiled."""
 from compiler.graph.bind_params import bind_params
 from compiler.graph.build import build
 from compiler.graph.builder import GraphBuilder
+from compiler.graph.dynamic_model import DynamicModel
 from compiler.graph.executor import CompiledModel
 from compiler.graph.export import LibraryError, NativeModel, load_library, rename_header
 from compiler.graph.ir import (
@@ -20,6 +21,7 @@ from compiler.graph.ir import (
 from compiler.graph.op import OPS, OpDef, Pattern
 from compiler.graph.passes import ExtractedTask, extract_tasks, optimize, verify
 from compiler.graph.reference import run_reference
+from compiler.graph.shape_family import DimRange, InputSignature, ShapeFamily
 
 __all__ = [
     "OPS",
@@ -28,16 +30,20 @@ __all__ = [
     "CallTIR",
     "CompiledModel",
     "Constant",
+    "DimRange",
+    "DynamicModel",
     "ExtractedTask",
     "GraphBuilder",
     "GraphError",
     "Input",
+    "InputSignature",
     "LibraryError",
     "Module",
     "NativeModel",
     "Node",
     "OpDef",
     "Pattern",
+    "ShapeFamily",
     "TensorType",
     "bind_params",
     "build",

@@ -10,14 +10,17 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import replace
+from typing import overload
 
 from compiler.build import compile_kernel, load
+from compiler.graph.dynamic_model import DynamicModel
 from compiler.graph.executor import CompiledModel, KernelSource
 from compiler.graph.forward import symbol
 from compiler.graph.ir import Call, CallTIR, Module
 from compiler.graph.memory_plan import views
 from compiler.graph.passes import optimize
 from compiler.graph.passes.tasks import hand_scheduled
+from compiler.graph.shape_family import ShapeFamily
 from compiler.ir import PrimFunc
 from compiler.schedule_rules import default_schedule
 from compiler.target import Target
@@ -26,12 +29,27 @@ from compiler.target import Target
 ScheduleSource = Callable[[PrimFunc], PrimFunc | None]
 
 
+@overload
 def build(
     module: Module, *, target: Target | None = None, schedules: ScheduleSource | None = None
-) -> CompiledModel:
+) -> CompiledModel: ...
+
+
+@overload
+def build(
+    module: ShapeFamily, *, target: Target | None = None, schedules: ScheduleSource | None = None
+) -> DynamicModel: ...
+
+
+def build(
+    module: Module | ShapeFamily, *, target: Target | None = None, schedules: ScheduleSource | None = None
+) -> CompiledModel | DynamicModel:
     """The compiled model, for `target` (this machine by default). A module that still holds operator
     calls is optimized first. `schedules` is asked for each kernel a forward pass runs, as the fused
-    module names it; a kernel it gives none for gets the default schedule."""
+    module names it; a kernel it gives none for gets the default schedule. A shape family gives one
+    callable for all its sizes, each compiled so on its first call (`DynamicModel`)."""
+    if isinstance(module, ShapeFamily):
+        return DynamicModel(module, lambda m: build(m, target=target, schedules=schedules))
     if any(isinstance(n, Call) for n in module.nodes()):
         module = optimize(module)
     target = target or Target.host()

@@ -138,3 +138,36 @@ def test_tune_model_spends_the_budget_continues_and_exports(tmp_path, capsys) ->
     (want,) = session.run(None, {session.get_inputs()[0].name: x})
     (got,) = graph.load_library(tmp_path / "cnn.so")(x)
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+def test_dim_sizes_and_ranges_of_an_open_dimension(tmp_path, capsys) -> None:
+    from onnx import TensorProto, helper
+
+    nodes = [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Softmax", ["r"], ["y"], axis=0)]
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["rows", 8])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["rows", 8])
+    proto = helper.make_model(
+        helper.make_graph(nodes, "g", [x], [y]), opset_imports=[helper.make_opsetid("", 17)]
+    )
+    model = tmp_path / "rows.onnx"
+    model.write_bytes(proto.SerializeToString())
+    assert main(["run", str(model), "--repeat", "1"]) == 2
+    assert "dimension 0 is 'rows': give it a range or a size" in capsys.readouterr().err
+    assert main(["run", str(model), "--repeat", "1", "--dim", "rows=1..100"]) == 0
+    captured = capsys.readouterr()
+    assert "x: (rows, 8) float32 with rows in [1, 100]" in captured.err
+    for rows in (1, 10, 100):
+        assert f"rows.onnx at rows={rows}: latency" in captured.out
+    errors = [float(part.split()[0]) for part in captured.err.split("outputs: ")[1:]]
+    assert len(errors) == 3 and max(errors) < 1e-5
+    rows = tmp_path / "rows.npy"
+    np.save(rows, np.ones((33, 8), "float32"))
+    assert main(["run", str(model), "--repeat", "1", "--dim", "rows=1..100", "--input", str(rows)]) == 0
+    assert "at rows=33: latency" in capsys.readouterr().out
+    assert main(["export", str(model), "-o", str(tmp_path / "rows.so"), "--dim", "rows=1..100"]) == 2
+    assert "tuner export takes a model of static shapes" in capsys.readouterr().err
+    assert main(["export", str(model), "-o", str(tmp_path / "rows.so"), "--dim", "rows=12"]) == 0
+    assert main(["import", str(model), "--dim", "rows=2..30"]) == 0
+    assert "the graph and tasks at the largest sizes {'rows': 30}" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["run", str(model), "--dim", "rows"])

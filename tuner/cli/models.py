@@ -25,7 +25,8 @@ from rich.markup import escape
 from rich.table import Table
 
 from compiler import frontend, graph
-from compiler.graph import GraphError, Module
+from compiler.graph import GraphError, Module, ShapeFamily
+from compiler.graph.shape_family import DimSpec
 from compiler.target import Hardware, host_hardware
 from tuner.best import build_model
 from tuner.task_scheduler import SCHEDULERS, BatchProgress
@@ -46,6 +47,7 @@ def add_model_commands(command: CommandFactory) -> None:
     p.add_argument(
         "--unoptimized", action="store_true", help="print the graph as imported, before the passes"
     )
+    add_dim_option(p)
     p.set_defaults(run=_import)
     p = command(
         "run", "run a model compiled on this machine; latency next to the reference runtime", workload=False
@@ -56,6 +58,7 @@ def add_model_commands(command: CommandFactory) -> None:
     )
     p.add_argument("--repeat", type=int, default=20, help="timed forward passes (default 20)")
     p.add_argument("--seed", type=int, default=0)
+    add_dim_option(p)
     add_target_option(p)
     p.set_defaults(run=_run)
     p = command(
@@ -68,6 +71,7 @@ def add_model_commands(command: CommandFactory) -> None:
     p.add_argument("--repeat", type=int, default=20, help="timed forward passes (default 20)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--plot", help="write the estimated and measured latency against trials to this PNG")
+    add_dim_option(p)
     add_target_option(p)
     p.set_defaults(run=_tune_model)
     p = command(
@@ -75,8 +79,34 @@ def add_model_commands(command: CommandFactory) -> None:
     )
     p.add_argument("model", help="an .onnx file or a .pt2 file saved by torch.export.save")
     p.add_argument("-o", "--output", required=True, help="the library to write (a header goes beside it)")
+    add_dim_option(p)
     add_target_option(p)
     p.set_defaults(run=_export)
+
+
+def add_dim_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--dim",
+        action="append",
+        default=[],
+        type=_dim,
+        metavar="NAME=SIZE|MIN..MAX|OTHER",
+        help="a size or a range for a dimension the model leaves open: sequence_length=128, "
+        "batch=1..16, input_ids:1=1..512 (an unnamed one: input:axis), attention_mask:1=sequence",
+    )
+
+
+def _dim(text: str) -> tuple[str, DimSpec]:
+    name, sep, value = text.partition("=")
+    low, dots, high = value.partition("..")
+    try:
+        if dots:
+            return name, (int(low), int(high))
+        return name, int(value)
+    except ValueError:
+        if sep and name and value and not dots:
+            return name, value
+    raise argparse.ArgumentTypeError(f"{text!r}: NAME=SIZE, NAME=MIN..MAX or NAME=OTHER_NAME")
 
 
 def add_target_option(p: argparse.ArgumentParser) -> None:
@@ -97,9 +127,15 @@ def hardware_or_report(target: str | None, console: Console) -> Hardware | None:
 
 
 def _import(args: argparse.Namespace, console: Console) -> int:
-    module = _load_or_report(args.model, console)
-    if module is None:
+    loaded = _load_or_report(args.model, args.dim, console)
+    if loaded is None:
         return 2
+    if isinstance(loaded, ShapeFamily):
+        largest = {d.name: d.max for d in loaded.dims}
+        console.print(f"inputs {loaded}; the graph and tasks at the largest sizes {largest}:", soft_wrap=True)
+        module = loaded.specialize(largest)
+    else:
+        module = loaded
     if args.unoptimized:
         print(module.script())
         return 0
@@ -122,11 +158,37 @@ def task_table(module: Module) -> Table:
 
 
 def _run(args: argparse.Namespace, console: Console) -> int:
-    module = _load_or_report(args.model, console)
+    loaded = _load_or_report(args.model, args.dim, console)
     hardware = hardware_or_report(args.target, console)
-    if module is None or hardware is None:
+    if loaded is None or hardware is None:
         return 2
-    inputs = _inputs(module, args.input, np.random.default_rng(args.seed))
+    files = [np.load(f) for f in args.input]
+    for sizes, module in _bindings(loaded, files, console):
+        inputs = _inputs(module, files, np.random.default_rng(args.seed))
+        _run_module(args, module, inputs, hardware, sizes, console)
+    return 0
+
+
+def _bindings(
+    loaded: Module | ShapeFamily, files: Sequence[np.ndarray], console: Console
+) -> list[tuple[str, Module]]:
+    """The static modules to run, each with the sizes it binds: a family runs at the sizes of the
+    given inputs, else at three sizes spread over its ranges."""
+    if isinstance(loaded, Module):
+        return [("", loaded)]
+    console.print(f"inputs {loaded}", soft_wrap=True)
+    bindings = [loaded.bind([f.shape for f in files])] if files else loaded.spread(3)
+    return [(", ".join(f"{k}={v}" for k, v in b.items()), loaded.specialize(b)) for b in bindings]
+
+
+def _run_module(
+    args: argparse.Namespace,
+    module: Module,
+    inputs: list[np.ndarray],
+    hardware: Hardware,
+    sizes: str,
+    console: Console,
+) -> None:
     start = time.perf_counter()
     module = graph.optimize(module)
     if args.database is None:
@@ -146,7 +208,8 @@ def _run(args: argparse.Namespace, console: Console) -> int:
     error = _max_error(model(*inputs), run())
     time.sleep(0.3)  # the other runtime's idle threads spin for a while after its last call
     rows.append((reference, latencies(run, args.repeat)))
-    table = Table(title=f"{Path(args.model).name}: latency of one forward pass ({args.repeat} runs)")
+    at = f" at {sizes}" if sizes else ""
+    table = Table(title=f"{Path(args.model).name}{at}: latency of one forward pass ({args.repeat} runs)")
     for column in ("runtime", "median ms", "min ms", "max ms", "vs tensor-tuner"):
         table.add_column(column, justify="left" if column == "runtime" else "right")
     for name, times in rows:
@@ -163,7 +226,6 @@ def _run(args: argparse.Namespace, console: Console) -> int:
         f"largest difference from {reference}'s outputs: {error:.1e} of their largest magnitude",
         soft_wrap=True,
     )
-    return 0
 
 
 def _max_error(ours: Sequence[np.ndarray], theirs: object) -> float:
@@ -186,19 +248,31 @@ def latencies(run: Callable[[], object], repeat: int) -> list[float]:
     return out
 
 
-def _load_or_report(path: str, console: Console) -> Module | None:
+def _load_or_report(
+    path: str, dims: Sequence[tuple[str, DimSpec]], console: Console
+) -> Module | ShapeFamily | None:
     try:
-        return frontend.load(path)
+        return frontend.load(path, dims=dict(dims))
     except (GraphError, ValueError, OSError, ImportError) as e:
         console.print(f"[red]cannot import[/red] {escape(path)}: {escape(str(e))}", soft_wrap=True)
         return None
 
 
-def _inputs(module: Module, files: Sequence[str], rng: np.random.Generator) -> list[np.ndarray]:
-    if files and len(files) != len(module.inputs):
-        raise SystemExit(f"the model takes {len(module.inputs)} inputs, {len(files)} --input given")
-    if files:
-        return [np.load(f) for f in files]
+def _static_or_report(args: argparse.Namespace, user: str, console: Console) -> Module | None:
+    """The model, which must have static shapes (every open dimension given a size with --dim)."""
+    loaded = _load_or_report(args.model, args.dim, console)
+    try:
+        return None if loaded is None else frontend.require_static(loaded, user)
+    except frontend.FrontendError as e:
+        console.print(f"[red]cannot take[/red] {escape(args.model)}: {escape(str(e))} (--dim NAME=SIZE)")
+        return None
+
+
+def _inputs(module: Module, given: Sequence[np.ndarray], rng: np.random.Generator) -> list[np.ndarray]:
+    if given and len(given) != len(module.inputs):
+        raise SystemExit(f"the model takes {len(module.inputs)} inputs, {len(given)} --input given")
+    if given:
+        return list(given)
     out = []
     for node in module.inputs:
         t = node.type
@@ -254,7 +328,7 @@ def onnx_runtime_session(model: str | bytes, threads: int, profile_prefix: str |
 def _tune_model(args: argparse.Namespace, console: Console) -> int:
     from tuner.model_tuning import tune_model
 
-    module = _load_or_report(args.model, console)
+    module = _static_or_report(args, "tuner tune-model", console)
     hardware = hardware_or_report(args.target, console)
     if module is None or hardware is None:
         return 2
@@ -369,7 +443,7 @@ def _plot_model(result: ModelTuneResult, rows: list[tuple[str, float]], path: st
 
 
 def _export(args: argparse.Namespace, console: Console) -> int:
-    module = _load_or_report(args.model, console)
+    module = _static_or_report(args, "tuner export", console)
     hardware = hardware_or_report(args.target, console)
     if module is None or hardware is None:
         return 2

@@ -58,9 +58,8 @@ def import_model(source_format: str, source: bytes, settings: Settings) -> Impor
 
 def _import(source_format: str, source: bytes, max_bytes: int, max_nodes: int) -> ImportedModel:
     try:
-        module = graph.optimize(
-            frontend.load(source, source_format, max_bytes=max_bytes, max_nodes=max_nodes)
-        )
+        loaded = frontend.load(source, source_format, max_bytes=max_bytes, max_nodes=max_nodes)
+        module = graph.optimize(frontend.require_static(loaded, "the service"))
         tasks = graph.extract_tasks(module)
     except (frontend.FrontendError, graph.GraphError, GraphFormatError) as e:
         raise ModelRefused(str(e)) from None

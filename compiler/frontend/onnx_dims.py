@@ -1,0 +1,188 @@
+"""An ONNX model's input dimensions that have no size: named ones (`dim_param`, "batch_size",
+"sequence_length", as exporters write them) and unnamed unknown ones, each given a size or a range by
+the user (`from_onnx(path, dims={"sequence_length": (1, 512), "batch_size": 1})`).
+
+A dimension is keyed by its name, or by "input:axis" when it has none. Sizes are set in the model's
+own shape fields (inputs, outputs and recorded intermediate shapes alike) before the importer reads
+it, so that ONNX's shape inference and the importer see a static model: a range gives a
+`ShapeFamily`, importing the model again at each binding it is asked for.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+
+import onnx
+
+from compiler.frontend import FrontendError
+from compiler.graph.ir import GraphError, Module
+from compiler.graph.shape_family import DimRange, DimSpec, InputSignature, ShapeFamily, Size
+
+
+@dataclass(frozen=True)
+class _Unsized:
+    """An input dimension without a size, where it first occurs."""
+
+    key: str
+    input: str
+    axis: int
+
+
+def import_with_dims(
+    proto: onnx.ModelProto, dims: Mapping[str, DimSpec], importer: Callable[[onnx.ModelProto], Module]
+) -> Module | ShapeFamily:
+    """The module (every dimension sized) or the shape family (some given a range) of `proto`."""
+    unsized = _unsized(proto)
+    keys = {u.key: u for u in unsized}
+    unknown = sorted(set(dims) - set(keys))
+    if unknown:
+        have = ", ".join(f"{k!r} (input {u.input!r}, dimension {u.axis})" for k, u in keys.items())
+        raise FrontendError(
+            f"dims names {unknown}, which no input dimension is; the model's dimensions without a size "
+            f"are: {have or 'none'}"
+        )
+    for u in unsized:
+        if u.key not in dims:
+            raise unsized_error(u.input, u.axis, u.key)
+    if not dims:
+        return importer(proto)
+    aliases = _aliases(dims)
+    sizes: dict[str, int] = {}
+    ranges: list[DimRange] = []
+    for key, spec in dims.items():
+        if key in aliases:
+            continue
+        low, high = _parse(key, spec)
+        if low == high:
+            sizes[key] = low
+        else:
+            ranges.append(DimRange(key, low, high))
+    template = onnx.ModelProto()
+    template.CopyFrom(proto)
+
+    def at(values: Mapping[str, int]) -> Module:
+        given = {**sizes, **values}
+        with _sized(template, {**given, **{k: given[v] for k, v in aliases.items()}}):
+            return importer(template)
+
+    if not ranges:
+        return at({})
+    names = {**{k: k for k in sizes}, **{r.name: r.name for r in ranges}, **aliases}
+    return ShapeFamily(_signatures(proto, sizes, names), tuple(ranges), at)
+
+
+def _aliases(dims: Mapping[str, DimSpec]) -> dict[str, str]:
+    """The dimensions given as another's name: the same size ("attention_mask:1": "sequence")."""
+    out = {k: v for k, v in dims.items() if isinstance(v, str)}
+    for key, target in out.items():
+        if target not in dims or isinstance(dims[target], str):
+            raise FrontendError(
+                f"dims[{key!r}] is {target!r}, which is not a dimension given a size or a range in dims"
+            )
+    return out
+
+
+def unsized_error(input_name: str, axis: int, key: str) -> GraphError:
+    size = "unknown (it has no name)" if key.startswith(f"{input_name}:") else repr(key)
+    return GraphError(
+        input_name,
+        "input",
+        f"dimension {axis} is {size}: give it a range or a size, as from_onnx(..., dims={{{key!r}: "
+        f"(1, 512)}}) or dims={{{key!r}: 128}}, or on the command line --dim {key}=1..512",
+    )
+
+
+def _parse(key: str, spec: object) -> tuple[int, int]:
+    if isinstance(spec, int) and not isinstance(spec, bool):
+        low = high = spec
+    elif (
+        isinstance(spec, (tuple, list))
+        and len(spec) == 2
+        and all(isinstance(v, int) and not isinstance(v, bool) for v in spec)
+    ):
+        low, high = spec
+    else:
+        raise FrontendError(f"dims[{key!r}] is {spec!r}: a size (an int) or a range (min, max) of ints")
+    if not 1 <= low <= high:
+        raise FrontendError(f"dims[{key!r}] is {spec!r}: sizes are at least 1, and min <= max")
+    return low, high
+
+
+def _user_inputs(proto: onnx.ModelProto) -> list[onnx.ValueInfoProto]:
+    weights = {t.name for t in proto.graph.initializer}
+    return [i for i in proto.graph.input if i.name not in weights]
+
+
+def _key(info: onnx.ValueInfoProto, axis: int, dim: onnx.TensorShapeProto.Dimension) -> str | None:
+    """The dimension's key if it has no size, else None."""
+    if dim.HasField("dim_value") and dim.dim_value > 0:
+        return None
+    return dim.dim_param if dim.HasField("dim_param") and dim.dim_param else f"{info.name}:{axis}"
+
+
+def _shape(info: onnx.ValueInfoProto) -> list[onnx.TensorShapeProto.Dimension]:
+    kind = info.type
+    if not kind.HasField("tensor_type") or not kind.tensor_type.HasField("shape"):
+        return []
+    return list(kind.tensor_type.shape.dim)
+
+
+def _unsized(proto: onnx.ModelProto) -> list[_Unsized]:
+    out: dict[str, _Unsized] = {}
+    for info in _user_inputs(proto):
+        for axis, dim in enumerate(_shape(info)):
+            key = _key(info, axis, dim)
+            if key is not None and key not in out:
+                out[key] = _Unsized(key, info.name, axis)
+    return list(out.values())
+
+
+def _signatures(
+    proto: onnx.ModelProto, sizes: Mapping[str, int], names: Mapping[str, str]
+) -> tuple[InputSignature, ...]:
+    """Each input's shape: its static sizes and those given, the others by their range's name."""
+    from onnx import helper
+
+    out = []
+    for info in _user_inputs(proto):
+        shape: list[Size] = []
+        for axis, dim in enumerate(_shape(info)):
+            key = _key(info, axis, dim)
+            if key is None:
+                shape.append(dim.dim_value)
+            else:
+                name = names[key]
+                shape.append(sizes.get(name, name))
+        dtype = str(helper.tensor_dtype_to_np_dtype(info.type.tensor_type.elem_type))
+        out.append(InputSignature(info.name, tuple(shape), dtype))
+    return tuple(out)
+
+
+@contextlib.contextmanager
+def _sized(proto: onnx.ModelProto, sizes: Mapping[str, int]) -> Iterator[None]:
+    """The model with these sizes written into its shapes, restored afterwards."""
+    graph = proto.graph
+    inputs = {i.name for i in _user_inputs(proto)}
+    changed: list[tuple[onnx.TensorShapeProto.Dimension, str | None]] = []
+    for info in [*graph.input, *graph.output, *graph.value_info]:
+        for axis, dim in enumerate(_shape(info)):
+            if dim.HasField("dim_value") and dim.dim_value > 0:
+                continue
+            named = dim.dim_param if dim.HasField("dim_param") and dim.dim_param else None
+            key = named or (f"{info.name}:{axis}" if info.name in inputs else None)
+            if key is not None and key in sizes:
+                changed.append((dim, named))
+                dim.dim_value = sizes[key]
+    try:
+        yield
+    finally:
+        for dim, named in changed:
+            if named is None:
+                dim.ClearField("dim_value")
+            else:
+                dim.dim_param = named
+
+
+__all__ = ["import_with_dims", "unsized_error"]
