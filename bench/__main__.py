@@ -21,6 +21,7 @@ from bench import (
     cost_model,
     default_schedule,
     dense_layout,
+    dynamic_lengths,
     fleet_soak,
     fusion_speed,
     matmul,
@@ -61,6 +62,7 @@ BENCHMARKS = {
     "rfactor": rfactor.main,
     "onnx_attention": onnx_attention.main,
     "symbolic_kernels": symbolic_kernels.main,
+    "dynamic_lengths": lambda: dynamic_lengths.main([]),
     "conv_layout": conv_layout.main,
     "dense_layout": dense_layout.main,
     "fleet_soak": lambda: fleet_soak.main([]),  # their defaults; `python -m bench.<name> --help` for more

@@ -5,9 +5,12 @@ which record counts as a layer's best (`best_record`)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from typing import overload
+
 from compiler import Hardware, PrimFunc, Trace, build, graph, host_hardware
 from compiler.build import Kernel
-from compiler.graph import CompiledModel, Module
+from compiler.graph import CompiledModel, DynamicModel, Module, ShapeFamily
 from runner import TimingKind
 from tuner.database import Database, Record
 from tuner.tune import DEFAULT_DATABASE, WorkloadLike, as_workload, opened
@@ -29,13 +32,40 @@ def compile_best(
     return build(program, hardware.target, listings=False)
 
 
+@overload
 def build_model(
-    module: Module, *, database: Database | str = DEFAULT_DATABASE, hardware: Hardware | None = None
-) -> CompiledModel:
+    module: Module, *, database: Database | str = ..., hardware: Hardware | None = ...
+) -> CompiledModel: ...
+
+
+@overload
+def build_model(
+    module: ShapeFamily,
+    *,
+    database: Database | str = ...,
+    hardware: Hardware | None = ...,
+    tuned_sizes: Sequence[Mapping[str, int]] | None = ...,
+) -> DynamicModel: ...
+
+
+def build_model(
+    module: Module | ShapeFamily,
+    *,
+    database: Database | str = DEFAULT_DATABASE,
+    hardware: Hardware | None = None,
+    tuned_sizes: Sequence[Mapping[str, int]] | None = None,
+) -> CompiledModel | DynamicModel:
     """The model compiled for `hardware` (this machine by default): each kernel with its best record
     in `database` (as a layer inside a forward pass is timed, if it was timed so), the default
-    schedule where it has none."""
+    schedule where it has none. A shape family gives a DynamicModel whose sizes each build so on
+    their first call, a kernel without a record of its own taking its sibling's at the nearest of
+    `tuned_sizes` (by default the sizes `tune_model` tunes a family at; `tuner.shape_transfer`)."""
     hardware = hardware or host_hardware()
+    if isinstance(module, ShapeFamily):
+        from tuner.shape_transfer import TUNED_SIZES, TransferredSchedules
+
+        sizes = tuned_sizes if tuned_sizes is not None else module.spread(TUNED_SIZES)
+        return DynamicModel(module, TransferredSchedules(module, sizes, database, hardware))
     with opened(database) as db:
         return graph.build(
             module,

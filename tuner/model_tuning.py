@@ -9,16 +9,17 @@ that two models share is tuned once, and running again continues from the databa
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 
 from compiler import graph
-from compiler.graph import CompiledModel, Module
+from compiler.graph import CompiledModel, DynamicModel, Module, ShapeFamily
 from compiler.graph.passes import ExtractedTask
 from compiler.target import Hardware, host_hardware
 from runner import MODEL_TIMING, LocalRunner, LocalRunnerConfig, Runner, TimingKind
 from tuner.best import best_record, build_model
 from tuner.database import Database
+from tuner.shape_transfer import TUNED_SIZES
 from tuner.task_scheduler import BatchProgress, TasksResult, WeightedWorkload, tune_tasks
 from tuner.tune import DEFAULT_DATABASE, opened
 
@@ -42,21 +43,23 @@ class TaskReport:
 
 @dataclass
 class ModelTuneResult:
-    module: Module  # the fused module that was tuned
+    module: Module | ShapeFamily  # the fused module that was tuned, or the family
     tasks: list[TaskReport]
-    model: CompiledModel  # built from the best records
+    model: CompiledModel | DynamicModel  # built from the best records
     curve: list[tuple[int, float]] = field(default_factory=list)  # (trials, estimated latency secs)
     wall_secs: float = 0.0
     scheduled: TasksResult | None = None  # None when the budget was 0
+    sizes: list[dict[str, int]] = field(default_factory=list)  # a family's tuned sizes
 
     @property
     def estimated_secs(self) -> float:
-        """The sum over tasks of calls x best time: what a forward pass costs without overhead."""
+        """The sum over tasks of calls x best time: what a forward pass costs without overhead (for a
+        family, the forward passes at all its tuned sizes)."""
         return sum(t.weighted_secs for t in self.tasks)
 
 
 def tune_model(
-    module: Module,
+    module: Module | ShapeFamily,
     *,
     trials: int,
     database: Database | str = DEFAULT_DATABASE,
@@ -67,14 +70,24 @@ def tune_model(
     batch_size: int = 16,
     progress: Callable[[BatchProgress], None] | None = None,
     hardware: Hardware | None = None,
+    sizes: Sequence[Mapping[str, int]] | None = None,
 ) -> ModelTuneResult:
     """Spend `trials` measurements over the model's tasks on `hardware` (this machine by default),
-    then build the model from the database's best records (default schedules where there are none)."""
+    then build the model from the database's best records (default schedules where there are none).
+
+    A shape family is tuned at `sizes` (by default TUNED_SIZES spread over its ranges) under the one
+    budget: the tasks of all of them together, a kernel shared by several sizes tuned once for all,
+    so that the scheduler spends where the sum of their latencies gains most. Its model runs every
+    size, a kernel of an untuned size with its sibling's schedule at the nearest tuned one
+    (`tuner.shape_transfer`)."""
     start = time.perf_counter()
-    if any(isinstance(n, graph.Call) for n in module.nodes()):
-        module = graph.optimize(module)
     hardware = hardware or host_hardware()
-    tasks = graph.extract_tasks(module)
+    tuned_sizes: list[dict[str, int]] = []
+    if isinstance(module, ShapeFamily):
+        tuned_sizes = [dict(s) for s in (sizes if sizes is not None else module.spread(TUNED_SIZES))]
+    elif any(isinstance(n, graph.Call) for n in module.nodes()):
+        module = graph.optimize(module)
+    tasks = tasks_of(module, tuned_sizes)
     own_runner = None
     if runner is None and trials > 0:
         runner = own_runner = LocalRunner(LocalRunnerConfig(timing=MODEL_TIMING, seed=seed), hardware.target)
@@ -102,11 +115,33 @@ def tune_model(
                     hardware=hardware,
                 )
             reports = _reports(tasks, scheduled, db, hardware)
-            compiled = build_model(module, database=db, hardware=hardware)
+            compiled: CompiledModel | DynamicModel
+            if isinstance(module, ShapeFamily):
+                compiled = build_model(module, database=database, hardware=hardware, tuned_sizes=tuned_sizes)
+            else:
+                compiled = build_model(module, database=db, hardware=hardware)
     finally:
         if own_runner is not None:
             own_runner.close()
-    return ModelTuneResult(module, reports, compiled, curve, time.perf_counter() - start, scheduled)
+    wall = time.perf_counter() - start
+    return ModelTuneResult(module, reports, compiled, curve, wall, scheduled, tuned_sizes)
+
+
+def tasks_of(module: Module | ShapeFamily, sizes: Sequence[Mapping[str, int]] = ()) -> list[ExtractedTask]:
+    """The tasks `tune_model` tunes: a module's, or those of a family at all of `sizes` together."""
+    if isinstance(module, Module):
+        fused = any(isinstance(n, graph.Call) for n in module.nodes())
+        return graph.extract_tasks(graph.optimize(module) if fused else module)
+    return _merged([graph.extract_tasks(graph.optimize(module.specialize(s))) for s in sizes])
+
+
+def _merged(task_lists: Sequence[list[ExtractedTask]]) -> list[ExtractedTask]:
+    """The tasks of several modules, one per workload, its calls summed over them."""
+    merged: dict[str, ExtractedTask] = {}
+    for task in (t for tasks in task_lists for t in tasks):
+        seen = merged.get(task.workload_hash)
+        merged[task.workload_hash] = task if seen is None else replace(seen, weight=seen.weight + task.weight)
+    return list(merged.values())
 
 
 def _reports(
@@ -121,4 +156,4 @@ def _reports(
     return out
 
 
-__all__ = ["ModelTuneResult", "TaskReport", "tune_model"]
+__all__ = ["ModelTuneResult", "TaskReport", "tasks_of", "tune_model"]

@@ -169,5 +169,12 @@ def test_dim_sizes_and_ranges_of_an_open_dimension(tmp_path, capsys) -> None:
     assert main(["export", str(model), "-o", str(tmp_path / "rows.so"), "--dim", "rows=12"]) == 0
     assert main(["import", str(model), "--dim", "rows=2..30"]) == 0
     assert "the graph and tasks at the largest sizes {'rows': 30}" in capsys.readouterr().err
+    database = f"sqlite:///{tmp_path / 'tune.db'}"
+    tune = ["tune-model", str(model), "--dim", "rows=1..100", "--trials", "6", "--batch-size", "3"]
+    assert main([*tune, "--repeat", "1", "--database", database]) == 0
+    captured = capsys.readouterr()
+    assert "at sizes [{'rows': 1}, {'rows': 5}, {'rows': 22}, {'rows': 100}]" in captured.err
+    for rows in (1, 5, 22, 100, 51):  # the tuned sizes, and one between them
+        assert f"rows={rows} " in captured.out
     with pytest.raises(SystemExit):
         main(["run", str(model), "--dim", "rows"])

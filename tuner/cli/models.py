@@ -26,8 +26,9 @@ from rich.table import Table
 
 from compiler import frontend, graph
 from compiler.graph import GraphError, Module, ShapeFamily
+from compiler.graph.passes import ExtractedTask
 from compiler.graph.shape_family import DimSpec
-from compiler.target import Hardware, host_hardware
+from compiler.target import Hardware, Target, host_hardware
 from tuner.best import build_model
 from tuner.task_scheduler import SCHEDULERS, BatchProgress
 from tuner.tune import DEFAULT_DATABASE
@@ -326,41 +327,19 @@ def onnx_runtime_session(model: str | bytes, threads: int, profile_prefix: str |
 
 
 def _tune_model(args: argparse.Namespace, console: Console) -> int:
-    from tuner.model_tuning import tune_model
-
-    module = _static_or_report(args, "tuner tune-model", console)
+    loaded = _load_or_report(args.model, args.dim, console)
     hardware = hardware_or_report(args.target, console)
-    if module is None or hardware is None:
+    if loaded is None or hardware is None:
         return 2
-    module = graph.optimize(module)
+    if isinstance(loaded, ShapeFamily):
+        return _tune_family(args, loaded, hardware, console)
+    module = graph.optimize(loaded)
     inputs = _inputs(module, [], np.random.default_rng(args.seed))
     untuned = _median(graph.build(module, target=hardware.target), inputs, args.repeat)
     console.print(
         f"{len(graph.extract_tasks(module))} tasks; untuned: {untuned * 1e3:.3f} ms per forward pass"
     )
-    tasks = graph.extract_tasks(module)
-
-    def report(p: BatchProgress) -> None:
-        task, best = tasks[p.task], p.best_secs[p.task]
-        console.print(
-            f"[{p.trials:>5}/{p.total}] {task.name} (x{task.weight}): best {best * 1e3:.3f} ms, "
-            f"{task.flops / best / 1e9:.3g} GFLOPS; model estimate "
-            f"{_estimate(p.latency_secs, sum(b == float('inf') for b in p.best_secs))}",
-            soft_wrap=True,
-            highlight=False,
-        )
-
-    result = tune_model(
-        module,
-        trials=args.trials,
-        database=args.database or DEFAULT_DATABASE,
-        scheduler=args.scheduler,
-        seed=args.seed,
-        batch_size=args.batch_size,
-        progress=report,
-        hardware=hardware,
-    )
-    Console().print(_tuned_table(result))
+    result = _tuned(args, module, graph.extract_tasks(module), hardware, console)
     rows = [
         ("tensor-tuner, untuned", untuned),
         ("tensor-tuner, tuned", _median(result.model, inputs, args.repeat)),
@@ -377,8 +356,78 @@ def _tune_model(args: argparse.Namespace, console: Console) -> int:
     return 0
 
 
-def _tuned_table(result: ModelTuneResult) -> Table:
-    peak = result.model.target
+def _tuned(
+    args: argparse.Namespace,
+    model: Module | ShapeFamily,
+    tasks: Sequence[ExtractedTask],
+    hardware: Hardware,
+    console: Console,
+    sizes: list[dict[str, int]] | None = None,
+) -> ModelTuneResult:
+    """The model tuned as the command line says, progress after each batch, then the task table."""
+    from tuner.model_tuning import tune_model
+
+    result = tune_model(
+        model,
+        trials=args.trials,
+        database=args.database or DEFAULT_DATABASE,
+        scheduler=args.scheduler,
+        seed=args.seed,
+        batch_size=args.batch_size,
+        progress=_progress(tasks, console),
+        hardware=hardware,
+        sizes=sizes,
+    )
+    Console().print(_tuned_table(result, hardware.target))
+    return result
+
+
+def _progress(tasks: Sequence[ExtractedTask], console: Console) -> Callable[[BatchProgress], None]:
+    def report(p: BatchProgress) -> None:
+        task, best = tasks[p.task], p.best_secs[p.task]
+        console.print(
+            f"[{p.trials:>5}/{p.total}] {task.name} (x{task.weight}): best {best * 1e3:.3f} ms, "
+            f"{task.flops / best / 1e9:.3g} GFLOPS; model estimate "
+            f"{_estimate(p.latency_secs, sum(b == float('inf') for b in p.best_secs))}",
+            soft_wrap=True,
+            highlight=False,
+        )
+
+    return report
+
+
+def _tune_family(args: argparse.Namespace, family: ShapeFamily, hardware: Hardware, console: Console) -> int:
+    """Tune a model over its ranges: at sizes spread over them under the one budget, then each tuned
+    size and one between them run untuned, tuned and in the reference runtime."""
+    from tuner.model_tuning import tasks_of
+    from tuner.shape_transfer import TUNED_SIZES
+
+    if args.plot:
+        console.print("--plot draws a model of static shapes: give each dimension a size to plot it")
+    sizes = family.spread(TUNED_SIZES)
+    tasks = tasks_of(family, sizes)
+    console.print(f"inputs {family}; {len(tasks)} tasks at sizes {sizes}", soft_wrap=True)
+    result = _tuned(args, family, tasks, hardware, console, sizes)
+    table = Table(title=f"{Path(args.model).name}: median latency of one forward pass ({args.repeat} runs)")
+    for column in ("sizes", "untuned ms", "tuned ms", "reference ms", "reference / tuned"):
+        table.add_column(column, justify="left" if column == "sizes" else "right")
+    between = {d.name: (d.min + d.max) // 2 + 1 for d in family.dims}  # no tuned size: transferred
+    for size in [*sizes, between]:
+        module = graph.optimize(family.specialize(size))
+        inputs = _inputs(module, [], np.random.default_rng(args.seed))
+        untuned = _median(graph.build(module, target=hardware.target), inputs, args.repeat)
+        tuned = _median(result.model, inputs, args.repeat)
+        _, run = _reference_runner(args.model, inputs)
+        time.sleep(0.3)  # the other runtime's idle threads spin for a while after its last call
+        reference = statistics.median(latencies(run, args.repeat))
+        ms = [f"{secs * 1e3:.3f}" for secs in (untuned, tuned, reference)]
+        table.add_row(", ".join(f"{k}={v}" for k, v in size.items()), *ms, f"{reference / tuned:.2f}x")
+    Console().print(table)
+    console.print(f"tuned {result.scheduled.wall_secs if result.scheduled else 0.0:.0f} s", highlight=False)
+    return 0
+
+
+def _tuned_table(result: ModelTuneResult, peak: Target) -> Table:
     total = result.estimated_secs
     table = Table(title=f"{len(result.tasks)} tasks on {peak.mcpu} ({peak.cores} cores)")
     for column in ("task", "calls", "trials", "best ms", "GFLOPS", "share"):

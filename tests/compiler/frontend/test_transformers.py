@@ -237,3 +237,46 @@ def test_token_ids_are_inputs_not_constants() -> None:
     model = model_of("bert")
     module = from_torch(model, inputs_of("bert", 0))
     assert [(i.type.dtype, i.type.shape) for i in module.inputs] == [("int64", (1, SEQUENCE))] * 2
+
+
+def text_at(length: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Token ids and a padded mask of any length (`tokens` makes SEQUENCE only)."""
+    generator = torch.Generator().manual_seed(seed)
+    ids = torch.randint(0, VOCAB, (1, length), generator=generator)
+    mask = torch.ones(1, length, dtype=torch.int64)
+    mask[0, length - length // 3 :] = 0
+    return ids, mask
+
+
+@pytest.mark.parametrize("name", ["bert", "gpt2"])
+def test_a_sequence_length_range_through_both_frontends(name: str) -> None:
+    """Imported once with the sequence length open (1..64), run at both ends and between: as eager."""
+    model = model_of(name)
+    length = torch.export.Dim("sequence", min=1, max=64)
+    families = [from_torch(model, text_at(SEQUENCE, 0), dynamic_shapes=(({1: length}, {1: length}),))]
+    buffer = io.BytesIO()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the exporter's deprecation and tracer warnings
+        axes = {n: {1: "sequence"} for n in TEXT}
+        torch.onnx.export(
+            model,
+            text_at(SEQUENCE, 0),
+            buffer,
+            dynamo=False,
+            opset_version=17,
+            input_names=list(TEXT),
+            dynamic_axes=axes,
+        )
+    families.append(from_onnx(buffer.getvalue(), dims={"sequence": (1, 64)}))
+    for family in families:
+        assert isinstance(family, graph.ShapeFamily) and [str(d) for d in family.dims] == [
+            "sequence in [1, 64]"
+        ]
+        compiled = graph.build(family)
+        for n in (1, 64, 23):
+            args = text_at(n, seed=n)
+            with torch.no_grad():
+                want = model(*args)
+            got = compiled(*[a.numpy() for a in args])
+            for g, w in zip(got, want):
+                np.testing.assert_allclose(g, w.numpy(), rtol=TOLERANCE, atol=TOLERANCE)

@@ -1,0 +1,137 @@
+"""One import for every sequence length (issue 40's graph level): a Hugging Face model exported to ONNX
+once with its sequence dimension named, imported with that dimension given a range, and run at
+lengths 1 to the model's largest against ONNX Runtime on the same export, which runs any length.
+
+Ours compiles each length on its first call (`graph.DynamicModel`: one static model per length, kept):
+the first-call column is that compile plus the run, the cost a server pays once per new length. The
+steady latencies alternate with ONNX Runtime's round by round: untuned (default schedules); with
+--trials, the family tuned once at four lengths under that budget (the other lengths run the nearest
+tuned length's schedules, `tuner/shape_transfer.py`); with --separate, each other length also tuned
+alone at a quarter of the budget, as one would tune each length without a family.
+
+    python -m bench dynamic_lengths        # untuned: hf_bert (2 BERT-base layers, 1..512), hf_gpt2 (1..256)
+    python -m bench.dynamic_lengths --models hf_bert --trials 800 --separate
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.pop("OPENBLAS_CORETYPE", None)  # an honest baseline (bench/__main__.py)
+
+import argparse
+import io
+import statistics
+import sys
+import tempfile
+import time
+import warnings
+
+import numpy as np
+
+from bench.common import alternated_ms
+from bench.model_latency import zoo_models
+from compiler import frontend, graph
+from compiler.target import host_hardware
+from tuner import tune_model
+from tuner.cli.models import onnx_runtime
+
+LENGTHS = (1, 7, 64, 128, 333, 512)
+LARGEST = {"hf_bert": 512, "hf_gpt2": 256}  # their position tables' sizes
+TEXT = ("input_ids", "attention_mask")
+
+
+def export(model: object, length: int) -> bytes:
+    import torch
+
+    ids = torch.zeros(1, length, dtype=torch.int64)
+    buffer = io.BytesIO()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the exporter's deprecation and tracer warnings
+        torch.onnx.export(
+            model,
+            (ids, torch.ones_like(ids)),
+            buffer,
+            dynamo=False,
+            opset_version=17,
+            input_names=list(TEXT),
+            dynamic_axes={n: {1: "sequence"} for n in TEXT},
+        )
+    return buffer.getvalue()
+
+
+def compare(name: str, args: argparse.Namespace, threads: int) -> None:
+    entry = {m.name: m for m in zoo_models()}[name]
+    largest = LARGEST[name]
+    onnx = export(entry.make(), 8)
+    start = time.perf_counter()
+    family = frontend.from_onnx(onnx, dims={"sequence": (1, largest)})
+    assert isinstance(family, graph.ShapeFamily)
+    untuned = graph.build(family)
+    print(f"\n{name}: {family} (imported in {time.perf_counter() - start:.2f} s)")
+    tuned, tuned_sizes = None, []
+    if args.trials:
+        result = tune_model(family, trials=args.trials, database=f"sqlite:///{args.dir}/{name}-family.db")
+        tuned, tuned_sizes = result.model, [s["sequence"] for s in result.sizes]
+        wall = result.scheduled.wall_secs if result.scheduled else 0.0
+        print(f"tuned at lengths {tuned_sizes}, {args.trials} trials in all: {wall:.0f} s")
+    columns = ["first call s", "untuned ms", "ORT ms", "ORT/untuned"]
+    if tuned is not None:
+        columns += ["tuned ms", "ORT/tuned"]
+    if args.separate:
+        columns += ["separately ms", "tuning s"]
+    print(f"{'length':>7} " + " ".join(f"{c:>13}" for c in columns) + f" {'max err':>9}")
+    rng = np.random.default_rng(0)
+    for n in [n for n in args.lengths if n <= largest]:
+        inputs = [rng.integers(0, 5000, (1, n)), np.ones((1, n), dtype=np.int64)]
+        start = time.perf_counter()
+        ours = untuned(*inputs)
+        first = time.perf_counter() - start
+        runs = {"untuned": lambda x=inputs: untuned(*x), "ort": onnx_runtime(onnx, inputs, threads)}
+        want = runs["ort"]()
+        error = max(float(np.max(np.abs(o - w))) for o, w in zip(ours, want))
+        if tuned is not None:
+            error = max(error, *(float(np.max(np.abs(o - w))) for o, w in zip(tuned(*inputs), want)))
+            runs["tuned"] = lambda x=inputs: tuned(*x)
+        separate_secs = 0.0
+        if args.separate and n not in tuned_sizes:
+            module = family.specialize({"sequence": n})
+            database = f"sqlite:///{args.dir}/{name}-{n}.db"
+            alone = tune_model(module, trials=args.trials // len(tuned_sizes), database=database)
+            separate_secs = alone.scheduled.wall_secs if alone.scheduled else 0.0
+            runs["separate"] = lambda x=inputs, m=alone.model: m(*x)
+        ms = {k: statistics.median(v) for k, v in alternated_ms(runs, rounds=5, calls=5).items()}
+        cells = [
+            f"{first:.1f}",
+            f"{ms['untuned']:.3f}",
+            f"{ms['ort']:.3f}",
+            f"{ms['ort'] / ms['untuned']:.2f}x",
+        ]
+        if tuned is not None:
+            cells += [f"{ms['tuned']:.3f}", f"{ms['ort'] / ms['tuned']:.2f}x"]
+        if args.separate:
+            cells += [f"{ms['separate']:.3f}", f"{separate_secs:.0f}"] if "separate" in ms else ["-", "-"]
+        print(f"{n:>7} " + " ".join(f"{c:>13}" for c in cells) + f" {error:>9.1e}", flush=True)
+
+
+def main(argv: list[str]) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--models", nargs="*", default=list(LARGEST), choices=list(LARGEST))
+    parser.add_argument("--lengths", nargs="*", type=int, default=list(LENGTHS))
+    parser.add_argument("--trials", type=int, default=0, help="tune the family once at four lengths")
+    parser.add_argument(
+        "--separate",
+        action="store_true",
+        help="also tune each other length alone, at a quarter of the trials",
+    )
+    parser.add_argument("--dir", default=tempfile.mkdtemp(prefix="dynamic-lengths-"), help="the databases")
+    args = parser.parse_args(argv)
+    hardware = host_hardware()
+    threads = hardware.target.cores
+    print(f"{hardware.cpu_model}, {threads} threads; databases in {args.dir}")
+    for name in args.models:
+        compare(name, args, threads)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,54 @@
+"""A shape family tuned at a few sizes under one budget: the tasks of all of them scheduled together,
+and every other size built with the tuned schedules of its nearest sizes' kernels, replayed on its
+own extents; outputs checked against numpy at tuned, untuned and extreme sizes."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+
+from compiler.graph import DimRange, DynamicModel, GraphBuilder, InputSignature, Module, ShapeFamily
+from tuner import build_model, tune_model
+from tuner.model_tuning import tasks_of
+
+RNG = np.random.default_rng(0)
+WEIGHT = RNG.standard_normal((32, 48)).astype("float32")
+BIAS = RNG.standard_normal(48).astype("float32")
+
+
+def dense_relu(values: Mapping[str, int]) -> Module:
+    b = GraphBuilder()
+    x = b.input("x", [values["rows"], 32], "float32")
+    y = b.call("matmul", [x, b.constant("weight", WEIGHT)])
+    return b.module([b.call("relu", [b.call("add", [y, b.constant("bias", BIAS)])])])
+
+
+FAMILY = ShapeFamily((InputSignature("x", ("rows", 32), "float32"),), (DimRange("rows", 1, 96),), dense_relu)
+
+
+def expected(x: np.ndarray) -> np.ndarray:
+    return np.maximum(x @ WEIGHT + BIAS, 0)
+
+
+def test_tasks_of_a_family_are_its_sizes_tasks_merged() -> None:
+    one = tasks_of(FAMILY, [{"rows": 16}])
+    both = tasks_of(FAMILY, [{"rows": 16}, {"rows": 16}, {"rows": 64}])
+    assert len(both) == 2 * len(one)
+    assert sum(t.weight for t in both) == 3 * sum(t.weight for t in one)
+
+
+def test_a_family_tuned_at_two_sizes_runs_every_size_with_transferred_schedules(tmp_path) -> None:
+    database = f"sqlite:///{tmp_path / 'tune.db'}"
+    result = tune_model(FAMILY, trials=8, database=database, sizes=[{"rows": 16}, {"rows": 64}], batch_size=4)
+    assert result.sizes == [{"rows": 16}, {"rows": 64}]
+    assert all(t.best_secs is not None for t in result.tasks)
+    model = result.model
+    assert isinstance(model, DynamicModel)
+    for rows in (16, 40, 1, 96):
+        x = RNG.standard_normal((rows, 32)).astype("float32")
+        np.testing.assert_allclose(model(x)[0], expected(x), rtol=1e-4, atol=1e-4)
+        # No size but 16 and 64 has a record: the others run the tuned sizes' traces, replayed.
+        assert {s.origin for s in model.compile(rows=rows).sources} == {"given"}
+    untuned = build_model(FAMILY, database=f"sqlite:///{tmp_path / 'empty.db'}")
+    assert {s.origin for s in untuned.compile(rows=40).sources} == {"default"}
