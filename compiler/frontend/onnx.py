@@ -69,11 +69,21 @@ def from_onnx(
     An input dimension without a size (named, as "sequence_length", or unknown, keyed "input:axis")
     needs one in `dims`: a size, or a (min, max) range. With a range the result is a ShapeFamily, the
     model imported at each binding it is asked for (`compiler.frontend.onnx_dims`)."""
-    proto = _load(model, max_bytes)
-    _check_container(proto, max_nodes)
-    proto = _at_supported_opset(proto)
+    proto = _at_supported_opset(load_checked(model, max_bytes, max_nodes))
     opset = _check(proto)
     return import_with_dims(proto, dims or {}, lambda p: _Importer(p, opset).run())
+
+
+def load_checked(
+    model: str | os.PathLike[str] | bytes | onnx.ModelProto,
+    max_bytes: int,
+    max_nodes: int = DEFAULT_MAX_NODES,
+) -> onnx.ModelProto:
+    """The model parsed, after the checks that come before reading any tensor (size, external data,
+    node count)."""
+    proto = _load(model, max_bytes)
+    _check_container(proto, max_nodes)
+    return proto
 
 
 def _load(model: str | os.PathLike[str] | bytes | onnx.ModelProto, max_bytes: int) -> onnx.ModelProto:

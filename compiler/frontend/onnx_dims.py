@@ -22,8 +22,8 @@ from compiler.graph.shape_family import DimRange, DimSpec, InputSignature, Shape
 
 
 @dataclass(frozen=True)
-class _Unsized:
-    """An input dimension without a size, where it first occurs."""
+class OpenDim:
+    """An input dimension without a size, keyed by its name (or "input:axis"), where it first occurs."""
 
     key: str
     input: str
@@ -34,7 +34,7 @@ def import_with_dims(
     proto: onnx.ModelProto, dims: Mapping[str, DimSpec], importer: Callable[[onnx.ModelProto], Module]
 ) -> Module | ShapeFamily:
     """The module (every dimension sized) or the shape family (some given a range) of `proto`."""
-    unsized = _unsized(proto)
+    unsized = open_dims(proto)
     keys = {u.key: u for u in unsized}
     unknown = sorted(set(dims) - set(keys))
     if unknown:
@@ -84,6 +84,32 @@ def _aliases(dims: Mapping[str, DimSpec]) -> dict[str, str]:
     return out
 
 
+def sized_onnx(model: bytes, dims: Mapping[str, int | str], *, max_bytes: int) -> bytes:
+    """The model's bytes with its open input dimensions sized as `dims` says (sizes, or names of
+    other dimensions; every open dimension given): a static model that stays one when stored."""
+    from compiler.frontend.onnx import load_checked
+
+    proto = load_checked(model, max_bytes)
+    keys = {d.key for d in open_dims(proto)}
+    ranges = sorted(k for k, v in dims.items() if not isinstance(v, (int, str)))
+    if ranges:
+        raise FrontendError(f"dims {ranges}: give sizes here, not ranges")
+    unknown = sorted(set(dims) - keys)
+    if unknown or keys - set(dims):
+        missing = sorted(keys - set(dims))
+        raise FrontendError(
+            f"dims: the model's open dimensions are {sorted(keys)}"
+            + (f"; unknown: {unknown}" if unknown else "")
+            + (f"; not given: {missing}" if missing else "")
+        )
+    aliases = _aliases(dims)
+    sizes = {k: v for k, v in dims.items() if isinstance(v, int)}
+    for key, spec in sizes.items():
+        _parse(key, spec)
+    with _sized(proto, {**sizes, **{k: sizes[v] for k, v in aliases.items()}}):
+        return proto.SerializeToString()
+
+
 def unsized_error(input_name: str, axis: int, key: str) -> GraphError:
     size = "unknown (it has no name)" if key.startswith(f"{input_name}:") else repr(key)
     return GraphError(
@@ -129,13 +155,14 @@ def _shape(info: onnx.ValueInfoProto) -> list[onnx.TensorShapeProto.Dimension]:
     return list(kind.tensor_type.shape.dim)
 
 
-def _unsized(proto: onnx.ModelProto) -> list[_Unsized]:
-    out: dict[str, _Unsized] = {}
+def open_dims(proto: onnx.ModelProto) -> list[OpenDim]:
+    """The model's input dimensions without a size, each key once."""
+    out: dict[str, OpenDim] = {}
     for info in _user_inputs(proto):
         for axis, dim in enumerate(_shape(info)):
             key = _key(info, axis, dim)
             if key is not None and key not in out:
-                out[key] = _Unsized(key, info.name, axis)
+                out[key] = OpenDim(key, info.name, axis)
     return list(out.values())
 
 
@@ -185,4 +212,4 @@ def _sized(proto: onnx.ModelProto, sizes: Mapping[str, int]) -> Iterator[None]:
                 dim.dim_param = named
 
 
-__all__ = ["import_with_dims", "unsized_error"]
+__all__ = ["OpenDim", "import_with_dims", "open_dims", "sized_onnx", "unsized_error"]

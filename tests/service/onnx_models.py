@@ -31,6 +31,14 @@ def mlp(op: str = "Relu") -> bytes:
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
 
 
+def open_batch_mlp() -> bytes:
+    """`mlp()` with its batch dimension left open, named "batch", as exporters write it."""
+    model = onnx.load_model_from_string(mlp())
+    for info in (model.graph.input[0], model.graph.output[0]):
+        info.type.tensor_type.shape.dim[0].dim_param = "batch"
+    return model.SerializeToString()
+
+
 def reference(x: np.ndarray) -> np.ndarray:
     """What `mlp()` computes."""
     return np.maximum(x @ W1 + B1, 0) @ W2 + B2

@@ -22,7 +22,7 @@ from compiler.graph import load_library
 from compiler.graph.serialize import module_to_json
 from runner import MODEL_TIMING
 from tests.service.conftest import Api, in_process_client
-from tests.service.onnx_models import encoded, file_reader, mlp, reference
+from tests.service.onnx_models import encoded, file_reader, mlp, open_batch_mlp, reference
 from tests.service.test_api import lease, measure, register, submit
 from tuner.cli import main
 from tuner.cli import service as commands
@@ -157,6 +157,28 @@ def test_a_bad_model_is_a_422_naming_the_problem(api: Api, body: dict, message: 
     reply = api.client.post("/v1/models", json=body, headers=api.as_("client"))
     assert reply.status_code == 422, reply.text
     assert message in str(reply.json()["detail"])
+
+
+def test_an_open_dimension_is_sized_by_dims_and_the_model_kept_so(api: Api):
+    register(api)
+    body = {"onnx": encoded(open_batch_mlp()), "trials": 8}
+    refusals = {
+        "dimension 0 is 'batch': give it a range or a size": {},
+        "dims: the model's open dimensions are ['batch']; unknown: ['seq']": {"dims": {"batch": 4, "seq": 2}},
+        "Input should be a valid integer": {"dims": {"batch": [1, 8]}},
+        "Input should be greater than or equal to 1": {"dims": {"batch": 0}},
+    }
+    for message, extra in refusals.items():
+        reply = api.client.post("/v1/models", json={**body, **extra}, headers=api.as_("client"))
+        assert reply.status_code == 422 and message in str(reply.json()["detail"]), reply.text
+    graph_body = {"graph": module_to_json(frontend.from_onnx(mlp())), "trials": 8, "dims": {"batch": 4}}
+    reply = api.client.post("/v1/models", json=graph_body, headers=api.as_("client"))
+    assert reply.status_code == 422 and "a graph's shapes are static" in reply.text
+    submitted = submit_model(api, trials=8, onnx=encoded(open_batch_mlp()), dims={"batch": 4})
+    assert submitted["tasks"] == 2
+    source_format, source = m.source(api.db, submitted["id"])
+    stored = frontend.from_onnx(source)
+    assert source_format == "onnx" and stored.inputs[0].type.shape == (4, 16)
 
 
 def test_a_model_cannot_read_a_file_of_the_coordinator(api: Api, tmp_path: Path, monkeypatch):
@@ -509,6 +531,18 @@ def test_submit_model_sends_a_json_file_as_the_graph_form(
     assert json.loads(capsys.readouterr().out)["tasks"] == 2
     (tmp_path / "broken.json").write_text("{")
     assert main(["submit-model", str(tmp_path / "broken.json"), *remote]) == 2
+
+
+def test_submit_model_sizes_open_dimensions_with_dim(api: Api, remote: list[str], tmp_path: Path, capsys):
+    register(api)
+    (tmp_path / "open.onnx").write_bytes(open_batch_mlp())
+    submit = ["submit-model", str(tmp_path / "open.onnx"), *remote, "--trials", "4"]
+    assert main([*submit, "--dim", "batch=1..4"]) == 2
+    assert "--dim batch: the service takes sizes, not ranges" in capsys.readouterr().err
+    assert main(submit) == 2
+    assert "dimension 0 is 'batch'" in capsys.readouterr().err
+    assert main([*submit, "--dim", "batch=3", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["tasks"] == 2
 
 
 def test_a_layer_whose_search_fails_fails_the_model_and_stops_the_others(api: Api, monkeypatch):

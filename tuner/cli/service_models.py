@@ -23,6 +23,7 @@ from rich.table import Table
 
 from compiler.graph import rename_header
 from tuner.cli import service as commands
+from tuner.cli.models import add_dim_option
 from tuner.service.artifact import HEADER, LIBRARY
 from tuner.service.client import ApiError, Client
 from tuner.service.schemas import ModelDetail, ModelPublic
@@ -43,6 +44,7 @@ def add_model_service_commands(command: commands.CommandFactory) -> None:
     p.add_argument(
         "--wait", action="store_true", help="follow the model until it ends, then print its layers"
     )
+    add_dim_option(p)
     p.set_defaults(run=_submit_model)
     p = command(
         "model-artifact", "download a coordinator's model compiled from its best records", workload=False
@@ -70,6 +72,10 @@ def _submit_model(args: argparse.Namespace, console: Console) -> int:
     except (OSError, ValueError) as e:
         console.print(f"[red]cannot read[/red] {escape(str(e))}")
         return 2
+    ranges = [name for name, spec in args.dim if isinstance(spec, tuple)]
+    if ranges:
+        console.print(f"[red]refused[/red]: --dim {', '.join(ranges)}: the service takes sizes, not ranges")
+        return 2
     with commands.client(args) as api:
         try:
             model = api.submit_model(
@@ -80,6 +86,7 @@ def _submit_model(args: argparse.Namespace, console: Console) -> int:
                 hardware=args.hardware,
                 scheduler=args.scheduler,
                 seed=args.seed,
+                dims={name: spec for name, spec in args.dim if not isinstance(spec, tuple)} or None,
             )
         except ApiError as e:
             console.print(f"[red]refused[/red]: {escape(e.summary)}")

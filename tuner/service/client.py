@@ -139,9 +139,11 @@ class Client:
         hardware: str | None = None,
         scheduler: Scheduler = "gradient",
         seed: int = 0,
+        dims: dict[str, int | str] | None = None,
     ) -> ModelPublic:
         """Submit an ONNX model's bytes (sent base64-encoded), or a graph's JSON form
-        (`compiler.graph.serialize`), to be tuned under one trial budget."""
+        (`compiler.graph.serialize`), to be tuned under one trial budget; `dims` sizes the ONNX
+        model's open input dimensions."""
         with _refused_before_sending():
             body = ModelCreate(
                 onnx=base64.b64encode(onnx).decode() if onnx is not None else None,
@@ -151,6 +153,7 @@ class Client:
                 hardware=hardware,
                 scheduler=scheduler,
                 seed=seed,
+                dims=dims,
             )
         return self._call("POST", "/v1/models", ModelPublic, body)
 

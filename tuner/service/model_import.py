@@ -6,6 +6,7 @@ plain data: each layer's workload spec and calls per forward pass."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,10 +39,14 @@ class Layer:
 class ImportedModel:
     layers: tuple[Layer, ...]
     nodes: int  # graph nodes after optimization, for the message of a refused layer
+    source: bytes  # what to keep: the model submitted, its open dimensions sized as the submitter said
 
 
-def import_model(source_format: str, source: bytes, settings: Settings) -> ImportedModel:
-    """The model's layers; ModelRefused for a model that cannot be imported, whatever the reason."""
+def import_model(
+    source_format: str, source: bytes, settings: Settings, dims: Mapping[str, int | str] | None = None
+) -> ImportedModel:
+    """The model's layers, with `dims` sizing an ONNX model's open input dimensions; ModelRefused for
+    a model that cannot be imported, whatever the reason."""
     try:
         return run_isolated(
             _import,
@@ -49,6 +54,7 @@ def import_model(source_format: str, source: bytes, settings: Settings) -> Impor
             source,
             settings.max_model_bytes,
             settings.max_model_nodes,
+            dict(dims or {}),
             seconds=settings.model_import_seconds,
             memory_bytes=settings.model_memory_bytes,
         )
@@ -56,8 +62,14 @@ def import_model(source_format: str, source: bytes, settings: Settings) -> Impor
         raise ModelRefused(f"the model could not be imported: {e}") from None
 
 
-def _import(source_format: str, source: bytes, max_bytes: int, max_nodes: int) -> ImportedModel:
+def _import(
+    source_format: str, source: bytes, max_bytes: int, max_nodes: int, dims: dict[str, int | str]
+) -> ImportedModel:
     try:
+        if dims:
+            from compiler.frontend.onnx_dims import sized_onnx  # onnx is imported only to read one
+
+            source = sized_onnx(source, dims, max_bytes=max_bytes)
         loaded = frontend.load(source, source_format, max_bytes=max_bytes, max_nodes=max_nodes)
         module = graph.optimize(frontend.require_static(loaded, "the service"))
         tasks = graph.extract_tasks(module)
@@ -68,4 +80,4 @@ def _import(source_format: str, source: bytes, max_bytes: int, max_nodes: int) -
     if not tasks:
         raise ModelRefused("the model computes nothing to tune: it has no kernel after optimization")
     layers = tuple(Layer(t.name, t.spec, t.weight, t.ops) for t in tasks)
-    return ImportedModel(layers, len(module.nodes()))
+    return ImportedModel(layers, len(module.nodes()), source)

@@ -25,6 +25,8 @@ from tuner.service.errors import printable
 # The shared field types (`Name`, `LongText`, ...) and the worker protocol's messages are
 # runner.protocol's: one definition for the coordinator and its workers.
 Hash = Annotated[str, Field(min_length=1, max_length=64, pattern=NO_NUL)]
+# An ONNX input dimension's name (its dim_param), or "input:axis" for an unnamed one.
+DimKey = Annotated[str, Field(min_length=1, max_length=256, pattern=NO_NUL)]
 IdPath = Annotated[int, Path(ge=1, lt=MAX_ID)]
 
 
@@ -265,11 +267,20 @@ class ModelCreate(Strict):
         "improvement promises the largest drop in the model's latency; 'round-robin' takes turns.",
     )
     seed: int = Field(0, ge=0, lt=2**62)
+    dims: dict[DimKey, Annotated[int, Field(ge=1, le=2**31)] | DimKey] | None = Field(
+        None,
+        max_length=64,
+        description="A size for each input dimension the ONNX model leaves open, by its name "
+        '(`{"batch_size": 1, "sequence_length": 128}`) or, unnamed, as "input:axis"; or the name of '
+        "another dimension of the same size. The model is tuned and stored at these sizes.",
+    )
 
     @model_validator(mode="after")
     def _one_model(self) -> ModelCreate:
         if (self.onnx is None) == (self.graph is None):
             raise ValueError("give exactly one of onnx (a file, base64) and graph (its JSON form)")
+        if self.dims and self.graph is not None:
+            raise ValueError("dims size an ONNX model's open dimensions: a graph's shapes are static")
         return self
 
 

@@ -49,7 +49,9 @@ from onnx import numpy_helper
 
 from compiler import frontend, graph
 from compiler.frontend import FrontendError
+from compiler.frontend.onnx_dims import open_dims
 from compiler.graph import GraphError
+from compiler.graph.shape_family import DimSpec
 
 OUTCOMES = ("pass", "refused", "wrong", "crash")
 EXPECTED_PATH = Path(__file__).with_name("onnx_node_suite_expected.json")
@@ -124,9 +126,12 @@ def _array(value: Any) -> Any:
 
 
 def run_case(case: Case) -> Result:
-    """Import, optimize, build and run one case, and compare its outputs."""
+    """Import, optimize, build and run one case, and compare its outputs. An input dimension the
+    model leaves open gets the range 1 to the case's size (`from_onnx(dims=...)`): the compiled model
+    then takes the case's inputs as any caller's of that range."""
     try:
-        compiled = graph.build(graph.optimize(frontend.from_onnx(case.model)))
+        model = frontend.from_onnx(case.model, dims=_case_dims(case))
+        compiled = graph.build(model if isinstance(model, graph.ShapeFamily) else graph.optimize(model))
     except (FrontendError, GraphError) as e:
         return Result("refused", _first_line(e))
     except Exception as e:
@@ -139,6 +144,21 @@ def run_case(case: Case) -> Result:
         return Result("crash", f"{type(e).__name__} while running: {_first_line(e)}")
     problem = compare_outputs(actual, case.outputs, _output_names(case.model))
     return Result("wrong", problem) if problem else Result("pass")
+
+
+def _case_dims(case: Case) -> dict[str, DimSpec]:
+    """Each open input dimension's range, up to its size in the case's inputs (a size below 1 is
+    given as it is, for the frontend to refuse)."""
+    proto = onnx.load_model_from_string(case.model)
+    weights = {t.name for t in proto.graph.initializer}
+    arrays = dict(zip([i.name for i in proto.graph.input if i.name not in weights], case.inputs))
+    dims: dict[str, DimSpec] = {}
+    for dim in open_dims(proto):
+        array = arrays.get(dim.input)
+        if isinstance(array, np.ndarray) and dim.axis < array.ndim:
+            size = int(array.shape[dim.axis])
+            dims.setdefault(dim.key, (1, size) if size >= 1 else size)
+    return dims
 
 
 def _first_line(error: BaseException) -> str:
