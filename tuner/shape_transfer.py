@@ -108,8 +108,9 @@ class TransferredSchedules:
 
 
 def _distance(a: Mapping[str, int], b: Mapping[str, int]) -> float:
-    """How far apart two bindings are, in the logarithm (a length of 64 is nearer 128 than 1 is)."""
-    return sum(abs(math.log(a[k]) - math.log(b[k])) for k in a)
+    """How far apart two bindings are, in the logarithm (a length of 64 is nearer 128 than 1 is; of
+    one more than the size, so that an empty past is a size like any other)."""
+    return sum(abs(math.log1p(a[k]) - math.log1p(b[k])) for k in a)
 
 
 __all__ = ["TUNED_SIZES", "TransferredSchedules", "kind_of"]

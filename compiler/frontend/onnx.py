@@ -295,18 +295,22 @@ class _Importer:
         value = self.values[name]
         return name in self.scalars if isinstance(value, Node) else value.ndim == 0
 
-    def _input(self, info: onnx.ValueInfoProto) -> Node:
+    def _input(self, info: onnx.ValueInfoProto) -> Value:
         name = info.name
         if not info.type.HasField("tensor_type") or not info.type.tensor_type.HasField("shape"):
             raise GraphError(name, "input", "a model input must be a tensor of known shape")
         tensor = info.type.tensor_type
         for i, dim in enumerate(tensor.shape.dim):
-            if not (dim.HasField("dim_value") and dim.dim_value > 0):
+            if not dim.HasField("dim_value"):
                 raise unsized_error(name, i, dim.dim_param or f"{name}:{i}")
         if not tensor.shape.dim:
             self.scalars.add(name)
         dtype = str(helper.tensor_dtype_to_np_dtype(tensor.elem_type))
-        return self.builder.input(name, [d.dim_value for d in tensor.shape.dim], dtype)
+        shape = [d.dim_value for d in tensor.shape.dim]
+        node = self.builder.input(name, shape, dtype)
+        # An empty input has one value, known now: the model still takes it (unread), and what is
+        # computed from it folds (a first decoding step's empty past, CastLike's empty "like").
+        return np.zeros(shape, dtype) if 0 in shape else node
 
     def _convert(self, proto: onnx.NodeProto, label: str) -> None:
         op = _Op(self, proto, label, [self.values[n] if n else None for n in proto.input])
@@ -400,6 +404,8 @@ class _Importer:
         value = self.values[name]
         if isinstance(value, Node):
             return value
+        if value.size == 0:
+            raise GraphError(name, "tensor", "is empty: no operator computes on an empty tensor")
         if name not in self.constants:
             self.constants[name] = self.builder.constant(name, value)
         return self.constants[name]

@@ -131,8 +131,8 @@ def _parse(key: str, spec: object) -> tuple[int, int]:
         low, high = spec
     else:
         raise FrontendError(f"dims[{key!r}] is {spec!r}: a size (an int) or a range (min, max) of ints")
-    if not 1 <= low <= high:
-        raise FrontendError(f"dims[{key!r}] is {spec!r}: sizes are at least 1, and min <= max")
+    if not 0 <= low <= high:
+        raise FrontendError(f"dims[{key!r}] is {spec!r}: sizes are at least 0, and min <= max")
     return low, high
 
 
@@ -143,7 +143,7 @@ def _user_inputs(proto: onnx.ModelProto) -> list[onnx.ValueInfoProto]:
 
 def _key(info: onnx.ValueInfoProto, axis: int, dim: onnx.TensorShapeProto.Dimension) -> str | None:
     """The dimension's key if it has no size, else None."""
-    if dim.HasField("dim_value") and dim.dim_value > 0:
+    if dim.HasField("dim_value"):
         return None
     return dim.dim_param if dim.HasField("dim_param") and dim.dim_param else f"{info.name}:{axis}"
 
@@ -195,7 +195,7 @@ def _sized(proto: onnx.ModelProto, sizes: Mapping[str, int]) -> Iterator[None]:
     changed: list[tuple[onnx.TensorShapeProto.Dimension, str | None]] = []
     for info in [*graph.input, *graph.output, *graph.value_info]:
         for axis, dim in enumerate(_shape(info)):
-            if dim.HasField("dim_value") and dim.dim_value > 0:
+            if dim.HasField("dim_value"):
                 continue
             named = dim.dim_param if dim.HasField("dim_param") and dim.dim_param else None
             key = named or (f"{info.name}:{axis}" if info.name in inputs else None)

@@ -47,10 +47,11 @@ class GraphBuilder:
 
     def input(self, name: str, shape: Sequence[int], dtype: str) -> Input:
         """A model input; its shape must be static and its dtype one a model computes with. A rank-0
-        input is held as shape (1,) (`Module.scalar_inputs`)."""
+        input is held as shape (1,) (`Module.scalar_inputs`). An empty one (a size of 0) is taken and
+        never read: the frontends fold what it computes, knowing its one value."""
         if dtype not in DTYPES:
             raise GraphError(name, "input", f"dtype {dtype} is not supported ({', '.join(DTYPES)})")
-        if not all(isinstance(d, int) and d > 0 for d in shape):
+        if not all(isinstance(d, int) and d >= 0 for d in shape):
             raise GraphError(
                 name, "input", f"shape {tuple(shape)} is not static: every dimension must be a known size"
             )
@@ -76,6 +77,9 @@ class GraphBuilder:
         self, op: str, args: Sequence[Node], attrs: Mapping[str, object], name: str | None = None
     ) -> Node:
         node_name = self.name(name or op)
+        empty = next((a for a in args if 0 in a.type.shape), None)
+        if empty is not None:
+            raise GraphError(node_name, op, f"{empty.name} is empty: no operator computes on an empty tensor")
         half = next((a.type.dtype for a in args if a.type.dtype in HALF_DTYPES), None)
         if half is None or op == "cast":
             return call(node_name, op, args, attrs)

@@ -33,7 +33,7 @@ class DimRange:
     max: int
 
     def __post_init__(self) -> None:
-        if not 1 <= self.min <= self.max:
+        if not 0 <= self.min <= self.max:
             raise ValueError(f"dimension {self.name!r}: [{self.min}, {self.max}] is not a range of sizes")
 
     def __str__(self) -> str:
@@ -136,7 +136,7 @@ class ShapeFamily:
         out: list[dict[str, int]] = []
         for k in range(count):
             t = k / (count - 1) if count > 1 else 1.0
-            binding = {d.name: round(d.min * (d.max / d.min) ** t) for d in self.dims}
+            binding = {d.name: _between(d, t) for d in self.dims}
             if binding not in out:
                 out.append(binding)
         return out
@@ -148,6 +148,14 @@ class ShapeFamily:
 
     def __str__(self) -> str:
         return "; ".join(map(str, self.inputs)) + " with " + ", ".join(map(str, self.dims))
+
+
+def _between(dim: DimRange, t: float) -> int:
+    """The size at `t` (0 to 1) from min to max, evenly in the logarithm; 0 at t=0 if min is 0."""
+    if t == 0:
+        return dim.min
+    low = max(dim.min, 1)
+    return round(low * (dim.max / low) ** t)
 
 
 def _sized(dim: Size, sizes: Mapping[str, int]) -> Size:

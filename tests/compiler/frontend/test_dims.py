@@ -166,3 +166,50 @@ def test_a_program_saved_with_dynamic_shapes_loads_as_a_family_and_narrows(tmp_p
         frontend.load(path, dims={"ids:1": "other"})
     with pytest.raises(FrontendError, match=r"takes a model of static shapes; .*ids:1 in \[1, 256\]"):
         frontend.require_static(family, "the service")
+
+
+def decode_step_model() -> onnx.ModelProto:
+    """One attention step over a key cache: keys = concat(past, new), out = softmax(q k^T) k, the
+    grown cache a second output. A first step's past is empty (length 0)."""
+    nodes = [
+        helper.make_node("Concat", ["past", "new"], ["keys"], axis=1),
+        helper.make_node("Transpose", ["keys"], ["keys_t"], perm=[0, 2, 1]),
+        helper.make_node("MatMul", ["new", "keys_t"], ["scores"]),
+        helper.make_node("Softmax", ["scores"], ["weights"], axis=-1),
+        helper.make_node("MatMul", ["weights", "keys"], ["out"]),
+    ]
+    inputs = [
+        helper.make_tensor_value_info("past", TensorProto.FLOAT, [1, "past", 4]),
+        helper.make_tensor_value_info("new", TensorProto.FLOAT, [1, 1, 4]),
+    ]
+    outputs = [
+        helper.make_tensor_value_info("out", TensorProto.FLOAT, [1, 1, 4]),
+        helper.make_tensor_value_info("keys", TensorProto.FLOAT, [1, "total", 4]),
+    ]
+    graph_proto = helper.make_graph(nodes, "decode", inputs, outputs)
+    return helper.make_model(graph_proto, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_an_empty_past_runs_its_first_step_and_is_never_computed_on() -> None:
+    proto = decode_step_model()
+    family = frontend.from_onnx(proto, dims={"past": (0, 16)})
+    assert isinstance(family, ShapeFamily) and family.spread(3) == [{"past": 0}, {"past": 4}, {"past": 16}]
+    model = graph.build(family)
+    session = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
+    rng = np.random.default_rng(2)
+    for past in (0, 1, 9, 16):
+        feed = {
+            "past": rng.standard_normal((1, past, 4)).astype("float32"),
+            "new": rng.standard_normal((1, 1, 4)).astype("float32"),
+        }
+        for got, want in zip(model(*feed.values()), session.run(None, feed)):
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    empty_used = helper.make_graph(
+        [helper.make_node("Relu", ["past"], ["out"])],
+        "relu",
+        [helper.make_tensor_value_info("past", TensorProto.FLOAT, [1, "past", 4])],
+        [helper.make_tensor_value_info("out", TensorProto.FLOAT, [1, "past", 4])],
+    )
+    relu = helper.make_model(empty_used, opset_imports=[helper.make_opsetid("", 17)])
+    with pytest.raises(GraphError, match=r"'out' \(tensor\): is empty: no operator computes on"):
+        frontend.from_onnx(relu, dims={"past": 0})
