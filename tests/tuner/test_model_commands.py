@@ -174,7 +174,10 @@ def test_dim_sizes_and_ranges_of_an_open_dimension(tmp_path, capsys) -> None:
     assert main([*tune, "--repeat", "1", "--database", database]) == 0
     captured = capsys.readouterr()
     assert "at sizes [{'rows': 1}, {'rows': 5}, {'rows': 22}, {'rows': 100}]" in captured.err
-    for rows in (1, 5, 22, 100, 51):  # the tuned sizes, and one between them
-        assert f"rows={rows} " in captured.out
+    for n in (1, 5, 22, 100, 51):  # the tuned sizes, and one between them
+        assert f"rows={n} " in captured.out
+    run = ["run", str(model), "--repeat", "1", "--dim", "rows=1..100", "--database", database]
+    assert main([*run, "--input", str(rows)]) == 0  # 33 rows: no record of its own
+    assert "(2 tuned, 2 of them from tuned sizes, 0 default)" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         main(["run", str(model), "--dim", "rows"])

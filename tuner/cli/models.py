@@ -35,6 +35,7 @@ from tuner.tune import DEFAULT_DATABASE
 
 if TYPE_CHECKING:
     from tuner.model_tuning import ModelTuneResult
+    from tuner.shape_transfer import TransferredSchedules
 
 Handler = Callable[[argparse.Namespace, Console], int]
 CommandFactory = Callable[..., argparse.ArgumentParser]
@@ -164,9 +165,14 @@ def _run(args: argparse.Namespace, console: Console) -> int:
     if loaded is None or hardware is None:
         return 2
     files = [np.load(f) for f in args.input]
+    transfer = None
+    if isinstance(loaded, ShapeFamily) and args.database is not None:
+        from tuner.shape_transfer import TUNED_SIZES, TransferredSchedules
+
+        transfer = TransferredSchedules(loaded, loaded.spread(TUNED_SIZES), args.database, hardware)
     for sizes, module in _bindings(loaded, files, console):
         inputs = _inputs(module, files, np.random.default_rng(args.seed))
-        _run_module(args, module, inputs, hardware, sizes, console)
+        _run_module(args, module, inputs, hardware, sizes, console, transfer)
     return 0
 
 
@@ -189,16 +195,23 @@ def _run_module(
     hardware: Hardware,
     sizes: str,
     console: Console,
+    transfer: TransferredSchedules | None = None,
 ) -> None:
+    """Build, run and time one static model; a family's with `transfer` (the database's records at
+    the family's tuned sizes carried to this one)."""
     start = time.perf_counter()
     module = graph.optimize(module)
-    if args.database is None:
+    before = transfer.transferred if transfer is not None else 0
+    if transfer is not None:
+        model = transfer(module)
+    elif args.database is None:
         model = graph.build(module, target=hardware.target)
     else:
         model = build_model(module, database=args.database, hardware=hardware)
     tuned = sum(s.origin == "given" for s in model.sources)
+    carried = f", {transfer.transferred - before} of them from tuned sizes" if transfer is not None else ""
     console.print(
-        f"built {len(model.sources)} kernels ({tuned} tuned, {len(model.sources) - tuned} default) "
+        f"built {len(model.sources)} kernels ({tuned} tuned{carried}, {len(model.sources) - tuned} default) "
         f"in {time.perf_counter() - start:.1f} s; intermediates {model.peak_bytes / 1e6:.3f} MB "
         f"(unplanned {model.plan.total_bytes / 1e6:.3f} MB)",
         soft_wrap=True,
