@@ -3,6 +3,7 @@ submission to done, the worker protocol, best-record queries, tokens and roles, 
 
 import os
 import shutil
+import time
 from datetime import UTC, datetime, timedelta
 from typing import get_args
 
@@ -16,6 +17,7 @@ from runner.protocol import WORKER_NAME_LENGTH
 from tests.compiler.test_script import MM_RELU, te_mm_relu
 from tests.compiler.workloads.test_primfunc_spec import fused_conv2d_add_relu
 from tests.service.conftest import HARDWARE, HW, OTHER, Api, hardware_body, in_process_client
+from tuner.database.fleet import MISSED_HEARTBEATS
 from tuner.database.schema import CandidateRow, WorkerRow
 from tuner.service.schemas import Timing
 
@@ -177,6 +179,19 @@ def test_a_worker_that_stops_gives_its_leases_back(api: Api):
     api.client.post(f"/v1/workers/{w2}/heartbeat", headers=api.as_("worker"))
     fleet = api.client.get("/v1/workers", headers=api.as_("client")).json()
     assert [(w["name"], w["alive"]) for w in fleet] == [("w1", False), ("w2", True)]
+
+
+def test_a_worker_that_leases_is_alive_whether_or_not_it_beats(api: Api):
+    """A lease request counts as a heartbeat: a worker whose beats lag (a loaded machine, a client
+    that never beats) keeps the leases it was just given. Before, the loop's next tick took it for
+    dead and ended them, its results were refused, and a lost batch of 8 throttled it for 10 min."""
+    worker = register(api)
+    submit(api, trials=4)
+    api.loop.tick()
+    time.sleep(MISSED_HEARTBEATS * api.loop.settings.heartbeat_seconds + 0.1)  # no beat since it registered
+    leased = lease(api, worker)
+    api.loop.tick()  # ends the leases of the workers silent for MISSED_HEARTBEATS heartbeats
+    assert set(results(api, worker, leased)) == {"confirming"}
 
 
 def test_cancel(api: Api):

@@ -12,6 +12,7 @@ measurements within those bounds: give worker tokens to trusted machines only.
 from __future__ import annotations
 
 import logging
+from contextlib import suppress
 from typing import cast
 
 from fastapi import APIRouter, HTTPException, Request, Response, status
@@ -128,15 +129,19 @@ def lease(
 ) -> Lease:
     """Up to `max` candidates for this worker's hardware; an empty list when there is nothing to do,
     when the worker holds max_leases_per_worker already, or while it is throttled (it let
-    worker_strikes leases in a row expire without a result)."""
+    worker_strikes leases in a row expire without a result). Asking is a sign of life: it counts
+    as a heartbeat that renews nothing."""
     worker = own_worker(request, db, worker_id, holder)
+    now = clock_now(db)
+    policy = settings.lease_policy()
+    # Else a worker whose heartbeats lag (a loaded machine, a client that never beats) counts as
+    # dead to the search loop's next tick, which ends the leases just given: its results are then
+    # refused, and one lost batch of worker_strikes leases throttles it for worker_throttle_seconds.
+    # A stopped worker stays stopped: its leases end with its silence, as before.
+    with suppress(WorkerStopped):
+        heartbeat(db, worker_id=worker_id, policy=policy, now=now, holding=[])
     leased = q.lease(
-        db,
-        worker_id=worker_id,
-        hardware_id=worker.hardware_id,
-        limit=body.max,
-        now=clock_now(db),
-        policy=settings.lease_policy(),
+        db, worker_id=worker_id, hardware_id=worker.hardware_id, limit=body.max, now=now, policy=policy
     )
     LEASED.inc(len(leased))
     return Lease(candidates=leased)
