@@ -114,9 +114,66 @@ def compare(name: str, args: argparse.Namespace, threads: int) -> None:
         print(f"{n:>7} " + " ".join(f"{c:>13}" for c in cells) + f" {error:>9.1e}", flush=True)
 
 
+def compare_batches(batches: list[int], threads: int) -> None:
+    """ResNet-18 (the zoo's) imported once with its batch open (1..16) through torch.export's Dim,
+    against a static import at each batch and ONNX Runtime on an export with a dynamic batch axis;
+    all untuned."""
+    import torch
+
+    from bench import zoo
+
+    model = zoo.resnet18().eval()
+    image = torch.randn(2, 3, 224, 224, generator=torch.Generator().manual_seed(0))
+    batch = torch.export.Dim("batch", min=1, max=16)
+    family = frontend.from_torch(model, (image,), dynamic_shapes=({0: batch},))
+    assert isinstance(family, graph.ShapeFamily)
+    dynamic = graph.build(family)
+    buffer = io.BytesIO()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(
+            model,
+            (image,),
+            buffer,
+            dynamo=False,
+            opset_version=17,
+            input_names=["image"],
+            dynamic_axes={"image": {0: "batch"}},
+        )
+    print(f"\nresnet18: {family}")
+    columns = ["first call s", "family ms", "static ms", "static/family", "ORT ms", "ORT/family"]
+    print(f"{'batch':>7} " + " ".join(f"{c:>13}" for c in columns) + f" {'max err':>9}")
+    rng = np.random.default_rng(0)
+    for n in batches:
+        inputs = [rng.standard_normal((n, 3, 224, 224)).astype("float32")]
+        start = time.perf_counter()
+        ours = dynamic(*inputs)
+        first = time.perf_counter() - start
+        static = graph.build(
+            frontend.require_static(frontend.from_torch(model, (torch.from_numpy(inputs[0]),)), "bench")
+        )
+        ort = onnx_runtime(buffer.getvalue(), inputs, threads)
+        error = max(float(np.max(np.abs(o - w))) for o, w in zip(ours, ort()))
+        runs = {
+            "family": lambda x=inputs: dynamic(*x),
+            "static": lambda x=inputs, m=static: m(*x),
+            "ort": ort,
+        }
+        ms = {k: statistics.median(v) for k, v in alternated_ms(runs, rounds=5, calls=3).items()}
+        cells = [
+            f"{first:.1f}",
+            f"{ms['family']:.3f}",
+            f"{ms['static']:.3f}",
+            f"{ms['static'] / ms['family']:.2f}x",
+        ]
+        cells += [f"{ms['ort']:.3f}", f"{ms['ort'] / ms['family']:.2f}x"]
+        print(f"{n:>7} " + " ".join(f"{c:>13}" for c in cells) + f" {error:>9.1e}", flush=True)
+
+
 def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--models", nargs="*", default=list(LARGEST), choices=list(LARGEST))
+    parser.add_argument("--models", nargs="*", default=[*LARGEST, "resnet18"], choices=[*LARGEST, "resnet18"])
+    parser.add_argument("--batches", nargs="*", type=int, default=[1, 3, 8, 16], help="resnet18's batches")
     parser.add_argument("--lengths", nargs="*", type=int, default=list(LENGTHS))
     parser.add_argument("--trials", type=int, default=0, help="tune the family once at four lengths")
     parser.add_argument(
@@ -130,7 +187,10 @@ def main(argv: list[str]) -> None:
     threads = hardware.target.cores
     print(f"{hardware.cpu_model}, {threads} threads; databases in {args.dir}")
     for name in args.models:
-        compare(name, args, threads)
+        if name == "resnet18":
+            compare_batches(args.batches, threads)
+        else:
+            compare(name, args, threads)
 
 
 if __name__ == "__main__":

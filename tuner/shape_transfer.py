@@ -65,7 +65,9 @@ class TransferredSchedules:
         self._siblings: dict[Kind, list[_Sibling]] | None = None
 
     def __call__(self, module: Module) -> CompiledModel:
-        sizes = self.family.bind([i.type.shape for i in module.inputs])
+        sizes = self.family.bind(
+            [() if k in module.scalar_inputs else i.type.shape for k, i in enumerate(module.inputs)]
+        )
         with opened(self.database) as db:
             siblings = self._load(db)
 

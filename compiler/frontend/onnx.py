@@ -301,7 +301,7 @@ class _Importer:
             raise GraphError(name, "input", "a model input must be a tensor of known shape")
         tensor = info.type.tensor_type
         for i, dim in enumerate(tensor.shape.dim):
-            if not dim.HasField("dim_value"):
+            if not dim.HasField("dim_value") or dim.dim_value < 0:
                 raise unsized_error(name, i, dim.dim_param or f"{name}:{i}")
         if not tensor.shape.dim:
             self.scalars.add(name)

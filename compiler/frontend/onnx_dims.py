@@ -11,6 +11,7 @@ it, so that ONNX's shape inference and the importer see a static model: a range 
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 
@@ -19,6 +20,9 @@ import onnx
 from compiler.frontend import FrontendError
 from compiler.graph.ir import GraphError, Module
 from compiler.graph.shape_family import DimRange, DimSpec, InputSignature, ShapeFamily, Size
+
+# The largest size a dimension may be given (ONNX stores sizes as int64; no tensor is larger).
+MAX_SIZE = 2**31
 
 
 @dataclass(frozen=True)
@@ -39,7 +43,7 @@ def import_with_dims(
     unknown = sorted(set(dims) - set(keys))
     if unknown:
         have = ", ".join(f"{k!r} (input {u.input!r}, dimension {u.axis})" for k, u in keys.items())
-        raise FrontendError(
+        raise DimsError(
             f"dims names {unknown}, which no input dimension is; the model's dimensions without a size "
             f"are: {have or 'none'}"
         )
@@ -62,9 +66,11 @@ def import_with_dims(
     template = onnx.ModelProto()
     template.CopyFrom(proto)
 
+    lock = threading.Lock()  # one binding at a time writes its sizes into the one template
+
     def at(values: Mapping[str, int]) -> Module:
         given = {**sizes, **values}
-        with _sized(template, {**given, **{k: given[v] for k, v in aliases.items()}}):
+        with lock, _sized(template, {**given, **{k: given[v] for k, v in aliases.items()}}):
             return importer(template)
 
     if not ranges:
@@ -78,26 +84,30 @@ def _aliases(dims: Mapping[str, DimSpec]) -> dict[str, str]:
     out = {k: v for k, v in dims.items() if isinstance(v, str)}
     for key, target in out.items():
         if target not in dims or isinstance(dims[target], str):
-            raise FrontendError(
+            raise DimsError(
                 f"dims[{key!r}] is {target!r}, which is not a dimension given a size or a range in dims"
             )
     return out
 
 
-def sized_onnx(model: bytes, dims: Mapping[str, int | str], *, max_bytes: int) -> bytes:
+class DimsError(FrontendError):
+    """Dims that do not fit the model: an unknown name, a missing dimension, a bad size or range."""
+
+
+def sized_onnx(model: bytes, dims: Mapping[str, int | str], *, max_bytes: int, max_nodes: int) -> bytes:
     """The model's bytes with its open input dimensions sized as `dims` says (sizes, or names of
     other dimensions; every open dimension given): a static model that stays one when stored."""
     from compiler.frontend.onnx import load_checked
 
-    proto = load_checked(model, max_bytes)
+    proto = load_checked(model, max_bytes, max_nodes)
     keys = {d.key for d in open_dims(proto)}
     ranges = sorted(k for k, v in dims.items() if not isinstance(v, (int, str)))
     if ranges:
-        raise FrontendError(f"dims {ranges}: give sizes here, not ranges")
+        raise DimsError(f"dims {ranges}: give sizes here, not ranges")
     unknown = sorted(set(dims) - keys)
     if unknown or keys - set(dims):
         missing = sorted(keys - set(dims))
-        raise FrontendError(
+        raise DimsError(
             f"dims: the model's open dimensions are {sorted(keys)}"
             + (f"; unknown: {unknown}" if unknown else "")
             + (f"; not given: {missing}" if missing else "")
@@ -130,9 +140,9 @@ def _parse(key: str, spec: object) -> tuple[int, int]:
     ):
         low, high = spec
     else:
-        raise FrontendError(f"dims[{key!r}] is {spec!r}: a size (an int) or a range (min, max) of ints")
-    if not 0 <= low <= high:
-        raise FrontendError(f"dims[{key!r}] is {spec!r}: sizes are at least 0, and min <= max")
+        raise DimsError(f"dims[{key!r}] is {spec!r}: a size (an int) or a range (min, max) of ints")
+    if not 0 <= low <= high <= MAX_SIZE:
+        raise DimsError(f"dims[{key!r}] is {spec!r}: sizes are 0 to {MAX_SIZE}, and min <= max")
     return low, high
 
 
@@ -143,7 +153,7 @@ def _user_inputs(proto: onnx.ModelProto) -> list[onnx.ValueInfoProto]:
 
 def _key(info: onnx.ValueInfoProto, axis: int, dim: onnx.TensorShapeProto.Dimension) -> str | None:
     """The dimension's key if it has no size, else None."""
-    if dim.HasField("dim_value"):
+    if _sized_dim(dim):
         return None
     return dim.dim_param if dim.HasField("dim_param") and dim.dim_param else f"{info.name}:{axis}"
 
@@ -189,27 +199,36 @@ def _signatures(
 
 @contextlib.contextmanager
 def _sized(proto: onnx.ModelProto, sizes: Mapping[str, int]) -> Iterator[None]:
-    """The model with these sizes written into its shapes, restored afterwards."""
+    """The model with these sizes written into its shapes, restored afterwards, whatever happens
+    (a write that fails part-way included: the next binding must find the model as it was)."""
     graph = proto.graph
     inputs = {i.name for i in _user_inputs(proto)}
-    changed: list[tuple[onnx.TensorShapeProto.Dimension, str | None]] = []
-    for info in [*graph.input, *graph.output, *graph.value_info]:
-        for axis, dim in enumerate(_shape(info)):
-            if dim.HasField("dim_value"):
-                continue
-            named = dim.dim_param if dim.HasField("dim_param") and dim.dim_param else None
-            key = named or (f"{info.name}:{axis}" if info.name in inputs else None)
-            if key is not None and key in sizes:
-                changed.append((dim, named))
-                dim.dim_value = sizes[key]
+    changed: list[tuple[onnx.TensorShapeProto.Dimension, str | None, int | None]] = []
     try:
+        for info in [*graph.input, *graph.output, *graph.value_info]:
+            for axis, dim in enumerate(_shape(info)):
+                if _sized_dim(dim):
+                    continue
+                named = dim.dim_param if dim.HasField("dim_param") and dim.dim_param else None
+                key = named or (f"{info.name}:{axis}" if info.name in inputs else None)
+                if key is not None and key in sizes:
+                    changed.append((dim, named, dim.dim_value if dim.HasField("dim_value") else None))
+                    dim.dim_value = sizes[key]
         yield
     finally:
-        for dim, named in changed:
-            if named is None:
-                dim.ClearField("dim_value")
-            else:
+        for dim, named, value in changed:
+            if named is not None:
                 dim.dim_param = named
+            elif value is not None:
+                dim.dim_value = value
+            else:
+                dim.ClearField("dim_value")
 
 
-__all__ = ["OpenDim", "import_with_dims", "open_dims", "sized_onnx", "unsized_error"]
+def _sized_dim(dim: onnx.TensorShapeProto.Dimension) -> bool:
+    """Whether a dimension has a size: 0 included (an empty tensor); a negative one is open, as
+    some exporters write -1 for a dimension they leave to the caller."""
+    return dim.HasField("dim_value") and dim.dim_value >= 0
+
+
+__all__ = ["MAX_SIZE", "DimsError", "OpenDim", "import_with_dims", "open_dims", "sized_onnx", "unsized_error"]

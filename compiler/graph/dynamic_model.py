@@ -1,10 +1,11 @@
 """The compiled form of a shape family: one callable for every size in the declared ranges.
 
 Each binding of the ranged dimensions is its own static model, compiled on the first call at those
-sizes and kept (the most recently used `capacity` of them; each holds its kernels and its arena of
-intermediates, sized for its shapes). Calls at sizes seen before run the static model directly, at
-its full speed; the first call at new sizes pays their compile. `compile(...)` does that ahead of
-time for the sizes a server expects. Sizes outside the ranges are refused before anything runs.
+sizes and kept (the most recently used `capacity` of them; each holds its kernels, its own copy of
+the weights, packed for its shapes, and its arena of intermediates). Calls at sizes seen before run
+the static model directly, at its full speed; the first call at new sizes pays their compile.
+`compile(...)` does that ahead of time for the sizes a server expects. Sizes outside the ranges are
+refused before anything runs.
 """
 
 from __future__ import annotations

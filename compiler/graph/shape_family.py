@@ -115,7 +115,7 @@ class ShapeFamily:
         ranges: list[DimRange] = []
         for dim in self.dims:
             spec = dims.get(dim.name, (dim.min, dim.max))
-            low, high = (spec, spec) if isinstance(spec, int) else spec
+            low, high = _bounds(dim.name, spec)
             if not dim.min <= low <= high <= dim.max:
                 raise ShapeError(f"{dim.name}: {spec} is not inside the declared range {dim}")
             if low == high:
@@ -148,6 +148,19 @@ class ShapeFamily:
 
     def __str__(self) -> str:
         return "; ".join(map(str, self.inputs)) + " with " + ", ".join(map(str, self.dims))
+
+
+def _bounds(name: str, spec: object) -> tuple[int, int]:
+    """A size's or a (min, max) range's bounds; a ShapeError for anything else."""
+    if isinstance(spec, int) and not isinstance(spec, bool):
+        return spec, spec
+    if (
+        isinstance(spec, (tuple, list))
+        and len(spec) == 2
+        and all(isinstance(v, int) and not isinstance(v, bool) for v in spec)
+    ):
+        return spec[0], spec[1]
+    raise ShapeError(f"{name}: {spec!r} is neither a size (an int) nor a range (min, max) of ints")
 
 
 def _between(dim: DimRange, t: float) -> int:

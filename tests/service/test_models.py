@@ -171,6 +171,7 @@ def test_an_open_dimension_is_sized_by_dims_and_the_model_kept_so(api: Api):
     for message, extra in refusals.items():
         reply = api.client.post("/v1/models", json={**body, **extra}, headers=api.as_("client"))
         assert reply.status_code == 422 and message in str(reply.json()["detail"]), reply.text
+        assert reply.json()["detail"][0]["loc"][1] == ("dims" if extra else "onnx")
     graph_body = {"graph": module_to_json(frontend.from_onnx(mlp())), "trials": 8, "dims": {"batch": 4}}
     reply = api.client.post("/v1/models", json=graph_body, headers=api.as_("client"))
     assert reply.status_code == 422 and "a graph's shapes are static" in reply.text

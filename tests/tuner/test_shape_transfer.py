@@ -52,3 +52,22 @@ def test_a_family_tuned_at_two_sizes_runs_every_size_with_transferred_schedules(
         assert {s.origin for s in model.compile(rows=rows).sources} == {"given"}
     untuned = build_model(FAMILY, database=f"sqlite:///{tmp_path / 'empty.db'}")
     assert {s.origin for s in untuned.compile(rows=40).sources} == {"default"}
+
+
+def scaled(values: Mapping[str, int]) -> Module:
+    """y = x * s, x (rows, 4), s a rank-0 input."""
+    b = GraphBuilder()
+    x = b.input("x", [values["rows"], 4], "float32")
+    s = b.input("s", [], "float32")
+    return b.module([b.call("multiply", [x, s])])
+
+
+def test_a_family_with_a_rank_0_input_builds_from_a_database(tmp_path) -> None:
+    family = ShapeFamily(
+        (InputSignature("x", ("rows", 4), "float32"), InputSignature("s", (), "float32")),
+        (DimRange("rows", 1, 8),),
+        scaled,
+    )
+    model = build_model(family, database=f"sqlite:///{tmp_path / 'empty.db'}")
+    x = RNG.standard_normal((3, 4)).astype("float32")
+    np.testing.assert_allclose(model(x, np.float32(2.5))[0], x * 2.5, rtol=1e-6)

@@ -100,6 +100,8 @@ def add_dim_option(p: argparse.ArgumentParser) -> None:
 
 def _dim(text: str) -> tuple[str, DimSpec]:
     name, sep, value = text.partition("=")
+    if not name:
+        raise argparse.ArgumentTypeError(f"{text!r}: the dimension's name comes before '='")
     low, dots, high = value.partition("..")
     try:
         if dots:
@@ -135,7 +137,11 @@ def _import(args: argparse.Namespace, console: Console) -> int:
     if isinstance(loaded, ShapeFamily):
         largest = {d.name: d.max for d in loaded.dims}
         console.print(f"inputs {loaded}; the graph and tasks at the largest sizes {largest}:", soft_wrap=True)
-        module = loaded.specialize(largest)
+        try:
+            module = loaded.specialize(largest)
+        except GraphError as e:
+            console.print(f"[red]cannot import[/red] at {largest}: {escape(str(e))}", soft_wrap=True)
+            return 2
     else:
         module = loaded
     if args.unoptimized:
@@ -170,9 +176,13 @@ def _run(args: argparse.Namespace, console: Console) -> int:
         from tuner.shape_transfer import TUNED_SIZES, TransferredSchedules
 
         transfer = TransferredSchedules(loaded, loaded.spread(TUNED_SIZES), args.database, hardware)
-    for sizes, module in _bindings(loaded, files, console):
-        inputs = _inputs(module, files, np.random.default_rng(args.seed))
-        _run_module(args, module, inputs, hardware, sizes, console, transfer)
+    try:
+        for sizes, module in _bindings(loaded, files, console):
+            inputs = _inputs(module, files, np.random.default_rng(args.seed))
+            _run_module(args, module, inputs, hardware, sizes, console, transfer)
+    except (GraphError, ValueError) as e:  # a family's size outside it, or one it cannot import at
+        console.print(f"[red]cannot run[/red] {escape(args.model)}: {escape(str(e))}", soft_wrap=True)
+        return 2
     return 0
 
 
@@ -345,7 +355,11 @@ def _tune_model(args: argparse.Namespace, console: Console) -> int:
     if loaded is None or hardware is None:
         return 2
     if isinstance(loaded, ShapeFamily):
-        return _tune_family(args, loaded, hardware, console)
+        try:
+            return _tune_family(args, loaded, hardware, console)
+        except GraphError as e:  # a size of the family it cannot import at
+            console.print(f"[red]cannot tune[/red] {escape(args.model)}: {escape(str(e))}", soft_wrap=True)
+            return 2
     module = graph.optimize(loaded)
     inputs = _inputs(module, [], np.random.default_rng(args.seed))
     untuned = _median(graph.build(module, target=hardware.target), inputs, args.repeat)
@@ -424,8 +438,8 @@ def _tune_family(args: argparse.Namespace, family: ShapeFamily, hardware: Hardwa
     table = Table(title=f"{Path(args.model).name}: median latency of one forward pass ({args.repeat} runs)")
     for column in ("sizes", "untuned ms", "tuned ms", "reference ms", "reference / tuned"):
         table.add_column(column, justify="left" if column == "sizes" else "right")
-    between = {d.name: (d.min + d.max) // 2 + 1 for d in family.dims}  # no tuned size: transferred
-    for size in [*sizes, between]:
+    between = {d.name: (d.min + d.max) // 2 + 1 for d in family.dims}  # a size between the tuned ones
+    for size in [*sizes, *([between] if between not in sizes else [])]:
         module = graph.optimize(family.specialize(size))
         inputs = _inputs(module, [], np.random.default_rng(args.seed))
         untuned = _median(graph.build(module, target=hardware.target), inputs, args.repeat)

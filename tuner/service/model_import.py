@@ -22,7 +22,16 @@ SOURCE_FORMATS = ("onnx", "graph")
 
 class ModelRefused(ValueError):
     """The model cannot be tuned: not ONNX, malformed, too large, or an operator our frontend does not
-    support; the message names the problem (the node and its op, where there is one)."""
+    support; the message names the problem (the node and its op, where there is one), `field` the
+    request's field at fault when it is not the model itself (its `dims`)."""
+
+    def __init__(self, message: str, field: str | None = None) -> None:
+        super().__init__(message, field)  # both in args: the error crosses from the import's process
+        self.message = message
+        self.field = field
+
+    def __str__(self) -> str:
+        return self.message
 
 
 @dataclass(frozen=True)
@@ -39,7 +48,7 @@ class Layer:
 class ImportedModel:
     layers: tuple[Layer, ...]
     nodes: int  # graph nodes after optimization, for the message of a refused layer
-    source: bytes  # what to keep: the model submitted, its open dimensions sized as the submitter said
+    sized: bytes | None  # the model with its open dimensions sized as `dims` said, to keep instead
 
 
 def import_model(
@@ -65,14 +74,20 @@ def import_model(
 def _import(
     source_format: str, source: bytes, max_bytes: int, max_nodes: int, dims: dict[str, int | str]
 ) -> ImportedModel:
+    sized = None
     try:
         if dims:
-            from compiler.frontend.onnx_dims import sized_onnx  # onnx is imported only to read one
+            from compiler.frontend.onnx_dims import DimsError, sized_onnx  # onnx only to read one
 
-            source = sized_onnx(source, dims, max_bytes=max_bytes)
+            try:
+                source = sized = sized_onnx(source, dims, max_bytes=max_bytes, max_nodes=max_nodes)
+            except DimsError as e:
+                raise ModelRefused(str(e), field="dims") from None
         loaded = frontend.load(source, source_format, max_bytes=max_bytes, max_nodes=max_nodes)
         module = graph.optimize(frontend.require_static(loaded, "the service"))
         tasks = graph.extract_tasks(module)
+    except ModelRefused:
+        raise
     except (frontend.FrontendError, graph.GraphError, GraphFormatError) as e:
         raise ModelRefused(str(e)) from None
     except Exception as e:  # bytes from anyone may reach a corner of the importer: still their model's fault
@@ -80,4 +95,4 @@ def _import(
     if not tasks:
         raise ModelRefused("the model computes nothing to tune: it has no kernel after optimization")
     layers = tuple(Layer(t.name, t.spec, t.weight, t.ops) for t in tasks)
-    return ImportedModel(layers, len(module.nodes()), source)
+    return ImportedModel(layers, len(module.nodes()), sized)

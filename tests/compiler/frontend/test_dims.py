@@ -213,3 +213,20 @@ def test_an_empty_past_runs_its_first_step_and_is_never_computed_on() -> None:
     relu = helper.make_model(empty_used, opset_imports=[helper.make_opsetid("", 17)])
     with pytest.raises(GraphError, match=r"'out' \(tensor\): is empty: no operator computes on"):
         frontend.from_onnx(relu, dims={"past": 0})
+    # A binding whose import fails leaves the model as it was for the next one.
+    family = frontend.from_onnx(relu, dims={"past": (0, 4)})
+    assert isinstance(family, ShapeFamily)
+    with pytest.raises(GraphError, match="is empty"):
+        family.specialize({"past": 0})
+    assert family.specialize({"past": 3}).inputs[0].type.shape == (1, 3, 4)
+
+
+def test_a_negative_size_is_an_open_dimension_and_sizes_are_bounded() -> None:
+    proto = masked_softmax_model()
+    proto.graph.input[1].type.tensor_type.shape.dim[1].dim_value = -1  # as some exporters write it
+    with pytest.raises(GraphError, match=r"dimension 1 is unknown \(it has no name\)"):
+        frontend.from_onnx(proto, dims={"batch": 1, "sequence": 5})
+    module = frontend.from_onnx(proto, dims={"batch": 1, "sequence": 5, "mask:1": 5})
+    assert isinstance(module, Module) and module.inputs[1].type.shape == (1, 5)
+    with pytest.raises(FrontendError, match=r"sizes are 0 to 2147483648"):
+        frontend.from_onnx(proto, dims={"batch": 1, "sequence": (1, 2**70), "mask:1": "sequence"})

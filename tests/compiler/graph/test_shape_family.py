@@ -80,6 +80,9 @@ def test_narrowed_fixes_or_narrows_inside_the_declared_ranges() -> None:
         FAMILY.narrowed({"seq": (1, 301)})
     with pytest.raises(ShapeError, match="no ranged dimension is named"):
         FAMILY.narrowed({"length": 3})
+    for bad in ((1, 2, 3), True, "5"):
+        with pytest.raises(ShapeError, match="neither a size"):
+            FAMILY.narrowed({"seq": bad})  # type: ignore[dict-item]
 
 
 def test_a_dynamic_model_runs_every_size_and_keeps_the_recent_ones() -> None:

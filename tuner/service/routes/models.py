@@ -77,7 +77,7 @@ def _submit_model(body: ModelCreate, db: Database, settings: Settings, holder: T
     try:
         imported = import_model(source_format, source, settings, body.dims)
     except ModelRefused as e:
-        raise field_error("dims" if str(e).startswith("dims") else field, str(e)) from None
+        raise field_error(e.field or field, str(e)) from None
     if body.trials < len(imported.layers):
         raise field_error(
             "trials", f"the model has {len(imported.layers)} layers to tune: give each at least one trial"
@@ -89,7 +89,7 @@ def _submit_model(body: ModelCreate, db: Database, settings: Settings, holder: T
             token_id=holder.id,
             quota=quota,
             name=body.name or "model",
-            source=imported.source,
+            source=imported.sized or source,
             source_format=source_format,
             hardware_id=hardware.id,
             scheduler=body.scheduler,
