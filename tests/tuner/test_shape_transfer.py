@@ -39,17 +39,20 @@ def test_tasks_of_a_family_are_its_sizes_tasks_merged() -> None:
 
 
 def test_a_family_tuned_at_two_sizes_runs_every_size_with_transferred_schedules(tmp_path) -> None:
+    """Correct at every size; a size whose extents keep a tuned size's inner tiles runs its traces."""
     database = f"sqlite:///{tmp_path / 'tune.db'}"
     result = tune_model(FAMILY, trials=8, database=database, sizes=[{"rows": 16}, {"rows": 64}], batch_size=4)
     assert result.sizes == [{"rows": 16}, {"rows": 64}]
     assert all(t.best_secs is not None for t in result.tasks)
     model = result.model
     assert isinstance(model, DynamicModel)
-    for rows in (16, 40, 1, 96):
+    for rows in (16, 40, 1, 96, 7, 32):
         x = RNG.standard_normal((rows, 32)).astype("float32")
         np.testing.assert_allclose(model(x)[0], expected(x), rtol=1e-4, atol=1e-4)
-        # No size but 16 and 64 has a record: the others run the tuned sizes' traces, replayed.
-        assert {s.origin for s in model.compile(rows=rows).sources} == {"given"}
+    for rows in (16, 64):
+        assert {s.origin for s in model.compile(rows=rows).sources} == {"given"}  # their own records
+    # No size but 16 and 64 has a record: 32 rows run 16 rows' traces, whose inner tiles divide 32.
+    assert {s.origin for s in model.compile(rows=32).sources} == {"given"}
     untuned = build_model(FAMILY, database=f"sqlite:///{tmp_path / 'empty.db'}")
     assert {s.origin for s in untuned.compile(rows=40).sources} == {"default"}
 
