@@ -5,8 +5,8 @@ lengths 1 to the model's largest against ONNX Runtime on the same export, which 
 Ours compiles each length on its first call (`graph.DynamicModel`: one static model per length, kept):
 the first-call column is that compile plus the run, the cost a server pays once per new length. The
 steady latencies alternate with ONNX Runtime's round by round: untuned (default schedules); with
---trials, the family tuned once at four lengths under that budget (the other lengths run the nearest
-tuned length's schedules, `tuner/shape_transfer.py`); with --separate, each other length also tuned
+--trials, the family tuned once at four lengths under that budget (the other lengths run the default
+schedules); with --separate, each other length also tuned
 alone at a quarter of the budget, as one would tune each length without a family.
 
     python -m bench dynamic_lengths        # untuned: hf_bert (2 BERT-base layers, 1..512), hf_gpt2 (1..256)

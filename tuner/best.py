@@ -5,7 +5,6 @@ which record counts as a layer's best (`best_record`)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
 from typing import overload
 
 from compiler import Hardware, PrimFunc, Trace, build, graph, host_hardware
@@ -40,11 +39,7 @@ def build_model(
 
 @overload
 def build_model(
-    module: ShapeFamily,
-    *,
-    database: Database | str = ...,
-    hardware: Hardware | None = ...,
-    tuned_sizes: Sequence[Mapping[str, int]] | None = ...,
+    module: ShapeFamily, *, database: Database | str = ..., hardware: Hardware | None = ...
 ) -> DynamicModel: ...
 
 
@@ -53,19 +48,14 @@ def build_model(
     *,
     database: Database | str = DEFAULT_DATABASE,
     hardware: Hardware | None = None,
-    tuned_sizes: Sequence[Mapping[str, int]] | None = None,
 ) -> CompiledModel | DynamicModel:
     """The model compiled for `hardware` (this machine by default): each kernel with its best record
     in `database` (as a layer inside a forward pass is timed, if it was timed so), the default
     schedule where it has none. A shape family gives a DynamicModel whose sizes each build so on
-    their first call, a kernel without a record of its own taking its sibling's at the nearest of
-    `tuned_sizes` (by default the sizes `tune_model` tunes a family at; `tuner.shape_transfer`)."""
+    their first call: a size `tune_model` tuned runs its records, any other the default schedules."""
     hardware = hardware or host_hardware()
     if isinstance(module, ShapeFamily):
-        from tuner.shape_transfer import TUNED_SIZES, TransferredSchedules
-
-        sizes = tuned_sizes if tuned_sizes is not None else module.spread(TUNED_SIZES)
-        return DynamicModel(module, TransferredSchedules(module, sizes, database, hardware))
+        return DynamicModel(module, lambda m: build_model(m, database=database, hardware=hardware))
     with opened(database) as db:
         return graph.build(
             module,

@@ -178,7 +178,7 @@ def test_dim_sizes_and_ranges_of_an_open_dimension(tmp_path, capsys) -> None:
         assert f"rows={n} " in captured.out
     run = ["run", str(model), "--repeat", "1", "--dim", "rows=1..100", "--database", database]
     assert main([*run, "--input", str(rows)]) == 0  # 33 rows: no record of its own
-    assert "of them from tuned sizes" in capsys.readouterr().err  # how many: which tiles fit 33 rows
+    assert "(0 tuned, 2 default)" in capsys.readouterr().err  # 33 rows were not tuned
     np.save(rows, np.ones((33, 9), "float32"))
     assert main([*run, "--input", str(rows)]) == 2
     assert "cannot run" in capsys.readouterr().err

@@ -35,7 +35,6 @@ from tuner.tune import DEFAULT_DATABASE
 
 if TYPE_CHECKING:
     from tuner.model_tuning import ModelTuneResult
-    from tuner.shape_transfer import TransferredSchedules
 
 Handler = Callable[[argparse.Namespace, Console], int]
 CommandFactory = Callable[..., argparse.ArgumentParser]
@@ -171,15 +170,10 @@ def _run(args: argparse.Namespace, console: Console) -> int:
     if loaded is None or hardware is None:
         return 2
     files = [np.load(f) for f in args.input]
-    transfer = None
-    if isinstance(loaded, ShapeFamily) and args.database is not None:
-        from tuner.shape_transfer import TUNED_SIZES, TransferredSchedules
-
-        transfer = TransferredSchedules(loaded, loaded.spread(TUNED_SIZES), args.database, hardware)
     try:
         for sizes, module in _bindings(loaded, files, console):
             inputs = _inputs(module, files, np.random.default_rng(args.seed))
-            _run_module(args, module, inputs, hardware, sizes, console, transfer)
+            _run_module(args, module, inputs, hardware, sizes, console)
     except (GraphError, ValueError) as e:  # a family's size outside it, or one it cannot import at
         console.print(f"[red]cannot run[/red] {escape(args.model)}: {escape(str(e))}", soft_wrap=True)
         return 2
@@ -205,23 +199,16 @@ def _run_module(
     hardware: Hardware,
     sizes: str,
     console: Console,
-    transfer: TransferredSchedules | None = None,
 ) -> None:
-    """Build, run and time one static model; a family's with `transfer` (the database's records at
-    the family's tuned sizes carried to this one)."""
     start = time.perf_counter()
     module = graph.optimize(module)
-    before = transfer.transferred if transfer is not None else 0
-    if transfer is not None:
-        model = transfer(module)
-    elif args.database is None:
+    if args.database is None:
         model = graph.build(module, target=hardware.target)
     else:
         model = build_model(module, database=args.database, hardware=hardware)
     tuned = sum(s.origin == "given" for s in model.sources)
-    carried = f", {transfer.transferred - before} of them from tuned sizes" if transfer is not None else ""
     console.print(
-        f"built {len(model.sources)} kernels ({tuned} tuned{carried}, {len(model.sources) - tuned} default) "
+        f"built {len(model.sources)} kernels ({tuned} tuned, {len(model.sources) - tuned} default) "
         f"in {time.perf_counter() - start:.1f} s; intermediates {model.peak_bytes / 1e6:.3f} MB "
         f"(unplanned {model.plan.total_bytes / 1e6:.3f} MB)",
         soft_wrap=True,
@@ -426,8 +413,7 @@ def _progress(tasks: Sequence[ExtractedTask], console: Console) -> Callable[[Bat
 def _tune_family(args: argparse.Namespace, family: ShapeFamily, hardware: Hardware, console: Console) -> int:
     """Tune a model over its ranges: at sizes spread over them under the one budget, then each tuned
     size and one between them run untuned, tuned and in the reference runtime."""
-    from tuner.model_tuning import tasks_of
-    from tuner.shape_transfer import TUNED_SIZES
+    from tuner.model_tuning import TUNED_SIZES, tasks_of
 
     if args.plot:
         console.print("--plot draws a model of static shapes: give each dimension a size to plot it")
@@ -438,7 +424,7 @@ def _tune_family(args: argparse.Namespace, family: ShapeFamily, hardware: Hardwa
     table = Table(title=f"{Path(args.model).name}: median latency of one forward pass ({args.repeat} runs)")
     for column in ("sizes", "untuned ms", "tuned ms", "reference ms", "reference / tuned"):
         table.add_column(column, justify="left" if column == "sizes" else "right")
-    between = {d.name: (d.min + d.max) // 2 + 1 for d in family.dims}  # a size between the tuned ones
+    between = {d.name: (d.min + d.max) // 2 + 1 for d in family.dims}  # untuned: default schedules
     for size in [*sizes, *([between] if between not in sizes else [])]:
         module = graph.optimize(family.specialize(size))
         inputs = _inputs(module, [], np.random.default_rng(args.seed))
