@@ -101,17 +101,12 @@ def compare(name: str, args: argparse.Namespace, threads: int) -> None:
             separate_secs = alone.scheduled.wall_secs if alone.scheduled else 0.0
             runs["separate"] = lambda x=inputs, m=alone.model: m(*x)
         ms = {k: statistics.median(v) for k, v in alternated_ms(runs, rounds=5, calls=5).items()}
-        cells = [
-            f"{first:.1f}",
-            f"{ms['untuned']:.3f}",
-            f"{ms['ort']:.3f}",
-            f"{ms['ort'] / ms['untuned']:.2f}x",
-        ]
+        cells = [f"{first:.1f}", *_with_ratio(ms, "untuned", "ort")]
         if tuned is not None:
-            cells += [f"{ms['tuned']:.3f}", f"{ms['ort'] / ms['tuned']:.2f}x"]
+            cells += _with_ratio(ms, "tuned", "ort")[::2]
         if args.separate:
             cells += [f"{ms['separate']:.3f}", f"{separate_secs:.0f}"] if "separate" in ms else ["-", "-"]
-        print(f"{n:>7} " + " ".join(f"{c:>13}" for c in cells) + f" {error:>9.1e}", flush=True)
+        _print_row(n, cells, error)
 
 
 def compare_batches(batches: list[int], threads: int) -> None:
@@ -160,14 +155,17 @@ def compare_batches(batches: list[int], threads: int) -> None:
             "ort": ort,
         }
         ms = {k: statistics.median(v) for k, v in alternated_ms(runs, rounds=5, calls=3).items()}
-        cells = [
-            f"{first:.1f}",
-            f"{ms['family']:.3f}",
-            f"{ms['static']:.3f}",
-            f"{ms['static'] / ms['family']:.2f}x",
-        ]
-        cells += [f"{ms['ort']:.3f}", f"{ms['ort'] / ms['family']:.2f}x"]
-        print(f"{n:>7} " + " ".join(f"{c:>13}" for c in cells) + f" {error:>9.1e}", flush=True)
+        cells = [f"{first:.1f}", *_with_ratio(ms, "family", "static"), *_with_ratio(ms, "family", "ort")[1:]]
+        _print_row(n, cells, error)
+
+
+def _with_ratio(ms: dict[str, float], ours: str, peer: str) -> list[str]:
+    """Our milliseconds, the peer's, and the peer's over ours (above 1: ours is faster)."""
+    return [f"{ms[ours]:.3f}", f"{ms[peer]:.3f}", f"{ms[peer] / ms[ours]:.2f}x"]
+
+
+def _print_row(size: int, cells: list[str], error: float) -> None:
+    print(f"{size:>7} " + " ".join(f"{c:>13}" for c in cells) + f" {error:>9.1e}", flush=True)
 
 
 def main(argv: list[str]) -> None:

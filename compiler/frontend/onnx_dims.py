@@ -17,9 +17,10 @@ from dataclasses import dataclass
 
 import onnx
 
+from compiler.build import ShapeError
 from compiler.frontend import FrontendError
 from compiler.graph.ir import GraphError, Module
-from compiler.graph.shape_family import DimRange, DimSpec, InputSignature, ShapeFamily, Size
+from compiler.graph.shape_family import DimRange, DimSpec, InputSignature, ShapeFamily, Size, dim_bounds
 
 # The largest size a dimension may be given (ONNX stores sizes as int64; no tensor is larger).
 MAX_SIZE = 2**31
@@ -52,42 +53,54 @@ def import_with_dims(
             raise unsized_error(u.input, u.axis, u.key)
     if not dims:
         return importer(proto)
-    aliases = _aliases(dims)
-    sizes: dict[str, int] = {}
-    ranges: list[DimRange] = []
-    for key, spec in dims.items():
-        if key in aliases:
-            continue
-        low, high = _parse(key, spec)
-        if low == high:
-            sizes[key] = low
-        else:
-            ranges.append(DimRange(key, low, high))
+    given = _Given.of(dims)
     template = onnx.ModelProto()
     template.CopyFrom(proto)
 
     lock = threading.Lock()  # one binding at a time writes its sizes into the one template
 
     def at(values: Mapping[str, int]) -> Module:
-        given = {**sizes, **values}
-        with lock, _sized(template, {**given, **{k: given[v] for k, v in aliases.items()}}):
+        with lock, _sized(template, given.every_size(values)):
             return importer(template)
 
-    if not ranges:
+    if not given.ranges:
         return at({})
-    names = {**{k: k for k in sizes}, **{r.name: r.name for r in ranges}, **aliases}
-    return ShapeFamily(_signatures(proto, sizes, names), tuple(ranges), at)
+    names = {**{k: k for k in given.sizes}, **{r.name: r.name for r in given.ranges}, **given.aliases}
+    return ShapeFamily(_signatures(proto, given.sizes, names), given.ranges, at)
 
 
-def _aliases(dims: Mapping[str, DimSpec]) -> dict[str, str]:
-    """The dimensions given as another's name: the same size ("attention_mask:1": "sequence")."""
-    out = {k: v for k, v in dims.items() if isinstance(v, str)}
-    for key, target in out.items():
-        if target not in dims or isinstance(dims[target], str):
-            raise DimsError(
-                f"dims[{key!r}] is {target!r}, which is not a dimension given a size or a range in dims"
-            )
-    return out
+@dataclass(frozen=True)
+class _Given:
+    """What `dims` gives, checked: sizes, ranges, and aliases (a dimension given as another's
+    name, the same size: "attention_mask:1": "sequence")."""
+
+    sizes: dict[str, int]
+    ranges: tuple[DimRange, ...]
+    aliases: dict[str, str]
+
+    @staticmethod
+    def of(dims: Mapping[str, DimSpec]) -> _Given:
+        aliases = {k: v for k, v in dims.items() if isinstance(v, str)}
+        for key, target in aliases.items():
+            if target not in dims or isinstance(dims[target], str):
+                raise DimsError(
+                    f"dims[{key!r}] is {target!r}, which is not a dimension given a size or a range in dims"
+                )
+        sizes: dict[str, int] = {}
+        ranges: list[DimRange] = []
+        for key, spec in dims.items():
+            if key not in aliases:
+                low, high = _parse(key, spec)
+                if low == high:
+                    sizes[key] = low
+                else:
+                    ranges.append(DimRange(key, low, high))
+        return _Given(sizes, tuple(ranges), aliases)
+
+    def every_size(self, values: Mapping[str, int]) -> dict[str, int]:
+        """Every key's size, the ranges' from `values`."""
+        known = {**self.sizes, **values}
+        return {**known, **{k: known[v] for k, v in self.aliases.items()}}
 
 
 class DimsError(FrontendError):
@@ -112,11 +125,7 @@ def sized_onnx(model: bytes, dims: Mapping[str, int | str], *, max_bytes: int, m
             + (f"; unknown: {unknown}" if unknown else "")
             + (f"; not given: {missing}" if missing else "")
         )
-    aliases = _aliases(dims)
-    sizes = {k: v for k, v in dims.items() if isinstance(v, int)}
-    for key, spec in sizes.items():
-        _parse(key, spec)
-    with _sized(proto, {**sizes, **{k: sizes[v] for k, v in aliases.items()}}):
+    with _sized(proto, _Given.of(dims).every_size({})):
         return proto.SerializeToString()
 
 
@@ -131,16 +140,10 @@ def unsized_error(input_name: str, axis: int, key: str) -> GraphError:
 
 
 def _parse(key: str, spec: object) -> tuple[int, int]:
-    if isinstance(spec, int) and not isinstance(spec, bool):
-        low = high = spec
-    elif (
-        isinstance(spec, (tuple, list))
-        and len(spec) == 2
-        and all(isinstance(v, int) and not isinstance(v, bool) for v in spec)
-    ):
-        low, high = spec
-    else:
-        raise DimsError(f"dims[{key!r}] is {spec!r}: a size (an int) or a range (min, max) of ints")
+    try:
+        low, high = dim_bounds(f"dims[{key!r}]", spec)
+    except ShapeError as e:
+        raise DimsError(str(e)) from None
     if not 0 <= low <= high <= MAX_SIZE:
         raise DimsError(f"dims[{key!r}] is {spec!r}: sizes are 0 to {MAX_SIZE}, and min <= max")
     return low, high

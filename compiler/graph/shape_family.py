@@ -115,7 +115,7 @@ class ShapeFamily:
         ranges: list[DimRange] = []
         for dim in self.dims:
             spec = dims.get(dim.name, (dim.min, dim.max))
-            low, high = _bounds(dim.name, spec)
+            low, high = dim_bounds(dim.name, spec)
             if not dim.min <= low <= high <= dim.max:
                 raise ShapeError(f"{dim.name}: {spec} is not inside the declared range {dim}")
             if low == high:
@@ -150,8 +150,9 @@ class ShapeFamily:
         return "; ".join(map(str, self.inputs)) + " with " + ", ".join(map(str, self.dims))
 
 
-def _bounds(name: str, spec: object) -> tuple[int, int]:
-    """A size's or a (min, max) range's bounds; a ShapeError for anything else."""
+def dim_bounds(name: str, spec: object) -> tuple[int, int]:
+    """A size's or a (min, max) range's bounds (a size is a range of one); a ShapeError for
+    anything else."""
     if isinstance(spec, int) and not isinstance(spec, bool):
         return spec, spec
     if (
@@ -160,7 +161,7 @@ def _bounds(name: str, spec: object) -> tuple[int, int]:
         and all(isinstance(v, int) and not isinstance(v, bool) for v in spec)
     ):
         return spec[0], spec[1]
-    raise ShapeError(f"{name}: {spec!r} is neither a size (an int) nor a range (min, max) of ints")
+    raise ShapeError(f"{name} is {spec!r}: neither a size (an int) nor a range (min, max) of ints")
 
 
 def _between(dim: DimRange, t: float) -> int:
@@ -175,4 +176,4 @@ def _sized(dim: Size, sizes: Mapping[str, int]) -> Size:
     return sizes.get(dim, dim) if isinstance(dim, str) else dim
 
 
-__all__ = ["DimRange", "DimSpec", "InputSignature", "ShapeFamily", "Size"]
+__all__ = ["DimRange", "DimSpec", "InputSignature", "ShapeFamily", "Size", "dim_bounds"]

@@ -49,6 +49,8 @@ def test_an_open_onnx_dimension_is_refused_with_how_to_give_it() -> None:
         frontend.from_onnx(masked_softmax_model(), dims={"batch": 2, "sequence": 5})
     with pytest.raises(FrontendError, match="dims names \\['seq'\\], which no input dimension is"):
         frontend.from_onnx(masked_softmax_model(), dims={"seq": 5})
+    with pytest.raises(FrontendError, match=r"dims\['batch'\] is 1.5: neither a size"):
+        frontend.from_onnx(masked_softmax_model(), dims={"batch": 1.5, "sequence": 5, "mask:1": 5})
     bad = {"batch": (3, 2), "sequence": 5, "mask:1": 5}
     with pytest.raises(FrontendError, match=r"dims\['batch'\] is \(3, 2\)"):
         frontend.from_onnx(masked_softmax_model(), dims=bad)
