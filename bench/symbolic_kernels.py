@@ -3,9 +3,10 @@ three transformer-layer shapes with the sequence length `n` symbolic (1..512), e
 the default schedule, timed at n = 1, 7, 64, 128, 333 and 512 beside the static kernel that the
 default schedule gives for that very n, alternated in one process on all cores.
 
-The symbolic default schedule is parallel + vectorize only (the rules' tiling needs static extents),
-so an elementwise or row-wise kernel should meet the static one, and a matmul shows what splits over a
-range (the next step) have to win back.
+The symbolic default schedule is the static one at n = 32 replayed over the range (a matmul's
+register tile and panels, its row tiles run as many times as n needs, the last one over-computed into
+its scratch tile): an elementwise or row-wise kernel should meet the static one, and a matmul shows
+what one schedule for every length costs against a schedule chosen for each.
 
     python -m bench symbolic_kernels
 """

@@ -323,6 +323,8 @@ def _sym(e: Expr, inner: Ranges) -> tuple[Expr, Expr] | None:
             lo, hi = inner[e]
             return const(lo), const(hi)
         return e, e
+    if e.dtype in _INDEX_INTS and not _mentions(e, inner):
+        return e, e  # fixed while the inner loops run, whatever its form (`i0 % ((n + 7) // 8)`)
     if isinstance(e, Select) and e.dtype in _INDEX_INTS:
         t, f = _sym(e.true_value, inner), _sym(e.false_value, inner)
         if t is None or f is None:
@@ -345,6 +347,16 @@ def _sym(e: Expr, inner: Ranges) -> tuple[Expr, Expr] | None:
     if op in (Op.FLOORDIV, Op.FLOORMOD) and isinstance(e.b, Const) and int(e.b.value) > 0:
         return _sym_divmod(op, a, int(e.b.value))
     return None
+
+
+def _mentions(e: Expr, variables: Ranges) -> bool:
+    stack = [e]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, Var) and node in variables:
+            return True
+        stack.extend(node.children())
+    return False
 
 
 def _sym_mul(a: tuple[Expr, Expr], b: tuple[Expr, Expr]) -> tuple[Expr, Expr] | None:

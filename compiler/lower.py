@@ -30,6 +30,7 @@ from compiler.ir import (
     structural_equal,
 )
 from compiler.ops import Op
+from compiler.overcompute import overcompute_guarded_tiles
 from compiler.visit import free_vars, map_blocks, map_store, substitute
 
 
@@ -40,6 +41,7 @@ class LoweringError(ValueError):
 def lower(func: PrimFunc) -> PrimFunc:
     """Blocks to loops: the passes in order."""
     func = compact_buffers(func)
+    func = overcompute_guarded_tiles(func)
     func = flatten_blocks(func)
     func = auto_unroll(func)
     func = allocate_intermediates(func)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from compiler.arith import bound, conjuncts, linear, simplify, symbolic_range
+from compiler.arith import bound, conjuncts, extent_range, linear, simplify, symbolic_range
 from compiler.ir import (
     TRUE,
     Binary,
@@ -184,20 +184,28 @@ def _check_movable(block: Block, where: str) -> None:
 
 
 def _ranges_between(body: Stmt, loop_path: Path, block_path: Path) -> dict[Var, tuple[int, int]]:
-    """Loops strictly inside `loop_path` that enclose the block: they sweep their whole range."""
+    """Loops strictly inside `loop_path` that enclose the block: they sweep their whole range. A loop
+    over a run-time extent is listed at its largest range: an index that it moves has no static region
+    (`_runtime_between`)."""
     return {
-        lp.var: (0, static_extent(lp.extent, "compute_at", lp.var.name) - 1)
+        lp.var: extent_range(lp.extent) for p, lp in loops_above(body, block_path) if len(p) > len(loop_path)
+    }
+
+
+def _runtime_between(body: Stmt, loop_path: Path, block_path: Path) -> set[Var]:
+    """The loops of `_ranges_between` over a run-time extent."""
+    return {
+        lp.var
         for p, lp in loops_above(body, block_path)
-        if len(p) > len(loop_path)
+        if len(p) > len(loop_path) and not isinstance(lp.extent, int)
     }
 
 
 def _outer_ranges(body: Stmt, loop_path: Path, loop: For) -> dict[Var, tuple[int, int]]:
-    ranges = {
-        lp.var: (0, static_extent(lp.extent, "compute_at", lp.var.name) - 1)
-        for _, lp in loops_above(body, loop_path)
-    }
-    ranges[loop.var] = (0, static_extent(loop.extent, "compute_at", loop.var.name) - 1)
+    """The loops down to the compute location, each at its numeric bounds (over a symbolic extent, up
+    to the range's largest value): the region moved under them is an expression of their variables."""
+    ranges = {lp.var: extent_range(lp.extent) for _, lp in loops_above(body, loop_path)}
+    ranges[loop.var] = extent_range(loop.extent)
     return ranges
 
 
@@ -214,9 +222,12 @@ def _union(regions: list[Region]) -> Region:
 def _access_region(body: Stmt, loop_path: Path, block: Block, indices: tuple[Expr, ...]) -> Region | None:
     block_path = find_block(body, block.name)[0]
     inner = _ranges_between(body, loop_path, block_path)
+    runtime = _runtime_between(body, loop_path, block_path)
     sub = dict(zip((iv.var for iv in block.iter_vars), block.bindings))
     region = []
     for idx in indices:
+        if free_vars(substitute(idx, sub)) & runtime:
+            return None
         r = symbolic_range(substitute(idx, sub), inner)
         if r is None:
             return None
@@ -266,9 +277,15 @@ def _check_contiguous(body: Stmt, loop_path: Path, producers: list[Block], where
     The consumer is rebuilt over the box; with gaps it would read elements that a later iteration
     produces, which is wrong once the buffer is compacted to one iteration's region."""
     for p in producers:
-        inner = _ranges_between(body, loop_path, find_block(body, p.name)[0])
+        path = find_block(body, p.name)[0]
+        inner = _ranges_between(body, loop_path, path)
         sub = dict(zip((iv.var for iv in p.iter_vars), p.bindings))
         indices = tuple(simplify(substitute(idx, sub)) for idx in p.body.indices)
+        check(
+            not set().union(*(free_vars(i) for i in indices)) & _runtime_between(body, loop_path, path),
+            f"{where}: producer {p.name!r} writes a run-time number of elements in one iteration of the "
+            "loop; move the block to a loop inside the run-time loop",
+        )
         sparse = [d for d, idx in enumerate(indices) if not _sweeps_interval(idx, inner)]
         if not sparse:
             continue
@@ -414,7 +431,7 @@ def _consumer_domain(
             )
         ranges[v] = _blocks_of(region[dim], size)
     return [
-        ranges.get(iv.var, (const(0), const(static_extent(iv.extent, "compute_at", iv.var.name) - 1)))
+        ranges.get(iv.var, (const(0), simplify(Binary(Op.SUB, _extent_expr(iv.extent), const(1)))))
         for iv in block.iter_vars
     ]
 
@@ -495,14 +512,14 @@ def _rebuild(
     The new block's predicate is `guard` and that each variable stays in its domain.
     """
     ranges = region if by_iter_var else _iter_ranges(block, region, where)
-    loops: list[tuple[Var, int]] = []
+    loops: list[tuple[Var, int | Expr]] = []
     bindings: list[Expr] = []
     guards: Expr = guard
     for iv, (lo, hi) in zip(block.iter_vars, ranges):
         extent = _extent(iv, lo, hi, outer, where)
         if extent == iv.extent:
             lo = const(0)
-        if extent <= 1 and bound(lo, outer) is not None:
+        if isinstance(extent, int) and extent <= 1 and bound(lo, outer) is not None:
             value = lo
         else:
             v = fresh(f"ax{len(loops)}" if iv.kind == "S" else iv.var.name.removeprefix("v_"))
@@ -517,7 +534,11 @@ def _rebuild(
     return new_block, stmt
 
 
-def _extent(iv: IterVar, lo: Expr, hi: Expr, outer: dict[Var, tuple[int, int]], where: str) -> int:
+def _extent_expr(extent: int | Expr) -> Expr:
+    return const(extent) if isinstance(extent, int) else extent
+
+
+def _extent(iv: IterVar, lo: Expr, hi: Expr, outer: dict[Var, tuple[int, int]], where: str) -> int | Expr:
     """Iterations a new loop over [lo, hi] of `iv` needs: the region's largest extent, or the whole
     domain when the region can reach past it (clipping `lo + v` to the domain could miss its far end,
     so such a loop covers the whole domain from 0)."""
@@ -525,8 +546,8 @@ def _extent(iv: IterVar, lo: Expr, hi: Expr, outer: dict[Var, tuple[int, int]], 
     ext = bound(extent_expr, outer)
     if ext is None:
         raise ScheduleError(f"{where}: the extent of {iv.var.name} is not bounded ({extent_expr})")
-    whole = static_extent(iv.extent, "compute_at", iv.var.name)
-    return whole if ext[1] >= whole else ext[1]
+    largest = extent_range(iv.extent)[1] + 1
+    return iv.extent if ext[1] >= largest else ext[1]
 
 
 def _iter_ranges(block: Block, region: Region, where: str) -> list[tuple[Expr, Expr]]:
@@ -559,11 +580,13 @@ def _shift(index: Expr, var: Var) -> int | None:
     return form.constant if form.terms == {var: 1} else None
 
 
-def _in_domain(value: Expr, iv: IterVar, outer: dict[Var, tuple[int, int]], loops: dict[Var, int]) -> Expr:
+def _in_domain(
+    value: Expr, iv: IterVar, outer: dict[Var, tuple[int, int]], loops: dict[Var, int | Expr]
+) -> Expr:
     """The guard `0 <= value < extent`, dropped where bounds prove it."""
-    ranges = {**outer, **{v: (0, e - 1) for v, e in loops.items()}}
+    ranges = {**outer, **{v: extent_range(e) for v, e in loops.items()}}
     lo_ok = simplify(Binary(Op.GE, value, const(0)), ranges)
-    hi_ok = simplify(Binary(Op.LT, value, const(static_extent(iv.extent, "compute_at", iv.var.name))), ranges)
+    hi_ok = simplify(Binary(Op.LT, value, _extent_expr(iv.extent)), ranges)
     return simplify(Binary(Op.AND, lo_ok, hi_ok))
 
 

@@ -9,7 +9,7 @@ import math
 from collections.abc import Callable
 from dataclasses import replace
 
-from compiler.arith import simplify
+from compiler.arith import extent_range, simplify
 from compiler.ir import Binary, Block, Buffer, Expr, For, PrimFunc, Stmt, Var, const
 from compiler.ops import Op
 from compiler.schedule.errors import ScheduleError, check, static_extent
@@ -76,23 +76,34 @@ def split(
 def _split_symbolic(
     func: PrimFunc, loop: For, factors: list[int | None], fresh: Fresh
 ) -> tuple[PrimFunc, list[str]]:
-    """A loop over a symbolic extent n split with its outer factor None and numbers inside: the outer
-    loop runs ceil(n / inner) times and the blocks are guarded by `fused index < n` (the last outer
-    iteration is a partial one)."""
+    """A loop over a symbolic extent n split into static tiles inside one run-time loop: the loop at
+    the None factor, or else at the outermost factor other than 1 (a tile decision made for the
+    range's largest n), runs ceil(n / the factors inside it) times; the factors outside it must be 1.
+    The blocks are guarded by `fused index < n` (the last run-time iteration is a partial tile)."""
     name = loop.var.name
-    check(
-        factors[0] is None and all(f is not None for f in factors[1:]),
-        f"split of loop {name!r}: its extent is symbolic, so its outer factor is None and the others numbers",
-    )
-    inner = math.prod(f for f in factors[1:] if f is not None)
     extent = loop.extent
     assert isinstance(extent, Expr)
-    outer = simplify(Binary(Op.FLOORDIV, Binary(Op.ADD, extent, const(inner - 1)), const(inner)))
-    numbers = [f for f in factors[1:] if f is not None]
-    sizes: list[int | Expr] = [outer, *numbers]
+    at = factors.index(None) if None in factors else next((k for k, f in enumerate(factors) if f != 1), 0)
+    check(
+        all(f == 1 for f in factors[:at]),
+        f"split of loop {name!r}: its extent is symbolic, so its factors are numbers inside one run-time "
+        f"loop (None, or the outermost factor other than 1), with only 1s outside it; got {factors}",
+    )
+    numbers = [f for f in factors[at + 1 :] if f is not None]
+    inner = math.prod(numbers)
+    largest = extent_range(extent)[1] + 1
+    given = factors[at]
+    check(
+        given is None or given * inner >= largest,
+        f"split of loop {name!r}: factors {factors} cover {(given or 0) * inner}, less than the largest "
+        f"extent {largest} of its range",
+    )
+    runtime = simplify(Binary(Op.FLOORDIV, Binary(Op.ADD, extent, const(inner - 1)), const(inner)))
+    ones: list[int | Expr] = [1] * at
+    sizes = [*ones, runtime, *numbers]
     new_vars = [fresh(f"{name}_{k}") for k in range(len(sizes))]
-    fused: Expr = new_vars[0]
-    for v, f in zip(new_vars[1:], numbers):
+    fused: Expr = new_vars[at]
+    for v, f in zip(new_vars[at + 1 :], numbers):
         fused = Binary(Op.ADD, Binary(Op.MUL, fused, const(f)), v)
     fused = simplify(fused)
     guard = Binary(Op.LT, fused, extent) if inner > 1 else None
@@ -133,19 +144,36 @@ def fuse(func: PrimFunc, names: list[str], fresh: Fresh) -> tuple[PrimFunc, str]
         [lp.var.name for lp in chain] == names,
         f"fuse: loops {names} must be directly nested, outermost first",
     )
-    extents = [static_extent(lp.extent, "fuse", lp.var.name) for lp in chain]
-    extent = math.prod(extents)
+    extent = _product([lp.extent for lp in chain])
     fused = fresh("_".join(names) + "_fused")
+    ranges = {fused: extent_range(extent)}
     mapping: dict[Var, Expr] = {}
-    inner_size = 1
-    for lp, lp_extent in reversed(list(zip(chain, extents))):
-        idx: Expr = Binary(Op.FLOORDIV, fused, const(inner_size)) if inner_size > 1 else fused
+    inner_size: int | Expr = 1
+    for lp in reversed(chain):
+        idx: Expr = fused if inner_size == 1 else Binary(Op.FLOORDIV, fused, _expr(inner_size))
         if lp is not chain[0]:
-            idx = Binary(Op.FLOORMOD, idx, const(lp_extent))
-        mapping[lp.var] = simplify(idx, {fused: (0, extent - 1)})
-        inner_size *= lp_extent
+            idx = Binary(Op.FLOORMOD, idx, _expr(lp.extent))
+        mapping[lp.var] = simplify(idx, ranges)
+        inner_size = _product([inner_size, lp.extent])
     body = _rebind(chain[-1].body, mapping)
     return _replace_loop(func, names[0], For(fused, extent, body)), fused.name
+
+
+def _expr(extent: int | Expr) -> Expr:
+    return const(extent) if isinstance(extent, int) else extent
+
+
+def _product(extents: list[int | Expr]) -> int | Expr:
+    """The extent of loops fused: a number, or (a loop over a symbolic extent among them) an
+    expression of the size vars."""
+    numbers = math.prod(e for e in extents if isinstance(e, int))
+    symbolic = [e for e in extents if not isinstance(e, int)]
+    if not symbolic:
+        return numbers
+    out: Expr = const(numbers)
+    for e in symbolic:
+        out = Binary(Op.MUL, out, e)
+    return simplify(out)
 
 
 def reorder(func: PrimFunc, names: list[str]) -> PrimFunc:

@@ -70,6 +70,24 @@ def repair_perfect_tile(extent: int, n: int, max_innermost: int, decision: list[
     return tiles
 
 
+def covering_tile(largest: int, n: int, max_innermost: int, decision: list[int]) -> list[int]:
+    """A tile decision for a loop over a symbolic extent of at most `largest`. One tile runs a
+    run-time number of times, as many as cover `largest` here (at run time only the tiles the extent
+    needs, the last one guarded: `loop_transform.split`): the outermost, or the second where the
+    outermost was decided 1 and there are more than two (a matmul's row tiles that share a panel
+    of B, S1 under the parallel column stripes). The tiles inside it are static, as decided (the
+    innermost within its limit, none past what the largest extent needs); the 1 outside it is kept."""
+    at = 1 if decision[0] == 1 and n > 2 else 0
+    tiles = [1] * n
+    covered = 1
+    for i in range(n - 1, at, -1):
+        cap = decision[i] if i < n - 1 or max_innermost < 0 else min(decision[i], max_innermost)
+        tiles[i] = max(1, min(cap, -(-largest // covered)))
+        covered *= tiles[i]
+    tiles[at] = -(-largest // covered)
+    return tiles
+
+
 def sample_categorical(probs: list[float], rng: random.Random) -> int:
     return rng.choices(range(len(probs)), weights=probs)[0]
 

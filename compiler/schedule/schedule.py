@@ -15,6 +15,7 @@ from dataclasses import replace
 from itertools import islice
 from typing import Any
 
+from compiler.arith import extent_range
 from compiler.ir import Block, Buffer, For, IRModule, PrimFunc, Stmt, Var
 from compiler.names import unique_name
 from compiler.schedule import (
@@ -27,7 +28,7 @@ from compiler.schedule import (
     rfactor,
     sampling,
 )
-from compiler.schedule.errors import ScheduleError, check, static_extent
+from compiler.schedule.errors import ScheduleError, check
 from compiler.schedule.instruction import InstructionKind, is_int
 from compiler.schedule.rv import RV, BlockRV, IntRV, LoopRV
 from compiler.schedule.trace import Trace
@@ -315,16 +316,17 @@ class Schedule:
             max_innermost_factor == -1 or max_innermost_factor >= 1,
             f"{where}: max_innermost_factor must be -1 (no limit) or >= 1, got {max_innermost_factor}",
         )
+        # A symbolic extent is tiled for the largest value of its range (see `sampling.covering_tile`).
+        extent = extent_range(lp.extent)[1] + 1
         if decision is None:
-            extent = static_extent(lp.extent, "sample_perfect_tile", loop.name)
             tiles = sampling.sample_perfect_tile(extent, n, max_innermost_factor, self.rng)
         else:
             check(
                 sampling.is_tile_decision(decision, n),
                 f"{where}: decision {decision!r} is not {n} positive ints",
             )
-            extent = static_extent(lp.extent, "sample_perfect_tile", loop.name)
-            tiles = sampling.repair_perfect_tile(extent, n, max_innermost_factor, list(decision))
+            repair = sampling.repair_perfect_tile if isinstance(lp.extent, int) else sampling.covering_tile
+            tiles = repair(extent, n, max_innermost_factor, list(decision))
         outs = [IntRV(t, self._rv(IntRV.PREFIX)) for t in tiles]
         self._record(
             kinds.SAMPLE_PERFECT_TILE,

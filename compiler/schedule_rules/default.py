@@ -11,7 +11,7 @@ ones, block by block, keeping what succeeds; it never raises for a valid PrimFun
 from __future__ import annotations
 
 from compiler.ir import PrimFunc
-from compiler.schedule import Schedule, ScheduleError
+from compiler.schedule import Schedule, ScheduleError, TraceError
 from compiler.schedule_rules.analysis import loop_kinds
 from compiler.schedule_rules.config import RuleConfig
 from compiler.schedule_rules.heuristic import Heuristic
@@ -25,7 +25,7 @@ from compiler.target import Target
 def default_schedule(func: PrimFunc, target: Target) -> Schedule:
     """The rules with heuristic choices for `target`; a simpler schedule where a rule refuses."""
     if func.size_vars:
-        return symbolic_schedule(func)
+        return symbolic_schedule(func, target)
     cfg = RuleConfig.for_target(target)
     decide = Heuristic(cfg, target.cores)
     sch = Schedule(func, seed=0)
@@ -44,13 +44,33 @@ def default_schedule(func: PrimFunc, target: Target) -> Schedule:
     return sch
 
 
-def symbolic_schedule(func: PrimFunc) -> Schedule:
-    """A function with symbolic dimensions: the rules size their tiles by static extents (splits over a
-    range are issue 40's next step), so each block at the root runs its outermost loop in parallel
-    when that loop is spatial, and vectorizes its last spatial loop (a run-time extent vectorizes in
-    chunks with a scalar tail): a reduction with two spatial loops or more (a matmul) moves that loop
-    inside its reduction loops, its init decomposed out, so each step of the reduction is one vector
-    operation over a row of outputs."""
+# The size a symbolic dimension is scheduled at: there the heuristic gives a matmul a register tile of
+# several rows (8 x 48 on AVX-512) and packs the panels of B, as it does for every longer length;
+# the split tiles cover the whole range (`sampling.covering_tile`). A (n, 768) x (768, 768) matmul so
+# scheduled ran n = 7 to 512 at 0.88-1.07x the static kernels (bench/results/2026-11-29.md).
+REPRESENTATIVE_SIZE = 32
+
+
+def symbolic_schedule(func: PrimFunc, target: Target) -> Schedule:
+    """A function with symbolic dimensions: the default schedule of the function with each dimension
+    at `REPRESENTATIVE_SIZE` (within its range), replayed on the symbolic function, where a split of a
+    symbolic loop keeps its static inner tiles and runs as many outer tiles as the run-time length
+    needs, the last one guarded (over-computed into its scratch tile: `compiler.overcompute`). Where
+    the replay refuses, `simple_symbolic_schedule`."""
+    sizes = {v: min(max(REPRESENTATIVE_SIZE, v.lo), v.hi) for v in func.size_vars}
+    trace = default_schedule(func.specialize(sizes), target).trace
+    try:
+        return trace.apply(func)
+    except (ScheduleError, TraceError):
+        return simple_symbolic_schedule(func)
+
+
+def simple_symbolic_schedule(func: PrimFunc) -> Schedule:
+    """Each block at the root runs its outermost loop in parallel when that loop is spatial, and
+    vectorizes its last spatial loop (a run-time extent vectorizes in chunks with a scalar tail): a
+    reduction with two spatial loops or more (a matmul) moves that loop inside its reduction loops,
+    its init decomposed out, so each step of the reduction is one vector operation over a row of
+    outputs."""
     sch = Schedule(func, seed=0)
     for name in block_names(sch):
         kinds = loop_kinds(sch.func, name)

@@ -9,9 +9,12 @@ import numpy as np
 import pytest
 
 from compiler import Schedule, build, te
+from compiler.arith import conjuncts
 from compiler.build import ShapeError
+from compiler.compact import compact_buffers
 from compiler.interpret import interpret
 from compiler.ir import IRError, PrimFunc, SizeVar, SymbolicError
+from compiler.overcompute import overcompute_guarded_tiles
 from compiler.schedule import ScheduleError
 from compiler.schedule_rules.default import default_schedule
 from compiler.script import from_source
@@ -19,6 +22,7 @@ from compiler.script.errors import ScriptError
 from compiler.serialize import from_json, to_json
 from compiler.target import Target
 from compiler.te import TensorError
+from compiler.visit import blocks
 from compiler.workloads.primfunc_spec import func_workload
 from compiler.workloads.workload import WorkloadError
 
@@ -181,11 +185,11 @@ def test_a_parameter_dimension_read_as_an_expression_is_refused() -> None:
 def test_what_does_not_take_symbolic_dimensions_yet_refuses_them_by_name() -> None:
     func = scale_rows(rows())
     sch = Schedule(func, seed=0)
-    i, j = sch.get_loops(sch.get_block("B"))
-    with pytest.raises(ScheduleError, match="its extent is symbolic, so its outer factor is None"):
+    i, _ = sch.get_loops(sch.get_block("B"))
+    with pytest.raises(ScheduleError, match="numbers inside one run-time loop"):
         sch.split(i, [8, None])
-    with pytest.raises(ScheduleError, match="fuse: loop i has a symbolic extent"):
-        sch.fuse(i, j)
+    with pytest.raises(ScheduleError, match=r"cover 256, less than the largest extent 512"):
+        sch.split(i, [2, 16, 8])
     with pytest.raises(WorkloadError, match="dimensions n are symbolic"):
         func_workload(func)
     with pytest.raises(SymbolicError, match="is symbolic; only static extents"):
@@ -233,8 +237,9 @@ def test_the_schedule_primitives_on_a_symbolic_reduction_work_or_refuse_by_name(
         sch.compute_at(sch.get_block("S"), i)
     with pytest.raises(ScheduleError, match="unroll: loop k has a symbolic extent"):
         sch.unroll(sch.get_loops(sch.get_block("S"))[1])
-    with pytest.raises(ScheduleError, match="sample_perfect_tile: loop k has a symbolic extent"):
-        sch.sample_perfect_tile(sch.get_loops(sch.get_block("S"))[1], n=2)
+    loop = sch.get_loops(sch.get_block("S"))[1]
+    tiles = sch.sample_perfect_tile(loop, n=2, max_innermost_factor=64, decision=[3, 48])
+    assert tiles == [11, 48]  # 11 tiles of 48 cover the largest n, 512
 
 
 def test_specialized_it_is_the_static_function_and_the_interpreter_runs_it() -> None:
@@ -304,3 +309,97 @@ def test_a_guard_on_a_size_var_survives_decompose_reduction_and_rfactor() -> Non
             kernel(xv, wv, out[:m])
             np.testing.assert_allclose(out[:m], xv @ wv, rtol=1e-4, atol=1e-5, err_msg=variant)
             assert (out[m:] == 7).all(), f"{variant} wrote past n = {m}"
+
+
+def matmul_rows(n: SizeVar | int, width: int = 96) -> PrimFunc:
+    x, w = te.placeholder((n, 64), name="X"), te.placeholder((64, width), name="W")
+    k = te.reduce_axis((0, 64), name="k")
+    y = te.compute((n, width), lambda i, j: te.sum(x[i, k] * w[k, j], axis=k), name="Y")
+    return te.create_prim_func([x, w, y], name="matmul")
+
+
+def test_the_default_schedule_tiles_a_symbolic_matmul_as_the_static_one() -> None:
+    """The static default schedule (at 32 rows) replayed over n in 1..512: the same register tile and
+    panels, the rows' tiles run as many times as n needs; every n is computed whole, nothing past it
+    is written, and the register tile computes without a guard (only its write-back has one)."""
+    n = rows()
+    target = Target.host()
+    sch = default_schedule(matmul_rows(n), target)
+    static = default_schedule(matmul_rows(32), target)
+    assert [str(i.kind) for i in sch.trace.instructions] == [str(i.kind) for i in static.trace.instructions]
+    lowered = compact_buffers(sch.func)
+    assert "T.where" in lowered.script()
+    relaxed = overcompute_guarded_tiles(lowered)
+    guarded = {b.name for b in blocks(relaxed.body) if conjuncts(b.predicate)}
+    assert guarded == {"Y_local"}, guarded  # the write-back of the register tile
+    kernel = build(sch.func, target)
+    for m in (*range(1, 40), 333, 512):
+        xv, wv = (
+            rng.standard_normal((m, 64)).astype("float32"),
+            rng.standard_normal((64, 96)).astype("float32"),
+        )
+        out = np.full((m + 2, 96), 7.0, "float32")
+        kernel(xv, wv, out[:m])
+        np.testing.assert_allclose(out[:m], xv @ wv, rtol=1e-4, atol=1e-4, err_msg=f"n = {m}")
+        assert (out[m:] == 7).all(), f"wrote past n = {m}"
+
+
+def test_fuse_takes_a_symbolic_loop_inside_or_outside_a_static_one() -> None:
+    n = rows(50)
+    func = scale_rows(n)
+    for order in ("symbolic-outer", "symbolic-inner"):
+        sch = Schedule(func, seed=0)
+        i, j = sch.get_loops(sch.get_block("B"))
+        if order == "symbolic-inner":
+            sch.reorder(j, i)
+            i, j = j, i
+        sch.parallel(sch.fuse(i, j))
+        assert from_source(sch.func.script()) == sch.func
+        kernel = build(sch.func)
+        for m in (1, 7, 50):
+            a = rng.standard_normal((m, 64)).astype("float32")
+            b = np.empty_like(a)
+            kernel(a, b)
+            np.testing.assert_allclose(b, a * 2 + 1, rtol=1e-6, err_msg=f"{order}, n = {m}")
+
+
+def test_a_guarded_reduction_step_is_never_overcomputed() -> None:
+    """A split of a symbolic reduction guards `k < n`: computing a step past it would add into a valid
+    sum, so that block keeps its guard even where it accumulates into a scratch tile."""
+    n = rows(100)
+    r = te.placeholder((8, n), name="R")
+    k = te.reduce_axis((0, n), name="k")
+    s = te.compute((8,), lambda i: te.sum(r[i, k], axis=k), name="S")
+    sch = Schedule(te.create_prim_func([r, s]), seed=0)
+    block = sch.get_block("S")
+    i, kk = sch.get_loops(block)
+    sch.split(kk, [None, 16])
+    local = sch.cache_write(block, 0, "local")
+    sch.reverse_compute_at(local, i)
+    relaxed = overcompute_guarded_tiles(compact_buffers(sch.func))
+    assert conjuncts(next(b for b in blocks(relaxed.body) if b.name == "S").predicate)
+    kernel = build(sch.func)
+    for m in (1, 15, 16, 17, 100):
+        rv = rng.standard_normal((8, m)).astype("float32")
+        sv = np.empty(8, "float32")
+        kernel(rv, sv)
+        np.testing.assert_allclose(sv, rv.sum(axis=1), rtol=1e-5, atol=1e-5, err_msg=f"n = {m}")
+
+
+def test_a_static_split_that_does_not_divide_overcomputes_its_tile_too() -> None:
+    """13 rows in tiles of 4 rows: the last tile's three rows past the end are computed into the
+    scratch tile from clamped reads, and not written back."""
+    sch = Schedule(matmul_rows(13, width=32), seed=0)
+    block = sch.get_block("Y")
+    i, j, kk = sch.get_loops(block)
+    io, ii = sch.split(i, [None, 4])
+    sch.reorder(io, j, kk, ii)
+    local = sch.cache_write(block, 0, "local")
+    sch.reverse_compute_at(local, j)
+    relaxed = overcompute_guarded_tiles(compact_buffers(sch.func))
+    assert not conjuncts(next(b for b in blocks(relaxed.body) if b.name == "Y").predicate)
+    xv, wv = rng.standard_normal((13, 64)).astype("float32"), rng.standard_normal((64, 32)).astype("float32")
+    out = np.full((14, 32), 7.0, "float32")
+    build(sch.func)(xv, wv, out[:13])
+    np.testing.assert_allclose(out[:13], xv @ wv, rtol=1e-4, atol=1e-4)
+    assert (out[13] == 7).all()
