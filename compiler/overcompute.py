@@ -16,6 +16,7 @@ guard, once per element of the tile.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import replace
 
 from compiler.arith import bound, conjuncts, extent_range, linear, simplify
@@ -76,6 +77,8 @@ def _relaxed(block: Block, ranges: Ranges, scratch: set[Buffer]) -> Block | None
         clamps[var] = Binary(Op.MIN, var, last)
     if not _own_reads_at_the_write(block) or not _write_in_bounds(block, ranges):
         return None
+    if _clamps_a_tile_read(block, clamps.keys(), scratch):
+        return None
 
     def clamp(e: Expr) -> Expr | None:
         if isinstance(e, Load) and e.buffer != written:
@@ -114,6 +117,19 @@ def _written_apart(block: Block, var: Var) -> bool:
         if form.terms.get(var, 0) != 0 and not any(free_vars(term) & kinds.keys() for term in others):
             return True
     return False
+
+
+def _clamps_a_tile_read(block: Block, clamped: Iterable[Var], scratch: set[Buffer]) -> bool:
+    """Whether the block reads another scratch tile along a clamped variable. A clamped index is a
+    valid element of the whole buffer, but not always of the tile: where a split leaves a tile with
+    no valid row at all (13 rows in tiles [4, 1, 4]: rows 12 to 15), the last valid row lies in an
+    earlier tile, outside this one's compacted buffer."""
+    variables = set(clamped)
+    return any(
+        ld.buffer in scratch and any(free_vars(i) & variables for i in ld.indices)
+        for ld in block_loads(block)
+        if ld.buffer != block.body.buffer
+    )
 
 
 def _own_reads_at_the_write(block: Block) -> bool:

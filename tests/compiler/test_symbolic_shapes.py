@@ -403,3 +403,24 @@ def test_a_static_split_that_does_not_divide_overcomputes_its_tile_too() -> None
     build(sch.func)(xv, wv, out[:13])
     np.testing.assert_allclose(out[:13], xv @ wv, rtol=1e-4, atol=1e-4)
     assert (out[13] == 7).all()
+
+
+def test_a_tile_that_reads_another_tile_along_the_guard_keeps_its_guard() -> None:
+    """10 rows in tiles [4, 1, 4]: the tile of rows 12-15 has no valid row, so a clamped read (row 9)
+    would fall outside the producer's 4-row tile; that block keeps its guard, and the result holds."""
+    a = te.placeholder((10, 16), name="A")
+    b = te.compute((10, 16), lambda i, j: a[i, j] * 2.0, name="B")
+    c = te.compute((10, 16), lambda i, j: b[i, j] + 1.0, name="C")
+    sch = Schedule(te.create_prim_func([a, c]), seed=0)
+    block = sch.get_block("C")
+    local = sch.cache_write(block, 0, "local")
+    i, _ = sch.get_loops(block)
+    i0, i1, _ = sch.split(i, [4, 1, 4])
+    sch.compute_at(sch.get_block("B"), i1)
+    sch.reverse_compute_at(local, i0)
+    relaxed = overcompute_guarded_tiles(compact_buffers(sch.func))
+    assert conjuncts(next(blk for blk in blocks(relaxed.body) if blk.name == "C").predicate)
+    av = rng.standard_normal((10, 16)).astype("float32")
+    out = np.empty_like(av)
+    build(sch.func)(av, out)
+    np.testing.assert_allclose(out, av * 2 + 1, rtol=1e-6)
