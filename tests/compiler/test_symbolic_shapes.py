@@ -424,3 +424,37 @@ def test_a_tile_that_reads_another_tile_along_the_guard_keeps_its_guard() -> Non
     out = np.empty_like(av)
     build(sch.func)(av, out)
     np.testing.assert_allclose(out, av * 2 + 1, rtol=1e-6)
+
+
+def _tiled_by_eight(y: te.Tensor, *inputs: te.Tensor) -> PrimFunc:
+    """Rows in tiles of 8 through a scratch tile (over-computed), each tile written back guarded."""
+    sch = Schedule(te.create_prim_func([*inputs, y]), seed=0)
+    block = sch.get_block(y.name)
+    i, _ = sch.get_loops(block)
+    outer, _ = sch.split(i, [None, 8])
+    sch.reverse_compute_at(sch.cache_write(block, 0, "local"), outer)
+    relaxed = overcompute_guarded_tiles(compact_buffers(sch.func))
+    assert not conjuncts(next(b for b in blocks(relaxed.body) if b.name == y.name).predicate)
+    return sch.func
+
+
+def test_an_overcomputed_row_computes_what_the_last_valid_row_does() -> None:
+    """Past n the row variable is clamped everywhere in the value, not only in the loads: a divisor
+    that is 0 only past n divides nothing (it trapped), and a select whose condition holds only past
+    n takes no branch the program never takes (it read far outside A)."""
+    n = rows()
+    x, d = te.placeholder((n, 16), dtype="int64", name="X"), te.placeholder((1,), dtype="int64", name="D")
+    divided = _tiled_by_eight(te.compute((n, 16), lambda i, j: x[i, j] // (d[0] - i), name="Y"), x, d)
+    a = te.placeholder((n, 16), name="A")
+    far = te.compute((n, 16), lambda i, j: te.select(i >= n, a[i - (1 << 32), j], a[i, j] * 2.0), name="Y")
+    selected = _tiled_by_eight(far, a)
+    divide, select = build(divided), build(selected)
+    for m in (1, 5, 8, 13, 39):
+        xv = rng.integers(-1000, 1000, (m, 16)).astype("int64")
+        yv = np.empty_like(xv)
+        divide(xv, np.array([m + 3], "int64"), yv)  # the divisor is 0 at row m + 3, in the last tile
+        np.testing.assert_array_equal(yv, xv // (m + 3 - np.arange(m)[:, None]))
+        av = rng.standard_normal((m, 16)).astype("float32")
+        out = np.empty_like(av)
+        select(av, out)
+        np.testing.assert_allclose(out, av * 2, rtol=1e-6)
