@@ -1,12 +1,12 @@
-"""One kernel for every length (issue 40's first step) against a kernel compiled for each length:
-three transformer-layer shapes with the sequence length `n` symbolic (1..512), each built once with
-the default schedule, timed at n = 1, 7, 64, 128, 333 and 512 beside the static kernel that the
-default schedule gives for that very n, alternated in one process on all cores.
+"""One kernel for every length (issue 40) against a kernel compiled for each length: three
+transformer-layer shapes with the sequence length `n` symbolic (1..512), each built once, timed at
+n = 1, 3, 7, 25, 64, 128, 333 and 512 beside the static kernel that the default schedule gives for
+that very n, alternated in one process on all cores.
 
-The symbolic default schedule is the static one at n = 32 replayed over the range (a matmul's
-register tile and panels, its row tiles run as many times as n needs, the last one over-computed into
-its scratch tile): an elementwise or row-wise kernel should meet the static one, and a matmul shows
-what one schedule for every length costs against a schedule chosen for each.
+The symbolic kernel is `compiler.buckets.default_buckets`: the static default schedule replayed over
+the range, made at n = 1, 2, 4, 6, 8, 12, 16, 24 and 32 (a matmul's register tile fits each), the
+kernel choosing by n at the call. An elementwise or row-wise kernel should meet the static one; a
+matmul shows what a few schedules for every length cost against a schedule chosen for each.
 
     python -m bench symbolic_kernels
 """
@@ -21,11 +21,12 @@ import numpy as np
 
 from bench.common import best_seconds, set_kernel_threads
 from compiler import build, te
+from compiler.buckets import default_buckets
 from compiler.ir import PrimFunc
 from compiler.schedule_rules.default import default_schedule
 from compiler.target import Target, host_hardware
 
-LENGTHS = (1, 7, 64, 128, 333, 512)
+LENGTHS = (1, 3, 7, 25, 64, 128, 333, 512)  # 3 and 25: between two buckets' sizes
 WIDTH = 768
 Dim = int | te.Var
 
@@ -58,8 +59,13 @@ def arrays(func: PrimFunc, n: int, rng: np.random.Generator) -> list[np.ndarray]
 def compare(name: str, define: Callable[[Dim], PrimFunc], target: Target) -> None:
     symbolic_func = define(te.var("n", range=(1, 512)))
     start = time.perf_counter()
-    symbolic = build(default_schedule(symbolic_func, target).func, target)
-    print(f"{name}: one kernel for n in 1..512 built in {time.perf_counter() - start:.2f} s")
+    bucketed = default_buckets(symbolic_func, target)
+    symbolic = build(bucketed, target)
+    uptos = ", ".join(str(b.upto) for b in bucketed.buckets)
+    print(
+        f"{name}: one kernel for n in 1..512 built in {time.perf_counter() - start:.2f} s, "
+        f"schedules for n up to {uptos}"
+    )
     rng = np.random.default_rng(0)
     for n in LENGTHS:
         static = build(default_schedule(define(n), target).func, target)

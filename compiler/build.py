@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, overload
 import llvmlite.binding as llvm
 import numpy as np
 
+from compiler.buckets import BucketedFunc, lower_buckets
 from compiler.codegen import emit_llvm, repeat_name
 from compiler.dtypes import DTYPES
 from compiler.ir import Buffer, IRModule, PrimFunc, SizeVar
@@ -54,14 +55,18 @@ class CompiledKernel:
 
 
 def compile_kernel(
-    func: PrimFunc, target: Target, *, listings: bool = False, pic: bool = False
+    func: PrimFunc | BucketedFunc, target: Target, *, listings: bool = False, pic: bool = False
 ) -> CompiledKernel:
-    """Lower and compile `func` to object code for `target`.
+    """Lower and compile `func` to object code for `target`: a bucketed function as one kernel that
+    chooses its schedule by the size at the call (`compiler.buckets`).
 
     With `listings`, the optimized IR and the assembly are kept too (they cost a few ms). With `pic`,
     the object can also be linked into a shared library (`Target.target_machine`)."""
     init_llvm()
-    llvm_ir = emit_llvm(lower(func), target)
+    lowered = lower_buckets(func) if isinstance(func, BucketedFunc) else lower(func)
+    if isinstance(func, BucketedFunc):
+        func = func.func
+    llvm_ir = emit_llvm(lowered, target)
     tm = target.target_machine(pic=pic)
     module = llvm.parse_assembly(llvm_ir)
     module.verify()
@@ -202,11 +207,13 @@ def load(compiled: CompiledKernel) -> Kernel:
 
 
 @overload
-def build(func: PrimFunc, target: Target | str | None = None, *, listings: bool = True) -> Kernel: ...
+def build(
+    func: PrimFunc | BucketedFunc, target: Target | str | None = None, *, listings: bool = True
+) -> Kernel: ...
 @overload
 def build(func: IRModule, target: Target | str | None = None, *, listings: bool = True) -> Library: ...
 def build(
-    func: PrimFunc | IRModule, target: Target | str | None = None, *, listings: bool = True
+    func: PrimFunc | BucketedFunc | IRModule, target: Target | str | None = None, *, listings: bool = True
 ) -> Kernel | Library:
     """Compile `func` for `target` and load it into this process: the kernel, or for a module (as
     TVM's `tvm.build(mod, target="llvm")`) its kernels by name. The library's edge: without a

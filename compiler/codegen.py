@@ -291,7 +291,9 @@ def _outline_body(
         len(captured_vars) + 2
     )
     fn = ll.Function(
-        cg.module, ll.FunctionType(ll.VoidType(), arg_types), name=f"{cg.func.name}.{loop.var.name}.par"
+        cg.module,
+        ll.FunctionType(ll.VoidType(), arg_types),
+        name=cg.module.get_unique_name(f"{cg.func.name}.{loop.var.name}.par"),
     )
     fn.linkage = "internal"
     args = list(fn.args)

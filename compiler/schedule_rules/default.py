@@ -10,7 +10,9 @@ ones, block by block, keeping what succeeds; it never raises for a valid PrimFun
 
 from __future__ import annotations
 
-from compiler.ir import PrimFunc
+from collections.abc import Mapping
+
+from compiler.ir import PrimFunc, SizeVar
 from compiler.schedule import Schedule, ScheduleError, TraceError
 from compiler.schedule_rules.analysis import loop_kinds
 from compiler.schedule_rules.config import RuleConfig
@@ -47,17 +49,20 @@ def default_schedule(func: PrimFunc, target: Target) -> Schedule:
 # The size a symbolic dimension is scheduled at: there the heuristic gives a matmul a register tile of
 # several rows (8 x 48 on AVX-512) and packs the panels of B, as it does for every longer length;
 # the split tiles cover the whole range (`sampling.covering_tile`). A (n, 768) x (768, 768) matmul so
-# scheduled ran n = 7 to 512 at 0.88-1.07x the static kernels (bench/results/2026-11-29.md).
+# scheduled ran n = 64 to 512 at 1.00-1.10x the static kernels (bench/results/2026-11-29.md); shorter
+# lengths need schedules of their own (`compiler.buckets`).
 REPRESENTATIVE_SIZE = 32
 
 
-def symbolic_schedule(func: PrimFunc, target: Target) -> Schedule:
+def symbolic_schedule(func: PrimFunc, target: Target, at: Mapping[SizeVar, int] | None = None) -> Schedule:
     """A function with symbolic dimensions: the default schedule of the function with each dimension
-    at `REPRESENTATIVE_SIZE` (within its range), replayed on the symbolic function, where a split of a
-    symbolic loop keeps its static inner tiles and runs as many outer tiles as the run-time length
-    needs, the last one guarded (over-computed into its scratch tile: `compiler.overcompute`). Where
-    the replay refuses, `simple_symbolic_schedule`."""
-    sizes = {v: min(max(REPRESENTATIVE_SIZE, v.lo), v.hi) for v in func.size_vars}
+    at its size in `at`, else at `REPRESENTATIVE_SIZE` (within its range), replayed on the symbolic
+    function, where a split of a symbolic loop keeps its static inner tiles and runs as many outer
+    tiles as the run-time length needs, the last one guarded (over-computed into its scratch tile:
+    `compiler.overcompute`). It is valid for every size in the range. Where the replay refuses,
+    `simple_symbolic_schedule`."""
+    at = at or {}
+    sizes = {v: at.get(v, min(max(REPRESENTATIVE_SIZE, v.lo), v.hi)) for v in func.size_vars}
     trace = default_schedule(func.specialize(sizes), target).trace
     try:
         return trace.apply(func)

@@ -1,0 +1,83 @@
+"""One kernel, several schedules: a function with a symbolic dimension compiled with a schedule per
+bucket of its values, the kernel choosing by the value at the call (DietCode's dispatch, inside the
+kernel, so a C caller gets it too).
+
+One schedule does not fit every length. The symbolic default schedule (`symbolic_schedule`, at
+n = 32) gives a (n, 768) x (768, 768) matmul an 8-row register tile: 1.00-1.10x the static kernels
+from n = 64 to 512, but 0.26x at n = 1, where the static kernel streams W for its one row, and 0.60x
+at n = 7 (bench/results/2026-11-29.md). Each bucket is the symbolic function scheduled at the
+bucket's largest value, so its row tile fits that value (scratch runs: 0.97x at n = 1 with the
+schedule made at 1, 0.87x at 3 with 4's, 0.88x at 7 with 8's). Every bucket's program is valid for
+the whole range (its tiles cover the range's largest value), so the dispatch only chooses speed;
+buckets whose schedules come out the same (an elementwise kernel's) are merged into one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from compiler.ir import Binary, IfThenElse, PrimFunc, SizeVar, Stmt, const, structural_equal
+from compiler.lower import lower
+from compiler.ops import Op
+from compiler.schedule_rules.default import REPRESENTATIVE_SIZE, symbolic_schedule
+from compiler.target import Target
+
+# The largest value of each bucket below REPRESENTATIVE_SIZE; the last bucket takes the rest.
+BUCKET_BOUNDS = (1, 2, 4, 6, 8, 12, 16, 24)
+
+
+@dataclass(frozen=True)
+class Bucket:
+    """`func` (scheduled) runs for values of the dimension up to `upto`; the last bucket's `upto`
+    is the range's largest value."""
+
+    upto: int
+    func: PrimFunc
+
+
+@dataclass(frozen=True)
+class BucketedFunc:
+    """A symbolic function (`func`, as defined) and its scheduled versions by buckets of `var`."""
+
+    func: PrimFunc
+    var: SizeVar
+    buckets: tuple[Bucket, ...]
+
+    def __post_init__(self) -> None:
+        uptos = [b.upto for b in self.buckets]
+        if not uptos or uptos != sorted(set(uptos)) or uptos[-1] != self.var.hi:
+            raise ValueError(
+                f"buckets of {self.var.name} must rise to its largest value {self.var.hi}: {uptos}"
+            )
+        for b in self.buckets:
+            if b.func.params != self.func.params:
+                raise ValueError(f"the bucket up to {b.upto} has other parameters than {self.func.name}")
+
+
+def default_buckets(func: PrimFunc, target: Target) -> BucketedFunc:
+    """The symbolic default schedule per bucket of the function's first symbolic dimension (the
+    others at `REPRESENTATIVE_SIZE`): a bucket per `BUCKET_BOUNDS` value inside its range, scheduled
+    at that value, and one for the rest scheduled at `REPRESENTATIVE_SIZE` (or the range's largest
+    value)."""
+    if not func.size_vars:
+        raise ValueError(f"{func.name} has no symbolic dimension to choose a schedule by")
+    var = func.size_vars[0]
+    uptos = [b for b in BUCKET_BOUNDS if var.lo <= b < var.hi] + [var.hi]
+    buckets: list[Bucket] = []
+    for upto in uptos:
+        at = upto if upto < var.hi else min(max(REPRESENTATIVE_SIZE, var.lo), var.hi)
+        scheduled = symbolic_schedule(func, target, {var: at}).func
+        if buckets and structural_equal(buckets[-1].func, scheduled):
+            buckets[-1] = Bucket(upto, scheduled)  # the same program: one bucket
+        else:
+            buckets.append(Bucket(upto, scheduled))
+    return BucketedFunc(func, var, tuple(buckets))
+
+
+def lower_buckets(bucketed: BucketedFunc) -> PrimFunc:
+    """Each bucket lowered, chosen at run time by `var <= upto`, the first bucket that holds."""
+    lowered = [lower(b.func) for b in bucketed.buckets]
+    body: Stmt = lowered[-1].body
+    for bucket, low in zip(reversed(bucketed.buckets[:-1]), reversed(lowered[:-1])):
+        body = IfThenElse(Binary(Op.LE, bucketed.var, const(bucket.upto)), low.body, body)
+    return replace(lowered[-1], body=body)
