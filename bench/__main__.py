@@ -30,6 +30,7 @@ from bench import (
     model_tuning,
     models,
     onnx_attention,
+    range_tuning,
     recovery,
     register_tile,
     rfactor,
@@ -63,6 +64,7 @@ BENCHMARKS = {
     "onnx_attention": onnx_attention.main,
     "symbolic_kernels": symbolic_kernels.main,
     "dynamic_lengths": lambda: dynamic_lengths.main([]),
+    "range_tuning": lambda: range_tuning.main([]),
     "conv_layout": conv_layout.main,
     "dense_layout": dense_layout.main,
     "fleet_soak": lambda: fleet_soak.main([]),  # their defaults; `python -m bench.<name> --help` for more

@@ -14,11 +14,13 @@ buckets whose schedules come out the same (an elementwise kernel's) are merged i
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 from compiler.ir import Binary, IfThenElse, PrimFunc, SizeVar, Stmt, const, structural_equal
 from compiler.lower import lower
 from compiler.ops import Op
+from compiler.schedule import ScheduleError, Trace, TraceError
 from compiler.schedule_rules.default import REPRESENTATIVE_SIZE, symbolic_schedule
 from compiler.target import Target
 
@@ -54,24 +56,39 @@ class BucketedFunc:
                 raise ValueError(f"the bucket up to {b.upto} has other parameters than {self.func.name}")
 
 
-def default_buckets(func: PrimFunc, target: Target) -> BucketedFunc:
+def default_buckets(func: PrimFunc, target: Target, tuned: Mapping[int, Trace] | None = None) -> BucketedFunc:
     """The symbolic default schedule per bucket of the function's first symbolic dimension (the
     others at `REPRESENTATIVE_SIZE`): a bucket per `BUCKET_BOUNDS` value inside its range, scheduled
     at that value, and one for the rest scheduled at `REPRESENTATIVE_SIZE` (or the range's largest
-    value)."""
+    value). `tuned` adds the sizes it has traces for (of the function at that size, as `tune` finds
+    them) as buckets of their own, the trace replayed over the range; the largest of them at least
+    `REPRESENTATIVE_SIZE` also schedules every larger size. A trace that does not replay leaves its
+    bucket the default schedule."""
     if not func.size_vars:
         raise ValueError(f"{func.name} has no symbolic dimension to choose a schedule by")
     var = func.size_vars[0]
-    uptos = [b for b in BUCKET_BOUNDS if var.lo <= b < var.hi] + [var.hi]
+    tuned = {size: trace for size, trace in (tuned or {}).items() if var.lo <= size <= var.hi}
+    uptos = sorted({b for b in BUCKET_BOUNDS if var.lo <= b < var.hi} | set(tuned) | {var.hi})
+    large = max((size for size in tuned if size >= REPRESENTATIVE_SIZE), default=None)
     buckets: list[Bucket] = []
     for upto in uptos:
-        at = upto if upto < var.hi else min(max(REPRESENTATIVE_SIZE, var.lo), var.hi)
-        scheduled = symbolic_schedule(func, target, {var: at}).func
+        trace = tuned.get(upto, tuned[large] if large is not None and upto > large else None)
+        scheduled = _replayed(func, trace) if trace is not None else None
+        if scheduled is None:
+            at = upto if upto < var.hi else min(max(REPRESENTATIVE_SIZE, var.lo), var.hi)
+            scheduled = symbolic_schedule(func, target, {var: at}).func
         if buckets and structural_equal(buckets[-1].func, scheduled):
             buckets[-1] = Bucket(upto, scheduled)  # the same program: one bucket
         else:
             buckets.append(Bucket(upto, scheduled))
     return BucketedFunc(func, var, tuple(buckets))
+
+
+def _replayed(func: PrimFunc, trace: Trace) -> PrimFunc | None:
+    try:
+        return trace.apply(func).func
+    except (ScheduleError, TraceError):
+        return None
 
 
 def lower_buckets(bucketed: BucketedFunc) -> PrimFunc:

@@ -165,15 +165,20 @@ def dim_bounds(name: str, spec: object) -> tuple[int, int]:
 
 
 def _between(dim: DimRange, t: float) -> int:
-    """The size at `t` (0 to 1) from min to max, evenly in the logarithm; 0 at t=0 if min is 0."""
+    return size_between(dim.min, dim.max, t)
+
+
+def size_between(low: int, high: int, t: float) -> int:
+    """The size at `t` (0 to 1) from `low` to `high`, evenly in the logarithm (sequence lengths and
+    batch sizes are used more at the small end); 0 at t=0 if low is 0."""
     if t == 0:
-        return dim.min
-    low = max(dim.min, 1)
-    return round(low * (dim.max / low) ** t)
+        return low
+    start = max(low, 1)
+    return round(start * (high / start) ** t)
 
 
 def _sized(dim: Size, sizes: Mapping[str, int]) -> Size:
     return sizes.get(dim, dim) if isinstance(dim, str) else dim
 
 
-__all__ = ["DimRange", "DimSpec", "InputSignature", "ShapeFamily", "Size", "dim_bounds"]
+__all__ = ["DimRange", "DimSpec", "InputSignature", "ShapeFamily", "Size", "dim_bounds", "size_between"]

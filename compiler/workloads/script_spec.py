@@ -25,6 +25,20 @@ FIELD = "tvmscript"
 def script_workload(text: object, num_inputs: object = None) -> Workload:
     """The workload of the one function in `text`; without `num_inputs`, the inputs are the leading
     parameters no block writes."""
+    func = script_function(text)
+    assert isinstance(text, str)
+    n = leading_inputs(func) if num_inputs is None else check_int(num_inputs, "num_inputs", minimum=0)
+    try:
+        return primfunc_workload(to_json(func), n)
+    except WorkloadError as e:
+        if e.field == "num_inputs":
+            raise
+        raise WorkloadError(FIELD, f"{_where(text, func, e.field)}: {e.message}") from None
+
+
+def script_function(text: object) -> PrimFunc:
+    """The one function in `text`, read (never run); a WorkloadError on the `tvmscript` field
+    naming the line where it cannot be read."""
     if not isinstance(text, str):
         raise WorkloadError(FIELD, f"must be TVMScript text, got {show(text)}")
     if len(text.encode(errors="replace")) > MAX_PRIMFUNC_BYTES:
@@ -33,14 +47,7 @@ def script_workload(text: object, num_inputs: object = None) -> Workload:
         parsed = from_source(text)
     except ScriptError as e:
         raise WorkloadError(FIELD, str(e)) from None
-    func = _one_function(parsed)
-    n = leading_inputs(func) if num_inputs is None else check_int(num_inputs, "num_inputs", minimum=0)
-    try:
-        return primfunc_workload(to_json(func), n)
-    except WorkloadError as e:
-        if e.field == "num_inputs":
-            raise
-        raise WorkloadError(FIELD, f"{_where(text, func, e.field)}: {e.message}") from None
+    return _one_function(parsed)
 
 
 def _one_function(parsed: PrimFunc | IRModule) -> PrimFunc:

@@ -2,6 +2,7 @@
 records, show a record's program and trace.
 
     tuner tune matmul M=512 N=512 K=512 --trials 64 [--json] [--plot curve.png]
+    tuner tune matmul M=1..512 N=768 K=768 --trials 256 [--sizes 1,64,512] (`tuner.cli.ranges`)
     tuner best matmul M=512 N=512 K=512 [--top 5] [--hardware KEY] [--coordinator URL --token T]
     tuner show matmul M=512 N=512 K=512 [--rank 1] [--hardware KEY] [--coordinator URL --token T]
     tuner evaluate-model [--holdout 0.25] [--splits 10]
@@ -32,6 +33,7 @@ from compiler.workloads import Workload, WorkloadError, workload_from_spec
 from runner import TimingKind
 from tuner.baseline import numpy_seconds
 from tuner.cli.models import add_model_commands, add_target_option, hardware_or_report
+from tuner.cli.ranges import RangedWorkload, ranged_workload, tune_ranged
 from tuner.cli.service import (
     add_hardware_option,
     add_remote_options,
@@ -52,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     console = Console(stderr=True)
     if args.takes_workload:
         try:
-            args.workload = _workload(args)
+            args.workload = _ranged_or_single(args)
         except WorkloadError as e:
             console.print(f"[red]bad workload[/red]: {e}")
             return 2
@@ -84,6 +86,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--batch-size", type=int, help="candidates per batch (default: 16, then 32 after 64)")
     p.add_argument("--plot", help="write the best-so-far GFLOPS curve to this PNG file")
     p.add_argument("--no-baseline", action="store_true", help="skip measuring numpy")
+    p.add_argument(
+        "--sizes", help="with a range (M=1..512, or a symbolic script): the sizes to tune, e.g. 1,64,512"
+    )
     add_target_option(p)
     p.set_defaults(run=_tune)
     p = command("best", "the fastest known records of a workload (on this machine, or a coordinator's)")
@@ -107,6 +112,22 @@ def _parser() -> argparse.ArgumentParser:
     add_model_commands(command)
     add_model_service_commands(command)
     return parser
+
+
+def _ranged_or_single(args: argparse.Namespace) -> Workload | RangedWorkload:
+    """A range (`tuner.cli.ranges`) is tuned by `tune`; the other commands take one size."""
+    ranged = None
+    if not args.spec:
+        ranged = ranged_workload(args.op, args.params, args.script, getattr(args, "sizes", None), args.dtype)
+    if ranged is not None and args.run is not _tune:
+        raise WorkloadError(
+            ranged.dimension, "a range is tuned with `tuner tune`; give this command one size"
+        )
+    if ranged is None and getattr(args, "sizes", None) is not None:
+        raise WorkloadError(
+            "sizes", "--sizes needs a parameter given as a range (M=1..512) or a symbolic script"
+        )
+    return ranged or _workload(args)
 
 
 def _workload(args: argparse.Namespace) -> Workload:
@@ -155,6 +176,8 @@ def _tune(args: argparse.Namespace, console: Console) -> int:
     hardware = hardware_or_report(args.target, console)
     if hardware is None:
         return 2
+    if isinstance(wl, RangedWorkload):
+        return tune_ranged(args, console, hardware)
     with Progress(
         TextColumn(f"tuning {wl.name}"),
         BarColumn(),
