@@ -56,7 +56,9 @@ def main(argv: list[str] | None = None) -> None:
         start = time.perf_counter()
         ranged = tune_range(func, trials=args.trials, database=f"sqlite:///{tmp}/range.db", hardware=hardware)
         range_secs = time.perf_counter() - start
-        print(f"range tuned at n = {ranged.sizes} in {range_secs:.0f} s")
+        assert ranged.scheduled is not None
+        split = ", ".join(f"{s}: {r.trials}" for s, r in zip(ranged.sizes, ranged.scheduled.results))
+        print(f"range tuned at n = {ranged.sizes} (trials {split}) in {range_secs:.0f} s")
         alone, alone_secs = {}, 0.0
         for n in LENGTHS:
             start = time.perf_counter()

@@ -131,7 +131,7 @@ def _written_apart(block: Block, var: Var) -> bool:
 def _clamps_a_tile_read(block: Block, clamped: Iterable[Var], scratch: set[Buffer]) -> bool:
     """Whether the block reads another scratch tile along a clamped variable. A clamped index is a
     valid element of the whole buffer, but not always of the tile: where a split leaves a tile with
-    no valid row at all (13 rows in tiles [4, 1, 4]: rows 12 to 15), the last valid row lies in an
+    no valid row at all (10 rows in tiles [4, 1, 4]: rows 12 to 15), the last valid row lies in an
     earlier tile, outside this one's compacted buffer."""
     variables = set(clamped)
     return any(
