@@ -35,6 +35,7 @@ class Bucket:
 
     upto: int
     func: PrimFunc
+    tuned: bool = False  # the program is a tuned trace replayed (`default_buckets`'s `tuned`)
 
 
 @dataclass(frozen=True)
@@ -63,7 +64,8 @@ def default_buckets(func: PrimFunc, target: Target, tuned: Mapping[int, Trace] |
     value). `tuned` adds the sizes it has traces for (of the function at that size, as `tune` finds
     them) as buckets of their own, the trace replayed over the range; the largest of them at least
     `REPRESENTATIVE_SIZE` also schedules every larger size. A trace that does not replay leaves its
-    bucket the default schedule."""
+    bucket the default schedule (`Bucket.tuned` says which did): a search's program may place a
+    block where a split over the range writes a run-time number of elements per iteration."""
     if not func.size_vars:
         raise ValueError(f"{func.name} has no symbolic dimension to choose a schedule by")
     var = func.size_vars[0]
@@ -74,13 +76,13 @@ def default_buckets(func: PrimFunc, target: Target, tuned: Mapping[int, Trace] |
     for upto in uptos:
         trace = tuned.get(upto, tuned[large] if large is not None and upto > large else None)
         scheduled = _replayed(func, trace) if trace is not None else None
+        from_trace = scheduled is not None
         if scheduled is None:
             at = upto if upto < var.hi else min(max(REPRESENTATIVE_SIZE, var.lo), var.hi)
             scheduled = symbolic_schedule(func, target, {var: at}).func
         if buckets and structural_equal(buckets[-1].func, scheduled):
-            buckets[-1] = Bucket(upto, scheduled)  # the same program: one bucket
-        else:
-            buckets.append(Bucket(upto, scheduled))
+            from_trace = from_trace or buckets.pop().tuned  # the same program: one bucket
+        buckets.append(Bucket(upto, scheduled, from_trace))
     return BucketedFunc(func, var, tuple(buckets))
 
 

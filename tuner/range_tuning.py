@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from compiler import Hardware, PrimFunc, Trace, build, host_hardware
-from compiler.buckets import default_buckets
+from compiler.buckets import BucketedFunc, default_buckets
 from compiler.build import Kernel
 from compiler.graph.shape_family import size_between
 from compiler.ir import SizeVar
@@ -39,7 +39,8 @@ class RangeTuneResult:
     dimension: SizeVar
     sizes: list[int]
     best: dict[int, Record | None]  # each tuned size's best record
-    kernel: Kernel  # one kernel for the whole range, built from the best records
+    buckets: BucketedFunc  # the schedules by size: `Bucket.tuned` where a best record's trace replayed
+    kernel: Kernel  # one kernel for the whole range, built from the buckets
     scheduled: TasksResult | None
     wall_secs: float
 
@@ -102,8 +103,9 @@ def tune_range(
             s: best_record(db, wl.func.structural_hash(), hardware.key, TimingKind.WARM)
             for s, wl in zip(tuned, workloads)
         }
-        kernel = compile_range(func, sizes=tuned, database=db, hardware=hardware)
-    return RangeTuneResult(func, var, tuned, best, kernel, scheduled, time.perf_counter() - start)
+        buckets = range_buckets(func, sizes=tuned, database=db, hardware=hardware)
+    kernel = build(buckets, hardware.target, listings=False)
+    return RangeTuneResult(func, var, tuned, best, buckets, kernel, scheduled, time.perf_counter() - start)
 
 
 def compile_range(
@@ -113,9 +115,21 @@ def compile_range(
     database: Database | str = DEFAULT_DATABASE,
     hardware: Hardware | None = None,
 ) -> Kernel:
-    """One kernel for every size in the range: the best records of `func` at `sizes` (as
-    `tune_range` tuned them; by default its spread sizes) in their buckets, the default schedules
-    elsewhere (`compiler.buckets.default_buckets`)."""
+    """One kernel for every size in the range, built from `range_buckets`."""
+    hardware = hardware or host_hardware()
+    buckets = range_buckets(func, sizes=sizes, database=database, hardware=hardware)
+    return build(buckets, hardware.target, listings=False)
+
+
+def range_buckets(
+    func: PrimFunc,
+    *,
+    sizes: Sequence[int] | None = None,
+    database: Database | str = DEFAULT_DATABASE,
+    hardware: Hardware | None = None,
+) -> BucketedFunc:
+    """The best records of `func` at `sizes` (as `tune_range` tuned them; by default its spread
+    sizes) in their buckets, the default schedules elsewhere (`compiler.buckets.default_buckets`)."""
     var = dimension_of(func)
     hardware = hardware or host_hardware()
     traces: dict[int, Trace] = {}
@@ -125,7 +139,15 @@ def compile_range(
             best = best_record(db, key, hardware.key, TimingKind.WARM)
             if best is not None:
                 traces[size] = Trace.from_json(best.trace)
-    return build(default_buckets(func, hardware.target, traces), hardware.target, listings=False)
+    return default_buckets(func, hardware.target, traces)
 
 
-__all__ = ["RANGE_SIZES", "RangeTuneResult", "compile_range", "dimension_of", "range_sizes", "tune_range"]
+__all__ = [
+    "RANGE_SIZES",
+    "RangeTuneResult",
+    "compile_range",
+    "dimension_of",
+    "range_buckets",
+    "range_sizes",
+    "tune_range",
+]

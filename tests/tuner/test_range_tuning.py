@@ -46,6 +46,7 @@ def test_a_range_tuned_at_two_sizes_runs_every_size_from_one_kernel(tmp_path) ->
     result = tune_range(func, trials=8, sizes=[40, 6], database=database, batch_size=4)
     assert result.sizes == [6, 40]
     assert all(record is not None for record in result.best.values())
+    assert {b.upto for b in result.buckets.buckets if b.tuned} <= {6, 40, 96}
     assert sum(r.trials for r in result.scheduled.results) == 8
     check(result.kernel, (1, 5, 6, 7, 39, 40, 41, 96))
     check(compile_range(func, sizes=[6, 40], database=database), (2, 40, 96))
@@ -68,10 +69,12 @@ def test_tuned_sizes_are_buckets_and_a_trace_that_does_not_replay_is_the_default
     stranger = default_schedule(  # another function's trace: its blocks are not there
         te.create_prim_func([other, te.compute((8, 8), lambda i, j: other[i, j] + 1.0, name="B")]), target
     ).trace
-    uptos = [b.upto for b in default_buckets(func, target, {40: trace, 50: stranger}).buckets]
-    assert 40 in uptos and uptos[-1] == 96
+    buckets = default_buckets(func, target, {40: trace, 50: stranger}).buckets
+    assert 40 in [b.upto for b in buckets] and buckets[-1].upto == 96
+    assert {b.upto for b in buckets if b.tuned} == {40}  # 50 and above: the stranger did not replay
     fallback = default_buckets(func, target, {50: stranger}).buckets
     assert fallback[-1].func == default_buckets(func, target).buckets[-1].func
+    assert not any(b.tuned for b in fallback)
 
 
 def test_sizes_outside_the_range_and_several_dimensions_are_refused() -> None:
@@ -111,17 +114,38 @@ def test_the_command_line_tunes_a_registry_range_and_a_symbolic_script(tmp_path,
             "4",
         ): "--sizes needs a parameter given",
         ("tune", "matmul", "M=9..4", "N=16", "K=8"): "needs 1 <= LOW <= HIGH",
+        ("tune", "matmul", "M=1..99999", "N=16", "K=8"): "at M = 99999: must be <= 65536",
+        ("tune", "matmul", "M=1..40", "N=16", "K=8", "M=5"): "params.M: given twice",
+        ("tune", "matmul", "M=1..40", "N", "K=8"): "params.N: parameters are NAME=VALUE",
+        (
+            "tune",
+            "--spec",
+            '{"op": "matmul", "params": {"M": 8, "N": 8, "K": 8}}',
+            "M=1..8",
+        ): "beside no spec",
+        ("tune", "matmul", "M=1..40", "N=16", "K=8", "--trials", "2"): "too few trials",
+        ("tune", "matmul", "M=1..40", "N=16", "K=8", "--plot", "x.png"): "draws one workload's curve",
     }
     for args, message in refused.items():
         assert main([*args, "--database", url]) == 2, args
         assert re.search(message, capsys.readouterr().err), args
     script = tmp_path / "kernel.py"
     script.write_text(matmul(high=24).script())
-    assert (
-        main(
-            ["tune", "--script", str(script), "--trials", "2", "--sizes", "3,24", "--database", url, "--json"]
-        )
-        == 0
-    )
+    command = ["tune", "--script", str(script), "--trials", "2", "--sizes", "3,24"]
+    assert main([*command, "--database", url, "--json"]) == 0
     summary = json.loads(capsys.readouterr().out)
     assert summary["workload"] == "mm n=1..24" and [r["size"] for r in summary["sizes"]] == [3, 24]
+    # The output first: refused as the static path refuses it; --num-inputs is read (it counts the
+    # leading parameters, so here it makes W an output that is read before it is written).
+    x, w, y = (
+        "X: T.Buffer((n, 48), 'float32')",
+        "W: T.Buffer((48, 40), 'float32')",
+        "Y: T.Buffer((n, 40), 'float32')",
+    )
+    text = matmul(high=24).script().replace(f"def mm({x}, {w}, {y}):", f"def mm({y}, {x}, {w}):")
+    assert text != matmul(high=24).script()
+    script.write_text(text)
+    assert main([*command, "--database", url]) == 2
+    assert "give num_inputs" in capsys.readouterr().err
+    assert main([*command, "--num-inputs", "2", "--database", url]) == 2
+    assert "at n = 3" in capsys.readouterr().err

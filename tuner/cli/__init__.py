@@ -116,13 +116,9 @@ def _parser() -> argparse.ArgumentParser:
 
 def _ranged_or_single(args: argparse.Namespace) -> Workload | RangedWorkload:
     """A range (`tuner.cli.ranges`) is tuned by `tune`; the other commands take one size."""
-    ranged = None
-    if not args.spec:
-        ranged = ranged_workload(args.op, args.params, args.script, getattr(args, "sizes", None), args.dtype)
+    ranged = ranged_workload(args)
     if ranged is not None and args.run is not _tune:
-        raise WorkloadError(
-            ranged.dimension, "a range is tuned with `tuner tune`; give this command one size"
-        )
+        raise WorkloadError(ranged.field, "a range is tuned with `tuner tune`; give this command a size")
     if ranged is None and getattr(args, "sizes", None) is not None:
         raise WorkloadError(
             "sizes", "--sizes needs a parameter given as a range (M=1..512) or a symbolic script"

@@ -11,7 +11,9 @@ from __future__ import annotations
 import argparse
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from rich.console import Console
@@ -38,42 +40,66 @@ class RangedWorkload:
     """A workload at sizes of one dimension over its range: (size, the workload at that size)."""
 
     name: str
+    field: str  # where the range was given: params.M, or script
     dimension: str
     low: int
     high: int
     sizes: tuple[tuple[int, Workload], ...]
 
 
-def ranged_workload(
-    op: str | None, params: list[str], script: str | None, sizes: str | None, dtype: str
-) -> RangedWorkload | None:
-    """The ranged workload the command line names, or None where no parameter is a range and the
-    script declares no symbolic dimension."""
-    if script is not None:
-        return _ranged_script(script, sizes)
-    pairs = [item.partition("=") for item in params]
-    ranged = [(k, pair) for k, pair in enumerate(pairs) if RANGE.match(pair[2])]
-    if not ranged:
+def ranged_workload(args: argparse.Namespace) -> RangedWorkload | None:
+    """The ranged workload the command line names (`op params`, `--script`), or None where no
+    parameter is a range and the script declares no symbolic dimension."""
+    sizes = getattr(args, "sizes", None)
+    if args.spec or args.script:
+        given = [item for item in (args.op, *args.params) if item]  # a param may land in op's place
+        ranged = [item for item in given if RANGE.match(item.partition("=")[2])]
+        if ranged:
+            raise WorkloadError(
+                "params",
+                f"{ranged[0]}: a range is an operator's parameter, beside no spec or script",
+            )
+        return _ranged_script(args.script, args.num_inputs, sizes) if args.script else None
+    pairs = [item.partition("=") for item in args.params]
+    ranged_at = [k for k, pair in enumerate(pairs) if RANGE.match(pair[2])]
+    if not ranged_at:
         return None
-    if len(ranged) > 1:
-        names = ", ".join(p[0] for _, p in ranged)
+    for name, sep, _ in pairs:
+        if not sep:
+            raise WorkloadError(f"params.{name}", "parameters are NAME=VALUE")
+    names = [name for name, _, _ in pairs]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise WorkloadError(f"params.{twice[0]}", "given twice")
+    if len(ranged_at) > 1:
+        listed = ", ".join(names[k] for k in ranged_at)
         raise WorkloadError(
-            f"params.{ranged[1][1][0]}", f"one parameter may be a range, got ranges for {names}"
+            f"params.{names[ranged_at[1]]}", f"one parameter may be a range, got ranges for {listed}"
         )
-    k, (key, _, value) = ranged[0]
+    key, _, value = pairs[ranged_at[0]]
     found = RANGE.match(value)
     assert found is not None
     low, high = int(found.group(2)), int(found.group(3))
-    chosen = _sizes(f"params.{key}", low, high, sizes)
-    fixed = {name: _number(text) for j, (name, _, text) in enumerate(pairs) if j != k}
+    field = f"params.{key}"
+    fixed = {name: _number(text) for name, _, text in pairs if name != key}
     out = []
-    for size in chosen:
-        spec = {"op": op, "params": {**fixed, key: size}, "dtype": dtype}
-        out.append((size, workload_from_spec(spec)))
-    return RangedWorkload(f"{op} {key}={low}..{high}", found.group(1) or key, low, high, tuple(out))
+    for size in _sizes(field, low, high, sizes):
+        spec = {"op": args.op, "params": {**fixed, key: size}, "dtype": args.dtype}
+        out.append((size, _at_size(field, size, partial(workload_from_spec, spec))))
+    return RangedWorkload(
+        f"{args.op} {key}={low}..{high}", field, found.group(1) or key, low, high, tuple(out)
+    )
 
 
-def _ranged_script(path: str, sizes: str | None) -> RangedWorkload | None:
+def _at_size(field: str, size: int, make: Callable[[], Workload]) -> Workload:
+    """The workload at one size of the range; its refusal says which size."""
+    try:
+        return make()
+    except WorkloadError as e:
+        raise WorkloadError(e.field, f"at {field.removeprefix('params.')} = {size}: {e.message}") from None
+
+
+def _ranged_script(path: str, num_inputs: int | None, sizes: str | None) -> RangedWorkload | None:
     try:
         with open(path, encoding="utf-8") as f:
             text = f.read()
@@ -88,12 +114,13 @@ def _ranged_script(path: str, sizes: str | None) -> RangedWorkload | None:
             "script", f"a range is tuned over one symbolic dimension; {func.name} has {names}"
         )
     var = func.size_vars[0]
-    inputs = leading_inputs(func)
-    out = [
-        (size, primfunc_workload(to_json(func.specialize({var: size})), inputs))
-        for size in _sizes("script", var.lo, var.hi, sizes)
-    ]
-    return RangedWorkload(f"{func.name} {var.name}={var.lo}..{var.hi}", var.name, var.lo, var.hi, tuple(out))
+    inputs = leading_inputs(func) if num_inputs is None else num_inputs
+    out = []
+    for size in _sizes("script", var.lo, var.hi, sizes):
+        static = to_json(func.specialize({var: size}))
+        out.append((size, _at_size(var.name, size, partial(primfunc_workload, static, inputs))))
+    name = f"{func.name} {var.name}={var.lo}..{var.hi}"
+    return RangedWorkload(name, "script", var.name, var.lo, var.hi, tuple(out))
 
 
 def _sizes(field: str, low: int, high: int, given: str | None) -> list[int]:
@@ -123,6 +150,15 @@ def _number(text: str) -> Any:
 def tune_ranged(args: argparse.Namespace, console: Console, hardware: Hardware) -> int:
     """Tune a RangedWorkload's sizes as one task set; a table (or --json) of each size's best."""
     ranged: RangedWorkload = args.workload
+    if args.trials < len(ranged.sizes):
+        console.print(
+            f"[red]too few trials[/red]: {args.trials} for {len(ranged.sizes)} sizes; give at least one "
+            "per size (--trials), or fewer sizes (--sizes)"
+        )
+        return 2
+    if args.plot:
+        console.print("[red]--plot[/red] draws one workload's curve; a range's sizes are in the table")
+        return 2
     with Progress(
         TextColumn(f"tuning {ranged.name} at {len(ranged.sizes)} sizes"),
         BarColumn(),
