@@ -63,9 +63,9 @@ def default_buckets(func: PrimFunc, target: Target, tuned: Mapping[int, Trace] |
     at that value, and one for the rest scheduled at `REPRESENTATIVE_SIZE` (or the range's largest
     value). `tuned` adds the sizes it has traces for (of the function at that size, as `tune` finds
     them) as buckets of their own, the trace replayed over the range; the largest of them at least
-    `REPRESENTATIVE_SIZE` also schedules every larger size. A trace that does not replay leaves its
-    bucket the default schedule (`Bucket.tuned` says which did): a search's program may place a
-    block where a split over the range writes a run-time number of elements per iteration."""
+    `REPRESENTATIVE_SIZE` also schedules every larger size. A trace that does not replay (another
+    function's, or a primitive that needs a number where the range has none) leaves its bucket the
+    default schedule; `Bucket.tuned` says which replayed."""
     if not func.size_vars:
         raise ValueError(f"{func.name} has no symbolic dimension to choose a schedule by")
     var = func.size_vars[0]

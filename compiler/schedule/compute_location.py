@@ -185,19 +185,11 @@ def _check_movable(block: Block, where: str) -> None:
 
 def _ranges_between(body: Stmt, loop_path: Path, block_path: Path) -> dict[Var, tuple[int, int]]:
     """Loops strictly inside `loop_path` that enclose the block: they sweep their whole range. A loop
-    over a run-time extent is listed at its largest range: an index that it moves has no static region
-    (`_runtime_between`)."""
+    over a run-time extent sweeps at most its largest range: the region is then the most the loop
+    can touch, and the blocks placed over it are guarded by their domains (`_in_domain`), so the
+    elements past the run-time extent are neither computed from nor written."""
     return {
         lp.var: extent_range(lp.extent) for p, lp in loops_above(body, block_path) if len(p) > len(loop_path)
-    }
-
-
-def _runtime_between(body: Stmt, loop_path: Path, block_path: Path) -> set[Var]:
-    """The loops of `_ranges_between` over a run-time extent."""
-    return {
-        lp.var
-        for p, lp in loops_above(body, block_path)
-        if len(p) > len(loop_path) and not isinstance(lp.extent, int)
     }
 
 
@@ -222,12 +214,9 @@ def _union(regions: list[Region]) -> Region:
 def _access_region(body: Stmt, loop_path: Path, block: Block, indices: tuple[Expr, ...]) -> Region | None:
     block_path = find_block(body, block.name)[0]
     inner = _ranges_between(body, loop_path, block_path)
-    runtime = _runtime_between(body, loop_path, block_path)
     sub = dict(zip((iv.var for iv in block.iter_vars), block.bindings))
     region = []
     for idx in indices:
-        if free_vars(substitute(idx, sub)) & runtime:
-            return None
         r = symbolic_range(substitute(idx, sub), inner)
         if r is None:
             return None
@@ -277,15 +266,9 @@ def _check_contiguous(body: Stmt, loop_path: Path, producers: list[Block], where
     The consumer is rebuilt over the box; with gaps it would read elements that a later iteration
     produces, which is wrong once the buffer is compacted to one iteration's region."""
     for p in producers:
-        path = find_block(body, p.name)[0]
-        inner = _ranges_between(body, loop_path, path)
+        inner = _ranges_between(body, loop_path, find_block(body, p.name)[0])
         sub = dict(zip((iv.var for iv in p.iter_vars), p.bindings))
         indices = tuple(simplify(substitute(idx, sub)) for idx in p.body.indices)
-        check(
-            not set().union(*(free_vars(i) for i in indices)) & _runtime_between(body, loop_path, path),
-            f"{where}: producer {p.name!r} writes a run-time number of elements in one iteration of the "
-            "loop; move the block to a loop inside the run-time loop",
-        )
         sparse = [d for d, idx in enumerate(indices) if not _sweeps_interval(idx, inner)]
         if not sparse:
             continue
