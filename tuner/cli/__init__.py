@@ -33,7 +33,7 @@ from compiler.workloads import Workload, WorkloadError, workload_from_spec
 from runner import TimingKind
 from tuner.baseline import numpy_seconds
 from tuner.cli.models import add_model_commands, add_target_option, hardware_or_report
-from tuner.cli.ranges import RangedWorkload, ranged_workload, tune_ranged
+from tuner.cli.ranges import RangedWorkload, parameter_value, ranged_workload, tune_ranged
 from tuner.cli.service import (
     add_hardware_option,
     add_remote_options,
@@ -142,7 +142,7 @@ def _workload(args: argparse.Namespace) -> Workload:
         name, sep, value = item.partition("=")
         if not sep:
             raise WorkloadError(f"params.{item}", "parameters are NAME=VALUE")
-        params[name] = _number(value)
+        params[name] = parameter_value(value)
     return workload_from_spec({"op": args.op, "params": params, "dtype": args.dtype})
 
 
@@ -156,15 +156,6 @@ def _script_spec(path: str, num_inputs: int | None) -> dict[str, Any]:
     if num_inputs is not None:
         spec["num_inputs"] = num_inputs
     return spec
-
-
-def _number(text: str) -> Any:
-    for kind in (int, float):
-        try:
-            return kind(text)
-        except ValueError:
-            continue
-    return text
 
 
 def _tune(args: argparse.Namespace, console: Console) -> int:

@@ -81,7 +81,7 @@ def ranged_workload(args: argparse.Namespace) -> RangedWorkload | None:
     assert found is not None
     low, high = int(found.group(2)), int(found.group(3))
     field = f"params.{key}"
-    fixed = {name: _number(text) for name, _, text in pairs if name != key}
+    fixed = {name: parameter_value(text) for name, _, text in pairs if name != key}
     out = []
     for size in _sizes(field, low, high, sizes):
         spec = {"op": args.op, "params": {**fixed, key: size}, "dtype": args.dtype}
@@ -138,7 +138,8 @@ def _sizes(field: str, low: int, high: int, given: str | None) -> list[int]:
     return sizes
 
 
-def _number(text: str) -> Any:
+def parameter_value(text: str) -> Any:
+    """A NAME=VALUE parameter's value: an int, a float, or the text."""
     for kind in (int, float):
         try:
             return kind(text)
