@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from compiler.dtypes import INDEX_DTYPE
 from compiler.ir import FALSE, TRUE, Binary, Const, Expr, Select, SizeVar, Unary, Var, const, structural_equal
 from compiler.ops import Op
+from compiler.visit import free_vars
 
 Range = tuple[int, int]  # inclusive numeric bounds
 # The integer types simplified: index arithmetic. The narrow and unsigned types only hold data, where
@@ -323,8 +324,13 @@ def _sym(e: Expr, inner: Ranges) -> tuple[Expr, Expr] | None:
             lo, hi = inner[e]
             return const(lo), const(hi)
         return e, e
-    if e.dtype in _INDEX_INTS and not _mentions(e, inner):
+    r = _sym_form(e, inner)
+    if r is None and e.dtype in _INDEX_INTS and not free_vars(e) & inner.keys():
         return e, e  # fixed while the inner loops run, whatever its form (`i0 % ((n + 7) // 8)`)
+    return r
+
+
+def _sym_form(e: Expr, inner: Ranges) -> tuple[Expr, Expr] | None:
     if isinstance(e, Select) and e.dtype in _INDEX_INTS:
         t, f = _sym(e.true_value, inner), _sym(e.false_value, inner)
         if t is None or f is None:
@@ -347,16 +353,6 @@ def _sym(e: Expr, inner: Ranges) -> tuple[Expr, Expr] | None:
     if op in (Op.FLOORDIV, Op.FLOORMOD) and isinstance(e.b, Const) and int(e.b.value) > 0:
         return _sym_divmod(op, a, int(e.b.value))
     return None
-
-
-def _mentions(e: Expr, variables: Ranges) -> bool:
-    stack = [e]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, Var) and node in variables:
-            return True
-        stack.extend(node.children())
-    return False
 
 
 def _sym_mul(a: tuple[Expr, Expr], b: tuple[Expr, Expr]) -> tuple[Expr, Expr] | None:
@@ -401,6 +397,11 @@ def extent_range(extent: int | Expr, ranges: Ranges | None = None) -> Range:
     if b is None:
         raise ValueError(f"the extent {extent} is not bounded")
     return 0, b[1] - 1
+
+
+def extent_expr(extent: int | Expr) -> Expr:
+    """A loop's or a dimension's extent as an expression (a number becomes a constant)."""
+    return const(extent) if isinstance(extent, int) else extent
 
 
 def ceil_div(a: int, b: int) -> int:

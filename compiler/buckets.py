@@ -78,8 +78,8 @@ def default_buckets(func: PrimFunc, target: Target, tuned: Mapping[int, Trace] |
         scheduled = _replayed(func, trace) if trace is not None else None
         from_trace = scheduled is not None
         if scheduled is None:
-            at = upto if upto < var.hi else min(max(REPRESENTATIVE_SIZE, var.lo), var.hi)
-            scheduled = symbolic_schedule(func, target, {var: at}).func
+            at = {var: upto} if upto < var.hi else {}  # the last bucket: at the representative size
+            scheduled = symbolic_schedule(func, target, at).func
         if buckets and structural_equal(buckets[-1].func, scheduled):
             from_trace = from_trace or buckets.pop().tuned  # the same program: one bucket
         buckets.append(Bucket(upto, scheduled, from_trace))

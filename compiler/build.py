@@ -63,9 +63,10 @@ def compile_kernel(
     With `listings`, the optimized IR and the assembly are kept too (they cost a few ms). With `pic`,
     the object can also be linked into a shared library (`Target.target_machine`)."""
     init_llvm()
-    lowered = lower_buckets(func) if isinstance(func, BucketedFunc) else lower(func)
     if isinstance(func, BucketedFunc):
-        func = func.func
+        lowered, func = lower_buckets(func), func.func
+    else:
+        lowered = lower(func)
     llvm_ir = emit_llvm(lowered, target)
     tm = target.target_machine(pic=pic)
     module = llvm.parse_assembly(llvm_ir)

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import replace
 
-from compiler.arith import bound, conjuncts, extent_range, linear, simplify
+from compiler.arith import bound, conjuncts, extent_expr, extent_range, linear, simplify
 from compiler.ir import (
     TRUE,
     Allocate,
@@ -75,8 +75,7 @@ def _relaxed(block: Block, ranges: Ranges, scratch: set[Buffer]) -> Block | None
         if var is None or not _written_apart(block, var):
             return None
         extent = next(iv.extent for iv in block.iter_vars if iv.var is var)
-        last = const(extent - 1) if isinstance(extent, int) else simplify(Binary(Op.SUB, extent, const(1)))
-        clamps[var] = Binary(Op.MIN, var, last)
+        clamps[var] = Binary(Op.MIN, var, simplify(Binary(Op.SUB, extent_expr(extent), const(1))))
     if not _own_reads_at_the_write(block) or not _write_in_bounds(block, ranges):
         return None
     if _clamps_a_tile_read(block, clamps.keys(), scratch):
@@ -107,8 +106,7 @@ def _domain_guard(block: Block, guard: Expr) -> Var | None:
     if not (isinstance(guard, Binary) and guard.op == Op.LT):
         return None
     for iv, binding in zip(block.iter_vars, block.bindings):
-        extent = const(iv.extent) if isinstance(iv.extent, int) else iv.extent
-        if structural_equal(guard.a, binding) and structural_equal(guard.b, extent):
+        if structural_equal(guard.a, binding) and structural_equal(guard.b, extent_expr(iv.extent)):
             return iv.var
     return None
 

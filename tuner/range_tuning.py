@@ -53,13 +53,17 @@ def dimension_of(func: PrimFunc) -> SizeVar:
     return func.size_vars[0]
 
 
+def spread_sizes(low: int, high: int) -> list[int]:
+    """RANGE_SIZES sizes from `low` to `high`, both included, evenly in the logarithm."""
+    return sorted({size_between(low, high, k / (RANGE_SIZES - 1)) for k in range(RANGE_SIZES)})
+
+
 def range_sizes(func: PrimFunc, sizes: Sequence[int] | None = None) -> list[int]:
     """`sizes` checked against the range, else RANGE_SIZES spread over it (both ends included, evenly
     in the logarithm)."""
     var = dimension_of(func)
     if sizes is None:
-        count = RANGE_SIZES
-        sizes = [size_between(var.lo, var.hi, k / (count - 1)) for k in range(count)]
+        return spread_sizes(var.lo, var.hi)
     outside = [s for s in sizes if not var.lo <= s <= var.hi]
     if outside or not sizes:
         raise ValueError(f"sizes {list(sizes)} must be in {var.name}'s range [{var.lo}, {var.hi}]")
@@ -149,5 +153,6 @@ __all__ = [
     "dimension_of",
     "range_buckets",
     "range_sizes",
+    "spread_sizes",
     "tune_range",
 ]

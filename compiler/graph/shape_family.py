@@ -136,7 +136,7 @@ class ShapeFamily:
         out: list[dict[str, int]] = []
         for k in range(count):
             t = k / (count - 1) if count > 1 else 1.0
-            binding = {d.name: _between(d, t) for d in self.dims}
+            binding = {d.name: size_between(d.min, d.max, t) for d in self.dims}
             if binding not in out:
                 out.append(binding)
         return out
@@ -162,10 +162,6 @@ def dim_bounds(name: str, spec: object) -> tuple[int, int]:
     ):
         return spec[0], spec[1]
     raise ShapeError(f"{name} is {spec!r}: neither a size (an int) nor a range (min, max) of ints")
-
-
-def _between(dim: DimRange, t: float) -> int:
-    return size_between(dim.min, dim.max, t)
 
 
 def size_between(low: int, high: int, t: float) -> int:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from compiler.arith import bound, conjuncts, extent_range, linear, simplify, symbolic_range
+from compiler.arith import bound, conjuncts, extent_expr, extent_range, linear, simplify, symbolic_range
 from compiler.ir import (
     TRUE,
     Binary,
@@ -414,7 +414,7 @@ def _consumer_domain(
             )
         ranges[v] = _blocks_of(region[dim], size)
     return [
-        ranges.get(iv.var, (const(0), simplify(Binary(Op.SUB, _extent_expr(iv.extent), const(1)))))
+        ranges.get(iv.var, (const(0), simplify(Binary(Op.SUB, extent_expr(iv.extent), const(1)))))
         for iv in block.iter_vars
     ]
 
@@ -517,10 +517,6 @@ def _rebuild(
     return new_block, stmt
 
 
-def _extent_expr(extent: int | Expr) -> Expr:
-    return const(extent) if isinstance(extent, int) else extent
-
-
 def _extent(iv: IterVar, lo: Expr, hi: Expr, outer: dict[Var, tuple[int, int]], where: str) -> int | Expr:
     """Iterations a new loop over [lo, hi] of `iv` needs: the region's largest extent, or the whole
     domain when the region can reach past it (clipping `lo + v` to the domain could miss its far end,
@@ -569,7 +565,7 @@ def _in_domain(
     """The guard `0 <= value < extent`, dropped where bounds prove it."""
     ranges = {**outer, **{v: extent_range(e) for v, e in loops.items()}}
     lo_ok = simplify(Binary(Op.GE, value, const(0)), ranges)
-    hi_ok = simplify(Binary(Op.LT, value, _extent_expr(iv.extent)), ranges)
+    hi_ok = simplify(Binary(Op.LT, value, extent_expr(iv.extent)), ranges)
     return simplify(Binary(Op.AND, lo_ok, hi_ok))
 
 

@@ -9,7 +9,7 @@ import math
 from collections.abc import Callable
 from dataclasses import replace
 
-from compiler.arith import extent_range, simplify
+from compiler.arith import extent_expr, extent_range, simplify
 from compiler.ir import Binary, Block, Buffer, Expr, For, PrimFunc, Stmt, Var, const
 from compiler.ops import Op
 from compiler.schedule.errors import ScheduleError, check, static_extent
@@ -150,17 +150,13 @@ def fuse(func: PrimFunc, names: list[str], fresh: Fresh) -> tuple[PrimFunc, str]
     mapping: dict[Var, Expr] = {}
     inner_size: int | Expr = 1
     for lp in reversed(chain):
-        idx: Expr = fused if inner_size == 1 else Binary(Op.FLOORDIV, fused, _expr(inner_size))
+        idx: Expr = fused if inner_size == 1 else Binary(Op.FLOORDIV, fused, extent_expr(inner_size))
         if lp is not chain[0]:
-            idx = Binary(Op.FLOORMOD, idx, _expr(lp.extent))
+            idx = Binary(Op.FLOORMOD, idx, extent_expr(lp.extent))
         mapping[lp.var] = simplify(idx, ranges)
         inner_size = _product([inner_size, lp.extent])
     body = _rebind(chain[-1].body, mapping)
     return _replace_loop(func, names[0], For(fused, extent, body)), fused.name
-
-
-def _expr(extent: int | Expr) -> Expr:
-    return const(extent) if isinstance(extent, int) else extent
 
 
 def _product(extents: list[int | Expr]) -> int | Expr:

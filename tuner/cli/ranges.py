@@ -20,7 +20,6 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from compiler.graph.shape_family import size_between
 from compiler.serialize import to_json
 from compiler.target import Hardware
 from compiler.workloads import Workload, WorkloadError, workload_from_spec
@@ -28,7 +27,7 @@ from compiler.workloads.primfunc_spec import leading_inputs, primfunc_workload
 from compiler.workloads.script_spec import script_function
 from tuner.baseline import numpy_seconds
 from tuner.cli.service import database_url
-from tuner.range_tuning import RANGE_SIZES
+from tuner.range_tuning import spread_sizes
 from tuner.task_scheduler import WeightedWorkload, tune_tasks
 from tuner.tune import gflops
 
@@ -127,7 +126,7 @@ def _sizes(field: str, low: int, high: int, given: str | None) -> list[int]:
     if low < 1 or low > high:
         raise WorkloadError(field, f"a range LOW..HIGH needs 1 <= LOW <= HIGH, got {low}..{high}")
     if given is None:
-        return sorted({size_between(low, high, k / (RANGE_SIZES - 1)) for k in range(RANGE_SIZES)})
+        return spread_sizes(low, high)
     try:
         sizes = sorted({int(s) for s in given.split(",")})
     except ValueError:
