@@ -2,9 +2,11 @@
 once with its sequence dimension named, imported with that dimension given a range, and run at
 lengths 1 to the model's largest against ONNX Runtime on the same export, which runs any length.
 
-Ours compiles each length on its first call (`graph.DynamicModel`: one static model per length, kept):
-the first-call column is that compile plus the run, the cost a server pays once per new length. The
-steady latencies alternate with ONNX Runtime's round by round: untuned (default schedules); with
+`graph.build` of the family gives one model for the whole range (`compiler.graph.symbolic`: one
+module, its kernels scheduled per bucket of lengths), built once before any call. Beside it, the
+family compiled for each length on its first call (`graph.DynamicModel`: a static model per length,
+its first-call column that compile plus the run, the cost a server pays once per new length). The
+steady latencies alternate with ONNX Runtime's round by round, untuned (default schedules); with
 --trials, the family tuned once at four lengths under that budget (the other lengths run the default
 schedules); with --separate, each other length also tuned
 alone at a quarter of the budget, as one would tune each length without a family.
@@ -67,15 +69,21 @@ def compare(name: str, args: argparse.Namespace, threads: int) -> None:
     start = time.perf_counter()
     family = frontend.from_onnx(onnx, dims={"sequence": (1, largest)})
     assert isinstance(family, graph.ShapeFamily)
-    untuned = graph.build(family)
-    print(f"\n{name}: {family} (imported in {time.perf_counter() - start:.2f} s)")
+    imported = time.perf_counter() - start
+    symbolic = graph.build(family)
+    assert isinstance(symbolic, graph.CompiledModel)
+    built = time.perf_counter() - start - imported
+    untuned = graph.DynamicModel(family, graph.build)
+    print(
+        f"\n{name}: {family} (imported in {imported:.2f} s; one model for the range built in {built:.1f} s)"
+    )
     tuned, tuned_sizes = None, []
     if args.trials:
         result = tune_model(family, trials=args.trials, database=f"sqlite:///{args.dir}/{name}-family.db")
         tuned, tuned_sizes = result.model, [s["sequence"] for s in result.sizes]
         wall = result.scheduled.wall_secs if result.scheduled else 0.0
         print(f"tuned at lengths {tuned_sizes}, {args.trials} trials in all: {wall:.0f} s")
-    columns = ["first call s", "untuned ms", "ORT ms", "ORT/untuned"]
+    columns = ["range ms", "first call s", "per-length ms", "per/range", "ORT ms", "ORT/range"]
     if tuned is not None:
         columns += ["tuned ms", "ORT/tuned"]
     if args.separate:
@@ -87,9 +95,13 @@ def compare(name: str, args: argparse.Namespace, threads: int) -> None:
         start = time.perf_counter()
         ours = untuned(*inputs)
         first = time.perf_counter() - start
-        runs = {"untuned": lambda x=inputs: untuned(*x), "ort": onnx_runtime(onnx, inputs, threads)}
+        runs = {
+            "range": lambda x=inputs: symbolic(*x),
+            "untuned": lambda x=inputs: untuned(*x),
+            "ort": onnx_runtime(onnx, inputs, threads),
+        }
         want = runs["ort"]()
-        error = max(float(np.max(np.abs(o - w))) for o, w in zip(ours, want))
+        error = max(float(np.max(np.abs(o - w))) for o, w in zip([*ours, *symbolic(*inputs)], want + want))
         if tuned is not None:
             error = max(error, *(float(np.max(np.abs(o - w))) for o, w in zip(tuned(*inputs), want)))
             runs["tuned"] = lambda x=inputs: tuned(*x)
@@ -101,7 +113,8 @@ def compare(name: str, args: argparse.Namespace, threads: int) -> None:
             separate_secs = alone.scheduled.wall_secs if alone.scheduled else 0.0
             runs["separate"] = lambda x=inputs, m=alone.model: m(*x)
         ms = {k: statistics.median(v) for k, v in alternated_ms(runs, rounds=5, calls=5).items()}
-        cells = [f"{first:.1f}", *_with_ratio(ms, "untuned", "ort")]
+        cells = [f"{ms['range']:.3f}", f"{first:.1f}", *_with_ratio(ms, "range", "untuned")[1:]]
+        cells += _with_ratio(ms, "range", "ort")[1:]
         if tuned is not None:
             cells += _with_ratio(ms, "tuned", "ort")[::2]
         if args.separate:
@@ -122,7 +135,10 @@ def compare_batches(batches: list[int], threads: int) -> None:
     batch = torch.export.Dim("batch", min=1, max=16)
     family = frontend.from_torch(model, (image,), dynamic_shapes=({0: batch},))
     assert isinstance(family, graph.ShapeFamily)
+    start = time.perf_counter()
     dynamic = graph.build(family)
+    assert isinstance(dynamic, graph.CompiledModel)
+    built = time.perf_counter() - start
     buffer = io.BytesIO()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -135,27 +151,25 @@ def compare_batches(batches: list[int], threads: int) -> None:
             input_names=["image"],
             dynamic_axes={"image": {0: "batch"}},
         )
-    print(f"\nresnet18: {family}")
-    columns = ["first call s", "family ms", "static ms", "static/family", "ORT ms", "ORT/family"]
+    print(f"\nresnet18: {family} (one model for the range built in {built:.1f} s)")
+    columns = ["range ms", "static ms", "static/range", "ORT ms", "ORT/range"]
     print(f"{'batch':>7} " + " ".join(f"{c:>13}" for c in columns) + f" {'max err':>9}")
     rng = np.random.default_rng(0)
     for n in batches:
         inputs = [rng.standard_normal((n, 3, 224, 224)).astype("float32")]
-        start = time.perf_counter()
         ours = dynamic(*inputs)
-        first = time.perf_counter() - start
         static = graph.build(
             frontend.require_static(frontend.from_torch(model, (torch.from_numpy(inputs[0]),)), "bench")
         )
         ort = onnx_runtime(buffer.getvalue(), inputs, threads)
         error = max(float(np.max(np.abs(o - w))) for o, w in zip(ours, ort()))
         runs = {
-            "family": lambda x=inputs: dynamic(*x),
+            "range": lambda x=inputs: dynamic(*x),
             "static": lambda x=inputs, m=static: m(*x),
             "ort": ort,
         }
         ms = {k: statistics.median(v) for k, v in alternated_ms(runs, rounds=5, calls=3).items()}
-        cells = [f"{first:.1f}", *_with_ratio(ms, "family", "static"), *_with_ratio(ms, "family", "ort")[1:]]
+        cells = [*_with_ratio(ms, "range", "static"), *_with_ratio(ms, "range", "ort")[1:]]
         _print_row(n, cells, error)
 
 

@@ -56,6 +56,11 @@ class BucketedFunc:
             if b.func.params != self.func.params:
                 raise ValueError(f"the bucket up to {b.upto} has other parameters than {self.func.name}")
 
+    def renamed(self, name: str) -> BucketedFunc:
+        """The same programs under another function name (a model's kernel's symbol)."""
+        buckets = tuple(replace(b, func=replace(b.func, name=name)) for b in self.buckets)
+        return replace(self, func=replace(self.func, name=name), buckets=buckets)
+
 
 def default_buckets(func: PrimFunc, target: Target, tuned: Mapping[int, Trace] | None = None) -> BucketedFunc:
     """The symbolic default schedule per bucket of the function's first symbolic dimension (the

@@ -496,6 +496,14 @@ class Allocate(Stmt):
         return Allocate(self.buffer, kids[0])
 
 
+def _size_vars_in(dim: int | Expr) -> list[SizeVar]:
+    if isinstance(dim, SizeVar):
+        return [dim]
+    if isinstance(dim, int):
+        return []
+    return [v for child in dim.children() for v in _size_vars_in(child)]
+
+
 @dataclass(frozen=True)
 class PrimFunc:
     """A whole tensor program: parameters, intermediate buffers, and the loop nest of blocks."""
@@ -514,12 +522,14 @@ class PrimFunc:
 
     @functools.cached_property  # in the instance's __dict__: PrimFunc has no slots, and params never change
     def size_vars(self) -> tuple[SizeVar, ...]:
-        """The symbolic dimensions of the parameters, in order of first appearance."""
+        """The symbolic dimensions of the parameters, in order of first appearance (also those only
+        inside a dimension's expression, as `n + 1`: a kernel takes each as an argument)."""
         out: list[SizeVar] = []
         for b in self.params:
             for d in b.shape:
-                if isinstance(d, SizeVar) and d not in out:
-                    out.append(d)
+                for v in _size_vars_in(d):
+                    if v not in out:
+                        out.append(v)
         return tuple(out)
 
     def script(self) -> str:

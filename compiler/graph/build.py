@@ -8,10 +8,12 @@ nothing of tuning: applying a database's records is the tuner's job (`tuner.buil
 from __future__ import annotations
 
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import replace
 from typing import overload
 
+from compiler.buckets import BucketedFunc, default_buckets
 from compiler.build import compile_kernel, load
 from compiler.graph.dynamic_model import DynamicModel
 from compiler.graph.executor import CompiledModel, KernelSource
@@ -21,12 +23,14 @@ from compiler.graph.memory_plan import views
 from compiler.graph.passes import optimize
 from compiler.graph.passes.tasks import hand_scheduled
 from compiler.graph.shape_family import ShapeFamily
+from compiler.graph.symbolic import SymbolicError, symbolic_module
 from compiler.ir import PrimFunc
 from compiler.schedule_rules import default_schedule
 from compiler.target import Target
 
-# Gives a kernel's scheduled form, or None for the default schedule.
-ScheduleSource = Callable[[PrimFunc], PrimFunc | None]
+# Gives a kernel's scheduled form (for a symbolic kernel, its programs per bucket of sizes), or None
+# for the default schedule.
+ScheduleSource = Callable[[PrimFunc], PrimFunc | BucketedFunc | None]
 
 
 @overload
@@ -38,7 +42,7 @@ def build(
 @overload
 def build(
     module: ShapeFamily, *, target: Target | None = None, schedules: ScheduleSource | None = None
-) -> DynamicModel: ...
+) -> CompiledModel | DynamicModel: ...
 
 
 def build(
@@ -47,9 +51,15 @@ def build(
     """The compiled model, for `target` (this machine by default). A module that still holds operator
     calls is optimized first. `schedules` is asked for each kernel a forward pass runs, as the fused
     module names it; a kernel it gives none for gets the default schedule. A shape family gives one
-    callable for all its sizes, each compiled so on its first call (`DynamicModel`)."""
+    model for all its sizes: a module for the range (`compiler.graph.symbolic`) where one describes
+    it, else one compiled per size on its first call (`DynamicModel`), with a warning saying why."""
     if isinstance(module, ShapeFamily):
-        return DynamicModel(module, lambda m: build(m, target=target, schedules=schedules))
+        family = module
+        try:
+            module = symbolic_module(family)
+        except SymbolicError as e:
+            warnings.warn(f"each size compiles on its first call: {e}", stacklevel=2)
+            return DynamicModel(family, lambda m: build(m, target=target, schedules=schedules))
     if any(isinstance(n, Call) for n in module.nodes()):
         module = optimize(module)
     target = target or Target.host()
@@ -60,11 +70,24 @@ def build(
         given = schedules(func) if schedules is not None else None
         if given is None and hand_scheduled(func):
             given = func
-        scheduled = replace(given or default_schedule(func, target).func, name=symbol(name))
-        kernels[name] = load(compile_kernel(scheduled, target, pic=True))
+        kernels[name] = load(compile_kernel(_scheduled(func, given, symbol(name), target), target, pic=True))
         origin = "given" if given is not None else "default"
         sources.append(KernelSource(name, origin, time.perf_counter() - start))
     return CompiledModel(module, kernels, sources, target)
+
+
+def _scheduled(
+    func: PrimFunc, given: PrimFunc | BucketedFunc | None, name: str, target: Target
+) -> PrimFunc | BucketedFunc:
+    """The kernel's program named `name`: as given, else the default schedule (per bucket of sizes
+    for a symbolic function)."""
+    if isinstance(given, BucketedFunc):
+        return given.renamed(name)
+    if given is not None:
+        return replace(given, name=name)
+    if func.size_vars:
+        return default_buckets(replace(func, name=name), target)
+    return replace(default_schedule(func, target).func, name=name)
 
 
 def kernel_funcs(module: Module) -> dict[str, PrimFunc]:

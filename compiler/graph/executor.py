@@ -25,7 +25,7 @@ from compiler.graph.forward import (
 )
 from compiler.graph.ir import Module
 from compiler.graph.memory_plan import MemoryPlan, plan_memory
-from compiler.graph.native_call import NativeForward, model_specs
+from compiler.graph.native_call import NativeForward, model_sizes, model_specs
 from compiler.runtime import huge_page_bytes, in_huge_pages, load_runtime
 from compiler.target import Target, init_llvm
 
@@ -78,7 +78,8 @@ class CompiledModel:
         arena = self._arena.ctypes.data
         self._forward = NativeForward(
             *model_specs(module),
-            lambda ins, outs: forward(ins, outs, self._constant_pointers, arena),
+            lambda ins, outs, sizes: forward(ins, outs, self._constant_pointers, arena, sizes),
+            model_sizes(module),
         )
 
     @property
@@ -105,14 +106,19 @@ class CompiledModel:
         pass, over `repeat` passes: each kernel finds the caches as the forward pass leaves them
         (its weights in memory, its input just written), which is where a model's time goes."""
         arrays = self._forward.check_inputs(inputs)
-        outputs = [np.empty(o.shape, o.dtype) for o in self._forward.outputs]
-        self._forward.run_into(arrays, outputs)
+        sizes = self._forward.bind(arrays)
+        outputs = [np.empty(o.at(sizes), o.dtype) for o in self._forward.outputs]
+        self._forward.run_into(arrays, outputs, sizes)
         bases = {
             Storage.INPUT: [a.ctypes.data for a in arrays],
             Storage.OUTPUT: [a.ctypes.data for a in outputs],
             Storage.CONSTANT: [c.ctypes.data for c in self._constants],
         }
-        pointers = [[_address(bases, self._arena.ctypes.data, a) for a in s.args] for s in self.steps]
+        pointers = [
+            [_address(bases, self._arena.ctypes.data, a) for a in s.args]
+            + [sizes[v.name] for v in s.kernel.func.size_vars]
+            for s in self.steps
+        ]
         if in_pass:
             passes = [[_timed(s.kernel, p, 1) for s, p in zip(self.steps, pointers)] for _ in range(repeat)]
             times = [list(t) for t in zip(*passes)]
@@ -134,7 +140,7 @@ def _link_forward(
     """The kernels' objects and the forward pass linked into one JIT library, and its entry."""
     init_llvm()
     load_runtime()
-    forward = emit_forward(plan, {name: len(k.func.params) for name, k in kernels.items()})
+    forward = emit_forward(plan, {name: k.func for name, k in kernels.items()})
     forward.triple = target.triple
     jit = llvm.create_lljit_compiler(target.target_machine())
     builder = llvm.JITLibraryBuilder()
@@ -146,9 +152,7 @@ def _link_forward(
         .export_symbol(FORWARD)
         .link(jit, f"{FORWARD}_{id(plan)}")
     )
-    proto = ctypes.CFUNCTYPE(
-        ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p
-    )
+    proto = ctypes.CFUNCTYPE(ctypes.c_int32, *[ctypes.c_void_p] * 5)
     return (jit, library), proto(library[FORWARD])
 
 

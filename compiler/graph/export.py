@@ -2,7 +2,14 @@
 calling them in order (`compiler.graph.forward`), and the weights embedded, exporting
 
     int tensor_tuner_run(const void *const *inputs, void *const *outputs);
-    const char *tensor_tuner_metadata(void);  /* JSON: inputs, outputs, target */
+    const char *tensor_tuner_metadata(void);  /* JSON: inputs, outputs, sizes, target */
+
+A model made for a range of sizes (`compiler.graph.symbolic`) exports instead
+
+    int tensor_tuner_run_sized(const int64_t *sizes, const void *const *inputs, void *const *outputs);
+
+taking the value of each size var (the header lists them with their ranges; each input's and output's
+shape is written in them); a value outside its range returns 2 before anything is written.
 
 The system C compiler links it (`cc`, as TVM's export_library does): llvmlite writes object files
 but cannot link a shared library. The weights go in through the assembler's `.incbin`, so a 50 MB
@@ -25,14 +32,15 @@ from llvmlite import ir
 
 from compiler.dtypes import INT_DTYPES
 from compiler.graph import workspaces
-from compiler.graph.forward import ALIGNMENT, FORWARD, I8P, I8PP, I32, I64, emit_forward
-from compiler.graph.native_call import NativeForward, TensorSpec, model_specs
+from compiler.graph.forward import ALIGNMENT, FORWARD, I8P, I8PP, I32, I64, I64P, emit_forward
+from compiler.graph.native_call import NativeForward, SizeRange, TensorSpec, model_sizes, model_specs
 from compiler.target import Target, init_llvm, parse_features
 
 if TYPE_CHECKING:
     from compiler.graph.executor import CompiledModel
 
 RUN = "tensor_tuner_run"
+RUN_SIZED = "tensor_tuner_run_sized"
 METADATA = "tensor_tuner_metadata"
 WEIGHTS = "tensor_tuner_weights"
 FORMAT = 1
@@ -71,7 +79,7 @@ def export_library(model: CompiledModel, path: Path, *, cc: str = "cc") -> tuple
         _run(command)
         objects.append(cache)
         exports = work / "exports.map"
-        exports.write_text(f"{{ global: {RUN}; {METADATA}; local: *; }};\n")
+        exports.write_text(f"{{ global: {_entry(metadata)}; {METADATA}; local: *; }};\n")
         _run(
             [cc, "-shared", "-o", str(path), *map(str, objects), f"-Wl,--version-script={exports}"]
             + ["-Wl,-z,text", "-Wl,-z,noexecstack", *workspaces.LINK_FLAGS, "-lgomp", "-lm"]
@@ -90,13 +98,17 @@ class NativeModel(NativeForward):
         describe.restype = ctypes.c_char_p
         self.metadata: dict[str, Any] = json.loads(describe())
         _check_cpu(path, self.metadata["target"])
-        run = getattr(self._library, RUN)
-        run.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+        sizes = [SizeRange.from_json(s) for s in self.metadata.get("sizes", [])]
+        run = getattr(self._library, _entry(self.metadata))
+        run.argtypes = [ctypes.c_void_p] * (3 if sizes else 2)
         run.restype = ctypes.c_int
         super().__init__(
             [TensorSpec.from_json(i) for i in self.metadata["inputs"]],
             [TensorSpec.from_json(o) for o in self.metadata["outputs"]],
-            run,
+            (lambda ins, outs, values: run(values, ins, outs))
+            if sizes
+            else (lambda ins, outs, _: run(ins, outs)),
+            sizes,
         )
 
 
@@ -107,16 +119,30 @@ def load_library(path: str | Path) -> NativeModel:
 
 def c_header(library: str, metadata: dict[str, Any]) -> str:
     """The header declaring the entry points and every input's and output's shape."""
+    sizes = metadata.get("sizes", [])
+    names = ", ".join(z["name"] for z in sizes)
+    call = f"{RUN_SIZED}(sizes, inputs, outputs)" if sizes else f"{RUN}(inputs, outputs)"
     lines = [
         f"/* The model in {library}, compiled by tensor-tuner for {metadata['target']['mcpu']}",
         f" * ({metadata['target']['key']}).",
         " *",
-        f" * {RUN}(inputs, outputs) runs one forward pass: inputs and outputs are the arrays below,",
+        f" * {call} runs one forward pass: inputs and outputs are the arrays below,",
         " * in this order, C-contiguous, each of its element type (TENSOR_TUNER_INPUTk_TYPE: float,",
         " * double, _Float16, int8_t ... int64_t, uint8_t ... uint64_t, bool (one byte holding 0 or 1), or",
         " * uint16_t holding a bfloat16's bits).",
-        " * It returns 0 on success and 1 when inputs or outputs is NULL. It is not reentrant (the",
-        " * intermediates live in the library's static storage): one call at a time per process.",
+        *(
+            [
+                f" * sizes holds the value of each size var ({names}), in this order; the shapes below",
+                " * are written in them (the SHAPE and SIZE macros take their values).",
+                " * It returns 0 on success, 1 when an argument is NULL, and 2 when a size is outside its",
+                " * range (nothing is written then). It is not reentrant (the intermediates live in the",
+            ]
+            if sizes
+            else [
+                " * It returns 0 on success and 1 when inputs or outputs is NULL. It is not reentrant (the",
+            ]
+        ),
+        " * library's static storage): one call at a time per process.",
         " * Its parallel loops run on libgomp's threads (OMP_NUM_THREADS). */",
         f"#ifndef {_guard(library)}",
         f"#define {_guard(library)}",
@@ -127,25 +153,30 @@ def c_header(library: str, metadata: dict[str, Any]) -> str:
         f"#define TENSOR_TUNER_NUM_INPUTS {len(metadata['inputs'])}",
         f"#define TENSOR_TUNER_NUM_OUTPUTS {len(metadata['outputs'])}",
     ]
+    if sizes:
+        lines.append(f"#define TENSOR_TUNER_NUM_SIZES {len(sizes)}")
+    for k, z in enumerate(sizes):
+        lines += [
+            "",
+            f"/* size {k}: {z['name']}, from {z['min']} to {z['max']} */",
+            f'#define TENSOR_TUNER_SIZE{k}_NAME "{z["name"]}"',
+            f"#define TENSOR_TUNER_SIZE{k}_MIN {z['min']}",
+            f"#define TENSOR_TUNER_SIZE{k}_MAX {z['max']}",
+        ]
     for kind, tensors in (("INPUT", metadata["inputs"]), ("OUTPUT", metadata["outputs"])):
         for k, t in enumerate(tensors):
-            shape = ", ".join(map(str, t["shape"])) or "1"
-            size = int(np.prod(t["shape"], dtype=np.int64))
-            form = f"{t['dtype']}[{shape}]" if t["shape"] else f"one {t['dtype']} (rank 0)"
-            lines += [
-                "",
-                f"/* {kind.lower()} {k}: {_comment(t['name'])}, {form} */",
-                f"#define TENSOR_TUNER_{kind}{k}_NDIM {len(t['shape'])}",
-                f"#define TENSOR_TUNER_{kind}{k}_SHAPE {{{shape}}}",
-                f"#define TENSOR_TUNER_{kind}{k}_SIZE {size}",
-                f"#define TENSOR_TUNER_{kind}{k}_TYPE {C_TYPES[t['dtype']]}",
-            ]
+            lines += ["", *_tensor_macros(f"TENSOR_TUNER_{kind}{k}", kind.lower(), k, t, names)]
+    entry = (
+        f"int {RUN_SIZED}(const int64_t *sizes, const void *const *inputs, void *const *outputs);"
+        if sizes
+        else f"int {RUN}(const void *const *inputs, void *const *outputs);"
+    )
     lines += [
         "",
         "#ifdef __cplusplus",
         'extern "C" {',
         "#endif",
-        f"int {RUN}(const void *const *inputs, void *const *outputs);",
+        entry,
         f"const char *{METADATA}(void);",
         "#ifdef __cplusplus",
         "}",
@@ -157,6 +188,33 @@ def c_header(library: str, metadata: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _tensor_macros(prefix: str, kind: str, k: int, t: dict[str, Any], sizes: str) -> list[str]:
+    """A tensor's NDIM, SHAPE, SIZE and TYPE; SHAPE and SIZE take the size vars where the shape has
+    them (`TENSOR_TUNER_INPUT0_SHAPE(sequence)`)."""
+    dims = [_dim_text(d) for d in t["shape"]]
+    symbolic = any(isinstance(d, dict) for d in t["shape"])
+    args = f"({sizes})" if symbolic else ""
+    shape = ", ".join(dims) or "1"
+    size = " * ".join(f"(int64_t){d}" for d in dims) if symbolic else str(np.prod(t["shape"], dtype=np.int64))
+    form = f"{t['dtype']}[{shape}]" if t["shape"] else f"one {t['dtype']} (rank 0)"
+    return [
+        f"/* {kind} {k}: {_comment(t['name'])}, {form} */",
+        f"#define {prefix}_NDIM {len(t['shape'])}",
+        f"#define {prefix}_SHAPE{args} {{{shape}}}",
+        f"#define {prefix}_SIZE{args} ({size})" if symbolic else f"#define {prefix}_SIZE {size}",
+        f"#define {prefix}_TYPE {C_TYPES[t['dtype']]}",
+    ]
+
+
+def _dim_text(dim: int | dict[str, Any]) -> str:
+    """A dimension in C: a number, or the size var's expression in parentheses."""
+    if isinstance(dim, int):
+        return str(dim)
+    text = dim["var"] if dim["scale"] == 1 else f"{dim['scale']} * {dim['var']}"
+    offset = dim["offset"]
+    return f"({text}{f' + {offset}' if offset > 0 else f' - {-offset}' if offset < 0 else ''})"
+
+
 def rename_header(header: str, library: str, renamed: str) -> str:
     """A header `c_header` wrote for `library`, for the same library saved as `renamed`: its comment
     and include guard name the new file, so two models' headers can be included side by side."""
@@ -166,13 +224,19 @@ def rename_header(header: str, library: str, renamed: str) -> str:
     return f"/* The model in {renamed}, " + header[len(first) :].replace(_guard(library), _guard(renamed))
 
 
+def _entry(metadata: dict[str, Any]) -> str:
+    return RUN_SIZED if metadata.get("sizes") else RUN
+
+
 def _metadata(model: CompiledModel) -> dict[str, Any]:
     target = model.target
     inputs, outputs = model_specs(model.module)
+    sizes = model_sizes(model.module)
     return {
         "format": FORMAT,
         "inputs": [i.to_json() for i in inputs],
         "outputs": [o.to_json() for o in outputs],
+        **({"sizes": [s.to_json() for s in sizes]} if sizes else {}),
         "target": {
             "key": target.key,
             "triple": target.triple,
@@ -209,8 +273,7 @@ def _weights_object(work: Path, cc: str) -> Path:
 
 def _entry_object(model: CompiledModel, offsets: list[int], metadata: str) -> bytes:
     """Object code of the forward pass and the two exported entry points."""
-    arity = {name: len(k.func.params) for name, k in model.kernels.items()}
-    module = emit_forward(model.forward_plan, arity)
+    module = emit_forward(model.forward_plan, {name: k.func for name, k in model.kernels.items()})
     weights = ir.GlobalVariable(module, ir.ArrayType(ir.IntType(8), 0), WEIGHTS)
     weights.linkage = "external"
     arena = ir.GlobalVariable(
@@ -223,7 +286,7 @@ def _entry_object(model: CompiledModel, offsets: list[int], metadata: str) -> by
     table.linkage = "internal"
     table.global_constant = True
     table.initializer = ir.Constant(table.value_type, [weights.gep([I64(0), I64(k)]) for k in offsets or [0]])
-    _define_run(module, arena, table)
+    _define_run(module, arena, table, sized=bool(model.forward_plan.size_vars))
     _define_metadata(module, metadata)
     module.triple = model.target.triple
     init_llvm()
@@ -232,21 +295,27 @@ def _entry_object(model: CompiledModel, offsets: list[int], metadata: str) -> by
     return model.target.target_machine(pic=True).emit_object(parsed)
 
 
-def _define_run(module: ir.Module, arena: ir.GlobalVariable, table: ir.GlobalVariable) -> None:
-    fn = ir.Function(module, ir.FunctionType(I32, [I8PP, I8PP]), name=RUN)
+def _define_run(
+    module: ir.Module, arena: ir.GlobalVariable, table: ir.GlobalVariable, *, sized: bool
+) -> None:
+    """The exported entry: RUN(inputs, outputs), or RUN_SIZED(sizes, inputs, outputs); 1 for a NULL
+    argument, else the forward pass's status."""
+    params = [I64P, I8PP, I8PP] if sized else [I8PP, I8PP]
+    fn = ir.Function(module, ir.FunctionType(I32, params), name=RUN_SIZED if sized else RUN)
     entry, fail, run = (fn.append_basic_block(n) for n in ("entry", "fail", "run"))
     b = ir.IRBuilder(entry)
-    missing = b.or_(
-        b.icmp_unsigned("==", fn.args[0], ir.Constant(I8PP, None)),
-        b.icmp_unsigned("==", fn.args[1], ir.Constant(I8PP, None)),
-    )
+    missing = ir.IntType(1)(0)
+    for arg in fn.args:
+        missing = b.or_(missing, b.icmp_unsigned("==", arg, ir.Constant(arg.type, None)))
     b.cbranch(missing, fail, run)
     b.position_at_end(fail)
     b.ret(I32(1))
     b.position_at_end(run)
     forward = module.get_global(FORWARD)
     bases = [b.bitcast(table, I8PP), b.bitcast(arena, I8P)]
-    b.ret(b.call(forward, [fn.args[0], fn.args[1], *bases]))
+    inputs, outputs = fn.args[-2:]
+    sizes = fn.args[0] if sized else ir.Constant(I64P, None)
+    b.ret(b.call(forward, [inputs, outputs, *bases, sizes]))
 
 
 def _define_metadata(module: ir.Module, metadata: str) -> None:

@@ -2,13 +2,18 @@
 its arguments' addresses computed from four bases, so that a forward pass is one call from Python and
 the same code is the entry point of an exported library.
 
-    int32 tensor_tuner_forward(i8 **inputs, i8 **outputs, i8 **constants, i8 *arena)
+    int32 tensor_tuner_forward(i8 **inputs, i8 **outputs, i8 **constants, i8 *arena, i64 *sizes)
 
 `inputs` and `outputs` are the caller's arrays in the model's order; kernels read the inputs in place
 and the kernel computing an output writes straight into the caller's array. `constants` is a table
 of the weights' addresses (numpy arrays in the JIT, an embedded blob in a library); `arena` holds the
 intermediates at the offsets of the memory plan. An output that no kernel computes (an input, a
-weight, or a second copy of another output) is copied into place after the kernels have run."""
+weight, or a second copy of another output) is copied into place after the kernels have run.
+
+A module made for a range of sizes (`compiler.graph.symbolic`) takes its size vars' values in
+`sizes` (in `ForwardPlan.size_vars` order; a static module ignores it): each kernel gets the values
+of its own, and the memory plan holds every tensor at the largest sizes. A value outside its
+declared range returns OUT_OF_RANGE before any kernel runs: nothing is written outside a buffer."""
 
 from __future__ import annotations
 
@@ -16,10 +21,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import Enum
 
+import numpy as np
 from llvmlite import ir
 
-from compiler.graph.ir import CallTIR, Constant, GraphError, Input, Module
+from compiler.graph.ir import CallTIR, Constant, GraphError, Input, Module, TensorType
 from compiler.graph.memory_plan import plan_memory, views
+from compiler.ir import Binary, Const, Expr, PrimFunc, SizeVar
+from compiler.ops import Op
 
 FORWARD = "tensor_tuner_forward"
 ALIGNMENT = 64
@@ -27,6 +35,8 @@ I8P = ir.IntType(8).as_pointer()
 I8PP = I8P.as_pointer()
 I32 = ir.IntType(32)
 I64 = ir.IntType(64)
+I64P = I64.as_pointer()
+OUT_OF_RANGE = 2  # the status of a call with a size outside its declared range
 
 
 class Storage(Enum):
@@ -56,7 +66,7 @@ class KernelCall:
 class OutputCopy:
     output: int
     source: TensorRef
-    nbytes: int
+    nbytes: int | Expr  # an expression of the size vars in a module made for a range
 
 
 @dataclass(frozen=True)
@@ -65,6 +75,17 @@ class ForwardPlan:
     copies: tuple[OutputCopy, ...]
     constants: tuple[Constant, ...]
     arena_bytes: int
+    size_vars: tuple[SizeVar, ...] = ()
+
+
+def module_size_vars(module: Module) -> tuple[SizeVar, ...]:
+    """The size vars of a module's inputs, in order of first appearance: what a call binds."""
+    out: list[SizeVar] = []
+    for node in module.inputs:
+        for d in node.type.dims:
+            if isinstance(d, SizeVar) and d not in out:
+                out.append(d)
+    return tuple(out)
 
 
 def plan_forward(module: Module) -> ForwardPlan:
@@ -94,10 +115,18 @@ def plan_forward(module: Module) -> ForwardPlan:
             raise GraphError(node.name, type(node).__name__, "build needs a fused module (graph.optimize)")
     for k, out in enumerate(module.outputs):
         if where[id(out)] != TensorRef(Storage.OUTPUT, k):
-            copies.append(OutputCopy(k, where[id(out)], out.type.nbytes))
-    return ForwardPlan(
-        tuple(calls), tuple(copies), tuple(constants), max(ALIGNMENT, sum(memory.storage_bytes))
-    )
+            copies.append(OutputCopy(k, where[id(out)], _bytes(out.type)))
+    arena = max(ALIGNMENT, sum(memory.storage_bytes))
+    return ForwardPlan(tuple(calls), tuple(copies), tuple(constants), arena, module_size_vars(module))
+
+
+def _bytes(t: TensorType) -> int | Expr:
+    if t.is_static:
+        return t.nbytes
+    out: Expr = Const(np.dtype(t.dtype).itemsize, "int64")
+    for d in t.dims:
+        out = Binary(Op.MUL, out, Const(d, "int64") if isinstance(d, int) else d)
+    return out
 
 
 def symbol(func: str) -> str:
@@ -105,27 +134,59 @@ def symbol(func: str) -> str:
     return "tt_" + "".join(c if c.isalnum() else "_" for c in func)
 
 
-def emit_forward(plan: ForwardPlan, arity: Mapping[str, int]) -> ir.Module:
-    """An LLVM module defining `tensor_tuner_forward` and declaring the kernels (`arity`: each
-    function's number of parameters), which are linked in beside it."""
+def emit_forward(plan: ForwardPlan, funcs: Mapping[str, PrimFunc]) -> ir.Module:
+    """An LLVM module defining `tensor_tuner_forward` and declaring the kernels (`funcs`: each
+    kernel's function, for its parameters and size vars), which are linked in beside it."""
     module = ir.Module(name=FORWARD)
-    fn = ir.Function(module, ir.FunctionType(I32, [I8PP, I8PP, I8PP, I8P]), name=FORWARD)
+    fn = ir.Function(module, ir.FunctionType(I32, [I8PP, I8PP, I8PP, I8P, I64P]), name=FORWARD)
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     bases = dict(zip(Storage, fn.args))
+    sizes = {v: b.load(b.gep(fn.args[4], [I64(k)], inbounds=True)) for k, v in enumerate(plan.size_vars)}
+    if sizes:
+        _check_ranges(b, fn, sizes)
     kernels: dict[str, ir.Function] = {}
     for call in plan.calls:
+        func = funcs[call.func]
         if call.func not in kernels:
-            kind = ir.FunctionType(ir.VoidType(), [I8P] * arity[call.func])
+            kind = ir.FunctionType(ir.VoidType(), [I8P] * len(func.params) + [I64] * len(func.size_vars))
             kernels[call.func] = ir.Function(module, kind, name=symbol(call.func))
-        b.call(kernels[call.func], [_address(b, bases, a) for a in call.args])
+        pointers = [_address(b, bases, a) for a in call.args]
+        b.call(kernels[call.func], pointers + [sizes[v] for v in func.size_vars])
     if plan.copies:
         memcpy = module.declare_intrinsic("llvm.memcpy", [I8P, I8P, I64])
         for copy in plan.copies:
             dest = _address(b, bases, TensorRef(Storage.OUTPUT, copy.output))
             source = _address(b, bases, copy.source)
-            b.call(memcpy, [dest, source, I64(copy.nbytes), ir.IntType(1)(0)])
+            b.call(memcpy, [dest, source, _index(b, copy.nbytes, sizes), ir.IntType(1)(0)])
     b.ret(I32(0))
     return module
+
+
+def _check_ranges(b: ir.IRBuilder, fn: ir.Function, sizes: Mapping[SizeVar, ir.Value]) -> None:
+    """Return OUT_OF_RANGE unless every size lies in its declared range."""
+    outside = ir.IntType(1)(0)
+    for var, value in sizes.items():
+        low = b.icmp_signed("<", value, I64(var.lo))
+        outside = b.or_(outside, b.or_(low, b.icmp_signed(">", value, I64(var.hi))))
+    refuse, run = fn.append_basic_block("out_of_range"), fn.append_basic_block("run")
+    b.cbranch(outside, refuse, run)
+    b.position_at_end(refuse)
+    b.ret(I32(OUT_OF_RANGE))
+    b.position_at_end(run)
+
+
+def _index(b: ir.IRBuilder, e: int | Expr, sizes: Mapping[SizeVar, ir.Value]) -> ir.Value:
+    """A byte count: a number, or a sum and product of size vars and numbers."""
+    if isinstance(e, int):
+        return I64(e)
+    if isinstance(e, Const):
+        return I64(int(e.value))
+    if isinstance(e, SizeVar):
+        return sizes[e]
+    if isinstance(e, Binary) and e.op in (Op.ADD, Op.SUB, Op.MUL):
+        a, c = _index(b, e.a, sizes), _index(b, e.b, sizes)
+        return {Op.ADD: b.add, Op.SUB: b.sub, Op.MUL: b.mul}[e.op](a, c)
+    raise GraphError("forward", "copy", f"a byte count {e} is not a sum and product of sizes")
 
 
 def _address(b: ir.IRBuilder, bases: Mapping[Storage, ir.Argument], arg: TensorRef) -> ir.Value:

@@ -16,9 +16,11 @@ from typing import TypeAlias
 
 import numpy as np
 
+from compiler.arith import bound
 from compiler.dtypes import DTYPES as DTYPES
 from compiler.dtypes import FLOAT_DTYPES, INT_DTYPES
-from compiler.ir import PrimFunc
+from compiler.ir import Expr, PrimFunc
+from compiler.printer import expr_str
 
 # The tensors a model computes with (`compiler.dtypes.DTYPES`): floats for its activations and weights,
 # integers for token ids, positions, pixels and quantized values, bools for masks and comparisons.
@@ -44,19 +46,46 @@ class GraphError(ValueError):
 
 @dataclass(frozen=True)
 class TensorType:
-    shape: tuple[int, ...]
+    """A tensor's dimensions and element type. A dimension is a number, or in a module made for a
+    range of sizes (`compiler.graph.symbolic`, after fusion) an int64 expression of size vars
+    (`compiler.ir.SizeVar`). Everything before fusion is static and reads `shape`."""
+
+    dims: tuple[int | Expr, ...]
     dtype: str
 
     @property
+    def is_static(self) -> bool:
+        return all(isinstance(d, int) for d in self.dims)
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """The dimensions of a static tensor (a ValueError for a symbolic one)."""
+        if not self.is_static:
+            raise ValueError(f"{self} has symbolic dimensions where a static shape is needed")
+        return self.dims  # type: ignore[return-value]
+
+    @property
     def size(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64))
+        """Elements, at the largest value of each size var: what storage for the tensor must hold."""
+        return int(np.prod([largest(d) for d in self.dims], dtype=np.int64))
 
     @property
     def nbytes(self) -> int:
         return self.size * np.dtype(self.dtype).itemsize
 
     def __str__(self) -> str:
-        return f"Tensor({self.shape}, {self.dtype!r})"
+        dims = ", ".join(str(d) if isinstance(d, int) else expr_str(d) for d in self.dims)
+        return f"Tensor(({dims}{',' if len(self.dims) == 1 else ''}), {self.dtype!r})"
+
+
+def largest(dim: int | Expr) -> int:
+    """A dimension's largest value over its size vars' ranges."""
+    if isinstance(dim, int):
+        return dim
+    b = bound(dim, {})
+    if b is None:
+        raise ValueError(f"the dimension {expr_str(dim)} is not bounded by size vars")
+    return b[1]
 
 
 @dataclass(frozen=True, eq=False)

@@ -1,22 +1,27 @@
 """Calling a native forward pass with numpy arrays: the one calling convention shared by a model built
 in this process (`graph.build`) and a model loaded from an exported library (`graph.load_library`).
 
-The native side is `int run(void **inputs, void **outputs)`: arrays in the model's order,
-C-contiguous, of the declared shapes and dtypes; 0 on success."""
+The native side is `int run(void **inputs, void **outputs, int64_t *sizes)`: arrays in the model's
+order, C-contiguous, of the declared shapes and dtypes, and for a model made for a range of sizes the
+size vars' values (`SizeRange`, in order), read off the inputs' shapes here; 0 on success."""
 
 from __future__ import annotations
 
 import ctypes
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from compiler.graph.ir import Module, Node
+from compiler.arith import linear
+from compiler.build import ShapeError
+from compiler.graph.forward import OUT_OF_RANGE, module_size_vars
+from compiler.graph.ir import GraphError, Module, Node
+from compiler.ir import Expr, SizeVar
 
-PointerArray = Any  # a ctypes array of c_void_p
-RunFunction = Callable[[PointerArray, PointerArray], int]
+PointerArray = Any  # a ctypes array of c_void_p (or of c_int64 for the sizes)
+RunFunction = Callable[[PointerArray, PointerArray, PointerArray], int]
 
 
 class NativeRunError(RuntimeError):
@@ -24,24 +29,86 @@ class NativeRunError(RuntimeError):
 
 
 @dataclass(frozen=True)
+class SizeRange:
+    """A size var of a model made for a range of sizes: its name and its values, both ends included."""
+
+    name: str
+    min: int
+    max: int
+
+    def to_json(self) -> dict[str, object]:
+        return {"name": self.name, "min": self.min, "max": self.max}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> SizeRange:
+        return cls(str(data["name"]), int(data["min"]), int(data["max"]))
+
+    def __str__(self) -> str:
+        return f"{self.name} in [{self.min}, {self.max}]"
+
+
+@dataclass(frozen=True)
+class SizeDim:
+    """A dimension `scale * var + offset` of a model made for a range of sizes."""
+
+    var: str
+    scale: int = 1
+    offset: int = 0
+
+    @classmethod
+    def of(cls, dim: Expr) -> SizeDim:
+        form = linear(dim)
+        if len(form.terms) != 1 or not isinstance(atom := next(iter(form.terms)), SizeVar):
+            raise GraphError("module", "shape", f"the dimension {dim} is not a * size + b")
+        return cls(atom.name, form.terms[atom], form.constant)
+
+    def at(self, sizes: Mapping[str, int]) -> int:
+        return self.scale * sizes[self.var] + self.offset
+
+    def to_json(self) -> dict[str, object]:
+        return {"var": self.var, "scale": self.scale, "offset": self.offset}
+
+    def __str__(self) -> str:
+        text = self.var if self.scale == 1 else f"{self.scale}*{self.var}"
+        return text + (f"{self.offset:+d}" if self.offset else "")
+
+
+Dim = int | SizeDim
+
+
+@dataclass(frozen=True)
 class TensorSpec:
     """A model input's or output's name, shape and dtype, as the library's header states them."""
 
     name: str
-    shape: tuple[int, ...]
+    shape: tuple[Dim, ...]
     dtype: str
 
     @classmethod
     def of(cls, node: Node, *, scalar: bool = False) -> TensorSpec:
         """`node`'s spec; a `scalar` (held as shape (1,) inside) is rank 0 to the caller."""
-        return cls(node.name, () if scalar else node.type.shape, node.type.dtype)
+        shape = () if scalar else tuple(d if isinstance(d, int) else SizeDim.of(d) for d in node.type.dims)
+        return cls(node.name, shape, node.type.dtype)
+
+    def at(self, sizes: Mapping[str, int]) -> tuple[int, ...]:
+        return tuple(d if isinstance(d, int) else d.at(sizes) for d in self.shape)
 
     def to_json(self) -> dict[str, object]:
-        return {"name": self.name, "shape": list(self.shape), "dtype": self.dtype}
+        shape = [d if isinstance(d, int) else d.to_json() for d in self.shape]
+        return {"name": self.name, "shape": shape, "dtype": self.dtype}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> TensorSpec:
-        return cls(str(data["name"]), tuple(int(d) for d in data["shape"]), str(data["dtype"]))
+        shape = tuple(int(d) if isinstance(d, int) else SizeDim(**d) for d in data["shape"])
+        return cls(str(data["name"]), shape, str(data["dtype"]))
+
+    def __str__(self) -> str:
+        return f"{self.name}: {shape_text(self.shape)} {self.dtype}"
+
+
+def shape_text(shape: Sequence[Dim]) -> str:
+    """A shape as Python writes a tuple: (8,), (1, sequence, 768)."""
+    return "(" + ", ".join(map(str, shape)) + ("," if len(shape) == 1 else "") + ")"
 
 
 def model_specs(module: Module) -> tuple[list[TensorSpec], list[TensorSpec]]:
@@ -51,21 +118,35 @@ def model_specs(module: Module) -> tuple[list[TensorSpec], list[TensorSpec]]:
     return inputs, outputs
 
 
+def model_sizes(module: Module) -> list[SizeRange]:
+    """The ranges of a module's size vars, in the order its forward pass takes their values."""
+    return [SizeRange(v.name, v.lo, v.hi) for v in module_size_vars(module)]
+
+
 class NativeForward:
     """Call with numpy arrays in the model's input order; returns the outputs as new arrays. Inputs of
     another dtype are converted when numpy's "same_kind" casting allows it (float64 to float32)."""
 
-    def __init__(self, inputs: Sequence[TensorSpec], outputs: Sequence[TensorSpec], run: RunFunction) -> None:
+    def __init__(
+        self,
+        inputs: Sequence[TensorSpec],
+        outputs: Sequence[TensorSpec],
+        run: RunFunction,
+        sizes: Sequence[SizeRange] = (),
+    ) -> None:
         self.inputs = tuple(inputs)
         self.outputs = tuple(outputs)
+        self.sizes = tuple(sizes)
         self._run = run
         self._input_pointers = (ctypes.c_void_p * max(1, len(self.inputs)))()
         self._output_pointers = (ctypes.c_void_p * max(1, len(self.outputs)))()
+        self._size_values = (ctypes.c_int64 * max(1, len(self.sizes)))()
 
     def __call__(self, *values: np.ndarray) -> list[np.ndarray]:
         arrays = self.check_inputs(values)
-        outputs = [np.empty(o.shape, o.dtype) for o in self.outputs]
-        self.run_into(arrays, outputs)
+        sizes = self.bind(arrays)
+        outputs = [np.empty(o.at(sizes), o.dtype) for o in self.outputs]
+        self.run_into(arrays, outputs, sizes)
         return outputs
 
     def check_inputs(self, values: Sequence[np.ndarray]) -> list[np.ndarray]:
@@ -74,21 +155,54 @@ class NativeForward:
             raise TypeError(f"the model takes {len(self.inputs)} inputs, got {len(values)}")
         return [_checked(spec, value) for spec, value in zip(self.inputs, values)]
 
-    def run_into(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> None:
-        """One forward pass over checked inputs into `outputs` (arrays of the declared outputs)."""
+    def bind(self, arrays: Sequence[np.ndarray]) -> dict[str, int]:
+        """The size vars' values in checked inputs: a ShapeError naming the input, the dimension and
+        the range for a shape that does not fit (as `ShapeFamily.bind` words it)."""
+        sizes: dict[str, int] = {}
+        seen: dict[str, str] = {}
+        ranges = {r.name: r for r in self.sizes}
+        for spec, array in zip(self.inputs, arrays):
+            for axis, dim in enumerate(spec.shape):
+                if isinstance(dim, int):
+                    continue  # checked (`check_inputs`)
+                got, where = array.shape[axis], f"input {spec.name!r}: dimension {axis}"
+                if dim.var in sizes:
+                    if got != dim.at(sizes):
+                        raise ShapeError(
+                            f"{where} ({dim}) is {got}, but {dim.var} is {sizes[dim.var]} in {seen[dim.var]}"
+                        )
+                    continue
+                value, rest = divmod(got - dim.offset, dim.scale)
+                r = ranges[dim.var]
+                if rest or not r.min <= value <= r.max:
+                    raise ShapeError(f"{where} ({dim}) is {got}, outside the declared range {r}")
+                sizes[dim.var], seen[dim.var] = value, f"input {spec.name!r}"
+        return sizes
+
+    def run_into(
+        self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray], sizes: Mapping[str, int]
+    ) -> None:
+        """One forward pass over checked inputs into `outputs` (arrays of the outputs' shapes at
+        `sizes`, the inputs' `bind`)."""
         for k, array in enumerate(inputs):
             self._input_pointers[k] = array.ctypes.data
         for k, array in enumerate(outputs):
             self._output_pointers[k] = array.ctypes.data
-        status = self._run(self._input_pointers, self._output_pointers)
+        for k, r in enumerate(self.sizes):
+            self._size_values[k] = sizes[r.name]
+        status = self._run(self._input_pointers, self._output_pointers, self._size_values)
+        if status == OUT_OF_RANGE:
+            raise ShapeError(f"a size is outside its declared range: {', '.join(map(str, self.sizes))}")
         if status != 0:
             raise NativeRunError(f"the forward pass failed with status {status}")
 
 
 def _checked(spec: TensorSpec, value: np.ndarray) -> np.ndarray:
     array = np.asarray(value)
-    if array.shape != spec.shape:
-        raise ValueError(f"input {spec.name}: expected shape {spec.shape}, got {array.shape}")
+    if len(array.shape) != len(spec.shape) or any(
+        isinstance(want, int) and want != got for want, got in zip(spec.shape, array.shape)
+    ):
+        raise ShapeError(f"input {spec.name}: expected shape {shape_text(spec.shape)}, got {array.shape}")
     if not np.can_cast(array.dtype, spec.dtype, casting="same_kind"):
         raise TypeError(f"input {spec.name}: expected {spec.dtype}, got {array.dtype}")
     return np.ascontiguousarray(array, dtype=spec.dtype)

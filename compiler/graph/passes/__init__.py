@@ -1,5 +1,7 @@
 """Graph passes, each a function Module -> Module; `optimize` runs them in order."""
 
+from collections.abc import Callable, Sequence
+
 from compiler.graph.ir import Module
 from compiler.graph.passes.block_conv_channels import block_conv_channels
 from compiler.graph.passes.block_matmul_columns import block_matmul_columns
@@ -16,7 +18,9 @@ from compiler.graph.passes.tasks import ExtractedTask, extract_tasks
 from compiler.graph.passes.verify import verify
 from compiler.graph.passes.winograd_convs import winograd_convs
 
-PASSES = (
+Pass = Callable[[Module], Module]
+
+PASSES: tuple[Pass, ...] = (
     fold_constants,
     fold_batch_norm,
     fold_constants,
@@ -34,15 +38,16 @@ PASSES = (
 )
 
 
-def optimize(module: Module, *, check: bool = False) -> Module:
+def optimize(module: Module, *, check: bool = False, passes: Sequence[Pass] = PASSES) -> Module:
     """Fold constants and batch norms, recognize written-out layer norms, expand powers by small
     constants into multiplications, fold zero pads into the convs after them, drop what computes
     nothing, compute stride-1 3x3 convs by Winograd, keep depthwise convs and their neighbours in the
     NCHWc layout, block the output channels of other convs on small images, pad matmuls' rows to a
     multiple of 8 and long columns to a multiple of 16 where the register tile could not divide
     them, pack dense layers' weights in blocks of columns, fuse into PrimFuncs. With `check`, the
-    verifier runs after every pass (the tests do this)."""
-    for run in PASSES:
+    verifier runs after every pass (the tests do this). `passes` replaces the list (a module made for
+    a range of sizes leaves out the padding that depends on them)."""
+    for run in passes:
         module = run(module)
         if check:
             verify(module)

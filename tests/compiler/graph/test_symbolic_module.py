@@ -1,0 +1,182 @@
+"""One module for a range of sequence lengths (`compiler.graph.symbolic`): found by comparing a
+family's static modules, built once, it runs every length in range as PyTorch does (the lengths the
+comparison used and the others, both ends included), refuses a length outside it at the Python and
+the C entry, and falls back to compiling each size where one module cannot describe the family."""
+
+from __future__ import annotations
+
+import subprocess
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from compiler import graph
+from compiler.build import ShapeError
+from compiler.frontend import from_torch
+from compiler.graph import DynamicModel, ShapeFamily
+from compiler.graph.shape_family import DimRange
+from compiler.graph.symbolic import SymbolicError, sample_sizes, symbolic_module
+from compiler.ir import Buffer, PrimFunc, SeqStmt, SizeVar
+from tests.compiler.frontend.test_transformers import model_of, text_at
+
+LONGEST = 64
+
+
+def family_of(name: str) -> tuple[torch.nn.Module, ShapeFamily]:
+    model = model_of(name)
+    length = torch.export.Dim("sequence", min=1, max=LONGEST)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the exporter's deprecation warnings
+        family = from_torch(model, text_at(7, 0), dynamic_shapes=(({1: length}, {1: length}),))
+    assert isinstance(family, ShapeFamily)
+    return model, family
+
+
+@pytest.fixture(scope="module")
+def gpt2() -> tuple[torch.nn.Module, graph.CompiledModel]:
+    model, family = family_of("gpt2")
+    compiled = graph.build(family)
+    assert isinstance(compiled, graph.CompiledModel)
+    return model, compiled
+
+
+def assert_matches(model: torch.nn.Module, compiled: graph.CompiledModel, lengths: list[int]) -> None:
+    for length in lengths:
+        args = text_at(length, seed=length)
+        with torch.no_grad():
+            want = model(*args)
+        got = compiled(*[a.numpy() for a in args])
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(g, w.numpy(), rtol=2e-5, atol=2e-5)
+
+
+def test_sizes_compared_are_primes_in_range_and_its_end() -> None:
+    assert sample_sizes(DimRange("n", 1, 512)) == [11, 13, 17, 512]
+    assert sample_sizes(DimRange("n", 1, 16)) == [7, 11, 13, 16]
+    with pytest.raises(SymbolicError, match=r"too few sizes"):
+        sample_sizes(DimRange("n", 1, 5))
+
+
+def test_bert_one_module_matches_pytorch_at_every_length() -> None:
+    model, family = family_of("bert")
+    module = symbolic_module(family)
+    (ids, mask) = module.inputs
+    assert str(ids.type) == str(mask.type) == "Tensor((1, sequence), 'int64')"
+    assert all(f.size_vars for f in module.funcs.values() if "tanh" not in f.name)  # the pooler is static
+    compiled = graph.build(module)
+    assert_matches(model, compiled, [1, 2, 7, 13, 40, LONGEST])
+
+
+def test_gpt2_one_module_matches_pytorch_and_refuses_lengths_out_of_range(gpt2) -> None:
+    model, compiled = gpt2
+    assert_matches(model, compiled, [1, 3, 17, 50, LONGEST])
+    ids, mask = (a.numpy() for a in text_at(LONGEST + 1, seed=0))
+    with pytest.raises(
+        ShapeError, match=r"input 'args_0': dimension 1 \(sequence\) is 65, outside the declared"
+    ):
+        compiled(ids, mask)
+    with pytest.raises(ShapeError, match=r"input 'args_1': dimension 1 \(sequence\) is 4, but sequence is 5"):
+        compiled(ids[:, :5], mask[:, :4])
+
+
+def c_program() -> str:
+    """Runs the model at the length in argv[1] on the token ids and mask in argv[2] and argv[3],
+    writes the output to argv[4]; prints the shape macros at that length and what an out-of-range
+    length returns."""
+    return "\n".join(
+        [
+            "#include <stdio.h>",
+            "#include <stdlib.h>",
+            '#include "model.h"',
+            "int main(int argc, char **argv) {",
+            "  if (argc != 5) return 3;",
+            "  int64_t sizes[TENSOR_TUNER_NUM_SIZES] = {atol(argv[1])};",
+            "  int64_t sequence = sizes[0];",
+            "  const void *inputs[2]; void *outputs[1];",
+            "  for (int k = 0; k < 2; k++) {",
+            "    inputs[k] = malloc(TENSOR_TUNER_INPUT0_SIZE(sequence) * sizeof(TENSOR_TUNER_INPUT0_TYPE));",
+            '    FILE *f = fopen(argv[2 + k], "rb");',
+            "    if (fread((void *)inputs[k], 8, sequence, f) != (size_t)sequence) return 2;",
+            "    fclose(f);",
+            "  }",
+            "  size_t bytes = TENSOR_TUNER_OUTPUT0_SIZE(sequence) * sizeof(TENSOR_TUNER_OUTPUT0_TYPE);",
+            "  outputs[0] = malloc(bytes);",
+            "  long shape[] = TENSOR_TUNER_OUTPUT0_SHAPE(sequence);",
+            '  printf("%s %d..%d", TENSOR_TUNER_SIZE0_NAME, TENSOR_TUNER_SIZE0_MIN, TENSOR_TUNER_SIZE0_MAX);',
+            '  for (int d = 0; d < TENSOR_TUNER_OUTPUT0_NDIM; d++) printf(" %ld", shape[d]);',
+            "  if (tensor_tuner_run_sized(sizes, inputs, outputs) != 0) return 4;",
+            "  int64_t beyond[1] = {TENSOR_TUNER_SIZE0_MAX + 1}, none[1] = {0};",
+            '  printf(" %d", tensor_tuner_run_sized(beyond, inputs, outputs));',
+            '  printf(" %d", tensor_tuner_run_sized(none, inputs, outputs));',
+            '  printf(" %d\\n", tensor_tuner_run_sized(NULL, inputs, outputs));',
+            '  FILE *f = fopen(argv[4], "wb"); fwrite(outputs[0], 1, bytes, f); fclose(f);',
+            "  return 0;",
+            "}",
+            "",
+        ]
+    )
+
+
+def test_a_c_program_runs_the_exported_library_at_three_lengths(gpt2, tmp_path: Path) -> None:
+    model, compiled = gpt2
+    library, header = compiled.export(tmp_path / "model.so")
+    text = header.read_text()
+    assert "#define TENSOR_TUNER_SIZE0_MAX 64" in text
+    assert "#define TENSOR_TUNER_INPUT0_SHAPE(sequence) {1, (sequence)}" in text
+    (tmp_path / "main.c").write_text(c_program())
+    main = tmp_path / "main"
+    subprocess.run(
+        ["cc", "-O2", "-Wall", "-Werror", "-o", str(main), str(tmp_path / "main.c"), str(library)]
+        + [f"-Wl,-rpath,{tmp_path}"],
+        check=True,
+    )
+    for length in (1, 9, LONGEST):
+        args = text_at(length, seed=length)
+        paths = [tmp_path / "ids.bin", tmp_path / "mask.bin", tmp_path / "out.bin"]
+        for path, a in zip(paths, args):
+            a.numpy().tofile(path)
+        done = subprocess.run(
+            [str(main), str(length), *map(str, paths)], capture_output=True, text=True, check=True
+        )
+        assert done.stdout == f"sequence 1..64 1 {length} 32 2 2 1\n"
+        with torch.no_grad():
+            (want,) = model(*args)
+        got = np.fromfile(paths[2], np.float32).reshape(1, length, 32)
+        np.testing.assert_allclose(got, want.numpy(), rtol=2e-5, atol=2e-5)
+    loaded = graph.load_library(library)
+    assert_matches(model, loaded, [5])  # type: ignore[arg-type]
+    with pytest.raises(ShapeError, match="outside the declared range sequence in"):
+        loaded(*[a.numpy() for a in text_at(LONGEST + 1, seed=0)])
+
+
+class MeanPool(torch.nn.Module):
+    """A mean over the sequence: its divisor is a float that changes with the length."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.tanh(x).mean(dim=1)
+
+
+def test_a_family_one_module_cannot_describe_compiles_per_size_and_says_why() -> None:
+    model = MeanPool().eval()
+    length = torch.export.Dim("sequence", min=1, max=32)
+    family = from_torch(model, (torch.randn(2, 5, 8),), dynamic_shapes=({1: length},))
+    assert isinstance(family, ShapeFamily)
+    with pytest.raises(SymbolicError, match=r"float32 constant .* at sequence = 11"):
+        symbolic_module(family)
+    with pytest.warns(UserWarning, match="each size compiles on its first call"):
+        compiled = graph.build(family)
+    assert isinstance(compiled, DynamicModel)
+    x = np.random.default_rng(0).standard_normal((2, 9, 8)).astype(np.float32)
+    np.testing.assert_allclose(compiled(x)[0], np.tanh(x).mean(axis=1), rtol=1e-5, atol=1e-6)
+
+
+def test_size_vars_inside_a_dimension_are_the_kernels_arguments() -> None:
+    """A kernel of the module may have a dimension `n + 1` and none that is `n` itself."""
+    n = SizeVar("n", "int64", 1, 8)
+    func = PrimFunc(
+        "f", (Buffer("A", (n + 1, 4), "float32"), Buffer("B", (4, n * 2), "float32")), SeqStmt(())
+    )
+    assert func.size_vars == (n,)
