@@ -5,11 +5,14 @@ which record counts as a layer's best (`best_record`)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import overload
 
 from compiler import Hardware, PrimFunc, Trace, build, graph, host_hardware
+from compiler.buckets import BucketedFunc, default_buckets
 from compiler.build import Kernel
-from compiler.graph import CompiledModel, DynamicModel, Module, ShapeFamily
+from compiler.graph import CallTIR, CompiledModel, DynamicModel, Module, ShapeFamily
+from compiler.graph.symbolic import RANGE_PASSES, SymbolicError, symbolic_module
 from runner import TimingKind
 from tuner.database import Database, Record
 from tuner.tune import DEFAULT_DATABASE, WorkloadLike, as_workload, opened
@@ -31,16 +34,28 @@ def compile_best(
     return build(program, hardware.target, listings=False)
 
 
+# How many sizes spread over a family's ranges it is tuned at, unless told.
+TUNED_SIZES = 4
+
+
 @overload
 def build_model(
-    module: Module, *, database: Database | str = ..., hardware: Hardware | None = ...
+    module: Module,
+    *,
+    database: Database | str = ...,
+    hardware: Hardware | None = ...,
+    sizes: Sequence[Mapping[str, int]] | None = ...,
 ) -> CompiledModel: ...
 
 
 @overload
 def build_model(
-    module: ShapeFamily, *, database: Database | str = ..., hardware: Hardware | None = ...
-) -> DynamicModel: ...
+    module: ShapeFamily,
+    *,
+    database: Database | str = ...,
+    hardware: Hardware | None = ...,
+    sizes: Sequence[Mapping[str, int]] | None = ...,
+) -> CompiledModel | DynamicModel: ...
 
 
 def build_model(
@@ -48,20 +63,67 @@ def build_model(
     *,
     database: Database | str = DEFAULT_DATABASE,
     hardware: Hardware | None = None,
+    sizes: Sequence[Mapping[str, int]] | None = None,
 ) -> CompiledModel | DynamicModel:
     """The model compiled for `hardware` (this machine by default): each kernel with its best record
     in `database` (as a layer inside a forward pass is timed, if it was timed so), the default
-    schedule where it has none. A shape family gives a DynamicModel whose sizes each build so on
-    their first call: a size `tune_model` tuned runs its records, any other the default schedules."""
+    schedule where it has none.
+
+    A shape family one module describes (`compiler.graph.symbolic`) gives one model for its range:
+    each kernel's best traces at the tuned `sizes` (by default TUNED_SIZES spread over the range, as
+    `tune_model` tunes it) replayed over the range, each the schedule of the bucket of sizes ending
+    at it (`compiler.buckets.default_buckets`). Any other family gives a DynamicModel whose sizes
+    each build so on their first call: a tuned size runs its records, any other the default ones."""
     hardware = hardware or host_hardware()
     if isinstance(module, ShapeFamily):
-        return DynamicModel(module, lambda m: build_model(m, database=database, hardware=hardware))
+        try:
+            symbolic = symbolic_module(module)
+        except SymbolicError:
+            return DynamicModel(module, lambda m: build_model(m, database=database, hardware=hardware))
+        with opened(database) as db:
+            tuned = _tuned_traces(module, symbolic, sizes or module.spread(TUNED_SIZES), db, hardware)
+            return graph.build(
+                symbolic,
+                target=hardware.target,
+                schedules=lambda func: _range_program(func, tuned, db, hardware),
+            )
     with opened(database) as db:
         return graph.build(
             module,
             target=hardware.target,
             schedules=lambda func: best_program(func, db, hardware, TimingKind.LAYER),
         )
+
+
+def _tuned_traces(
+    family: ShapeFamily,
+    symbolic: Module,
+    sizes: Sequence[Mapping[str, int]],
+    db: Database,
+    hardware: Hardware,
+) -> dict[str, dict[int, Trace]]:
+    """For each symbolic kernel, the best trace of the kernel its node calls at each tuned size."""
+    (dim,) = family.dims
+    out: dict[str, dict[int, Trace]] = {}
+    for size in sizes:
+        static = graph.optimize(family.specialize(size), passes=RANGE_PASSES)
+        at_size = {n.name: static.funcs[n.func] for n in static.nodes() if isinstance(n, CallTIR)}
+        for node in symbolic.nodes():
+            func = at_size.get(node.name) if isinstance(node, CallTIR) else None
+            best = best_record(db, func.structural_hash(), hardware.key, TimingKind.LAYER) if func else None
+            if best is not None:
+                out.setdefault(node.func, {})[size[dim.name]] = Trace.from_json(best.trace)
+    return out
+
+
+def _range_program(
+    func: PrimFunc, tuned: Mapping[str, Mapping[int, Trace]], db: Database, hardware: Hardware
+) -> PrimFunc | BucketedFunc | None:
+    """A symbolic kernel's buckets with its tuned traces, a static one's best program."""
+    if not func.size_vars:
+        return best_program(func, db, hardware, TimingKind.LAYER)
+    traces = tuned.get(func.name)
+    return default_buckets(func, hardware.target, traces) if traces else None
 
 
 def best_program(

@@ -14,16 +14,14 @@ from dataclasses import dataclass, field, replace
 
 from compiler import graph
 from compiler.graph import CompiledModel, DynamicModel, Module, ShapeFamily
-from compiler.graph.passes import ExtractedTask
+from compiler.graph.passes import PASSES, ExtractedTask
+from compiler.graph.symbolic import RANGE_PASSES, SymbolicError, symbolic_module
 from compiler.target import Hardware, host_hardware
 from runner import MODEL_TIMING, LocalRunner, LocalRunnerConfig, Runner, TimingKind
-from tuner.best import best_record, build_model
+from tuner.best import TUNED_SIZES, best_record, build_model
 from tuner.database import Database
 from tuner.task_scheduler import BatchProgress, TasksResult, WeightedWorkload, tune_tasks
 from tuner.tune import DEFAULT_DATABASE, opened
-
-# How many sizes spread over a family's ranges it is tuned at, unless told.
-TUNED_SIZES = 4
 
 
 @dataclass(frozen=True)
@@ -80,9 +78,9 @@ def tune_model(
     A shape family is tuned at `sizes` (by default TUNED_SIZES spread over its ranges) under the one
     budget: the tasks of all of them together, a kernel shared by several sizes tuned once for all,
     so that the scheduler spends where the sum of their latencies gains most. Its model runs every
-    size: the tuned ones with their records, the others with the default schedules (a tuned size's
-    traces replayed on another size's extents measured up to 4.6x slower than the default: GPT-2 at
-    7 tokens from 6, `bench.dynamic_lengths`)."""
+    size: one module for the range where one describes the family, its kernels' tuned traces each
+    the schedule of the bucket of sizes ending at its size (`build_model`), else a model per size,
+    the tuned ones with their records, the others with the default schedules."""
     start = time.perf_counter()
     hardware = hardware or host_hardware()
     tuned_sizes: list[dict[str, int]] = []
@@ -120,7 +118,7 @@ def tune_model(
             reports = _reports(tasks, scheduled, db, hardware)
             compiled: CompiledModel | DynamicModel
             if isinstance(module, ShapeFamily):
-                compiled = build_model(module, database=database, hardware=hardware)
+                compiled = build_model(module, database=db, hardware=hardware, sizes=tuned_sizes)
             else:
                 compiled = build_model(module, database=db, hardware=hardware)
     finally:
@@ -135,7 +133,12 @@ def tasks_of(module: Module | ShapeFamily, sizes: Sequence[Mapping[str, int]] = 
     if isinstance(module, Module):
         fused = any(isinstance(n, graph.Call) for n in module.nodes())
         return graph.extract_tasks(graph.optimize(module) if fused else module)
-    return _merged([graph.extract_tasks(graph.optimize(module.specialize(s))) for s in sizes])
+    try:  # the kernels of the one module for the range, at each size (`build_model`)
+        symbolic_module(module)
+        passes = RANGE_PASSES
+    except SymbolicError:
+        passes = PASSES
+    return _merged([graph.extract_tasks(graph.optimize(module.specialize(s), passes=passes)) for s in sizes])
 
 
 def _merged(task_lists: Sequence[list[ExtractedTask]]) -> list[ExtractedTask]:

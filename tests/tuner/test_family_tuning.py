@@ -1,6 +1,8 @@
 """A shape family tuned at a few sizes under one budget: the tasks of all of them scheduled together;
-the tuned sizes run their records, every other size the default schedules; outputs checked against
-numpy at tuned, untuned and extreme sizes."""
+one model for the range runs each kernel's tuned traces as the schedules of the buckets of sizes
+ending at the tuned sizes (a family one module cannot describe: the tuned sizes run their records,
+every other size the default schedules); outputs checked against numpy at tuned, untuned and extreme
+sizes."""
 
 from __future__ import annotations
 
@@ -8,7 +10,15 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from compiler.graph import DimRange, DynamicModel, GraphBuilder, InputSignature, Module, ShapeFamily
+from compiler.graph import (
+    CompiledModel,
+    DimRange,
+    DynamicModel,
+    GraphBuilder,
+    InputSignature,
+    Module,
+    ShapeFamily,
+)
 from tuner import build_model, tune_model
 from tuner.model_tuning import tasks_of
 
@@ -44,8 +54,22 @@ def test_a_family_tuned_at_two_sizes_runs_them_tuned_and_every_other_size(tmp_pa
     assert result.sizes == [{"rows": 16}, {"rows": 64}]
     assert all(t.best_secs is not None for t in result.tasks)
     model = result.model
-    assert isinstance(model, DynamicModel)
+    assert isinstance(model, CompiledModel)
+    assert {s.origin for s in model.sources} == {"given"}  # each kernel's tuned buckets
     for rows in (16, 40, 1, 96, 64):
+        x = RNG.standard_normal((rows, 32)).astype("float32")
+        np.testing.assert_allclose(model(x)[0], expected(x), rtol=1e-4, atol=1e-4)
+
+
+def test_a_family_one_module_cannot_describe_runs_its_tuned_sizes_records(tmp_path) -> None:
+    family = ShapeFamily(
+        (InputSignature("x", ("rows", 32), "float32"),), (DimRange("rows", 0, 96),), dense_relu
+    )  # 0 rows: no module for the range
+    database = f"sqlite:///{tmp_path / 'tune.db'}"
+    result = tune_model(family, trials=8, database=database, sizes=[{"rows": 16}, {"rows": 64}], batch_size=4)
+    model = result.model
+    assert isinstance(model, DynamicModel)
+    for rows in (16, 40, 1, 64):
         x = RNG.standard_normal((rows, 32)).astype("float32")
         np.testing.assert_allclose(model(x)[0], expected(x), rtol=1e-4, atol=1e-4)
         origins = {s.origin for s in model.compile(rows=rows).sources}
