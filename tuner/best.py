@@ -111,7 +111,7 @@ def _tuned_traces(
         for node in symbolic.nodes():
             func = at_size.get(node.name) if isinstance(node, CallTIR) else None
             best = best_record(db, func.structural_hash(), hardware.key, TimingKind.LAYER) if func else None
-            if best is not None:
+            if isinstance(node, CallTIR) and best is not None:
                 out.setdefault(node.func, {})[size[dim.name]] = Trace.from_json(best.trace)
     return out
 
