@@ -15,10 +15,16 @@ its indices (all below the size's own extents) read the same elements. Anything 
 changes with the size, as a mean over the sequence has; a graph whose structure changes) is refused
 with a SymbolicError naming the node, and `graph.build` compiles each size as it comes instead.
 
-The sizes compared are three primes inside the range, so that no size coincides with one of the
-model's own dimensions, and the range's largest value; the fit takes two of them and is checked at
-the other two. The matmul padding pass is left out: it pads to multiples that are not affine in the
-size, and the symbolic kernels compute their last partial tiles themselves (`compiler.overcompute`).
+The sizes compared are the three largest primes inside the range, so that no size coincides with
+one of the model's own dimensions, and the range's largest value; the fit takes two of them and is
+checked at the others. Large sizes, because what the passes decide by size must be decided as at
+the largest: constant folding keeps a result far larger than its inputs a computation (a mask, a
+broadcast), and the module must keep it one at every size (computed at run time, it is right at
+every size; folded, it would not exist at the largest). The fit is also checked at the smallest
+sizes and at the one below the largest (`check_sizes`) where their graph is the same: a number that
+is min(n, 8) is 8 at every large size, but not at 3. The matmul padding pass is left out: it pads
+to multiples that are not affine in the size, and the symbolic kernels compute their last partial
+tiles themselves (`compiler.overcompute`).
 """
 
 from __future__ import annotations
@@ -29,18 +35,18 @@ from typing import Any
 
 import numpy as np
 
-from compiler.arith import Linear
+from compiler.arith import Linear, bound, extent_range
 from compiler.dtypes import INT_DTYPES
 from compiler.graph.ir import CallTIR, Constant, Input, Module, Node, TensorType
 from compiler.graph.memory_plan import views
 from compiler.graph.passes import PASSES, optimize
 from compiler.graph.passes.pad_matmul import pad_matmul
 from compiler.graph.shape_family import DimRange, ShapeFamily
-from compiler.ir import Expr, IRError, PrimFunc, SizeVar
+from compiler.ir import Block, Buffer, Expr, IRError, Load, PrimFunc, Select, SizeVar
 from compiler.serialize import SerializeError, from_json, to_json
+from compiler.visit import blocks, guarded_loads, walk_expr
 
 RANGE_PASSES = tuple(p for p in PASSES if p is not pad_matmul)
-SMALL = 11  # sizes below this are compared only when the range has too few primes above it
 
 Json = Any
 
@@ -57,20 +63,120 @@ def symbolic_module(family: ShapeFamily) -> Module:
     dim = family.dims[0]
     if dim.min < 1:
         raise SymbolicError(f"{dim} holds 0: a module for a range takes sizes from 1")
-    sizes = sample_sizes(dim)
-    var = SizeVar(identifier(dim.name), "int64", dim.min, dim.max)
-    modules = [optimize(family.specialize({dim.name: s}), passes=RANGE_PASSES) for s in sizes]
-    return _Unifier(var, sizes).module(modules)
+    samples = sample_sizes(dim)
+    modules = [_optimized(family, dim, s) for s in samples]
+    checks = [
+        (s, m) for s in check_sizes(dim) if _same_structure(m := _optimized(family, dim, s), modules[0])
+    ]
+    sizes = samples[:-1] + [s for s, _ in checks] + samples[-1:]  # the largest last: its weights are kept
+    var = SizeVar(_unused_name(identifier(dim.name), modules[0]), "int64", dim.min, dim.max)
+    return _Unifier(var, sizes).module(modules[:-1] + [m for _, m in checks] + modules[-1:])
 
 
 def sample_sizes(dim: DimRange) -> list[int]:
-    """Three primes inside the range (the smallest from SMALL up, else the largest there are) and
-    the range's largest value."""
+    """The three largest primes inside the range, and its largest value."""
     primes = [p for p in range(max(dim.min, 2), dim.max) if _is_prime(p)]
     if len(primes) < 3:
         raise SymbolicError(f"{dim} holds too few sizes to compare: each size is compiled on its own")
-    large = [p for p in primes if p >= SMALL]
-    return (large[:3] if len(large) >= 3 else primes[-3:]) + [dim.max]
+    return primes[-3:] + [dim.max]
+
+
+def check_sizes(dim: DimRange) -> list[int]:
+    """Sizes the module is checked at where their graph is the one compared (a graph may differ
+    at small sizes, where more folds): the smallest ones, where a number that is min(n, C) or max(n,
+    C) differs from its fit, and the one below the largest, of the other parity."""
+    small = [dim.min, dim.min + 1, 3, 5, 7]
+    return sorted({s for s in small + [dim.max - 1] if dim.min <= s < dim.max} - set(sample_sizes(dim)))
+
+
+def check_bounds(func: PrimFunc, var: SizeVar) -> None:
+    """Refuse a kernel that would read or write outside a buffer at the range's ends or its small
+    sizes: a number the comparison took for a constant that is min(n, C) reads past a buffer of n."""
+    for size in sorted(
+        {s for s in (var.lo, var.lo + 1, 2, 3, 5, 7, var.hi - 1, var.hi) if var.lo <= s <= var.hi}
+    ):
+        static = func.specialize({var.name: size})
+        for block in blocks(static.body):
+            ranges = {iv.var: extent_range(iv.extent) for iv in block.iter_vars}
+            for buffer, indices in _accesses(block):
+                for axis, (index, dim) in enumerate(zip(indices, buffer.shape)):
+                    b = bound(index, ranges)
+                    if b is not None and isinstance(dim, int) and not 0 <= b[0] <= b[1] < dim:
+                        raise SymbolicError(
+                            f"kernel {func.name!r} at {var.name} = {size} indexes {buffer.name} from {b[0]} "
+                            f"to {b[1]} along axis {axis} of {dim}: a number the sizes compared agree on "
+                            "changes at this size"
+                        )
+
+
+def _accesses(block: Block) -> list[tuple[Buffer, tuple[Expr, ...]]]:
+    """The buffers a block stores to and loads from, with the indices, but the loads that only a
+    select's condition guards (padding's `data[y - 1]` where y >= 1)."""
+    stores = [block.body] + ([block.init] if block.init is not None else [])
+    values = [e for store in stores for e in walk_expr(store.value)]
+    guarded = {id(ld) for e in values if isinstance(e, Select) for ld in guarded_loads(e)}
+    out = [(store.buffer, tuple(store.indices)) for store in stores]
+    return out + [
+        (e.buffer, tuple(e.indices)) for e in values if isinstance(e, Load) and id(e) not in guarded
+    ]
+
+
+def _optimized(family: ShapeFamily, dim: DimRange, size: int) -> Module:
+    try:
+        return optimize(family.specialize({dim.name: size}), passes=RANGE_PASSES)
+    except (ValueError, IndexError) as e:  # GraphError, ShapeError: the family itself says no
+        raise SymbolicError(f"at {dim.name} = {size}: {e}") from None
+
+
+def _same_structure(a: Module, b: Module) -> bool:
+    """Whether two sizes' modules are the same graph of the same kernels, numbers aside."""
+    na, nb = a.nodes(), b.nodes()
+    if len(na) != len(nb) or [o.name for o in a.outputs] != [o.name for o in b.outputs]:
+        return False
+    for x, y in zip(na, nb):
+        if type(x) is not type(y) or x.name != y.name or [p.name for p in x.args] != [p.name for p in y.args]:
+            return False
+        if isinstance(x, CallTIR) and isinstance(y, CallTIR):
+            if (x.func, x.ops) != (y.func, y.ops):
+                return False
+            if _skeleton(to_json(a.funcs[x.func])) != _skeleton(to_json(b.funcs[y.func])):
+                return False
+    return True
+
+
+def _skeleton(data: Json) -> Json:
+    """A function's JSON form with every number replaced by 0."""
+    if isinstance(data, list):
+        return [_skeleton(d) for d in data]
+    if isinstance(data, dict):
+        return {k: _skeleton(v) for k, v in data.items()}
+    return 0 if isinstance(data, (int, float)) and not isinstance(data, bool) else data
+
+
+def _unused_name(name: str, module: Module) -> str:
+    """`name`, made unlike every variable of the kernels (a loop `n`, an axis `k`), which the size
+    var would otherwise stand for when their JSON forms are read back."""
+    used: set[str] = set()
+    for func in module.funcs.values():
+        _variables(to_json(func)["body"], used)
+    while name in used:
+        name += "_"
+    return name
+
+
+def _variables(data: Json, out: set[str]) -> None:
+    """The names of the variables in a JSON form: read, looped over, or a block's axes."""
+    if isinstance(data, dict):
+        for value in data.values():
+            _variables(value, out)
+    if not isinstance(data, list) or not data:
+        return
+    if data[0] in ("var", "for") and len(data) > 1 and isinstance(data[1], str):
+        out.add(data[1])
+    if data[0] == "block" and len(data) > 2:
+        out.update(axis[0] for axis in data[2])
+    for item in data:
+        _variables(item, out)
 
 
 def identifier(name: str) -> str:
@@ -165,8 +271,10 @@ class _Unifier:
         if all(c.data.shape == largest.data.shape and np.array_equal(c.data, largest.data) for c in group):
             return group[0]
         for c in group[:-1]:
-            corner = largest.data[tuple(slice(0, d) for d in c.data.shape)]
-            if c.data.ndim != largest.data.ndim or not np.array_equal(c.data, corner):
+            same_rank = c.data.ndim == largest.data.ndim
+            if not same_rank or not np.array_equal(
+                c.data, largest.data[tuple(slice(0, d) for d in c.data.shape)]
+            ):
                 raise SymbolicError(
                     f"weight {c.name!r} changes with the size and is not, at every size, the leading "
                     f"corner of its value at the largest size"
@@ -186,7 +294,7 @@ class _Unifier:
         for k in cornered:  # the weight's parameter at its full shape
             data["params"][k]["shape"] = largest["params"][k]["shape"]
         data["size_vars"] = [[self.var.name, self.var.lo, self.var.hi]]
-        variant = name if not cornered else f"{name}_full{''.join(map(str, cornered))}"
+        variant = name if not cornered else f"{name}_full_{'_'.join(map(str, cornered))}"
         data["name"] = variant
         try:
             func = from_json(data)
@@ -199,6 +307,8 @@ class _Unifier:
                 raise SymbolicError(f"kernel {name!r} depends on the size only through a weight")
             data.pop("size_vars")
             func = from_json(data)
+        if func.size_vars:
+            check_bounds(func, self.var)
         self.variants[key] = variant
         self.funcs[variant] = func
         return variant

@@ -7,16 +7,19 @@ from __future__ import annotations
 
 import subprocess
 import warnings
+from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
+import onnx
 import pytest
 import torch
+from onnx import TensorProto, helper
 
 from compiler import graph
 from compiler.build import ShapeError
-from compiler.frontend import from_torch
-from compiler.graph import DynamicModel, ShapeFamily
+from compiler.frontend import from_onnx, from_torch
+from compiler.graph import DynamicModel, GraphBuilder, InputSignature, Module, ShapeFamily
 from compiler.graph.shape_family import DimRange
 from compiler.graph.symbolic import SymbolicError, sample_sizes, symbolic_module
 from compiler.ir import Buffer, PrimFunc, SeqStmt, SizeVar
@@ -53,8 +56,8 @@ def assert_matches(model: torch.nn.Module, compiled: graph.CompiledModel, length
             np.testing.assert_allclose(g, w.numpy(), rtol=2e-5, atol=2e-5)
 
 
-def test_sizes_compared_are_primes_in_range_and_its_end() -> None:
-    assert sample_sizes(DimRange("n", 1, 512)) == [11, 13, 17, 512]
+def test_sizes_compared_are_the_largest_primes_in_range_and_its_end() -> None:
+    assert sample_sizes(DimRange("n", 1, 512)) == [499, 503, 509, 512]
     assert sample_sizes(DimRange("n", 1, 16)) == [7, 11, 13, 16]
     with pytest.raises(SymbolicError, match=r"too few sizes"):
         sample_sizes(DimRange("n", 1, 5))
@@ -164,7 +167,7 @@ def test_a_family_one_module_cannot_describe_compiles_per_size_and_says_why() ->
     length = torch.export.Dim("sequence", min=1, max=32)
     family = from_torch(model, (torch.randn(2, 5, 8),), dynamic_shapes=({1: length},))
     assert isinstance(family, ShapeFamily)
-    with pytest.raises(SymbolicError, match=r"float32 constant .* at sequence = 11"):
+    with pytest.raises(SymbolicError, match=r"float32 constant .* at sequence = 29"):
         symbolic_module(family)
     with pytest.warns(UserWarning, match="each size compiles on its first call"):
         compiled = graph.build(family)
@@ -180,3 +183,62 @@ def test_size_vars_inside_a_dimension_are_the_kernels_arguments() -> None:
         "f", (Buffer("A", (n + 1, 4), "float32"), Buffer("B", (4, n * 2), "float32")), SeqStmt(())
     )
     assert func.size_vars == (n,)
+
+
+def first_rows_model() -> onnx.ModelProto:
+    """y = tanh(x[:, :8]): ONNX clamps the slice's end to the length, min(8, seq), which is 8 at
+    every large length and the length itself below 8."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, "seq", 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, "out", 4])
+    inits = [helper.make_tensor(n, TensorProto.INT64, [1], [v]) for n, v in (("s", 0), ("e", 8), ("a", 1))]
+    nodes = [helper.make_node("Slice", ["x", "s", "e", "a"], ["t"]), helper.make_node("Tanh", ["t"], ["y"])]
+    proto = helper.make_graph(nodes, "first8", [x], [y], inits)
+    return helper.make_model(proto, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_a_number_that_is_min_of_the_size_is_caught_at_the_small_sizes() -> None:
+    family = from_onnx(first_rows_model(), dims={"seq": (1, 32)})
+    assert isinstance(family, ShapeFamily)
+    with pytest.raises(
+        SymbolicError, match=r"'fused_slice_tanh' at seq = 1 indexes p0 from 0 to 7 along axis 1"
+    ):
+        symbolic_module(family)
+    with pytest.warns(UserWarning, match="each size compiles on its first call"):
+        model = graph.build(family)
+    for length in (3, 20):
+        x = np.random.default_rng(length).standard_normal((1, length, 4)).astype(np.float32)
+        np.testing.assert_allclose(model(x)[0], np.tanh(x[:, :8]), rtol=1e-6, atol=1e-6)
+
+
+def dense_named(name: str) -> ShapeFamily:
+    """x @ w then relu, its rows the ranged dimension `name`."""
+    weight = np.random.default_rng(0).standard_normal((4, 6)).astype("float32")
+
+    def at(values: Mapping[str, int]) -> Module:
+        b = GraphBuilder()
+        x = b.input("x", [values[name], 4], "float32")
+        return b.module([b.call("relu", [b.call("matmul", [x, b.constant("w", weight)])])])
+
+    return ShapeFamily((InputSignature("x", (name, 4), "float32"),), (DimRange(name, 1, 32),), at)
+
+
+@pytest.mark.parametrize("name", ["k", "i0", "rows"])
+def test_a_dimension_named_as_a_kernel_loop_is_not_that_loop(name: str) -> None:
+    family = dense_named(name)
+    model = graph.build(family)
+    assert isinstance(model, graph.CompiledModel)
+    x = np.random.default_rng(1).standard_normal((5, 4)).astype("float32")
+    weight = family.specialize({name: 1}).constants()[0].data
+    np.testing.assert_allclose(model(x)[0], np.maximum(x @ weight, 0), rtol=1e-5, atol=1e-5)
+
+
+def test_a_family_that_does_not_import_at_a_size_compared_compiles_per_size() -> None:
+    def pairs(values: Mapping[str, int]) -> Module:  # valid at even sizes only
+        b = GraphBuilder()
+        x = b.input("x", [values["n"], 4], "float32")
+        return b.module([b.call("tanh", [b.call("reshape", [x], shape=[values["n"] // 2, 8])])])
+
+    family = ShapeFamily((InputSignature("x", ("n", 4), "float32"),), (DimRange("n", 1, 32),), pairs)
+    with pytest.warns(UserWarning, match=r"at n = 23: .*cannot reshape"):
+        model = graph.build(family)
+    assert model(np.ones((6, 4), np.float32))[0].shape == (3, 8)
