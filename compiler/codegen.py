@@ -17,7 +17,7 @@ from typing import Any
 import llvmlite.ir as ll
 
 from compiler.arith import bound
-from compiler.codegen_vector import can_vectorize, emit_vector_loop
+from compiler.codegen_vector import can_vectorize, emit_vector_loop, tail_as_extent
 from compiler.dtypes import ITEMSIZE
 from compiler.ir import (
     Allocate,
@@ -172,6 +172,14 @@ def _for(cg: CodeGen, loop: For) -> None:
         _parallel_for(cg, loop)
     elif loop.kind == "vectorized" and can_vectorize(loop):
         emit_vector_loop(cg, loop)
+    elif loop.kind == "vectorized" and (tail := tail_as_extent(loop)) and can_vectorize(tail[0]):
+        shortened, guard = tail
+        assert isinstance(loop.extent, int)
+        if guard is None:
+            emit_vector_loop(cg, shortened, loop.extent)
+        else:
+            with cg.builder.if_then(cg.expr(guard)):
+                emit_vector_loop(cg, shortened, loop.extent)
     else:
         cg.counted_loop(loop, I64(0), extent_value(cg, loop.extent))
 

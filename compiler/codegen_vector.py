@@ -17,11 +17,12 @@ iteration stores. Otherwise the loop stays scalar with vectorize metadata, and L
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import llvmlite.ir as ll
 
-from compiler.arith import bound, ceil_div, linear, simplify
+from compiler.arith import bound, ceil_div, conjuncts, linear, simplify
 from compiler.ir import (
     Binary,
     Buffer,
@@ -50,7 +51,7 @@ from compiler.llvm_ops import (
     to_memory,
 )
 from compiler.ops import Op
-from compiler.visit import free_vars, guarded_loads, loads, walk_stmt
+from compiler.visit import free_vars, guarded_loads, loads, substitute, walk_stmt
 
 if TYPE_CHECKING:
     from compiler.codegen import CodeGen
@@ -104,6 +105,28 @@ def can_vectorize(loop: For) -> bool:
     return True
 
 
+def tail_as_extent(loop: For) -> tuple[For, Expr | None] | None:
+    """A vectorized loop whose body is one `if start + v < end` (a split's last partial tile over a
+    run-time extent: v the loop variable, start and end free of it) as the loop over min(extent,
+    end - start) iterations, which vectorizes with a run-time extent, and the guard's other
+    conditions (None when there are none), which do not change along the loop."""
+    body = loop.body
+    if not isinstance(loop.extent, int) or not isinstance(body, IfThenElse) or body.else_case is not None:
+        return None
+    tail = [c for c in conjuncts(body.cond) if loop.var in free_vars(c)]
+    rest = [c for c in conjuncts(body.cond) if loop.var not in free_vars(c)]
+    if len(tail) != 1 or not isinstance(c := tail[0], Binary) or c.op != Op.LT:
+        return None
+    if loop.var in free_vars(c.b) or stride_in(c.a, loop.var) != 1:
+        return None
+    start = simplify(substitute(c.a, {loop.var: const(0)}))
+    count = Binary(Op.MIN, const(loop.extent), Binary(Op.MAX, Binary(Op.SUB, c.b, start), const(0)))
+    guard = None
+    for cond in rest:
+        guard = cond if guard is None else Binary(Op.AND, guard, cond)
+    return replace(loop, extent=count, body=body.then_case), guard
+
+
 def vector_pieces(extent: int, register: int) -> list[int]:
     """The vectors a vectorized loop of `extent` iterations is emitted as, with `register` lanes per
     machine register: full chunks of a power-of-two number of lanes (up to MAX_LANES), then the
@@ -129,10 +152,11 @@ def vector_pieces(extent: int, register: int) -> list[int]:
     return pieces
 
 
-def emit_vector_loop(cg: CodeGen, loop: For) -> None:
-    """The loop as `vector_pieces`: its full chunks in a loop (or one vector), then the remainder."""
+def emit_vector_loop(cg: CodeGen, loop: For, largest: int | None = None) -> None:
+    """The loop as `vector_pieces`: its full chunks in a loop (or one vector), then the remainder.
+    `largest` bounds a run-time extent whose own bound is unknown (`tail_as_extent`'s)."""
     if not isinstance(loop.extent, int):
-        _emit_symbolic_vector_loop(cg, loop)
+        _emit_symbolic_vector_loop(cg, loop, largest)
         return
     pieces = vector_pieces(loop.extent, cg.target.vector_lanes("float32"))
     chunks = pieces.count(pieces[0])  # the remainder's pieces are all narrower
@@ -152,16 +176,18 @@ def emit_vector_loop(cg: CodeGen, loop: For) -> None:
         start += piece
 
 
-def _emit_symbolic_vector_loop(cg: CodeGen, loop: For) -> None:
+def _emit_symbolic_vector_loop(cg: CodeGen, loop: For, largest: int | None) -> None:
     """A run-time extent: chunks of up to MAX_LANES lanes (as `vector_pieces` takes for a static
     extent) in a loop of extent // lanes, then one register's lanes at a time, then a scalar loop."""
     from compiler.codegen import extent_value
 
     assert not isinstance(loop.extent, int)
     hi = bound(loop.extent, {})
-    assert hi is not None  # lowering checked that every extent is bounded
+    if largest is None:
+        assert hi is not None  # lowering checked that every extent is bounded
+        largest = hi[1]
     register = cg.target.vector_lanes("float32")
-    widest = 1 << (min(hi[1], MAX_LANES).bit_length() - 1)
+    widest = 1 << (min(largest, MAX_LANES).bit_length() - 1)
     b = cg.builder
     end = extent_value(cg, loop.extent)
     start: ll.Value = I64(0)
@@ -266,6 +292,8 @@ def _load_memory(v: _Lanes, e: Load) -> ll.Value | None:
     accumulator) is never loaded masked: LLVM keeps it in registers only through plain loads and
     stores (masked, it went through the stack)."""
     stride = stride_in(flat_index(e.buffer, e.indices), v.loop.var)
+    if stride is None and (clamped := _clamped_load(v, e)) is not None:
+        return clamped
     if stride == 1 and v.masked_width and e.buffer not in v.stored:
         return _masked_load(v, e)
     if stride == 1:
@@ -274,6 +302,38 @@ def _load_memory(v: _Lanes, e: Load) -> ll.Value | None:
     if stride is not None and 2 <= stride <= MAX_LOAD_STRIDE:
         return _strided_load(v, e, stride)
     return None
+
+
+def _clamped_load(v: _Lanes, e: Load) -> ll.Value | None:
+    """A contiguous row read at `min(start + v, last)` (a tile over-computed past a run-time extent,
+    `compiler.overcompute`): one masked load of the lanes up to `last`, the lanes past it the
+    element at `last`, as the clamp reads them. Lane by lane, a matmul's row of 32 such lanes ran 5x
+    slower."""
+    clamps = [k for k, i in enumerate(e.indices) if isinstance(i, Binary) and i.op == Op.MIN]
+    if len(clamps) != 1:
+        return None
+    k = clamps[0]
+    clamp = e.indices[k]
+    assert isinstance(clamp, Binary)
+    start, last = clamp.a, clamp.b
+    unclamped = e.indices[:k] + (start,) + e.indices[k + 1 :]
+    if v.loop.var in free_vars(last) or stride_in(flat_index(e.buffer, unclamped), v.loop.var) != 1:
+        return None
+    b = v.cg.builder
+    span_ty = ll.VectorType(MEMORY_TYPES[e.dtype], v.lanes)
+    ramp = ll.Constant(ll.VectorType(I64, v.lanes), list(range(v.lanes)))
+    lanes = b.add(v.splat(v.scalar(start)), ramp)
+    mask = b.icmp_signed("<=", lanes, v.splat(v.scalar(last)))
+    at_last = e.indices[:k] + (last,) + e.indices[k + 1 :]
+    v.cg.vars[v.loop.var] = v.base
+    beyond = v.splat(b.load(v.cg.address(e.buffer, at_last), align=align(e.buffer.dtype)))
+    masked_load = v.cg.declare(
+        f"llvm.masked.load.{intrinsic_suffix(span_ty)}.p0",
+        span_ty,
+        [ll.PointerType(span_ty), I32, mask.type, span_ty],
+    )
+    pointer = v._pointer(e.buffer, e.indices, span_ty)  # at min(start, last): in bounds
+    return b.call(masked_load, [pointer, I32(align(e.buffer.dtype)), mask, beyond])
 
 
 def masks_odd_rows(target: Target) -> bool:

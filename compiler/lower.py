@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from compiler.arith import extent_range, simplify
+from compiler.arith import conjuncts, extent_range, simplify
 from compiler.auto_unroll import auto_unroll
 from compiler.compact import compact_buffers
 from compiler.ir import (
@@ -31,7 +31,7 @@ from compiler.ir import (
 )
 from compiler.ops import Op
 from compiler.overcompute import overcompute_guarded_tiles
-from compiler.visit import free_vars, map_blocks, map_store, substitute
+from compiler.visit import free_vars, loads, map_blocks, map_store, substitute
 
 
 class LoweringError(ValueError):
@@ -43,6 +43,7 @@ def lower(func: PrimFunc) -> PrimFunc:
     func = compact_buffers(func)
     func = overcompute_guarded_tiles(func)
     func = flatten_blocks(func)
+    func = hoist_guards(func)
     func = auto_unroll(func)
     func = allocate_intermediates(func)
     func = simplify_indices(func)
@@ -72,6 +73,36 @@ def _flatten_block(block: Block) -> Stmt:
     if not structural_equal(predicate, TRUE):
         stmt = IfThenElse(predicate, stmt)
     return stmt
+
+
+def hoist_guards(func: PrimFunc) -> PrimFunc:
+    """A guard that is a loop's whole body is checked outside the loop, the conditions of it that
+    the loop's variable does not enter: a reduction's guard `k < n` around a register tile's update
+    runs once per k, not once per element, and leaves the vectorized loop inside it unguarded."""
+    return replace(func, body=_hoist(func.body))
+
+
+def _hoist(stmt: Stmt) -> Stmt:
+    kids = [_hoist(k) for k in stmt.children()]
+    stmt = stmt.with_children(kids) if kids else stmt
+    if not isinstance(stmt, For):
+        return stmt
+    guard = stmt.body
+    if not isinstance(guard, IfThenElse) or guard.else_case is not None:
+        return stmt
+    stay = [c for c in conjuncts(guard.cond) if stmt.var in free_vars(c) or loads(c)]
+    lift = [c for c in conjuncts(guard.cond) if not (stmt.var in free_vars(c) or loads(c))]
+    if not lift:
+        return stmt
+    inner = IfThenElse(_all(stay), guard.then_case) if stay else guard.then_case
+    return IfThenElse(_all(lift), replace(stmt, body=inner))
+
+
+def _all(conds: list[Expr]) -> Expr:
+    out = conds[0]
+    for c in conds[1:]:
+        out = Binary(Op.AND, out, c)
+    return out
 
 
 def allocate_intermediates(func: PrimFunc) -> PrimFunc:

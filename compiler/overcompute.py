@@ -12,7 +12,9 @@ where the block writes its tile, so a row past n computes exactly what row n - 1
 read outside a buffer and no operation sees a value the program would not (no new integer division
 by zero, no select taking a branch it never takes). The guarded variable must be spatial and write
 elements of its own (a reduction step past the guard would add into valid sums), and the block must
-not read another tile along it. Only the write-back keeps its guard, once per element of the tile.
+not read another tile along it. Only the write-back keeps its guard, once per element of the tile,
+and a reduction variable's guard stays on the block (checked once per step of the reduction once
+lowering hoists it out of the tile's loops).
 """
 
 from __future__ import annotations
@@ -70,13 +72,18 @@ def _relaxed(block: Block, ranges: Ranges, scratch: set[Buffer]) -> Block | None
     if not guards or written not in scratch:
         return None
     clamps: dict[Var, Expr] = {}
+    kept: Expr = TRUE  # the reduction variables' guards: a step past one would add into valid sums
+    reducing = {iv.var for iv in block.iter_vars if iv.kind == "R"}
     for guard in guards:
         var = _domain_guard(block, guard)
+        if var is not None and var in reducing:
+            kept = guard if kept is TRUE else Binary(Op.AND, kept, guard)
+            continue
         if var is None or not _written_apart(block, var):
             return None
         extent = next(iv.extent for iv in block.iter_vars if iv.var is var)
         clamps[var] = Binary(Op.MIN, var, simplify(Binary(Op.SUB, extent_expr(extent), const(1))))
-    if not _own_reads_at_the_write(block) or not _write_in_bounds(block, ranges):
+    if not clamps or not _own_reads_at_the_write(block) or not _write_in_bounds(block, ranges):
         return None
     if _clamps_a_tile_read(block, clamps.keys(), scratch):
         return None
@@ -97,7 +104,7 @@ def _relaxed(block: Block, ranges: Ranges, scratch: set[Buffer]) -> Block | None
         block,
         body=clamped(store),
         init=clamped(block.init) if block.init is not None else None,
-        predicate=TRUE,
+        predicate=kept,
     )
 
 

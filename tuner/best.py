@@ -5,6 +5,7 @@ which record counts as a layer's best (`best_record`)."""
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping, Sequence
 from typing import overload
 
@@ -73,12 +74,14 @@ def build_model(
     each kernel's best traces at the tuned `sizes` (by default TUNED_SIZES spread over the range, as
     `tune_model` tunes it) replayed over the range, each the schedule of the bucket of sizes ending
     at it (`compiler.buckets.default_buckets`). Any other family gives a DynamicModel whose sizes
-    each build so on their first call: a tuned size runs its records, any other the default ones."""
+    each build so on their first call (a tuned size runs its records, any other the default ones),
+    with a warning saying why."""
     hardware = hardware or host_hardware()
     if isinstance(module, ShapeFamily):
         try:
             symbolic = symbolic_module(module)
-        except SymbolicError:
+        except SymbolicError as e:
+            warnings.warn(f"each size compiles on its first call: {e}", stacklevel=2)
             return DynamicModel(module, lambda m: build_model(m, database=database, hardware=hardware))
         with opened(database) as db:
             tuned = _tuned_traces(module, symbolic, sizes or module.spread(TUNED_SIZES), db, hardware)

@@ -149,7 +149,11 @@ def fuse(func: PrimFunc, names: list[str], fresh: Fresh) -> tuple[PrimFunc, str]
     ranges = {fused: extent_range(extent)}
     mapping: dict[Var, Expr] = {}
     inner_size: int | Expr = 1
+    symbolic = not isinstance(extent, int)
     for lp in reversed(chain):
+        if symbolic and isinstance(lp.extent, int) and lp.extent == 1:
+            mapping[lp.var] = const(0)  # not `fused // (n * ...)`, which region inference cannot bound
+            continue
         idx: Expr = fused if inner_size == 1 else Binary(Op.FLOORDIV, fused, extent_expr(inner_size))
         if lp is not chain[0]:
             idx = Binary(Op.FLOORMOD, idx, extent_expr(lp.extent))

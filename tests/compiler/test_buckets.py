@@ -7,7 +7,7 @@ import pytest
 
 from compiler import build, te
 from compiler.buckets import Bucket, BucketedFunc, default_buckets, lower_buckets
-from compiler.ir import IfThenElse, SizeVar
+from compiler.ir import IfThenElse, PrimFunc, SizeVar
 from compiler.target import Target
 from tests.compiler.test_symbolic_shapes import matmul_rows
 
@@ -67,3 +67,41 @@ def test_malformed_buckets_are_refused() -> None:
         BucketedFunc(func, n, (Bucket(64, matmul_rows(n, width=16)),))
     with pytest.raises(ValueError, match="no symbolic dimension"):
         default_buckets(matmul_rows(8), Target.host())
+
+
+def scores_softmax(n: te.Var) -> PrimFunc:
+    """Attention's scores and their softmax: (4, n, 16) x (4, 16, n), masked by an (n, n) bias, then
+    a softmax over n: n is rows, columns and a reduction at once, so a tile is guarded on a row, on
+    a vectorized column and (for the softmax's sums) on a reduction step."""
+    q, k = te.placeholder((4, n, 16), name="Q"), te.placeholder((4, 16, n), name="K")
+    bias = te.placeholder((n, n), name="bias")
+    d = te.reduce_axis((0, 16), name="d")
+    s = te.compute((4, n, n), lambda h, i, j: te.sum(q[h, i, d] * k[h, d, j], axis=d), name="S")
+    s = te.compute((4, n, n), lambda h, i, j: s[h, i, j] + bias[i, j], name="SB")
+    c = te.reduce_axis((0, n), name="c")
+    top = te.compute((4, n), lambda h, i: te.max(s[h, i, c], axis=c), name="top")
+    e = te.compute((4, n, n), lambda h, i, j: te.exp(s[h, i, j] - top[h, i]), name="E")
+    c2 = te.reduce_axis((0, n), name="c2")
+    total = te.compute((4, n), lambda h, i: te.sum(e[h, i, c2], axis=c2), name="total")
+    p = te.compute((4, n, n), lambda h, i, j: e[h, i, j] / total[h, i], name="P")
+    return te.create_prim_func([q, k, bias, p], name="scores_softmax")
+
+
+def test_attention_scores_over_a_range_compute_every_length() -> None:
+    """The guards of the last partial tiles (a vectorized column's, a reduction's, a row's) become
+    a shorter vector loop, a guard hoisted out of the tile and clamped rows: numpy's at every length."""
+    n = te.var("n", range=(1, 80))
+    kernel = build(default_buckets(scores_softmax(n), Target.host()))
+    for m in (1, 2, 5, 16, 31, 32, 33, 47, 80):
+        q = rng.standard_normal((4, m, 16)).astype("float32")
+        k = rng.standard_normal((4, 16, m)).astype("float32")
+        bias = rng.standard_normal((m, m)).astype("float32")
+        out = np.full(4 * m * m + 16, 7.0, "float32")
+        kernel(q, k, bias, out[: 4 * m * m].reshape(4, m, m))
+        s = q @ k + bias
+        want = np.exp(s - s.max(-1, keepdims=True))
+        got = out[: 4 * m * m].reshape(4, m, m)
+        np.testing.assert_allclose(
+            got, want / want.sum(-1, keepdims=True), rtol=1e-4, atol=1e-5, err_msg=f"n = {m}"
+        )
+        assert (out[4 * m * m :] == 7).all(), f"wrote past n = {m}"

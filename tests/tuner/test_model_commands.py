@@ -164,8 +164,16 @@ def test_dim_sizes_and_ranges_of_an_open_dimension(tmp_path, capsys) -> None:
     np.save(rows, np.ones((33, 8), "float32"))
     assert main(["run", str(model), "--repeat", "1", "--dim", "rows=1..100", "--input", str(rows)]) == 0
     assert "at rows=33: latency" in capsys.readouterr().out
-    assert main(["export", str(model), "-o", str(tmp_path / "rows.so"), "--dim", "rows=1..100"]) == 2
-    assert "tuner export takes a model of static shapes" in capsys.readouterr().err
+    assert main(["export", str(model), "-o", str(tmp_path / "range.so"), "--dim", "rows=1..100"]) == 0
+    assert "#define TENSOR_TUNER_SIZE0_MAX 100" in (tmp_path / "range.h").read_text()
+    from compiler import graph
+
+    x = np.random.default_rng(0).standard_normal((33, 8)).astype("float32")
+    (got,) = graph.load_library(tmp_path / "range.so")(x)
+    want = np.exp(np.maximum(x, 0)) / np.exp(np.maximum(x, 0)).sum(axis=0)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    assert main(["export", str(model), "-o", str(tmp_path / "zero.so"), "--dim", "rows=0..100"]) == 2
+    assert "cannot export" in capsys.readouterr().err  # 0 rows: no one module for the range
     assert main(["export", str(model), "-o", str(tmp_path / "rows.so"), "--dim", "rows=12"]) == 0
     assert main(["import", str(model), "--dim", "rows=2..30"]) == 0
     assert "the graph and tasks at the largest sizes {'rows': 30}" in capsys.readouterr().err

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -25,7 +26,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from compiler import frontend, graph
-from compiler.graph import GraphError, Module, ShapeFamily
+from compiler.graph import CompiledModel, GraphError, Module, ShapeFamily
 from compiler.graph.passes import ExtractedTask
 from compiler.graph.shape_family import DimSpec
 from compiler.target import Hardware, Target, host_hardware
@@ -505,12 +506,26 @@ def _plot_model(result: ModelTuneResult, rows: list[tuple[str, float]], path: st
 
 
 def _export(args: argparse.Namespace, console: Console) -> int:
-    module = _static_or_report(args, "tuner export", console)
+    loaded = _load_or_report(args.model, args.dim, console)
     hardware = hardware_or_report(args.target, console)
-    if module is None or hardware is None:
+    if loaded is None or hardware is None:
         return 2
     database = args.database or DEFAULT_DATABASE
-    model = build_model(graph.optimize(module), database=database, hardware=hardware)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model = build_model(
+            loaded if isinstance(loaded, ShapeFamily) else graph.optimize(loaded),
+            database=database,
+            hardware=hardware,
+        )
+    if not isinstance(model, CompiledModel):
+        why = "; ".join(str(w.message) for w in caught)
+        console.print(
+            f"[red]cannot export[/red] {escape(args.model)} as one library for its ranges ({escape(why)}):"
+            " give each open dimension a size (--dim NAME=SIZE)",
+            soft_wrap=True,
+        )
+        return 2
     tuned = sum(s.origin == "given" for s in model.sources)
     library, header = model.export(args.output)
     console.print(
