@@ -21,6 +21,7 @@ from compiler.graph.forward import (
     Storage,
     TensorRef,
     emit_forward,
+    evaluate,
     plan_forward,
 )
 from compiler.graph.ir import Module
@@ -115,7 +116,7 @@ class CompiledModel:
             Storage.CONSTANT: [c.ctypes.data for c in self._constants],
         }
         pointers = [
-            [_address(bases, self._arena.ctypes.data, a) for a in s.args]
+            [_address(bases, self._arena.ctypes.data, a, sizes) for a in s.args]
             + [sizes[v.name] for v in s.kernel.func.size_vars]
             for s in self.steps
         ]
@@ -130,8 +131,11 @@ class CompiledModel:
         return [(step, statistics.median(t)) for step, t in zip(self.steps, times)]
 
 
-def _address(bases: Mapping[Storage, list[int]], arena: int, arg: TensorRef) -> int:
-    return arena + arg.index if arg.base is Storage.ARENA else bases[arg.base][arg.index]
+def _address(bases: Mapping[Storage, list[int]], arena: int, arg: TensorRef, sizes: Mapping[str, int]) -> int:
+    if arg.base is Storage.ARENA:
+        return arena + evaluate(arg.index, sizes)
+    assert isinstance(arg.index, int)
+    return bases[arg.base][arg.index]
 
 
 def _link_forward(
