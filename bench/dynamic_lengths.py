@@ -7,9 +7,10 @@ module, its kernels scheduled per bucket of lengths), built once before any call
 family compiled for each length on its first call (`graph.DynamicModel`: a static model per length,
 its first-call column that compile plus the run, the cost a server pays once per new length). The
 steady latencies alternate with ONNX Runtime's round by round, untuned (default schedules); with
---trials, the family tuned once at four lengths under that budget (the other lengths run the default
-schedules); with --separate, each other length also tuned
-alone at a quarter of the budget, as one would tune each length without a family.
+--trials, the family tuned once at four lengths under that budget (its model for the range runs
+each kernel's tuned traces as the schedules of the buckets of lengths ending at the tuned lengths);
+with --separate, each length also imported statically and tuned alone at a quarter of the budget,
+as one would tune each length without a family.
 
     python -m bench dynamic_lengths        # untuned: hf_bert (2 BERT-base layers, 1..512), hf_gpt2 (1..256)
     python -m bench.dynamic_lengths --models hf_bert --trials 800 --separate
@@ -106,7 +107,7 @@ def compare(name: str, args: argparse.Namespace, threads: int) -> None:
             error = max(error, *(float(np.max(np.abs(o - w))) for o, w in zip(tuned(*inputs), want)))
             runs["tuned"] = lambda x=inputs: tuned(*x)
         separate_secs = 0.0
-        if args.separate and n not in tuned_sizes:
+        if args.separate:
             module = family.specialize({"sequence": n})
             database = f"sqlite:///{args.dir}/{name}-{n}.db"
             alone = tune_model(module, trials=args.trials // len(tuned_sizes), database=database)
