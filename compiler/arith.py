@@ -11,7 +11,20 @@ import math
 from collections.abc import Mapping
 
 from compiler.dtypes import INDEX_DTYPE
-from compiler.ir import FALSE, TRUE, Binary, Const, Expr, Select, SizeVar, Unary, Var, const, structural_equal
+from compiler.ir import (
+    FALSE,
+    TRUE,
+    Binary,
+    Const,
+    Expr,
+    Select,
+    SizeVar,
+    SymbolicError,
+    Unary,
+    Var,
+    const,
+    structural_equal,
+)
 from compiler.ops import Op
 from compiler.visit import free_vars
 
@@ -397,6 +410,16 @@ def extent_range(extent: int | Expr, ranges: Ranges | None = None) -> Range:
     if b is None:
         raise ValueError(f"the extent {extent} is not bounded")
     return 0, b[1] - 1
+
+
+def largest(dim: int | Expr) -> int:
+    """A dimension's largest value: a symbolic one's from its size vars' declared ranges."""
+    if isinstance(dim, int):
+        return dim
+    span = bound(dim, {})
+    if span is None:
+        raise SymbolicError(f"the dimension {dim} is not bounded by its size vars' ranges")
+    return span[1]
 
 
 def extent_expr(extent: int | Expr) -> Expr:

@@ -16,7 +16,7 @@ from typing import Any
 
 import llvmlite.ir as ll
 
-from compiler.arith import bound
+from compiler.arith import largest
 from compiler.codegen_vector import can_vectorize, emit_vector_loop, tail_as_extent
 from compiler.dtypes import ITEMSIZE
 from compiler.ir import (
@@ -35,7 +35,6 @@ from compiler.ir import (
     SeqStmt,
     SizeVar,
     Stmt,
-    SymbolicError,
     Unary,
     Var,
 )
@@ -182,16 +181,6 @@ def _for(cg: CodeGen, loop: For) -> None:
                 emit_vector_loop(cg, shortened, loop.extent)
     else:
         cg.counted_loop(loop, I64(0), extent_value(cg, loop.extent))
-
-
-def _largest(dim: int | Expr) -> int:
-    """A dimension's largest value: a symbolic one's from its size vars' declared ranges."""
-    if isinstance(dim, int):
-        return dim
-    span = bound(dim, {})
-    if span is None:
-        raise SymbolicError(f"the dimension {dim} is not bounded by its size vars' ranges")
-    return span[1]
 
 
 def extent_value(cg: CodeGen, extent: int | Expr) -> ll.Value:
@@ -354,7 +343,7 @@ def _allocate(cg: CodeGen, s: Allocate) -> None:
     (SIGABRT) rather than letting the kernel write through a null pointer."""
     b = cg.builder
     elem = _elem_type(s.buffer)
-    most = math.prod(_largest(d) for d in s.buffer.shape)  # at the symbolic dimensions' largest values
+    most = math.prod(largest(d) for d in s.buffer.shape)  # at the symbolic dimensions' largest values
     nbytes = most * ITEMSIZE[s.buffer.dtype]
     if nbytes <= STACK_LIMIT_BYTES:  # room for the largest shape
         with b.goto_block(cg.fn.entry_basic_block):

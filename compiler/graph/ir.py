@@ -16,7 +16,7 @@ from typing import TypeAlias
 
 import numpy as np
 
-from compiler.arith import bound
+from compiler.arith import largest
 from compiler.dtypes import DTYPES as DTYPES
 from compiler.dtypes import FLOAT_DTYPES, INT_DTYPES
 from compiler.ir import Expr, PrimFunc
@@ -76,16 +76,6 @@ class TensorType:
     def __str__(self) -> str:
         dims = ", ".join(str(d) if isinstance(d, int) else expr_str(d) for d in self.dims)
         return f"Tensor(({dims}{',' if len(self.dims) == 1 else ''}), {self.dtype!r})"
-
-
-def largest(dim: int | Expr) -> int:
-    """A dimension's largest value over its size vars' ranges."""
-    if isinstance(dim, int):
-        return dim
-    b = bound(dim, {})
-    if b is None:
-        raise ValueError(f"the dimension {expr_str(dim)} is not bounded by size vars")
-    return b[1]
 
 
 @dataclass(frozen=True, eq=False)

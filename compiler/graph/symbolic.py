@@ -47,6 +47,7 @@ from compiler.serialize import SerializeError, from_json, to_json
 from compiler.visit import blocks, guarded_loads, walk_expr
 
 RANGE_PASSES = tuple(p for p in PASSES if p is not pad_matmul)
+SMALL_SIZES = (2, 3, 5, 7)  # besides the range's ends, where a module is checked
 
 Json = Any
 
@@ -85,15 +86,15 @@ def check_sizes(dim: DimRange) -> list[int]:
     """Sizes the module is checked at where their graph is the one compared (a graph may differ
     at small sizes, where more folds): the smallest ones, where a number that is min(n, C) or max(n,
     C) differs from its fit, and the one below the largest, of the other parity."""
-    small = [dim.min, dim.min + 1, 3, 5, 7]
-    return sorted({s for s in small + [dim.max - 1] if dim.min <= s < dim.max} - set(sample_sizes(dim)))
+    checked = {dim.min, dim.min + 1, *SMALL_SIZES, dim.max - 1}
+    return sorted({s for s in checked if dim.min <= s < dim.max} - set(sample_sizes(dim)))
 
 
 def check_bounds(func: PrimFunc, var: SizeVar) -> None:
     """Refuse a kernel that would read or write outside a buffer at the range's ends or its small
     sizes: a number the comparison took for a constant that is min(n, C) reads past a buffer of n."""
     for size in sorted(
-        {s for s in (var.lo, var.lo + 1, 2, 3, 5, 7, var.hi - 1, var.hi) if var.lo <= s <= var.hi}
+        {s for s in (var.lo, var.lo + 1, *SMALL_SIZES, var.hi - 1, var.hi) if var.lo <= s <= var.hi}
     ):
         static = func.specialize({var.name: size})
         for block in blocks(static.body):
