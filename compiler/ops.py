@@ -317,11 +317,63 @@ def _erf_numpy(x: object) -> np.ndarray:
 
 
 def _pow() -> OpSpec:
-    """x ** y on floats through llvm.pow, which takes vectors (the backend calls powf per lane)."""
-    feature = {"float": "float_math_call"}
-    return OpSpec(
-        "pow", 2, FLOAT_DTYPES, "same", math.pow, np.power, _intrinsic("pow"), True, feature, syntax="pow"
+    """x ** y: on floats through llvm.pow, which takes vectors (the backend calls powf per lane); on
+    integers exactly, wrapping as numpy's and PyTorch's (`_int_power`)."""
+    feature = {"float": "float_math_call", "int": "int_mul"}
+    return OpSpec("pow", 2, NUMERIC, "same", _fold_power, _np_power, _power, True, feature, syntax="pow")
+
+
+def _power(cg: Emitter, dtype: str, args: list[ll.Value]) -> ll.Value:
+    return call_intrinsic(cg, "pow", args) if is_float(dtype) else _int_power(cg, dtype, *args)
+
+
+def _int_power(cg: Emitter, dtype: str, x: ll.Value, e: ll.Value) -> ll.Value:
+    """x ** e by squaring, in straight-line code over every bit of the exponent (a constant one
+    folds to its multiplications): the product wraps, as numpy's does. A negative exponent (numpy and
+    PyTorch refuse one) gives the power truncated toward zero: 1 for x = 1, (-1) ** e for x = -1, else
+    0 (0 for x = 0 too, where the power has no value)."""
+    b = cg.builder
+    bits = x.type.element.width if isinstance(x.type, ll.VectorType) else x.type.width
+    zero, one = _lanes_of(x, 0), _lanes_of(x, 1)
+    steps = bits if is_unsigned(dtype) else bits - 1
+    result, square = one, x
+    for k in range(steps):
+        mask = 1 << k if k < bits - 1 else -(1 << k)  # the top bit as a signed constant
+        bit = b.icmp_unsigned("!=", b.and_(e, _lanes_of(e, mask)), zero)
+        result = b.select(bit, b.mul(result, square), result)
+        if k + 1 < steps:
+            square = b.mul(square, square)
+    if is_unsigned(dtype):
+        return result
+    odd = b.icmp_unsigned("!=", b.and_(e, one), zero)
+    minus_one = b.select(odd, _lanes_of(x, -1), one)
+    truncated = b.select(
+        b.icmp_signed("==", x, one), one, b.select(b.icmp_signed("==", x, _lanes_of(x, -1)), minus_one, zero)
     )
+    return b.select(b.icmp_signed("<", e, zero), truncated, result)
+
+
+def _fold_power(x: float, y: float) -> float:
+    """Python's power; on integers modulo 2**64 (the result wraps into the type when it becomes a
+    constant: never a number of a billion digits), a negative exponent as `_int_power` says."""
+    if isinstance(x, float) or isinstance(y, float):
+        return math.pow(x, y)
+    if y < 0:
+        return 1 if x == 1 else (-1 if y % 2 else 1) if x == -1 else 0
+    return pow(x, y, 2**64)
+
+
+def _np_power(x: object, y: object) -> np.ndarray:
+    """numpy's power; on integers with `_int_power`'s negative exponents (numpy refuses them)."""
+    a, e = np.broadcast_arrays(np.asarray(x), np.asarray(y))
+    if a.dtype.kind == "f":
+        return np.power(a, e)
+    with np.errstate(all="ignore"):
+        power = np.power(a, np.where(e < 0, 0, e).astype(e.dtype))
+    if e.dtype.kind == "u":
+        return power
+    truncated = np.where(a == 1, 1, np.where(a == -1, np.where(e % 2 == 1, -1, 1), 0))
+    return np.where(e < 0, truncated, power).astype(a.dtype)
 
 
 class Op(enum.Enum):

@@ -331,7 +331,8 @@ def fmod(x: ExprLike, y: ExprLike) -> Expr:
 
 
 def power(x: ExprLike, y: ExprLike) -> Expr:
-    """`x ** y` on floats (a Python number takes the other operand's dtype)."""
+    """`x ** y` (a Python number takes the other operand's dtype); on integers exactly, wrapping
+    (`compiler.ops`: a negative exponent gives the power truncated toward zero)."""
     return binary(Op.POW, x, y)
 
 

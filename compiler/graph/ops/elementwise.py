@@ -294,13 +294,13 @@ def _np_divide(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.where(b == 0, np.zeros_like(quotient), quotient).astype(np.result_type(a, b))
 
 
-# Integer arithmetic wraps, as numpy's and PyTorch's does; power is on floats only.
+# Integer arithmetic wraps, as numpy's and PyTorch's does (power too: `compiler.ops`).
 _BINARY: Mapping[str, tuple[Callable[[Expr, Expr], Expr], Callable[..., np.ndarray], Sequence[str]]] = {
     "add": (lambda a, b: a + b, np.add, NUMERIC),
     "subtract": (lambda a, b: a - b, np.subtract, NUMERIC),
     "multiply": (lambda a, b: a * b, np.multiply, NUMERIC),
     "divide": (_te_divide, _np_divide, NUMERIC),
-    "power": (te.power, np.power, FLOAT_DTYPES),
+    "power": (te.power, lambda a, b: np.asarray(Op.POW.spec.numpy(a, b)), NUMERIC),
     "maximum": (te.max, np.maximum, NUMERIC),
     "minimum": (te.min, np.minimum, NUMERIC),
 }

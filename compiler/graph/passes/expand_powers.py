@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from compiler.dtypes import FLOAT_DTYPES
 from compiler.graph.ir import Call, Constant, Module, Node, name_supply, rewrite
 from compiler.graph.op import call
 
@@ -24,6 +25,8 @@ def expand_powers(module: Module) -> Module:
         if not (isinstance(exponent, Constant) and exponent.data.size == 1) or x.type != node.type:
             return None  # a tensor of exponents, or one that broadcasts x to a larger shape
         e = float(exponent.data.reshape(-1)[0])
+        if x.type.dtype not in FLOAT_DTYPES and e not in (2.0, 3.0):
+            return None  # an integer's roots and reciprocals are not its powers' (they truncate)
         return _expanded(x, e, node.name, fresh) if e in EXPONENTS else None
 
     return rewrite(module, expand)

@@ -193,6 +193,12 @@ def bit_inputs() -> list[np.ndarray]:
     return [values, np.array([[0], [1], [7], [31], [16]], "int32")]
 
 
+def int_power_inputs() -> list[np.ndarray]:
+    """Bases of both signs to exponents up to 70: the larger powers wrap, as PyTorch's do."""
+    bases = np.array([[-7, -2, -1, 0, 1, 2, 3, 13]], "int64")
+    return [bases, np.array([[0], [1], [5], [31], [63], [70]], "int64")]
+
+
 BINARY = [
     case(op, binary_inputs(op, (2, 1, 5), (3, 1)), with_torch(fn), "broadcast")
     for op, fn in BINARY_TORCH.items()
@@ -218,6 +224,7 @@ BINARY = [
         }.items()
     ],
     case("bitwise_not", bit_inputs()[:1], with_torch(torch.bitwise_not), "int32"),
+    case("power", int_power_inputs(), with_torch(torch.pow), "int64-wrapping"),
 ]
 
 
@@ -299,7 +306,7 @@ F32, F64, I32 = "float32", "float64", "int32"
         ("clip", [((3,), F32)], {"min": "0", "max": None}, "attribute min='0' must be a number or None"),
         ("add", [((2, 3), F32), ((4,), F32)], {}, r"shapes \(2, 3\) and \(4,\) do not broadcast"),
         ("add", [((2, 3), F32), ((2, 3), F64)], {}, "arguments mix dtypes"),
-        ("power", [((2, 3), I32), ((2, 3), I32)], {}, "dtype int32"),
+        ("power", [((2, 3), "bool"), ((2, 3), "bool")], {}, "dtype bool"),
         ("batch_norm", [((3,), F32)] * 5, {"epsilon": 1e-5}, r"x has shape \(3,\)"),
         (
             "batch_norm",
