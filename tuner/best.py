@@ -12,7 +12,15 @@ from typing import overload
 from compiler import Hardware, PrimFunc, Trace, build, graph, host_hardware
 from compiler.buckets import BucketedFunc, default_buckets
 from compiler.build import Kernel
-from compiler.graph import CallTIR, CompiledModel, DynamicModel, Module, ShapeFamily
+from compiler.graph import (
+    CallTIR,
+    CompiledModel,
+    DynamicModel,
+    Module,
+    ShapeFamily,
+    ValueFamily,
+    ValueKeyedModel,
+)
 from compiler.graph.symbolic import RANGE_PASSES, SymbolicError, symbolic_module
 from runner import TimingKind
 from tuner.database import Database, Record
@@ -59,13 +67,23 @@ def build_model(
 ) -> CompiledModel | DynamicModel: ...
 
 
+@overload
 def build_model(
-    module: Module | ShapeFamily,
+    module: ValueFamily,
+    *,
+    database: Database | str = ...,
+    hardware: Hardware | None = ...,
+    sizes: Sequence[Mapping[str, int]] | None = ...,
+) -> ValueKeyedModel: ...
+
+
+def build_model(
+    module: Module | ShapeFamily | ValueFamily,
     *,
     database: Database | str = DEFAULT_DATABASE,
     hardware: Hardware | None = None,
     sizes: Sequence[Mapping[str, int]] | None = None,
-) -> CompiledModel | DynamicModel:
+) -> CompiledModel | DynamicModel | ValueKeyedModel:
     """The model compiled for `hardware` (this machine by default): each kernel with its best record
     in `database` (as a layer inside a forward pass is timed, if it was timed so), the default
     schedule where it has none.
@@ -75,8 +93,11 @@ def build_model(
     `tune_model` tunes it) replayed over the range, each the schedule of the bucket of sizes ending
     at it (`compiler.buckets.default_buckets`). Any other family gives a DynamicModel whose sizes
     each build so on their first call (a tuned size runs its records, any other the default ones),
-    with a warning saying why."""
+    with a warning saying why. A value family gives a model built so at each value of its inputs
+    that set shapes, on its first call."""
     hardware = hardware or host_hardware()
+    if isinstance(module, ValueFamily):
+        return ValueKeyedModel(module, lambda m: build_model(m, database=database, hardware=hardware))
     if isinstance(module, ShapeFamily):
         try:
             symbolic = symbolic_module(module)

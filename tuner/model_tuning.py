@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from compiler import graph
-from compiler.graph import CompiledModel, DynamicModel, Module, ShapeFamily
+from compiler.graph import CompiledModel, DynamicModel, Module, ShapeFamily, ValueFamily
 from compiler.graph.passes import PASSES, ExtractedTask
 from compiler.graph.symbolic import RANGE_PASSES, SymbolicError, symbolic_module
 from compiler.target import Hardware, host_hardware
@@ -81,6 +81,11 @@ def tune_model(
     size: one module for the range where one describes the family, its kernels' tuned traces each
     the schedule of the bucket of sizes ending at its size (`build_model`), else a model per size,
     the tuned ones with their records, the others with the default schedules."""
+    if isinstance(module, ValueFamily):  # what from_onnx gives may be one
+        raise ValueError(
+            f"the values of inputs {list(module.value_inputs)} set the model's shapes: tune "
+            "module.specialize({...}) at the values it will run with"
+        )
     start = time.perf_counter()
     hardware = hardware or host_hardware()
     tuned_sizes: list[dict[str, int]] = []

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from torch.export import ExportedProgram
 
     from compiler.frontend.torch_dims import DynamicShapes
-    from compiler.graph import Module, ShapeFamily
+    from compiler.graph import Module, ShapeFamily, ValueFamily
     from compiler.graph.shape_family import DimSpec
 
 # Refuse a model before reading it into memory, whoever supplied it (the service accepts uploads).
@@ -41,9 +41,10 @@ def from_onnx(
     max_bytes: int = DEFAULT_MAX_BYTES,
     max_nodes: int = DEFAULT_MAX_NODES,
     dims: Mapping[str, DimSpec] | None = None,
-) -> Module | ShapeFamily:
+) -> Module | ShapeFamily | ValueFamily:
     """The graph module of an ONNX model (a path, its bytes, or a ModelProto), or its shape family
-    when `dims` gives a dimension a range; see `compiler.frontend.onnx.from_onnx`."""
+    when `dims` gives a dimension a range, or its value family when inputs set shapes by their
+    values; see `compiler.frontend.onnx.from_onnx`."""
     from compiler.frontend.onnx import from_onnx as convert
 
     return convert(model, max_bytes=max_bytes, max_nodes=max_nodes, dims=dims)
@@ -76,14 +77,14 @@ def load(
     max_bytes: int = DEFAULT_MAX_BYTES,
     max_nodes: int = DEFAULT_MAX_NODES,
     dims: Mapping[str, DimSpec] | None = None,
-) -> Module | ShapeFamily:
+) -> Module | ShapeFamily | ValueFamily:
     """The graph module of a model file (a path) or its bytes, in `source_format` (one of
     SOURCE_FORMATS; by default the path's suffix says: .json a graph, .pt2 an exported program, else
     ONNX). A .pt2 program is read from a path only, without unpickling anything (`pt2.py`).
 
     `dims` sizes or ranges the dimensions the model leaves open (ONNX's named or unknown input
     dimensions; a program's dynamic ones, which it fixes or narrows); with a range left, the result is
-    the model's ShapeFamily."""
+    the model's ShapeFamily. An ONNX model whose inputs set shapes by their values is a ValueFamily."""
     if source_format is None:
         if isinstance(source, bytes):
             raise FrontendError(
@@ -106,15 +107,23 @@ def load(
     )
 
 
-def require_static(model: Module | ShapeFamily, user: str) -> Module:
-    """The module of a model with static shapes; a FrontendError naming the ranged dimensions for a
-    shape family, which `user` (what takes the model) cannot take."""
-    from compiler.graph import ShapeFamily
+def require_static(model: Module | ShapeFamily | ValueFamily, user: str) -> Module:
+    """The module of a model with static shapes; a FrontendError naming the ranged dimensions of a
+    shape family, or the inputs of a value family whose values set shapes, which `user` (what takes
+    the model) cannot take."""
+    from compiler.graph import ShapeFamily, ValueFamily
 
     if isinstance(model, ShapeFamily):
         raise FrontendError(
             f"{user} takes a model of static shapes; this one has dimensions given a range "
             f"({', '.join(map(str, model.dims))}): give each a size"
+        )
+    if isinstance(model, ValueFamily):
+        names = ", ".join(map(repr, model.value_inputs))
+        raise FrontendError(
+            f"{user} takes a model of static shapes; in this one the values of inputs {names} set "
+            "shapes (as Resize's scales or a Reduce's axes): make them constants of the model, or "
+            "import it in Python and take ValueFamily.specialize({...}) at their values"
         )
     return model
 

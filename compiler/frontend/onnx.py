@@ -36,17 +36,18 @@ try:
 except ImportError as e:  # pragma: no cover - the models extra is installed wherever tests run
     raise ImportError("from_onnx needs the onnx package: pip install 'tensor-tuner[models]'") from e
 
-from compiler.dtypes import convert
+from compiler.dtypes import FLOAT_DTYPES, convert
 from compiler.frontend import DEFAULT_MAX_BYTES, DEFAULT_MAX_NODES, FrontendError
-from compiler.frontend.onnx_dims import import_with_dims, unsized_error
+from compiler.frontend.onnx_dims import import_with_dims, input_signatures, unsized_error
 from compiler.frontend.onnx_functions import MAX_DEPTH, body_opset, function_body, instantiate
 from compiler.frontend.onnx_reference import fold_with_reference
 from compiler.graph import Constant, GraphBuilder, GraphError, Module, Node, normalize
 from compiler.graph.conv_transpose import conv_transpose2d
 from compiler.graph.einsum import einsum
-from compiler.graph.ir import DTYPES
-from compiler.graph.resize import COORDINATE_MODES, MODES, NEAREST_MODES, Filter, resize
+from compiler.graph.ir import DTYPES, EmptyTensorError
+from compiler.graph.resize import COORDINATE_MODES, MODES, NEAREST_MODES, Crop, Filter, resize
 from compiler.graph.shape_family import DimSpec, ShapeFamily
+from compiler.graph.value_family import MAX_VALUE_ELEMENTS, InputValuesNeeded, ValueFamily
 
 MIN_OPSET, MAX_OPSET = 13, 28
 
@@ -61,17 +62,39 @@ def from_onnx(
     max_bytes: int = DEFAULT_MAX_BYTES,
     max_nodes: int = DEFAULT_MAX_NODES,
     dims: Mapping[str, DimSpec] | None = None,
-) -> Module | ShapeFamily:
+) -> Module | ShapeFamily | ValueFamily:
     """The graph module that computes what `model` (a path, its serialized bytes or a ModelProto)
     computes. A model that cannot be read is a FrontendError; one the graph level cannot represent
     (an unsupported operator or attribute) is a GraphError naming the node.
 
     An input dimension without a size (named, as "sequence_length", or unknown, keyed "input:axis")
     needs one in `dims`: a size, or a (min, max) range. With a range the result is a ShapeFamily, the
-    model imported at each binding it is asked for (`compiler.frontend.onnx_dims`)."""
+    model imported at each binding it is asked for (`compiler.frontend.onnx_dims`). A model some of
+    whose small inputs set shapes by their values (scales, axes, a target shape) is a ValueFamily,
+    imported at each value a call gives (`compiler.graph.value_family`)."""
     proto = _at_supported_opset(load_checked(model, max_bytes, max_nodes))
     opset = _check(proto)
-    return import_with_dims(proto, dims or {}, lambda p: _Importer(p, opset).run())
+    return import_with_dims(proto, dims or {}, lambda p: _import_with_values(p, opset))
+
+
+def _import_with_values(proto: onnx.ModelProto, opset: int) -> Module | ValueFamily:
+    """The module of a model of static shapes; when some of its inputs set shapes by their values
+    (a Resize's scales, a Reduce's axes given as model inputs), its ValueFamily: the model imported
+    again, with those inputs as initializers of the values a call gives."""
+    try:
+        return _Importer(proto, opset).run()
+    except InputValuesNeeded as e:
+        needed = e.inputs
+    model = onnx.ModelProto()
+    model.CopyFrom(proto)  # the caller's proto may change (onnx_dims writes its sizes into it)
+
+    def at(values: Mapping[str, np.ndarray]) -> Module:
+        bound = onnx.ModelProto()
+        bound.CopyFrom(model)
+        bound.graph.initializer.extend(numpy_helper.from_array(v, name) for name, v in values.items())
+        return _Importer(bound, opset).run()
+
+    return ValueFamily(input_signatures(model), needed, at)
 
 
 def load_checked(
@@ -223,37 +246,38 @@ def _label(node: onnx.NodeProto, index: int) -> str:
     return node.name or next((o for o in node.output if o), f"{node.op_type}#{index}")
 
 
-def _inferred_ranks(model: onnx.ModelProto) -> dict[str, int]:
-    """The ranks ONNX's shape inference gives the model's tensors: a cross-check of the conversion,
-    and how rank-0 tensors (which the graph level holds as shape (1,)) are told from rank-1 ones.
-    Only ranks: its sizes are not always ONNX Runtime's (a ceil_mode pool whose last window would
-    start in the padding has one more column by ONNX's inference, not by the runtime or PyTorch)."""
+def _inferred_types(model: onnx.ModelProto) -> dict[str, onnx.TypeProto.Tensor]:
+    """The tensor types ONNX's shape inference gives the model's tensors. Their ranks are a
+    cross-check of the conversion, and how rank-0 tensors (which the graph level holds as shape (1,))
+    are told from rank-1 ones; their sizes say only whether a tensor is empty: they are not always
+    ONNX Runtime's (a ceil_mode pool whose last window would start in the padding has one more
+    column by ONNX's inference, not by the runtime or PyTorch)."""
     try:
         inferred = onnx.shape_inference.infer_shapes(model, data_prop=True)
     except (onnx.shape_inference.InferenceError, onnx.checker.ValidationError) as e:
         raise FrontendError(f"ONNX shape inference failed: {e}") from None
     return {
-        info.name: len(info.type.tensor_type.shape.dim)
+        info.name: info.type.tensor_type
         for info in [*inferred.graph.value_info, *inferred.graph.output]
         if info.type.tensor_type.HasField("shape")
     }
 
 
-def _body_ranks(
+def _body_types(
     node: onnx.NodeProto,
     types: list[onnx.TypeProto],
     body: list[onnx.NodeProto],
     outputs: list[str],
     opset: int,
-) -> dict[str, int]:
-    """The ranks of a function body's tensors, inferred on the body as a model of its own."""
+) -> dict[str, onnx.TypeProto.Tensor]:
+    """The types of a function body's tensors, inferred on the body as a model of its own."""
     typed = {name: kind for name, kind in zip(node.input, types) if name}
     inputs = [helper.make_value_info(name, kind) for name, kind in typed.items()]
     graph = helper.make_graph(
         body, node.name or "body", inputs, [helper.make_value_info(o, onnx.TypeProto()) for o in outputs]
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
-    return _inferred_ranks(model)
+    return _inferred_types(model)
 
 
 class _Importer:
@@ -267,7 +291,7 @@ class _Importer:
         self.constants: dict[str, Constant] = {}
         # Rank-0 tensors computed at run time, held as nodes of shape (1,).
         self.scalars: set[str] = set()
-        self.ranks = _inferred_ranks(model)
+        self.inferred = _inferred_types(model)
         # For each tensor, the nodes that read it: (label, op_type, input position).
         self.consumers: dict[str, list[tuple[str, str, int]]] = {}
         for i, node in enumerate(self.graph.node):
@@ -275,6 +299,7 @@ class _Importer:
                 self.consumers.setdefault(name, []).append((_label(node, i), node.op_type, k))
         self.outputs = {o.name for o in self.graph.output}
         self.depth = 0  # how deep in function bodies the node converting now is
+        self.input_names: dict[int, str] = {}  # the ONNX name of each input node, by id
 
     def run(self) -> Module:
         if self.graph.sparse_initializer:
@@ -308,28 +333,33 @@ class _Importer:
         dtype = str(helper.tensor_dtype_to_np_dtype(tensor.elem_type))
         shape = [d.dim_value for d in tensor.shape.dim]
         node = self.builder.input(name, shape, dtype)
+        self.input_names[id(node)] = name
         # An empty input has one value, known now: the model still takes it (unread), and what is
         # computed from it folds (a first decoding step's empty past, CastLike's empty "like").
         return np.zeros(shape, dtype) if 0 in shape else node
 
     def _convert(self, proto: onnx.NodeProto, label: str) -> None:
         op = _Op(self, proto, label, [self.values[n] if n else None for n in proto.input])
-        outs: list[Value]
+        outs: Sequence[Value | None]
         try:
             outs = self._outputs(op)
         except GraphError as e:
             if e.node == label:
                 raise
-            raise GraphError(label, proto.op_type, f"{e.op} {e.node!r}: {e.reason}") from None
+            reason = f"{e.op} {e.node!r}: {e.reason}"
+            if isinstance(e, InputValuesNeeded):
+                raise InputValuesNeeded(label, proto.op_type, reason, e.inputs) from None
+            raise GraphError(label, proto.op_type, reason) from None
         except (ValueError, IndexError) as e:  # numpy or the reference refusing a folded computation
             raise GraphError(label, proto.op_type, str(e)) from None
         for k, name in enumerate(proto.output):
-            if k < len(outs):
-                self._bind(op, name, outs[k])
+            value = outs[k] if k < len(outs) else None
+            if value is not None:
+                self._bind(op, name, value)
             elif name and (name in self.consumers or name in self.outputs):
                 raise op.fail(f"output {_output_name(proto, self.opset, k)} ({name!r}) is not supported")
 
-    def _outputs(self, op: _Op) -> list[Value]:
+    def _outputs(self, op: _Op) -> Sequence[Value | None]:
         """Folded when every input is known and none is a float tensor (float arithmetic on weights
         is the graph's constant folding), or when known and there is no converter; else converted."""
         op_type = op.proto.op_type
@@ -340,7 +370,14 @@ class _Importer:
             return [np.asarray(v) for v in fold(op)]  # numpy makes scalars of rank-0 results
         converter = CONVERTERS.get(op_type)
         if converter is not None:
-            return list(converter(op))
+            try:
+                return list(converter(op))
+            except EmptyTensorError:
+                empty = [self._empty(name) if name else None for name in op.proto.output]
+                if all(e is not None for e, name in zip(empty, op.proto.output) if name):
+                    return empty  # every output is empty: nothing to compute
+                self._fold_around_empty(op)
+                raise
         if op.static_inputs():
             return list(fold_with_reference(op.proto, op.static_values(), self.opset))
         expanded = self._expand(op)
@@ -351,9 +388,33 @@ class _Importer:
             f"are known at import); supported: {', '.join(sorted(CONVERTERS))}"
         )
 
-    def _expand(self, op: _Op) -> list[Value] | None:
-        """The outputs of `op`'s ONNX function body, its nodes converted in its place (None when the
-        operator is not a function, or the body nests too deep or holds control flow)."""
+    def _empty(self, name: str) -> np.ndarray | None:
+        """Tensor `name`'s value if ONNX's shape inference makes it empty (of a static shape with a
+        size of 0), else None."""
+        inferred = self.inferred.get(name)
+        if inferred is None or not all(d.HasField("dim_value") for d in inferred.shape.dim):
+            return None
+        shape = tuple(d.dim_value for d in inferred.shape.dim)
+        return np.zeros(shape, helper.tensor_dtype_to_np_dtype(inferred.elem_type)) if 0 in shape else None
+
+    def _fold_around_empty(self, op: _Op) -> None:
+        """An operator that would compute on an empty tensor computes nothing at run time: it folds,
+        once its other inputs are known, so the model inputs those come from (if small) must give
+        their values."""
+        runtime = [v for v in op.inputs if isinstance(v, Node)]
+        behind = self.inputs_behind(*runtime) if runtime else None
+        if behind is not None:
+            raise InputValuesNeeded(
+                op.label,
+                op.proto.op_type,
+                f"an input is empty, so the node folds, with the values of {', '.join(map(repr, behind))}",
+                behind,
+            )
+
+    def _expand(self, op: _Op) -> list[Value | None] | None:
+        """The outputs of `op`'s ONNX function body, its nodes converted in its place, None for an
+        output the body leaves out (Attention's present_key without a past); None when the operator
+        is not a function, or the body nests too deep or holds control flow."""
         if self.depth >= MAX_DEPTH:
             return None
         types = [self._type_proto(name) for name in op.proto.input]
@@ -362,7 +423,7 @@ class _Importer:
             return None
         nodes, outputs = instantiate(op.proto, body, op.label)
         opset, self.opset = self.opset, body_opset(body, self.opset)
-        self.ranks.update(_body_ranks(op.proto, types, nodes, outputs, self.opset))
+        self.inferred.update(_body_types(op.proto, types, nodes, outputs, self.opset))
         self.depth += 1
         try:
             for node in nodes:
@@ -370,12 +431,7 @@ class _Importer:
         finally:
             self.depth -= 1
             self.opset = opset
-        produced = []
-        for name in outputs:
-            if name not in self.values:
-                break
-            produced.append(self.values[name])
-        return produced
+        return [self.values.get(name) for name in outputs]
 
     def _type_proto(self, name: str) -> onnx.TypeProto:
         """The ONNX type of tensor `name` (empty for an omitted input): what a context-dependent
@@ -392,20 +448,38 @@ class _Importer:
     def _bind(self, op: _Op, name: str, value: Value) -> None:
         """Record an output, checked against ONNX's shape inference where it knows the rank."""
         shape = value.shape if isinstance(value, np.ndarray) else value.type.shape
-        rank = self.ranks.get(name)
+        inferred = self.inferred.get(name)
+        rank = None if inferred is None else len(inferred.shape.dim)
         if rank == 0 and shape == (1,) and isinstance(value, Node):
             self.scalars.add(name)
         elif rank is not None and rank != len(shape):
             raise op.fail(f"output {name!r} has shape {shape}, but ONNX infers rank {rank}")
         self.values[name] = value
 
+    def inputs_behind(self, *values: Node) -> tuple[str, ...] | None:
+        """The model inputs `values` are computed from, in input order, if they are small enough to
+        set a shape by their values (at most MAX_VALUE_ELEMENTS values in all), else None."""
+        found: dict[int, Node] = {}
+        pending, seen = list(values), set()
+        while pending:
+            node = pending.pop()
+            if id(node) in seen:
+                continue
+            seen.add(id(node))
+            if id(node) in self.input_names:
+                found[id(node)] = node
+            pending.extend(node.args)
+        if not found or sum(n.type.size for n in found.values()) > MAX_VALUE_ELEMENTS:
+            return None
+        return tuple(self.input_names[id(n)] for n in self.builder.inputs if id(n) in found)
+
     def node_of(self, name: str) -> Node:
         """The graph node of tensor `name`; a compile-time value becomes a constant (once)."""
         value = self.values[name]
         if isinstance(value, Node):
             return value
-        if value.size == 0:
-            raise GraphError(name, "tensor", "is empty: no operator computes on an empty tensor")
+        if value.size == 0 and name not in self.outputs:  # an empty output is returned as it is
+            raise EmptyTensorError(name, "tensor", "is empty: no operator computes on an empty tensor")
         if name not in self.constants:
             self.constants[name] = self.builder.constant(name, value)
         return self.constants[name]
@@ -455,12 +529,17 @@ class _Op:
 
     def static(self, i: int) -> np.ndarray:
         value = self.value(i)
-        if not isinstance(value, np.ndarray):
-            raise self.fail(
-                f"input {i} ({self.proto.input[i]!r}) must be a compile-time constant, "
-                "but it depends on the model's inputs"
-            )
-        return value
+        if isinstance(value, np.ndarray):
+            return value
+        reason = (
+            f"input {i} ({self.proto.input[i]!r}) must be a compile-time constant, but it depends on "
+            "the model's inputs"
+        )
+        behind = self.importer.inputs_behind(value)
+        if behind is None:
+            raise self.fail(reason)
+        reason += f" ({', '.join(map(repr, behind))}, whose values would set it)"
+        raise InputValuesNeeded(self.label, self.proto.op_type, reason, behind)
 
     def ints(self, i: int) -> list[int]:
         return [int(v) for v in self.static(i).reshape(-1)]
@@ -608,11 +687,26 @@ def _where(op: _Op) -> list[Value]:
 
 
 def _pow(op: _Op) -> list[Value]:
-    """The exponent may be an integer tensor (ONNX's T2); as a constant it takes the base's type."""
-    exponent = op.value(1)
-    if isinstance(exponent, np.ndarray) and str(exponent.dtype) != op.dtype(0):
-        return [op.call("power", [op.node(0), op.const(exponent.astype(op.dtype(0)))])]
-    return [op.call("power", [op.node(0), op.node(1)])]
+    """The result has the base's type; the exponent may have another (ONNX's T1). A float base takes
+    its exponent in its own type. An integer base with a float exponent is the float64 power cast
+    back (as ONNX's reference computes it); with an integer exponent of another width, the int64
+    power cast back (exact: a product modulo 2**64 wraps to the same narrower value)."""
+    base, exponent = op.dtype(0), op.dtype(1)
+    if base == exponent:
+        return [op.call("power", [op.node(0), op.node(1)])]
+    if base in FLOAT_DTYPES:
+        return [op.call("power", [op.node(0), _as_dtype(op, 1, base)])]
+    wide = "float64" if exponent in FLOAT_DTYPES else "int64"
+    power = op.call("power", [_as_dtype(op, 0, wide), _as_dtype(op, 1, wide)])
+    return [power if base == wide else op.call("cast", [power], dtype=base)]
+
+
+def _as_dtype(op: _Op, i: int, dtype: str) -> Node:
+    """Input `i` in `dtype`: a constant converted now, a run-time tensor cast in the graph."""
+    value = op.value(i)
+    if isinstance(value, np.ndarray):
+        return op.const(convert(value, dtype))
+    return op.node(i) if value.type.dtype == dtype else op.call("cast", [value], dtype=dtype)
 
 
 def _mod(op: _Op) -> list[Value]:
@@ -971,16 +1065,37 @@ def _resize(op: _Op) -> list[Value]:
         raise op.fail(f"nearest_mode {rounding!r} is not supported")
     shape = op.shape(0)
     axes = [op.axis(a, len(shape)) for a in op.attr("axes", range(len(shape)))]
-    sizes, scales = _resize_shape(op, shape, axes)
+    crop = _crop(op, len(shape), axes) if coordinates == "tf_crop_and_resize" else None
+    sizes, scales = _resize_shape(op, shape, axes, crop)
     if any(n < 1 for n in sizes):
         raise op.fail(f"the output shape {tuple(sizes)} is empty")
-    y = resize(op.importer.builder, op.hint(), op.node(0), sizes, scales, f, coordinates, rounding)
+    y = resize(op.importer.builder, op.hint(), op.node(0), sizes, scales, f, coordinates, rounding, crop)
     return [y]
 
 
-def _resize_shape(op: _Op, shape: Sequence[int], axes: Sequence[int]) -> tuple[list[int], list[float]]:
+def _crop(op: _Op, rank: int, axes: Sequence[int]) -> Crop:
+    """tf_crop_and_resize's region (input 1, `roi`: the starts of the resized axes, then their ends)."""
+    if not op.has(1):
+        raise op.fail("tf_crop_and_resize needs roi (input 1)")
+    roi = op.static(1).reshape(-1).astype(np.float64).tolist()
+    if len(roi) != 2 * len(axes):
+        raise op.fail(f"roi has {len(roi)} values; {2 * len(axes)} expected (starts, then ends)")
+    regions = [(0.0, 1.0)] * rank
+    for k, axis in enumerate(axes):
+        regions[axis] = (roi[k], roi[k + len(axes)])
+    return Crop(tuple(regions), float(op.attr("extrapolation_value", 0.0)))
+
+
+def _resize_shape(
+    op: _Op, shape: Sequence[int], axes: Sequence[int], crop: Crop | None
+) -> tuple[list[int], list[float]]:
     """The output sizes and the per-axis scales the coordinates use: from `sizes` (kept to the
-    input's aspect ratio under keep_aspect_ratio_policy not_larger / not_smaller) or from `scales`."""
+    input's aspect ratio under keep_aspect_ratio_policy not_larger / not_smaller) or from `scales`
+    (of the crop's extent under tf_crop_and_resize).
+
+    align_corners and tf_crop_and_resize divide by the output's length less one: the length itself
+    (from a scale whose output length is fractional, 4 x 0.6 = 2.4 floored to 2, by 1), as ONNX
+    Runtime and PyTorch do, where ONNX's reference divides by 1.4 (onnx/onnx#2462)."""
     sizes, scales = list(shape), [1.0] * len(shape)
     policy = op.attr("keep_aspect_ratio_policy", "stretch")
     if op.has(3) and op.static(3).size:
@@ -995,7 +1110,8 @@ def _resize_shape(op: _Op, shape: Sequence[int], axes: Sequence[int]) -> tuple[l
             raise op.fail(f"keep_aspect_ratio_policy {policy!r} is not supported")
     elif op.has(2) and op.static(2).size:
         for axis, scale in zip(axes, op.static(2).reshape(-1).tolist()):
-            sizes[axis], scales[axis] = math.floor(shape[axis] * scale), scale
+            start, end = crop.roi[axis] if crop is not None else (0.0, 1.0)
+            sizes[axis], scales[axis] = math.floor(shape[axis] * (end - start) * scale), scale
     else:
         raise op.fail("neither scales nor sizes is given")
     return sizes, scales
@@ -1188,8 +1304,8 @@ def _reduce(graph_op: str, before: str | None = None, after: str | None = None) 
     is the sum of abs, ReduceL2 the sqrt of the sum of squares."""
 
     def convert(op: _Op) -> list[Value]:
+        axes = _reduce_axes(op)  # first: axes that are model inputs make a value family
         x = op.node(0)
-        axes = _reduce_axes(op)
         if axes is None:  # no axes: the identity, of what the reduction sums
             axes = ()
         if before == "square":
@@ -1204,8 +1320,8 @@ def _reduce(graph_op: str, before: str | None = None, after: str | None = None) 
 
 def _reduce_log_sum_exp(op: _Op) -> list[Value]:
     """log(sum(exp(x - max))) + max: what ONNX defines, without overflow."""
-    x = op.node(0)
     axes = _reduce_axes(op)
+    x = op.node(0)
     if axes is None:
         return [op.call("log", [op.call("exp", [x])])]
     top = op.call("max", [x], axes=axes, keepdims=True)
@@ -1365,14 +1481,19 @@ def _clamp(value: int, low: int, high: int) -> int:
 
 def _slice(op: _Op) -> list[Value]:
     x, bounds = op.node(0), _slice_bounds(op)
-    if any(step < 0 for _, _, step in bounds):
-        raise op.fail("negative steps are not supported on run-time tensors")
-    if any(start >= end for start, end, _ in bounds):
-        raise op.fail(f"the slice {bounds} of shape {op.shape(0)} is empty")
-    if all(b == (0, d, 1) for b, d in zip(bounds, op.shape(0))):
-        return [x]
-    begin, end, strides = (tuple(b[i] for b in bounds) for i in range(3))
-    return [op.call("slice", [x], begin=begin, end=end, strides=strides)]
+    shape = tuple(len(range(*b)) for b in bounds)
+    if 0 in shape:  # nothing to compute: known now
+        return [np.zeros(shape, op.dtype(0))]
+    # Axes read backwards (a negative step) are gathers of their rows; the others one slice.
+    backwards = {axis: b for axis, b in enumerate(bounds) if b[2] < 0}
+    forward = [(0, d, 1) if axis in backwards else b for axis, (b, d) in enumerate(zip(bounds, op.shape(0)))]
+    if any(b != (0, d, 1) for b, d in zip(forward, op.shape(0))):
+        begin, end, strides = (tuple(b[i] for b in forward) for i in range(3))
+        x = op.call("slice", [x], begin=begin, end=end, strides=strides)
+    for axis, (start, stop, step) in backwards.items():
+        rows = np.arange(start, stop, step, dtype=np.int64)
+        x = op.call("take", [x, op.const(rows)], axis=axis)
+    return [x]
 
 
 def _fold_slice(op: _Op) -> list[np.ndarray]:
@@ -1465,14 +1586,20 @@ def _fold_gather_elements(op: _Op) -> list[np.ndarray]:
 
 
 def _gather_nd(op: _Op) -> list[Value]:
-    """The last axis of the indices splits into one index tensor per data axis (`gather_nd`)."""
-    if op.attr("batch_dims", 0):
-        raise op.fail("batch_dims other than 0 is not supported")
-    indices = op.shape(1)
+    """The last axis of the indices splits into one index tensor per data axis (`gather_nd`). The
+    first `batch_dims` axes index themselves: their index tensors are each position's own batch
+    coordinates (constants)."""
+    indices, data = op.shape(1), op.shape(0)
+    batch = int(op.attr("batch_dims", 0))
     count, last = indices[-1], len(indices) - 1
-    if count > len(op.shape(0)):
-        raise op.fail(f"index tuples of {count} exceed the data's rank {len(op.shape(0))}")
-    split = []
+    if not 0 <= batch < len(indices) or indices[:batch] != data[:batch]:
+        raise op.fail(f"batch_dims {batch} does not fit data {data} and indices {indices}")
+    if batch + count > len(data):
+        raise op.fail(f"index tuples of {count} after {batch} batch axes exceed the data's rank {len(data)}")
+    split: list[Node] = []
+    for axis in range(batch):
+        coordinate = np.arange(data[axis]).reshape((-1,) + (1,) * (last - axis - 1))
+        split.append(op.const(np.broadcast_to(coordinate, indices[:-1]).astype(op.dtype(1))))
     for k in range(count):
         begin = (0,) * last + (k,)
         column = op.call(
@@ -1480,7 +1607,7 @@ def _gather_nd(op: _Op) -> list[Value]:
         )
         split.append(op.reshape(column, indices[:-1]))
     y = op.call("gather_nd", [op.node(0), *split], axis=0)
-    return [op.reshape(y, indices[:-1] + op.shape(0)[count:])]
+    return [op.reshape(y, indices[:-1] + data[batch + count :])]
 
 
 def _trilu(op: _Op) -> list[Value]:

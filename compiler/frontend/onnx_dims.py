@@ -21,6 +21,7 @@ from compiler.build import ShapeError
 from compiler.frontend import FrontendError
 from compiler.graph.ir import GraphError, Module
 from compiler.graph.shape_family import DimRange, DimSpec, InputSignature, ShapeFamily, Size, dim_bounds
+from compiler.graph.value_family import ValueFamily
 
 # The largest size a dimension may be given (ONNX stores sizes as int64; no tensor is larger).
 MAX_SIZE = 2**31
@@ -36,9 +37,13 @@ class OpenDim:
 
 
 def import_with_dims(
-    proto: onnx.ModelProto, dims: Mapping[str, DimSpec], importer: Callable[[onnx.ModelProto], Module]
-) -> Module | ShapeFamily:
-    """The module (every dimension sized) or the shape family (some given a range) of `proto`."""
+    proto: onnx.ModelProto,
+    dims: Mapping[str, DimSpec],
+    importer: Callable[[onnx.ModelProto], Module | ValueFamily],
+) -> Module | ShapeFamily | ValueFamily:
+    """The module (every dimension sized) or the shape family (some given a range) of `proto`; a
+    model whose input values set shapes is a value family, which takes no ranges (each binding of
+    the sizes would be a family of its own)."""
     unsized = open_dims(proto)
     keys = {u.key: u for u in unsized}
     unknown = sorted(set(dims) - set(keys))
@@ -59,14 +64,26 @@ def import_with_dims(
 
     lock = threading.Lock()  # one binding at a time writes its sizes into the one template
 
-    def at(values: Mapping[str, int]) -> Module:
+    def at(values: Mapping[str, int]) -> Module | ValueFamily:
         with lock, _sized(template, given.every_size(values)):
             return importer(template)
 
     if not given.ranges:
         return at({})
+
+    def ranged(values: Mapping[str, int]) -> Module:
+        module = at(values)
+        if isinstance(module, ValueFamily):
+            raise GraphError(
+                module.value_inputs[0],
+                "input",
+                f"the values of inputs {list(module.value_inputs)} set shapes, which a model with ranged "
+                "dimensions cannot take: give every dimension a size",
+            )
+        return module
+
     names = {**{k: k for k in given.sizes}, **{r.name: r.name for r in given.ranges}, **given.aliases}
-    return ShapeFamily(_signatures(proto, given.sizes, names), given.ranges, at)
+    return ShapeFamily(input_signatures(proto, given.sizes, names), given.ranges, ranged)
 
 
 @dataclass(frozen=True)
@@ -179,10 +196,12 @@ def open_dims(proto: onnx.ModelProto) -> list[OpenDim]:
     return list(out.values())
 
 
-def _signatures(
-    proto: onnx.ModelProto, sizes: Mapping[str, int], names: Mapping[str, str]
+def input_signatures(
+    proto: onnx.ModelProto, sizes: Mapping[str, int] | None = None, names: Mapping[str, str] | None = None
 ) -> tuple[InputSignature, ...]:
-    """Each input's shape: its static sizes and those given, the others by their range's name."""
+    """Each input's shape: its static sizes and those given, the others by their range's name (a
+    model without open dimensions needs neither)."""
+    sizes, names = sizes or {}, names or {}
     from onnx import helper
 
     out = []
@@ -234,4 +253,13 @@ def _sized_dim(dim: onnx.TensorShapeProto.Dimension) -> bool:
     return dim.HasField("dim_value") and dim.dim_value >= 0
 
 
-__all__ = ["MAX_SIZE", "DimsError", "OpenDim", "import_with_dims", "open_dims", "sized_onnx", "unsized_error"]
+__all__ = [
+    "MAX_SIZE",
+    "DimsError",
+    "OpenDim",
+    "import_with_dims",
+    "input_signatures",
+    "open_dims",
+    "sized_onnx",
+    "unsized_error",
+]

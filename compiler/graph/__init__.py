@@ -4,7 +4,7 @@ and the executor that runs it compiled."""
 from compiler.graph.bind_params import bind_params
 from compiler.graph.build import build
 from compiler.graph.builder import GraphBuilder
-from compiler.graph.dynamic_model import DynamicModel
+from compiler.graph.dynamic_model import DynamicModel, ValueKeyedModel
 from compiler.graph.executor import CompiledModel
 from compiler.graph.export import LibraryError, NativeModel, load_library, rename_header
 from compiler.graph.ir import (
@@ -22,6 +22,7 @@ from compiler.graph.op import OPS, OpDef, Pattern
 from compiler.graph.passes import ExtractedTask, extract_tasks, optimize, verify
 from compiler.graph.reference import run_reference
 from compiler.graph.shape_family import DimRange, InputSignature, ShapeFamily
+from compiler.graph.value_family import InputValuesNeeded, ValueFamily
 
 __all__ = [
     "OPS",
@@ -37,6 +38,7 @@ __all__ = [
     "GraphError",
     "Input",
     "InputSignature",
+    "InputValuesNeeded",
     "LibraryError",
     "Module",
     "NativeModel",
@@ -45,6 +47,8 @@ __all__ = [
     "Pattern",
     "ShapeFamily",
     "TensorType",
+    "ValueFamily",
+    "ValueKeyedModel",
     "bind_params",
     "build",
     "extract_tasks",

@@ -15,7 +15,7 @@ from typing import overload
 
 from compiler.buckets import BucketedFunc, default_buckets
 from compiler.build import compile_kernel, load
-from compiler.graph.dynamic_model import DynamicModel
+from compiler.graph.dynamic_model import DynamicModel, ValueKeyedModel
 from compiler.graph.executor import CompiledModel, KernelSource
 from compiler.graph.forward import symbol
 from compiler.graph.ir import Call, CallTIR, Module
@@ -24,6 +24,7 @@ from compiler.graph.passes import optimize
 from compiler.graph.passes.tasks import hand_scheduled
 from compiler.graph.shape_family import ShapeFamily
 from compiler.graph.symbolic import SymbolicError, symbolic_module
+from compiler.graph.value_family import ValueFamily
 from compiler.ir import PrimFunc
 from compiler.schedule_rules import default_schedule
 from compiler.target import Target
@@ -45,14 +46,26 @@ def build(
 ) -> CompiledModel | DynamicModel: ...
 
 
+@overload
 def build(
-    module: Module | ShapeFamily, *, target: Target | None = None, schedules: ScheduleSource | None = None
-) -> CompiledModel | DynamicModel:
+    module: ValueFamily, *, target: Target | None = None, schedules: ScheduleSource | None = None
+) -> ValueKeyedModel: ...
+
+
+def build(
+    module: Module | ShapeFamily | ValueFamily,
+    *,
+    target: Target | None = None,
+    schedules: ScheduleSource | None = None,
+) -> CompiledModel | DynamicModel | ValueKeyedModel:
     """The compiled model, for `target` (this machine by default). A module that still holds operator
     calls is optimized first. `schedules` is asked for each kernel a forward pass runs, as the fused
     module names it; a kernel it gives none for gets the default schedule. A shape family gives one
     model for all its sizes: a module for the range (`compiler.graph.symbolic`) where one describes
-    it, else one compiled per size on its first call (`DynamicModel`), with a warning saying why."""
+    it, else one compiled per size on its first call (`DynamicModel`), with a warning saying why. A
+    value family gives one model compiled per value of its inputs that set shapes (`ValueKeyedModel`)."""
+    if isinstance(module, ValueFamily):
+        return ValueKeyedModel(module, lambda m: build(m, target=target, schedules=schedules))
     if isinstance(module, ShapeFamily):
         family = module
         try:

@@ -13,6 +13,7 @@ from compiler.graph.ir import (
     DTYPES,
     CallTIR,
     Constant,
+    EmptyTensorError,
     GraphError,
     Input,
     Module,
@@ -79,7 +80,9 @@ class GraphBuilder:
         node_name = self.name(name or op)
         empty = next((a for a in args if 0 in a.type.shape), None)
         if empty is not None:
-            raise GraphError(node_name, op, f"{empty.name} is empty: no operator computes on an empty tensor")
+            raise EmptyTensorError(
+                node_name, op, f"{empty.name} is empty: no operator computes on an empty tensor"
+            )
         half = next((a.type.dtype for a in args if a.type.dtype in HALF_DTYPES), None)
         if half is None or op == "cast":
             return call(node_name, op, args, attrs)

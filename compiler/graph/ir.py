@@ -44,6 +44,11 @@ class GraphError(ValueError):
         return f"node {self.node!r} ({self.op}): {self.reason}"
 
 
+class EmptyTensorError(GraphError):
+    """An operator asked to compute on an empty tensor (a size of 0): the graph has none, as
+    nothing computes on them (the frontends fold what they would compute)."""
+
+
 @dataclass(frozen=True)
 class TensorType:
     """A tensor's dimensions and element type. A dimension is a number, or in a module made for a

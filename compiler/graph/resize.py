@@ -15,15 +15,30 @@ import numpy as np
 from compiler.graph.builder import GraphBuilder
 from compiler.graph.ir import Node
 
-COORDINATE_MODES = ("half_pixel", "half_pixel_symmetric", "pytorch_half_pixel", "align_corners", "asymmetric")
+COORDINATE_MODES = (
+    "half_pixel",
+    "half_pixel_symmetric",
+    "pytorch_half_pixel",
+    "align_corners",
+    "asymmetric",
+    "tf_crop_and_resize",
+)
 MODES = ("nearest", "linear", "cubic")
 NEAREST_MODES = ("round_prefer_floor", "round_prefer_ceil", "floor", "ceil")
 
 
-def source_coordinates(in_len: int, out_len: int, scale: float, mode: str) -> np.ndarray:
+def source_coordinates(
+    in_len: int, out_len: int, scale: float, mode: str, roi: tuple[float, float] = (0.0, 1.0)
+) -> np.ndarray:
     """Where each output index samples the input (ONNX's coordinate_transformation_mode), with
-    `scale` = output / input length, in float64 as ONNX's reference computes them."""
+    `scale` = output / input length, in float64 as ONNX's reference computes them. tf_crop_and_resize
+    samples the crop from roi[0] to roi[1] (fractions of the input's extent) corner to corner."""
     x = np.arange(out_len, dtype=np.float64)
+    if mode == "tf_crop_and_resize":
+        start, end = roi
+        if out_len == 1:
+            return np.full(1, 0.5 * (start + end) * (in_len - 1))
+        return start * (in_len - 1) + x * ((end - start) * (in_len - 1) / (out_len - 1))
     if mode == "half_pixel_symmetric":
         # The centre of the input maps to the centre of the output even when the output length
         # was rounded down from in_len * scale.
@@ -162,15 +177,18 @@ def resize(
     f: Filter,
     coordinates: str,
     rounding: str = "floor",
+    crop: Crop | None = None,
 ) -> Node:
     """`x` resized to `sizes` along every axis; `scales[axis]` = output / input length, as the
     coordinate transformation reads it (the model's own scale, which may differ from the ratio of
-    the sizes)."""
+    the sizes). tf_crop_and_resize takes its crop (`Crop`)."""
+    crop = crop or Crop(((0.0, 1.0),) * len(sizes))
     for axis, (out_len, scale) in enumerate(zip(sizes, scales)):
         in_len = x.type.shape[axis]
-        if out_len == in_len and scale == 1:
+        roi = crop.roi[axis]
+        if out_len == in_len and scale == 1 and roi == (0.0, 1.0):
             continue
-        coords = source_coordinates(in_len, out_len, scale, coordinates)
+        coords = source_coordinates(in_len, out_len, scale, coordinates, roi)
         if f.mode == "nearest":
             x = resize_axis_nearest(b, name, x, axis, nearest_indices(coords, in_len, rounding))
         elif f.plain_linear:
@@ -178,4 +196,27 @@ def resize(
         else:
             rows, weights = interpolation_taps(coords, in_len, scale, f)
             x = resize_axis_taps(b, name, x, axis, rows, weights)
+        if coordinates == "tf_crop_and_resize":
+            x = _extrapolated(b, name, x, axis, (coords < 0) | (coords > in_len - 1), crop.extrapolation)
     return x
+
+
+@dataclass(frozen=True)
+class Crop:
+    """tf_crop_and_resize's region of each axis, (start, end) as fractions of its extent, and the
+    value of the outputs that sample outside the input (TensorFlow's CropAndResize)."""
+
+    roi: tuple[tuple[float, float], ...]
+    extrapolation: float = 0.0
+
+
+def _extrapolated(b: GraphBuilder, name: str, x: Node, axis: int, outside: np.ndarray, value: float) -> Node:
+    """`x` with the rows along `axis` that sampled outside the input replaced by `value`. Per axis
+    in turn, as the rest of the resize: a row outside along one axis is `value` whatever the other
+    axes do, and interpolating rows of `value` along a later axis gives `value` again."""
+    if not outside.any():
+        return x
+    shape = (len(outside),) + (1,) * (len(x.type.shape) - axis - 1)
+    mask = b.constant(f"{name}_outside", outside.reshape(shape))
+    fill = b.constant(f"{name}_extrapolation", np.full(1, value, x.type.dtype))
+    return b.call("where", [mask, fill, x], name=name)

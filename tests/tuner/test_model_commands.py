@@ -79,6 +79,22 @@ def test_bad_model_files_are_refused_with_the_reason(tmp_path, capsys) -> None:
     assert "missing.onnx" in capsys.readouterr().err
 
 
+def test_a_model_whose_input_values_set_shapes_is_refused_by_its_inputs(tmp_path, capsys) -> None:
+    from onnx import TensorProto, helper
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])
+    axes = helper.make_tensor_value_info("axes", TensorProto.INT64, [1])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["a", "b"])
+    reduce = helper.make_node("ReduceSum", ["x", "axes"], ["y"])
+    graph = helper.make_graph([reduce], "g", [x, axes], [y])
+    model = tmp_path / "axes.onnx"
+    model.write_bytes(
+        helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]).SerializeToString()
+    )
+    assert main(["import", str(model)]) == 2
+    assert "the values of inputs 'axes' set shapes" in capsys.readouterr().err
+
+
 def test_a_saved_pytorch_program_runs_against_pytorch(tmp_path, capsys) -> None:
     program = torch.export.export(small_cnn(), (torch.randn(1, 3, 11, 10),))
     path = tmp_path / "cnn.pt2"

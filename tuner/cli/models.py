@@ -26,7 +26,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from compiler import frontend, graph
-from compiler.graph import CompiledModel, GraphError, Module, ShapeFamily
+from compiler.graph import CompiledModel, GraphError, Module, ShapeFamily, ValueFamily
 from compiler.graph.passes import ExtractedTask
 from compiler.graph.shape_family import DimSpec
 from compiler.target import Hardware, Target, host_hardware
@@ -263,8 +263,13 @@ def latencies(run: Callable[[], object], repeat: int) -> list[float]:
 def _load_or_report(
     path: str, dims: Sequence[tuple[str, DimSpec]], console: Console
 ) -> Module | ShapeFamily | None:
+    """The model or its shape family (reported and None if it cannot be read, or if its inputs'
+    values set shapes: the command line has no way to give those values)."""
     try:
-        return frontend.load(path, dims=dict(dims))
+        loaded = frontend.load(path, dims=dict(dims))
+        return (
+            frontend.require_static(loaded, "the command line") if isinstance(loaded, ValueFamily) else loaded
+        )
     except (GraphError, ValueError, OSError, ImportError) as e:
         console.print(f"[red]cannot import[/red] {escape(path)}: {escape(str(e))}", soft_wrap=True)
         return None

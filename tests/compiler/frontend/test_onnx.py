@@ -502,6 +502,51 @@ CASES: dict[str, OnnxCase] = {
         {"q": (1, 3, 16), "k": (1, 4, 16), "v": (1, 4, 12)},
         opset=23,
     ),
+    "Attention-qk-matmul-output": OnnxCase(
+        [node("Attention", ["q", "k", "v"], ["y", "", "", "qk"], qk_matmul_output_mode=3)],
+        {"q": (1, 2, 3, 8), "k": (1, 2, 5, 8), "v": (1, 2, 5, 4)},
+        opset=23,
+        outputs=("y", "qk"),
+    ),
+    "Pow-float-base-int-exponent": OnnxCase(
+        [node("Pow", ["x", "e"])], {"x": (2, 3)}, index_inputs={"e": ((2, 3), 5)}, positive=True
+    ),
+    "Pow-int-base-float-exponent": OnnxCase(
+        [node("Pow", ["b", "x"])], {"x": (2, 3)}, index_inputs={"b": ((2, 3), 6)}, positive=True
+    ),
+    "Pow-int64-base-int32-exponent": OnnxCase(
+        [node("Pow", ["b", "e"])],
+        {},
+        {"e": np.array([[0, 1, 2], [3, 7, 20]], np.int32)},  # ONNX Runtime saturates an overflow
+        index_inputs={"b": ((2, 3), 9)},
+    ),
+    "Slice-negative-steps": OnnxCase(
+        [node("Slice", ["x", "a", "b", "c", "d"])],
+        {"x": (4, 3, 7)},
+        {"a": ints(-1, 1, 6), "b": ints(-5, 3, 0), "c": ints(0, 1, 2), "d": ints(-1, 1, -2)},
+    ),
+    "Slice-empty": OnnxCase(
+        [node("Slice", ["x", "a", "b"]), node("Relu", ["x"], ["r"])],
+        {"x": (4, 3)},
+        {"a": ints(3, 0), "b": ints(2, 3)},
+        outputs=("y", "r"),
+    ),
+    "GatherND-batch-dims": OnnxCase(
+        [node("GatherND", ["x", "i"], batch_dims=1)], {"x": (2, 3, 4)}, index_inputs={"i": ((2, 5, 1), 3)}
+    ),
+    "Resize-tf-crop-and-resize": OnnxCase(
+        [
+            node(
+                "Resize",
+                ["x", "roi", "", "sizes"],
+                mode="linear",
+                coordinate_transformation_mode="tf_crop_and_resize",
+                extrapolation_value=-2.0,
+            )
+        ],
+        {"x": (1, 2, 4, 5)},
+        {"roi": np.array([0, 0, -0.2, 0.3, 1, 1, 0.9, 1.3], np.float32), "sizes": ints(1, 2, 5, 4)},
+    ),
     "LayerNormalization-statistics": OnnxCase(
         [node("LayerNormalization", ["x", "g", "b"], ["y", "mean", "inv_std"], axis=1)],
         {"x": (3, 4, 5)},
@@ -950,14 +995,6 @@ REFUSED = {
     "pad-reflect": (
         OnnxCase([node("Pad", ["x", "p"], mode="reflect")], {"x": (2, 3)}, {"p": ints(0, 1, 0, 1)}),
         "mode 'reflect'",
-    ),
-    "slice-negative-step": (
-        OnnxCase(
-            [node("Slice", ["x", "a", "b", "c", "d"])],
-            {"x": (4,)},
-            {"a": ints(-1), "b": ints(-5), "c": ints(0), "d": ints(-1)},
-        ),
-        "negative steps",
     ),
     "conv3d": (
         OnnxCase([node("Conv", ["x", "w"])], {"x": (1, 2, 3, 4, 5)}, {"w": weight(3, 2, 1, 2, 2)}),

@@ -13,6 +13,7 @@ import pytest
 from onnx import TensorProto, helper
 
 from tests.compiler.frontend.onnx_node_suite import (
+    REFERENCE_DISAGREEMENTS,
     WRITE_COMMAND,
     Case,
     Result,
@@ -20,6 +21,7 @@ from tests.compiler.frontend.onnx_node_suite import (
     discover,
     load_expected,
     problems,
+    run_case,
     run_cases,
 )
 
@@ -84,6 +86,16 @@ def test_a_wrong_value_is_wrong() -> None:
     results = run_cases([wrong], jobs=1)
     assert results["wrong"].outcome == "wrong"
     assert results["wrong"].detail.startswith("output 0 ('y'): 6 of 6 elements differ")
+
+
+def test_a_listed_disagreement_with_the_reference_is_checked_against_onnx_runtime() -> None:
+    """Listed cases pass as "onnxruntime" while ONNX Runtime disagrees with their expected outputs
+    and ours match ONNX Runtime's; once ONNX Runtime agrees, they are compared as any other."""
+    name = next(iter(REFERENCE_DISAGREEMENTS))
+    case = relu_case(name)
+    off = Case(name, case.op, case.model, case.inputs, (case.outputs[0] + 0.01,))
+    assert run_case(off) == Result("onnxruntime", REFERENCE_DISAGREEMENTS[name])
+    assert run_case(case) == Result("pass")
 
 
 @pytest.mark.parametrize(
