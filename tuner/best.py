@@ -104,18 +104,33 @@ def build_model(
         except SymbolicError as e:
             warnings.warn(f"each size compiles on its first call: {e}", stacklevel=2)
             return DynamicModel(module, lambda m: build_model(m, database=database, hardware=hardware))
-        with opened(database) as db:
-            tuned = _tuned_traces(module, symbolic, sizes or module.spread(TUNED_SIZES), db, hardware)
-            return graph.build(
-                symbolic,
-                target=hardware.target,
-                schedules=lambda func: _range_program(func, tuned, db, hardware),
-            )
+        return build_range_model(module, symbolic, database=database, hardware=hardware, sizes=sizes)
     with opened(database) as db:
         return graph.build(
             module,
             target=hardware.target,
             schedules=lambda func: best_program(func, db, hardware, TimingKind.LAYER),
+        )
+
+
+def build_range_model(
+    family: ShapeFamily,
+    symbolic: Module,
+    *,
+    database: Database | str = DEFAULT_DATABASE,
+    hardware: Hardware | None = None,
+    sizes: Sequence[Mapping[str, int]] | None = None,
+) -> CompiledModel:
+    """The one model for a family's ranges, from its module for the range (`symbolic_module`):
+    each symbolic kernel's best traces at the tuned `sizes` (by default as `tune_model` tunes) the
+    schedules of the buckets ending at those sizes, each static kernel its best record."""
+    hardware = hardware or host_hardware()
+    with opened(database) as db:
+        tuned = _tuned_traces(family, symbolic, sizes or family.spread(TUNED_SIZES), db, hardware)
+        return graph.build(
+            symbolic,
+            target=hardware.target,
+            schedules=lambda func: _range_program(func, tuned, db, hardware),
         )
 
 

@@ -121,6 +121,51 @@ def test_the_artifact_is_built_from_the_best_records_and_computes_the_model(api:
     assert unknown.status_code == 404 and "nowhere" in unknown.json()["detail"]
 
 
+def test_a_model_with_a_range_is_tuned_at_spread_sizes_and_is_one_library_for_it(api: Api, tmp_path: Path):
+    """Issue 40 through the service: dims give the batch a range; the layers are the kernels at the
+    sizes tune_model spreads over it; the artifact is one library for every batch in the range, or
+    one of static shapes at a size asked for, and a size outside the range is a 422 naming it."""
+    worker = register(api)
+    submitted = submit_model(api, trials=24, onnx=encoded(open_batch_mlp()), dims={"batch": [1, 16]})
+    assert submitted["dims"] == {"batch": [1, 16]} and submitted["tasks"] > 2
+    assert run_to_end(api, worker, submitted["id"])["status"] == "done"
+    path = f"/v1/models/{submitted['id']}/artifact"
+    reply = api.client.get(path, headers=api.as_("client"))
+    assert reply.status_code == 200, reply.text
+    with tarfile.open(fileobj=io.BytesIO(reply.content)) as tar:
+        tar.extractall(tmp_path / "range", filter="data")
+    assert "/* size 0: batch, from 1 to 16 */" in (tmp_path / "range" / "model.h").read_text()
+    native = load_library(tmp_path / "range" / "model.so")
+    for batch in (1, 5, 16):
+        x = RNG.standard_normal((batch, 16)).astype(np.float32)
+        np.testing.assert_allclose(native(x)[0], reference(x), rtol=1e-4, atol=1e-4)
+    at = api.client.get(path, params={"size": "batch=5"}, headers=api.as_("client"))
+    assert at.status_code == 200, at.text
+    with tarfile.open(fileobj=io.BytesIO(at.content)) as tar:
+        tar.extractall(tmp_path / "five", filter="data")
+    assert "TENSOR_TUNER_INPUT0_SHAPE {5, 16}" in (tmp_path / "five" / "model.h").read_text()
+    refusals = {
+        "batch=17 is outside the declared range batch in [1, 16]": "batch=17",
+        "the model's ranged dimensions are batch in [1, 16]": "sequence=3",
+    }
+    for message, size in refusals.items():
+        refused = api.client.get(path, params={"size": size}, headers=api.as_("client"))
+        assert refused.status_code == 422 and message in str(refused.json()["detail"]), refused.text
+        assert refused.json()["detail"][0]["loc"] == ["query", "size"]
+    static = submit_model(api, trials=4)
+    refused = api.client.get(
+        f"/v1/models/{static['id']}/artifact", params={"size": "batch=2"}, headers=api.as_("client")
+    )
+    assert refused.status_code == 422 and "has static shapes" in str(refused.json()["detail"])
+    for dims, message in (
+        ({"batch": [8, 2]}, "a range's min is at most its max"),
+        ({"batch": [0, 4]}, "greater than"),
+    ):
+        body = {"onnx": encoded(open_batch_mlp()), "trials": 8, "dims": dims}
+        bad = api.client.post("/v1/models", json=body, headers=api.as_("client"))
+        assert bad.status_code == 422 and message in str(bad.json()["detail"]), bad.text
+
+
 def test_a_model_is_its_tokens_and_cancel_stops_its_layers(api: Api):
     register(api)
     submitted = submit_model(api, trials=40)
@@ -165,7 +210,7 @@ def test_an_open_dimension_is_sized_by_dims_and_the_model_kept_so(api: Api):
     refusals = {
         "dimension 0 is 'batch': give it a range or a size": {},
         "dims: the model's open dimensions are ['batch']; unknown: ['seq']": {"dims": {"batch": 4, "seq": 2}},
-        "Input should be a valid integer": {"dims": {"batch": [1, 8]}},
+        "Input should be a valid integer": {"dims": {"batch": [1, 8, 9]}},
         "Input should be greater than or equal to 1": {"dims": {"batch": 0}},
     }
     for message, extra in refusals.items():
@@ -538,8 +583,8 @@ def test_submit_model_sizes_open_dimensions_with_dim(api: Api, remote: list[str]
     register(api)
     (tmp_path / "open.onnx").write_bytes(open_batch_mlp())
     submit = ["submit-model", str(tmp_path / "open.onnx"), *remote, "--trials", "4"]
-    assert main([*submit, "--dim", "batch=1..4"]) == 2
-    assert "--dim batch: the service takes sizes, not ranges" in capsys.readouterr().err
+    assert main([*submit, "--dim", "batch=1..4", "--trials", "8", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["dims"] == {"batch": [1, 4]}
     assert main(submit) == 2
     assert "dimension 0 is 'batch'" in capsys.readouterr().err
     assert main([*submit, "--dim", "batch=3", "--json"]) == 0

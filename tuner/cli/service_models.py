@@ -58,7 +58,23 @@ def add_model_service_commands(command: commands.CommandFactory) -> None:
     )
     commands.add_remote_options(p)
     p.add_argument("--hardware", help="hardware key (default: the one the model was tuned for)")
+    p.add_argument(
+        "--size",
+        action="append",
+        default=[],
+        type=_size,
+        metavar="NAME=SIZE",
+        help="for a model tuned for ranges: a library of static shapes at this size of each ranged "
+        "dimension (by default, one library for every size in the ranges)",
+    )
     p.set_defaults(run=_artifact)
+
+
+def _size(text: str) -> tuple[str, int]:
+    name, _, value = text.partition("=")
+    if not name or not value.isdigit():
+        raise argparse.ArgumentTypeError(f"{text!r}: NAME=SIZE, a dimension's name and a whole number")
+    return name, int(value)
 
 
 def _submit_model(args: argparse.Namespace, console: Console) -> int:
@@ -72,10 +88,6 @@ def _submit_model(args: argparse.Namespace, console: Console) -> int:
     except (OSError, ValueError) as e:
         console.print(f"[red]cannot read[/red] {escape(str(e))}")
         return 2
-    ranges = [name for name, spec in args.dim if isinstance(spec, tuple)]
-    if ranges:
-        console.print(f"[red]refused[/red]: --dim {', '.join(ranges)}: the service takes sizes, not ranges")
-        return 2
     with commands.client(args) as api:
         try:
             model = api.submit_model(
@@ -86,7 +98,8 @@ def _submit_model(args: argparse.Namespace, console: Console) -> int:
                 hardware=args.hardware,
                 scheduler=args.scheduler,
                 seed=args.seed,
-                dims={name: spec for name, spec in args.dim if not isinstance(spec, tuple)} or None,
+                dims={name: list(spec) if isinstance(spec, tuple) else spec for name, spec in args.dim}
+                or None,
             )
         except ApiError as e:
             console.print(f"[red]refused[/red]: {escape(e.summary)}")
@@ -158,7 +171,7 @@ def _artifact(args: argparse.Namespace, console: Console) -> int:
         console.print("model-artifact needs a coordinator (--coordinator URL); embedded: tuner export")
         return 2
     with commands.client(args) as api:
-        data = api.model_artifact(args.model_id, hardware=args.hardware)
+        data = api.model_artifact(args.model_id, hardware=args.hardware, sizes=dict(args.size) or None)
     output = Path(args.output)
     if output.suffix != ".so":
         output.write_bytes(data)

@@ -143,7 +143,7 @@ class TaskRow(Base):
 class ModelRow(Base):
     """A whole model tuned under one trial budget: its layers are member tasks (`TaskRow.model_id`),
     and the coordinator's model loop gives them batches of that budget as the task scheduler picks.
-    `source` is the model as submitted (ONNX bytes): the artifact is rebuilt from it."""
+    `source` is the model as submitted (ONNX bytes): the artifact is rebuilt from it (and `dims`)."""
 
     __tablename__ = "models"
     __table_args__ = (CheckConstraint(_one_of("status", TaskStatus), name="status"),)
@@ -152,6 +152,9 @@ class ModelRow(Base):
     name: Mapped[str] = mapped_column(String(200))
     source: Mapped[bytes] = mapped_column(LargeBinary)
     source_format: Mapped[str] = mapped_column(String(16))
+    # For a model tuned for ranges of sizes, the `dims` it was submitted with (applied to `source`
+    # whenever it is built); None for static shapes.
+    dims: Mapped[dict[str, Any] | None] = mapped_column(JSON_TYPE, nullable=True)
     hardware_id: Mapped[int] = mapped_column(ForeignKey("hardware.id"))
     scheduler: Mapped[str] = mapped_column(String(32))
     trials: Mapped[int]

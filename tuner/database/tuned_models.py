@@ -71,6 +71,9 @@ class ModelInfo:
     seed: int
     status: TaskStatus
     message: str
+    # A model tuned for ranges of sizes: the dims it was submitted with ({"sequence": [1, 512]});
+    # None for static shapes.
+    dims: dict[str, Any] | None
     batches: tuple[Batch, ...]
     curve: tuple[tuple[int, float | None], ...]  # (trials measured, estimated latency secs)
     token_id: int | None
@@ -96,10 +99,11 @@ def submit_model(
     trials: int,
     seed: int,
     members: Sequence[NewMember],
+    dims: dict[str, Any] | None = None,
 ) -> int:
     """A new pending model of token `token_id` with one member task per layer, none given trials
     yet, if it stays within `quota` (a model counts as one task holding its whole budget); raises
-    quotas.OverQuota otherwise."""
+    quotas.OverQuota otherwise. `dims` for a model tuned for ranges of sizes (`ModelInfo.dims`)."""
     candidate_secs = max(m.candidate_secs for m in members)
     with db.transaction() as session:
         check_quota(session, token_id, Usage(1, trials, trials * candidate_secs), quota)
@@ -107,6 +111,7 @@ def submit_model(
             name=name,
             source=source,
             source_format=source_format,
+            dims=dims,
             hardware_id=hardware_id,
             scheduler=scheduler,
             trials=trials,
@@ -284,6 +289,7 @@ def _model_info(model: ModelRow, hardware_key: str) -> ModelInfo:
         seed=model.seed,
         status=TaskStatus(model.status),
         message=model.message,
+        dims=model.dims,
         batches=tuple(Batch.from_json(b) for b in model.batches),
         curve=tuple((int(n), None if s is None else float(s)) for n, s in model.curve),
         token_id=model.token_id,

@@ -5,6 +5,10 @@
     model.so   exports int tensor_tuner_run(const void *const *inputs, void *const *outputs)
     model.h    declares it, with every input's and output's shape and element type
 
+A model tuned for ranges of sizes is one library for every size in them (it exports
+`tensor_tuner_run_sized(sizes, inputs, outputs)`, and its header gives each size's range), or, asked
+with sizes, a library of static shapes at those sizes.
+
 A build takes seconds to minutes, so it runs in a child process (`isolated`), off the API's event
 loop and its memory, and its result is kept, keyed by the model, the hardware and the ids of the best
 record of each layer: a repeated download is instant, and a new best record makes a new artifact.
@@ -17,20 +21,28 @@ import tarfile
 import tempfile
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
+from compiler.graph import CompiledModel
 from runner import TimingKind
-from tuner.best import best_record, build_model
+from tuner.best import best_record, build_model, build_range_model
 from tuner.database import Database, HardwareInfo
 from tuner.database import tuned_models as m
 from tuner.database.records import TaskInfo
+from tuner.service.model_import import dim_specs
 
 # The longest one build may take: ResNet-18's 20-odd kernels build in well under this.
 BUILD_SECONDS = 1800.0
 LIBRARY, HEADER = "model.so", "model.h"
 
-ArtifactKey = tuple[int, str, tuple[int, ...]]
+# The model, the hardware, the sizes asked for (none: the range's one library), the best records.
+ArtifactKey = tuple[int, str, tuple[tuple[str, int], ...], tuple[int, ...]]
+
+
+class NotOneLibrary(Exception):
+    """A model's ranges that one module cannot describe (`compiler.graph.symbolic`): it can be
+    built at sizes only."""
 
 
 class MissingRecords(Exception):
@@ -41,9 +53,11 @@ class MissingRecords(Exception):
         self.layers = list(layers)
 
 
-def artifact_key(db: Database, model_id: int, hardware: HardwareInfo) -> ArtifactKey:
+def artifact_key(
+    db: Database, model_id: int, hardware: HardwareInfo, sizes: Mapping[str, int] | None = None
+) -> ArtifactKey:
     """What the artifact is built from: the record of each layer on `hardware` that `graph.build`
-    takes (`best_record`). Raises MissingRecords if a layer has none."""
+    takes (`best_record`), and the sizes asked for. Raises MissingRecords if a layer has none."""
     best, missing = [], []
     for task in m.members(db, model_id):
         record = best_record(db, db.workload(task.workload_id).hash, hardware.key, TimingKind.LAYER)
@@ -53,22 +67,43 @@ def artifact_key(db: Database, model_id: int, hardware: HardwareInfo) -> Artifac
             missing.append(task)
     if missing:
         raise MissingRecords(missing)
-    return model_id, hardware.key, tuple(best)
+    return model_id, hardware.key, tuple(sorted((sizes or {}).items())), tuple(best)
 
 
-def build_artifact(database_url: str, model_id: int, hardware_key: str) -> bytes:
+def build_artifact(database_url: str, key: ArtifactKey) -> bytes:
     """The tar.gz of the model built from the database's best records on the hardware (in the child
-    process: it opens the database itself, so nothing large crosses the pipe but the result)."""
+    process: it opens the database itself, so nothing large crosses the pipe but the result).
+    Raises NotOneLibrary for ranges that one module cannot describe, asked without sizes."""
     from compiler import frontend, graph
+    from compiler.graph import ShapeFamily
+    from compiler.graph.symbolic import SymbolicError, symbolic_module
     from compiler.target import Hardware
 
+    model_id, hardware_key, sizes, _ = key
     with Database.open(database_url) as db:
         kind = next(h for h in db.hardware_list() if h.key == hardware_key)
+        hardware = Hardware(kind.target, kind.cpu_model)
         source_format, source = m.source(db, model_id)
+        dims = m.get_model(db, model_id).dims
         # Accepted once, under the limits of then: no limit refuses it now.
-        loaded = frontend.load(source, source_format, max_bytes=len(source), max_nodes=2**31)
-        module = graph.optimize(frontend.require_static(loaded, "a model artifact"))
-        compiled = build_model(module, database=db, hardware=Hardware(kind.target, kind.cpu_model))
+        loaded = frontend.load(
+            source,
+            source_format,
+            max_bytes=len(source),
+            max_nodes=2**31,
+            dims=dim_specs(dims) if dims else None,
+        )
+        compiled: CompiledModel
+        if isinstance(loaded, ShapeFamily) and not sizes:
+            try:
+                symbolic = symbolic_module(loaded)
+            except SymbolicError as e:
+                raise NotOneLibrary(str(e)) from None
+            compiled = build_range_model(loaded, symbolic, database=db, hardware=hardware)
+        else:
+            static = loaded.specialize(dict(sizes)) if isinstance(loaded, ShapeFamily) else loaded
+            module = graph.optimize(frontend.require_static(static, "a model artifact"))
+            compiled = build_model(module, database=db, hardware=hardware)
     with tempfile.TemporaryDirectory(prefix="tensor-tuner-artifact-") as tmp:
         library, header = compiled.export(Path(tmp) / LIBRARY)
         out = io.BytesIO()

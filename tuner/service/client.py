@@ -139,11 +139,11 @@ class Client:
         hardware: str | None = None,
         scheduler: Scheduler = "gradient",
         seed: int = 0,
-        dims: dict[str, int | str] | None = None,
+        dims: dict[str, int | list[int] | str] | None = None,
     ) -> ModelPublic:
         """Submit an ONNX model's bytes (sent base64-encoded), or a graph's JSON form
         (`compiler.graph.serialize`), to be tuned under one trial budget; `dims` sizes the ONNX
-        model's open input dimensions."""
+        model's open input dimensions, or gives them [min, max] ranges."""
         with _refused_before_sending():
             body = ModelCreate(
                 onnx=base64.b64encode(onnx).decode() if onnx is not None else None,
@@ -166,11 +166,23 @@ class Client:
     def cancel_model(self, model_id: int) -> ModelPublic:
         return self._call("POST", f"/v1/models/{model_id}/cancel", ModelPublic)
 
-    def model_artifact(self, model_id: int, *, hardware: str | None = None, timeout: float = 1800.0) -> bytes:
+    def model_artifact(
+        self,
+        model_id: int,
+        *,
+        hardware: str | None = None,
+        sizes: dict[str, int] | None = None,
+        timeout: float = 1800.0,
+    ) -> bytes:
         """The model compiled from the best records on `hardware` (default: the one it was tuned for):
-        a .tar.gz of model.so and model.h. The first download of new records waits for the build."""
-        params = {"hardware": hardware} if hardware else None
-        response = self._send("GET", f"/v1/models/{model_id}/artifact", params=params, timeout=timeout)
+        a .tar.gz of model.so and model.h. The first download of new records waits for the build. A
+        model tuned for ranges is one library for them, or with `sizes` ({"sequence": 128}) a library
+        of static shapes at those sizes."""
+        params: list[tuple[str, str]] = [("hardware", hardware)] if hardware else []
+        params += [("size", f"{name}={value}") for name, value in (sizes or {}).items()]
+        response = self._send(
+            "GET", f"/v1/models/{model_id}/artifact", params=params or None, timeout=timeout
+        )
         if response.is_error:
             raise ApiError(response.status_code, _detail(response))
         return response.content

@@ -74,10 +74,10 @@ def documented(*codes: int) -> dict[int | str, dict[str, Any]]:
     }
 
 
-def field_error(field: str, message: str) -> HTTPException:
-    """422 naming the body field at the dotted path `field`; list indices (`primfunc.body[1][0]`) are
-    numbers in `loc`, as in FastAPI's own errors."""
-    loc: list[str | int] = ["body"]
+def field_error(field: str, message: str, location: str = "body") -> HTTPException:
+    """422 naming the field at the dotted path `field` of the body (or of the query: `location`);
+    list indices (`primfunc.body[1][0]`) are numbers in `loc`, as in FastAPI's own errors."""
+    loc: list[str | int] = [location]
     for key, index in re.findall(r"([^.\[\]]+)|\[(\d+)\]", field):
         loc.append(int(index) if index else key)
     return HTTPException(

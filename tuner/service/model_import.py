@@ -6,12 +6,16 @@ plain data: each layer's workload spec and calls per forward pass."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from compiler import frontend, graph
+from compiler.build import ShapeError
+from compiler.graph import ExtractedTask
 from compiler.graph.serialize import GraphFormatError
+from compiler.graph.shape_family import DimSpec
+from tuner.model_tuning import TUNED_SIZES, tasks_of
 from tuner.service.isolated import IsolatedError, run_isolated
 from tuner.service.settings import Settings
 
@@ -47,15 +51,37 @@ class Layer:
 @dataclass(frozen=True)
 class ImportedModel:
     layers: tuple[Layer, ...]
-    nodes: int  # graph nodes after optimization, for the message of a refused layer
+    nodes: int  # graph nodes after optimization (at the largest tuned sizes), for messages
     sized: bytes | None  # the model with its open dimensions sized as `dims` said, to keep instead
 
 
+# What `dims` gives a dimension: a size, a [min, max] range (JSON's list), or another's name.
+DimsJson = Mapping[str, int | list[int] | str]
+
+
+def ranged(dims: DimsJson | None) -> bool:
+    """Whether `dims` gives some dimension a range of more than one size: the model is then tuned
+    for the range."""
+    return any(isinstance(spec, list) and spec[0] < spec[1] for spec in (dims or {}).values())
+
+
+def dim_specs(dims: DimsJson) -> dict[str, DimSpec]:
+    """`dims` as the frontend takes them: a range as a (min, max) tuple, one of a single size as
+    that size."""
+    out: dict[str, DimSpec] = {}
+    for name, spec in dims.items():
+        out[name] = (
+            spec if not isinstance(spec, list) else spec[0] if spec[0] == spec[1] else (spec[0], spec[1])
+        )
+    return out
+
+
 def import_model(
-    source_format: str, source: bytes, settings: Settings, dims: Mapping[str, int | str] | None = None
+    source_format: str, source: bytes, settings: Settings, dims: DimsJson | None = None
 ) -> ImportedModel:
-    """The model's layers, with `dims` sizing an ONNX model's open input dimensions; ModelRefused for
-    a model that cannot be imported, whatever the reason."""
+    """The model's layers, with `dims` sizing an ONNX model's open input dimensions or giving them
+    ranges (then the layers are the kernels at sizes spread over the ranges, as `tune_model` tunes a
+    shape family); ModelRefused for a model that cannot be imported, whatever the reason."""
     try:
         return run_isolated(
             _import,
@@ -72,15 +98,18 @@ def import_model(
 
 
 def _import(
-    source_format: str, source: bytes, max_bytes: int, max_nodes: int, dims: dict[str, int | str]
+    source_format: str, source: bytes, max_bytes: int, max_nodes: int, dims: DimsJson
 ) -> ImportedModel:
+    if ranged(dims):
+        return _import_family(source_format, source, max_bytes, max_nodes, dims)
     sized = None
     try:
         if dims:
             from compiler.frontend.onnx_dims import DimsError, sized_onnx  # onnx only to read one
 
+            sizes = {k: v for k, v in dim_specs(dims).items() if not isinstance(v, tuple)}
             try:
-                source = sized = sized_onnx(source, dims, max_bytes=max_bytes, max_nodes=max_nodes)
+                source = sized = sized_onnx(source, sizes, max_bytes=max_bytes, max_nodes=max_nodes)
             except DimsError as e:
                 raise ModelRefused(str(e), field="dims") from None
         loaded = frontend.load(source, source_format, max_bytes=max_bytes, max_nodes=max_nodes)
@@ -92,7 +121,37 @@ def _import(
         raise ModelRefused(str(e)) from None
     except Exception as e:  # bytes from anyone may reach a corner of the importer: still their model's fault
         raise ModelRefused(f"the model could not be imported ({type(e).__name__}: {e})") from None
+    return _imported(tasks, len(module.nodes()), sized)
+
+
+def _import_family(
+    source_format: str, source: bytes, max_bytes: int, max_nodes: int, dims: DimsJson
+) -> ImportedModel:
+    """A model given ranges: its kernels at the sizes `tune_model` tunes a shape family at."""
+    from compiler.frontend.onnx_dims import DimsError  # onnx only to read one
+
+    try:
+        specs = dim_specs(dims)
+        family = frontend.load(source, source_format, max_bytes=max_bytes, max_nodes=max_nodes, dims=specs)
+        if not isinstance(family, graph.ShapeFamily):  # a value family: refused by its inputs
+            frontend.require_static(family, "the service")
+            raise ModelRefused("dims give no dimension of the model a range", field="dims")
+        sizes = family.spread(TUNED_SIZES)
+        tasks = tasks_of(family, sizes)
+        nodes = len(graph.optimize(family.specialize(sizes[-1])).nodes())
+    except ModelRefused:
+        raise
+    except DimsError as e:
+        raise ModelRefused(str(e), field="dims") from None
+    except (frontend.FrontendError, graph.GraphError, ShapeError) as e:
+        raise ModelRefused(str(e)) from None
+    except Exception as e:  # bytes from anyone may reach a corner of the importer: still their model's fault
+        raise ModelRefused(f"the model could not be imported ({type(e).__name__}: {e})") from None
+    return _imported(tasks, nodes, None)
+
+
+def _imported(tasks: Sequence[ExtractedTask], nodes: int, sized: bytes | None) -> ImportedModel:
     if not tasks:
         raise ModelRefused("the model computes nothing to tune: it has no kernel after optimization")
     layers = tuple(Layer(t.name, t.spec, t.weight, t.ops) for t in tasks)
-    return ImportedModel(layers, len(module.nodes()), sized)
+    return ImportedModel(layers, nodes, sized)

@@ -27,6 +27,8 @@ from tuner.service.errors import printable
 Hash = Annotated[str, Field(min_length=1, max_length=64, pattern=NO_NUL)]
 # An ONNX input dimension's name (its dim_param), or "input:axis" for an unnamed one.
 DimKey = Annotated[str, Field(min_length=1, max_length=256, pattern=NO_NUL)]
+Size = Annotated[int, Field(ge=1, le=2**31)]
+SizeRange = Annotated[list[Size], Field(min_length=2, max_length=2)]  # [min, max], both included
 IdPath = Annotated[int, Path(ge=1, lt=MAX_ID)]
 
 
@@ -267,12 +269,14 @@ class ModelCreate(Strict):
         "improvement promises the largest drop in the model's latency; 'round-robin' takes turns.",
     )
     seed: int = Field(0, ge=0, lt=2**62)
-    dims: dict[DimKey, Annotated[int, Field(ge=1, le=2**31)] | DimKey] | None = Field(
+    dims: dict[DimKey, Size | SizeRange | DimKey] | None = Field(
         None,
         max_length=64,
-        description="A size for each input dimension the ONNX model leaves open, by its name "
-        '(`{"batch_size": 1, "sequence_length": 128}`) or, unnamed, as "input:axis"; or the name of '
-        "another dimension of the same size. The model is tuned and stored at these sizes.",
+        description="A size or a range for each input dimension the ONNX model leaves open, by its "
+        'name (`{"batch_size": 1, "sequence_length": [1, 512]}`) or, unnamed, as "input:axis"; or the '
+        "name of another dimension of the same size. With sizes only, the model is tuned and stored "
+        "at those sizes. With a range [min, max] (both included), it is tuned at sizes spread over "
+        "the range and its artifact is one library for every size in it.",
     )
 
     @model_validator(mode="after")
@@ -281,6 +285,9 @@ class ModelCreate(Strict):
             raise ValueError("give exactly one of onnx (a file, base64) and graph (its JSON form)")
         if self.dims and self.graph is not None:
             raise ValueError("dims size an ONNX model's open dimensions: a graph's shapes are static")
+        for name, spec in (self.dims or {}).items():
+            if isinstance(spec, list) and spec[0] > spec[1]:
+                raise ValueError(f"dims[{name!r}] is {list(spec)}: a range's min is at most its max")
         return self
 
 
@@ -314,9 +321,13 @@ class ModelPublic(BaseModel):
     trials_done: int
     status: TaskStatus
     message: str
-    tasks: int = Field(description="Its layers: distinct fused kernels.")
+    tasks: int = Field(description="Its layers: distinct fused kernels (at every tuned size).")
     estimated_secs: float | None = Field(
-        description="Sum over its layers of calls x best seconds (null until every layer has a record)."
+        description="Sum over its layers of calls x best seconds (null until every layer has a record): "
+        "for a model tuned for ranges, the forward passes at all its tuned sizes."
+    )
+    dims: dict[str, int | list[int] | str] | None = Field(
+        None, description="For a model tuned for ranges of sizes: the dims it was submitted with."
     )
     created_at: datetime
     updated_at: datetime

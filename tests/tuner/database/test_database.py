@@ -54,7 +54,7 @@ def test_open_migrates_to_head_and_reopens(database_url: str):
         with Database.open(database_url) as db, db.engine.connect() as connection:
             config = alembic_config(connection)
             head = ScriptDirectory.from_config(config).get_current_head()
-            assert MigrationContext.configure(connection).get_current_revision() == head == "0007"
+            assert MigrationContext.configure(connection).get_current_revision() == head == "0008"
             tables = set(inspect(connection).get_table_names())
             service = {"candidates", "workers", "api_tokens"}
             assert {"workloads", "hardware", "tasks", "tuning_records", *service} <= tables

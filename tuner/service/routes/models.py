@@ -20,18 +20,25 @@ import anyio
 from fastapi import APIRouter, HTTPException, Query, Request, Response, status
 from starlette.concurrency import run_in_threadpool
 
-from compiler.graph import LibraryError
+from compiler.graph import DimRange, LibraryError
 from compiler.workloads import WorkloadError
 from compiler.workloads.probe import check_finite
 from tuner.database import Database, HardwareInfo, NewWorkload, Role, TaskInfo, absolute_url, quotas
 from tuner.database import tuned_models as m
 from tuner.database.tokens import TokenInfo
 from tuner.service import admission
-from tuner.service.artifact import BUILD_SECONDS, MissingRecords, artifact_key, build_artifact
+from tuner.service.artifact import (
+    BUILD_SECONDS,
+    ArtifactKey,
+    MissingRecords,
+    NotOneLibrary,
+    artifact_key,
+    build_artifact,
+)
 from tuner.service.deps import ClientToken, DatabaseDep, PageDep, SettingsDep
 from tuner.service.errors import AUTH, BODY, documented, field_error
 from tuner.service.isolated import IsolatedError, run_isolated
-from tuner.service.model_import import ImportedModel, ModelRefused, import_model
+from tuner.service.model_import import ImportedModel, ModelRefused, import_model, ranged
 from tuner.service.routes.tasks import gflops, parse_workload, resolve_hardware
 from tuner.service.schemas import (
     NO_NUL,
@@ -91,6 +98,7 @@ def _submit_model(body: ModelCreate, db: Database, settings: Settings, holder: T
             name=body.name or "model",
             source=imported.sized or source,
             source_format=source_format,
+            dims=dict(body.dims) if body.dims and ranged(body.dims) else None,
             hardware_id=hardware.id,
             scheduler=body.scheduler,
             trials=body.trials,
@@ -153,12 +161,18 @@ async def artifact(
     settings: SettingsDep,
     holder: ClientToken,
     hardware: Annotated[str | None, Query(min_length=1, max_length=200, pattern=NO_NUL)] = None,
+    size: Annotated[list[str] | None, Query(max_length=64)] = None,
 ) -> Response:
     """The model compiled for `hardware` (a key; default: the hardware it was tuned for) from the best
     record of each of its layers there, as model.so and model.h in a .tar.gz. 409 while a layer has no
     valid record on that hardware. The first request builds it (seconds to minutes); later ones, until
-    a better record arrives, get the same bytes at once."""
+    a better record arrives, get the same bytes at once.
+
+    A model tuned for ranges of sizes is one library for every size in them; with `size=NAME=VALUE`
+    for each ranged dimension, a library of static shapes at those sizes (422 for a size outside its
+    range, naming it; or for ranges that one library cannot describe, asked without sizes)."""
     model = await run_in_threadpool(find_model, db, model_id, holder)
+    sizes = _sizes(model, size or [])
     if not await run_in_threadpool(m.has_source, db, model_id):
         raise HTTPException(
             status.HTTP_410_GONE,
@@ -167,7 +181,7 @@ async def artifact(
         )
     kind = await run_in_threadpool(_hardware, db, hardware or model.hardware_key)
     try:
-        key = await run_in_threadpool(artifact_key, db, model_id, kind)
+        key = await run_in_threadpool(artifact_key, db, model_id, kind, sizes)
     except MissingRecords as e:
         raise HTTPException(
             status.HTTP_409_CONFLICT,
@@ -184,17 +198,51 @@ async def artifact(
     )
 
 
-def _build(settings: Settings, key: tuple[int, str, tuple[int, ...]], slots: admission.Slots) -> bytes:
+def _sizes(model: m.ModelInfo, given: list[str]) -> dict[str, int]:
+    """The sizes of `size=NAME=VALUE` query parameters: one for each ranged dimension of a model tuned
+    for ranges (none at all: its one library), each inside its range; a 422 on `size` otherwise."""
+    ranges = [
+        DimRange(name, spec[0], spec[1])
+        for name, spec in (model.dims or {}).items()
+        if isinstance(spec, list) and spec[0] < spec[1]
+    ]
+    if given and not ranges:
+        raise field_error("size", f"model {model.id} has static shapes: it takes no size", location="query")
+    sizes: dict[str, int] = {}
+    for text in given:
+        name, _, value = text.partition("=")
+        dim = next((d for d in ranges if d.name == name), None)
+        if dim is None:
+            have = ", ".join(map(str, ranges))
+            raise field_error("size", f"{text!r}: the model's ranged dimensions are {have}", location="query")
+        if not value.isdigit() or not dim.min <= int(value) <= dim.max:
+            raise field_error("size", f"{name}={value} is outside the declared range {dim}", location="query")
+        sizes[name] = int(value)
+    missing = [d.name for d in ranges if d.name not in sizes]
+    if sizes and missing:
+        raise field_error(
+            "size", f"give every ranged dimension a size: {', '.join(missing)} missing", location="query"
+        )
+    return sizes
+
+
+def _build(settings: Settings, key: ArtifactKey, slots: admission.Slots) -> bytes:
     try:
         with slots.hold():
             return run_isolated(
                 build_artifact,
                 absolute_url(settings.database_url),
-                key[0],
-                key[1],
+                key,
                 seconds=BUILD_SECONDS,
                 memory_bytes=settings.model_memory_bytes,
             )
+    except NotOneLibrary as e:
+        raise field_error(
+            "size",
+            f"model {key[0]}'s ranges cannot be one library ({e}): download it at sizes, with "
+            "size=NAME=VALUE for each ranged dimension",
+            location="query",
+        ) from None
     except (
         IsolatedError,
         LibraryError,
@@ -278,6 +326,7 @@ def _public(model: m.ModelInfo, layers: list[ModelTaskPublic]) -> ModelPublic:
         message=model.message,
         tasks=len(layers),
         estimated_secs=_estimated([(layer.weight, layer.best_secs) for layer in layers]),
+        dims=model.dims,
         created_at=model.created_at,
         updated_at=model.updated_at,
     )
