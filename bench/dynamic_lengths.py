@@ -194,8 +194,10 @@ def main(argv: list[str]) -> None:
         action="store_true",
         help="also tune each other length alone, at a quarter of the trials",
     )
-    parser.add_argument("--dir", default=tempfile.mkdtemp(prefix="dynamic-lengths-"), help="the databases")
+    parser.add_argument("--dir", help="the databases (made if missing; by default a new temporary one)")
     args = parser.parse_args(argv)
+    args.dir = args.dir or tempfile.mkdtemp(prefix="dynamic-lengths-")
+    os.makedirs(args.dir, exist_ok=True)
     hardware = host_hardware()
     threads = hardware.target.cores
     print(f"{hardware.cpu_model}, {threads} threads; databases in {args.dir}")

@@ -17,7 +17,7 @@ import onnx
 import pytest
 from onnx import numpy_helper
 
-from compiler import frontend
+from compiler import frontend, te
 from compiler.graph import load_library
 from compiler.graph.serialize import module_to_json
 from runner import MODEL_TIMING
@@ -41,6 +41,7 @@ RNG = np.random.default_rng(1)
 
 def submit_model(api: Api, trials: int = 40, role: str = "client", **extra) -> dict:
     body = {"onnx": encoded(mlp()), "trials": trials, "name": "mlp", **extra}
+    body = {key: value for key, value in body.items() if value is not None}
     reply = api.client.post("/v1/models", json=body, headers=api.as_(role))
     assert reply.status_code == 201, reply.text
     return reply.json()
@@ -164,6 +165,50 @@ def test_a_model_with_a_range_is_tuned_at_spread_sizes_and_is_one_library_for_it
         body = {"onnx": encoded(open_batch_mlp()), "trials": 8, "dims": dims}
         bad = api.client.post("/v1/models", json=body, headers=api.as_("client"))
         assert bad.status_code == 422 and message in str(bad.json()["detail"]), bad.text
+
+
+def test_a_kernel_over_a_range_is_a_model_of_its_sizes(api: Api, remote: list[str], capsys):
+    """Issue 40's spec form through the service: one parameter given as [min, max] (or a script
+    declaring a size var) is tuned at its sizes under one budget, each size a layer; the range is
+    the model's dims; it has no library to download."""
+    worker = register(api)
+    spec = {"op": "matmul", "params": {"M": [1, 64], "N": 16, "K": 8}}
+    submitted = submit_model(api, trials=24, onnx=None, workload=spec, sizes=[1, 8, 64], name="mm")
+    assert (submitted["tasks"], submitted["dims"]) == (3, {"M": [1, 64]})
+    done = run_to_end(api, worker, submitted["id"])
+    assert done["status"] == "done" and [layer["weight"] for layer in done["layers"]] == [1, 1, 1]
+    assert [layer["flops"] for layer in done["layers"]] == [2 * m * 16 * 8 for m in (1, 8, 64)]
+    artifact = api.client.get(f"/v1/models/{submitted['id']}/artifact", headers=api.as_("client"))
+    assert artifact.status_code == 422 and "no library" in artifact.text
+    n = te.var("n", range=(1, 40))
+    a = te.placeholder((n, 8), "float32", name="A")
+    script = te.create_prim_func([a, te.compute((n, 8), lambda i, j: a[i, j] * 2.0, name="B")]).script()
+    scripted = submit_model(api, trials=8, onnx=None, workload={"tvmscript": script})
+    assert scripted["tasks"] == 4 and scripted["dims"] == {"n": [1, 40]}
+    refusals = [
+        (
+            {"workload": {"op": "matmul", "params": {"M": 8, "N": 16, "K": 8}}},
+            "workload",
+            "no parameter is a range",
+        ),
+        ({"workload": spec, "sizes": [0]}, "sizes", "greater than or equal to 1"),
+        ({"workload": spec, "sizes": [65]}, "sizes", "sizes [65] are outside the range [1, 64]"),
+        (
+            {"workload": {"op": "matmul", "params": {"M": [1, 64], "N": [1, 8], "K": 8}}},
+            "workload",
+            "one parameter may be a range",
+        ),
+        ({"workload": spec, "onnx": encoded(mlp())}, "body", "exactly one of onnx"),
+        ({"onnx": encoded(mlp()), "sizes": [4]}, "body", "sizes go with workload"),
+    ]
+    for body, where, message in refusals:
+        reply = api.client.post("/v1/models", json={"trials": 8, **body}, headers=api.as_("client"))
+        assert reply.status_code == 422 and message in str(reply.json()["detail"]), reply.text
+        assert where in str(reply.json()["detail"][0]["loc"]), reply.text
+    command = ["submit", "matmul", "M=1..64", "N=16", "K=8", "--sizes", "2,64", "--trials", "8", "--json"]
+    assert main([*command, *remote]) == 0
+    cli = json.loads(capsys.readouterr().out)
+    assert (cli["tasks"], cli["dims"], cli["name"]) == (2, {"M": [1, 64]}, "matmul M=1..64")
 
 
 def test_a_model_is_its_tokens_and_cancel_stops_its_layers(api: Api):

@@ -90,7 +90,7 @@ def _parser() -> argparse.ArgumentParser:
         "--sizes", help="with a range (M=1..512, or a symbolic script): the sizes to tune, e.g. 1,64,512"
     )
     add_target_option(p)
-    p.set_defaults(run=_tune)
+    p.set_defaults(run=_tune, takes_range=True)
     p = command("best", "the fastest known records of a workload (on this machine, or a coordinator's)")
     p.add_argument("--top", type=int, default=1)
     add_hardware_option(p)
@@ -117,8 +117,10 @@ def _parser() -> argparse.ArgumentParser:
 def _ranged_or_single(args: argparse.Namespace) -> Workload | RangedWorkload:
     """A range (`tuner.cli.ranges`) is tuned by `tune`; the other commands take one size."""
     ranged = ranged_workload(args)
-    if ranged is not None and args.run is not _tune:
-        raise WorkloadError(ranged.field, "a range is tuned with `tuner tune`; give this command a size")
+    if ranged is not None and not getattr(args, "takes_range", False):
+        raise WorkloadError(
+            ranged.field, "a range is tuned with `tuner tune` or `tuner submit`; give this command a size"
+        )
     if ranged is None and getattr(args, "sizes", None) is not None:
         raise WorkloadError(
             "sizes", "--sizes needs a parameter given as a range (M=1..512) or a symbolic script"

@@ -11,45 +11,28 @@ from __future__ import annotations
 import argparse
 import json
 import re
-from collections.abc import Callable
-from dataclasses import dataclass
-from functools import partial
 from typing import Any
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from compiler.serialize import to_json
 from compiler.target import Hardware
-from compiler.workloads import Workload, WorkloadError, workload_from_spec
-from compiler.workloads.primfunc_spec import leading_inputs, primfunc_workload
-from compiler.workloads.script_spec import script_function
+from compiler.workloads import WorkloadError
 from tuner.baseline import numpy_seconds
 from tuner.cli.service import database_url
-from tuner.range_tuning import spread_sizes
+from tuner.range_spec import RangedWorkload
+from tuner.range_spec import ranged_workload as ranged_spec
 from tuner.task_scheduler import WeightedWorkload, tune_tasks
 from tuner.tune import gflops
 
 RANGE = re.compile(r"^(?:([A-Za-z_]\w*):)?(\d+)\.\.(\d+)$")
 
 
-@dataclass(frozen=True)
-class RangedWorkload:
-    """A workload at sizes of one dimension over its range: (size, the workload at that size)."""
-
-    name: str
-    field: str  # where the range was given: params.M, or script
-    dimension: str
-    low: int
-    high: int
-    sizes: tuple[tuple[int, Workload], ...]
-
-
 def ranged_workload(args: argparse.Namespace) -> RangedWorkload | None:
     """The ranged workload the command line names (`op params`, `--script`), or None where no
     parameter is a range and the script declares no symbolic dimension."""
-    sizes = getattr(args, "sizes", None)
+    sizes = _sizes(getattr(args, "sizes", None))
     if args.spec or args.script:
         given = [item for item in (args.op, *args.params) if item]  # a param may land in op's place
         ranged = [item for item in given if RANGE.match(item.partition("=")[2])]
@@ -58,7 +41,7 @@ def ranged_workload(args: argparse.Namespace) -> RangedWorkload | None:
                 "params",
                 f"{ranged[0]}: a range is an operator's parameter, beside no spec or script",
             )
-        return _ranged_script(args.script, args.num_inputs, sizes) if args.script else None
+        return ranged_spec(_script_spec(args.script, args.num_inputs), sizes) if args.script else None
     pairs = [item.partition("=") for item in args.params]
     ranged_at = [k for k, pair in enumerate(pairs) if RANGE.match(pair[2])]
     if not ranged_at:
@@ -70,71 +53,35 @@ def ranged_workload(args: argparse.Namespace) -> RangedWorkload | None:
     twice = sorted({n for n in names if names.count(n) > 1})
     if twice:
         raise WorkloadError(f"params.{twice[0]}", "given twice")
-    if len(ranged_at) > 1:
-        listed = ", ".join(names[k] for k in ranged_at)
-        raise WorkloadError(
-            f"params.{names[ranged_at[1]]}", f"one parameter may be a range, got ranges for {listed}"
-        )
-    key, _, value = pairs[ranged_at[0]]
-    found = RANGE.match(value)
-    assert found is not None
-    low, high = int(found.group(2)), int(found.group(3))
-    field = f"params.{key}"
-    fixed = {name: parameter_value(text) for name, _, text in pairs if name != key}
-    out = []
-    for size in _sizes(field, low, high, sizes):
-        spec = {"op": args.op, "params": {**fixed, key: size}, "dtype": args.dtype}
-        out.append((size, _at_size(field, size, partial(workload_from_spec, spec))))
-    return RangedWorkload(
-        f"{args.op} {key}={low}..{high}", field, found.group(1) or key, low, high, tuple(out)
-    )
+    params: dict[str, Any] = {}
+    dimension = None
+    for name, _, text in pairs:
+        found = RANGE.match(text)
+        if found is None:
+            params[name] = parameter_value(text)
+        else:
+            params[name] = [int(found.group(2)), int(found.group(3))]
+            dimension = dimension or found.group(1)
+    return ranged_spec({"op": args.op, "params": params, "dtype": args.dtype}, sizes, dimension=dimension)
 
 
-def _at_size(field: str, size: int, make: Callable[[], Workload]) -> Workload:
-    """The workload at one size of the range; its refusal says which size."""
-    try:
-        return make()
-    except WorkloadError as e:
-        raise WorkloadError(e.field, f"at {field.removeprefix('params.')} = {size}: {e.message}") from None
-
-
-def _ranged_script(path: str, num_inputs: int | None, sizes: str | None) -> RangedWorkload | None:
+def _script_spec(path: str, num_inputs: int | None) -> dict[str, Any]:
     try:
         with open(path, encoding="utf-8") as f:
             text = f.read()
     except (OSError, UnicodeDecodeError) as e:
         raise WorkloadError("script", f"cannot read {path}: {e}") from None
-    func = script_function(text)
-    if not func.size_vars:
-        return None
-    if len(func.size_vars) > 1:
-        names = ", ".join(v.name for v in func.size_vars)
-        raise WorkloadError(
-            "script", f"a range is tuned over one symbolic dimension; {func.name} has {names}"
-        )
-    var = func.size_vars[0]
-    inputs = leading_inputs(func) if num_inputs is None else num_inputs
-    out = []
-    for size in _sizes("script", var.lo, var.hi, sizes):
-        static = to_json(func.specialize({var: size}))
-        out.append((size, _at_size(var.name, size, partial(primfunc_workload, static, inputs))))
-    name = f"{func.name} {var.name}={var.lo}..{var.hi}"
-    return RangedWorkload(name, "script", var.name, var.lo, var.hi, tuple(out))
+    return {"tvmscript": text} | ({"num_inputs": num_inputs} if num_inputs is not None else {})
 
 
-def _sizes(field: str, low: int, high: int, given: str | None) -> list[int]:
-    if low < 1 or low > high:
-        raise WorkloadError(field, f"a range LOW..HIGH needs 1 <= LOW <= HIGH, got {low}..{high}")
+def _sizes(given: str | None) -> list[int] | None:
+    """--sizes 1,64,512."""
     if given is None:
-        return spread_sizes(low, high)
+        return None
     try:
-        sizes = sorted({int(s) for s in given.split(",")})
+        return [int(s) for s in given.split(",")]
     except ValueError:
         raise WorkloadError("sizes", f"--sizes takes sizes separated by commas, got {given!r}") from None
-    outside = [s for s in sizes if not low <= s <= high]
-    if outside:
-        raise WorkloadError("sizes", f"sizes {outside} are outside the range {low}..{high}")
-    return sizes
 
 
 def parameter_value(text: str) -> Any:

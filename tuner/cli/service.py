@@ -31,6 +31,7 @@ from runner.results import TimingConfig
 from runner.worker import Worker, WorkerConfig, parse_cpus
 from tuner.database import Database, Role, TaskStatus
 from tuner.database.tokens import LastAdmin, create_token, revoke_token, tokens
+from tuner.range_spec import RangedWorkload
 from tuner.service.client import ApiError, BadResponse, Client
 from tuner.service.clock import now as clock_now
 from tuner.service.schemas import Best, RecordPublic, TaskPublic
@@ -177,7 +178,17 @@ def add_service_commands(command: CommandFactory, *, embedded_tune: Handler) -> 
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--hardware", help="hardware key to tune for (default: the only one registered)")
     p.add_argument("--wait", action="store_true", help="follow the task until it ends")
-    p.set_defaults(run=_submit(embedded_tune), plot=None, no_baseline=True, batch_size=None, target=None)
+    p.add_argument(
+        "--sizes", help="with a range (M=1..512, or a symbolic script): the sizes to tune, e.g. 1,64,512"
+    )
+    p.set_defaults(
+        run=_submit(embedded_tune),
+        plot=None,
+        no_baseline=True,
+        batch_size=None,
+        target=None,
+        takes_range=True,
+    )
 
     p = command("status", "tuning tasks and their progress", workload=False)
     add_remote_options(p)
@@ -320,6 +331,8 @@ def _submit(embedded_tune: Handler) -> Handler:
     def submit(args: argparse.Namespace, console: Console) -> int:
         if not is_remote(args):
             return embedded_tune(args, console)
+        if isinstance(args.workload, RangedWorkload):
+            return _submit_range(args, console)
         with client(args) as api:
             try:
                 task = api.submit(
@@ -342,6 +355,28 @@ def _submit(embedded_tune: Handler) -> Handler:
         return 0 if task.status != TaskStatus.FAILED else 1
 
     return submit
+
+
+def _submit_range(args: argparse.Namespace, console: Console) -> int:
+    """A range goes to the coordinator as a model of its sizes: one budget over them."""
+    ranged: RangedWorkload = args.workload
+    with client(args) as api:
+        model = api.submit_model(
+            workload=dict(ranged.spec),
+            sizes=[size for size, _ in ranged.sizes],
+            trials=args.trials,
+            name=ranged.name,
+            hardware=args.hardware,
+            seed=args.seed,
+        )
+    sizes = ", ".join(str(size) for size, _ in ranged.sizes)
+    console.print(
+        f"model {model.id} ({escape(model.name)}): sizes {sizes} under {model.trials} trials; follow "
+        f"it with `tuner status` or GET /v1/models/{model.id}"
+    )
+    if args.json:
+        print(json.dumps(model.model_dump(mode="json"), indent=2))
+    return 0
 
 
 def _follow(api: Client, task: TaskPublic, console: Console, *, quiet: bool) -> TaskPublic:

@@ -140,14 +140,19 @@ class Client:
         scheduler: Scheduler = "gradient",
         seed: int = 0,
         dims: dict[str, int | list[int] | str] | None = None,
+        workload: dict[str, Any] | None = None,
+        sizes: list[int] | None = None,
     ) -> ModelPublic:
         """Submit an ONNX model's bytes (sent base64-encoded), or a graph's JSON form
-        (`compiler.graph.serialize`), to be tuned under one trial budget; `dims` sizes the ONNX
-        model's open input dimensions, or gives them [min, max] ranges."""
+        (`compiler.graph.serialize`), or one kernel over a range (`workload`, at `sizes`), to be
+        tuned under one trial budget; `dims` sizes the ONNX model's open input dimensions, or gives
+        them [min, max] ranges."""
         with _refused_before_sending():
             body = ModelCreate(
                 onnx=base64.b64encode(onnx).decode() if onnx is not None else None,
                 graph=graph,
+                workload=workload,
+                sizes=sizes,
                 trials=trials,
                 name=name,
                 hardware=hardware,

@@ -256,6 +256,16 @@ class ModelCreate(Strict):
         description="Or: the model in our graph's JSON form (compiler/graph/serialize.py): inputs, "
         "constants (base64 data), nodes of graph operators, outputs.",
     )
+    workload: JsonObject | None = Field(
+        None,
+        description="Or: one kernel over a range of one dimension, a workload spec with one "
+        'parameter given as [min, max] (`{"op": "matmul", "params": {"M": [1, 512], "N": 768, '
+        '"K": 768}}`) or TVMScript declaring a size var (`{"tvmscript": ...}`): tuned at `sizes` '
+        "(by default four spread over the range) under one budget, each size a layer.",
+    )
+    sizes: list[Size] | None = Field(
+        None, min_length=1, max_length=16, description="With `workload`: the sizes to tune it at."
+    )
     name: Name | None = Field(None, description="What to call it; default: 'model'.")
     trials: int = Field(
         ge=1, description="Measurements shared by all its layers; at least one per layer (task)."
@@ -281,10 +291,15 @@ class ModelCreate(Strict):
 
     @model_validator(mode="after")
     def _one_model(self) -> ModelCreate:
-        if (self.onnx is None) == (self.graph is None):
-            raise ValueError("give exactly one of onnx (a file, base64) and graph (its JSON form)")
-        if self.dims and self.graph is not None:
+        if [self.onnx, self.graph, self.workload].count(None) != 2:
+            raise ValueError(
+                "give exactly one of onnx (a file, base64), graph (its JSON form) and workload (a "
+                "kernel over a range)"
+            )
+        if self.dims and self.onnx is None:
             raise ValueError("dims size an ONNX model's open dimensions: a graph's shapes are static")
+        if self.sizes is not None and self.workload is None:
+            raise ValueError("sizes go with workload: an ONNX model's ranges are its dims")
         for name, spec in (self.dims or {}).items():
             if isinstance(spec, list) and spec[0] > spec[1]:
                 raise ValueError(f"dims[{name!r}] is {list(spec)}: a range's min is at most its max")

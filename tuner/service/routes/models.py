@@ -26,6 +26,7 @@ from compiler.workloads.probe import check_finite
 from tuner.database import Database, HardwareInfo, NewWorkload, Role, TaskInfo, absolute_url, quotas
 from tuner.database import tuned_models as m
 from tuner.database.tokens import TokenInfo
+from tuner.range_spec import ranged_workload
 from tuner.service import admission
 from tuner.service.artifact import (
     BUILD_SECONDS,
@@ -38,7 +39,7 @@ from tuner.service.artifact import (
 from tuner.service.deps import ClientToken, DatabaseDep, PageDep, SettingsDep
 from tuner.service.errors import AUTH, BODY, documented, field_error
 from tuner.service.isolated import IsolatedError, run_isolated
-from tuner.service.model_import import ImportedModel, ModelRefused, import_model, ranged
+from tuner.service.model_import import ImportedModel, Layer, ModelRefused, import_model, ranged
 from tuner.service.routes.tasks import gflops, parse_workload, resolve_hardware
 from tuner.service.schemas import (
     NO_NUL,
@@ -78,13 +79,19 @@ def _submit_model(body: ModelCreate, db: Database, settings: Settings, holder: T
         quotas.precheck(db, token_id=holder.id, asked=quotas.Usage(1, body.trials, 0.0), quota=quota)
     except quotas.OverQuota as e:
         raise HTTPException(status.HTTP_429_TOO_MANY_REQUESTS, f"over quota: {e}") from None
-    source_format, field = ("onnx", "onnx") if body.onnx is not None else ("graph", "graph")
-    source = _decoded(body.onnx, settings) if body.onnx is not None else _encoded(body.graph, settings)
     hardware = resolve_hardware(db, body.hardware, None)
-    try:
-        imported = import_model(source_format, source, settings, body.dims)
-    except ModelRefused as e:
-        raise field_error(e.field or field, str(e)) from None
+    dims: dict[str, Any] | None = dict(body.dims) if body.dims and ranged(body.dims) else None
+    if body.workload is not None:
+        source_format = field = "workload"
+        source = _encoded(body.workload, settings, field)
+        imported, dims = _range_layers(body.workload, body.sizes)
+    else:
+        source_format, field = ("onnx", "onnx") if body.onnx is not None else ("graph", "graph")
+        source = _decoded(body.onnx, settings) if body.onnx is not None else _encoded(body.graph, settings)
+        try:
+            imported = import_model(source_format, source, settings, body.dims)
+        except ModelRefused as e:
+            raise field_error(e.field or field, str(e)) from None
     if body.trials < len(imported.layers):
         raise field_error(
             "trials", f"the model has {len(imported.layers)} layers to tune: give each at least one trial"
@@ -98,7 +105,7 @@ def _submit_model(body: ModelCreate, db: Database, settings: Settings, holder: T
             name=body.name or "model",
             source=imported.sized or source,
             source_format=source_format,
-            dims=dict(body.dims) if body.dims and ranged(body.dims) else None,
+            dims=dims,
             hardware_id=hardware.id,
             scheduler=body.scheduler,
             trials=body.trials,
@@ -172,6 +179,12 @@ async def artifact(
     for each ranged dimension, a library of static shapes at those sizes (422 for a size outside its
     range, naming it; or for ranges that one library cannot describe, asked without sizes)."""
     model = await run_in_threadpool(find_model, db, model_id, holder)
+    if model.source_format == "workload":
+        raise HTTPException(
+            status.HTTP_422_UNPROCESSABLE_CONTENT,
+            f"model {model_id} is one kernel tuned for a range, which has no library: each size's "
+            "records are POST /v1/best's, and tuner.compile_range builds the kernel from them",
+        )
     sizes = _sizes(model, size or [])
     if not await run_in_threadpool(m.has_source, db, model_id):
         raise HTTPException(
@@ -251,14 +264,32 @@ def _build(settings: Settings, key: ArtifactKey, slots: admission.Slots) -> byte
         raise HTTPException(status.HTTP_500_INTERNAL_SERVER_ERROR, f"the build failed: {e}") from None
 
 
-def _encoded(graph: dict[str, Any] | None, settings: Settings) -> bytes:
-    """The graph's JSON form as it is stored (and imported, and rebuilt from for the artifact)."""
-    source = json.dumps(graph, separators=(",", ":"), allow_nan=False).encode()
+def _encoded(data: dict[str, Any] | None, settings: Settings, field: str = "graph") -> bytes:
+    """The graph's JSON form (or a kernel range's spec) as it is stored (and imported, and rebuilt
+    from for the artifact)."""
+    source = json.dumps(data, separators=(",", ":"), allow_nan=False).encode()
     if len(source) > settings.max_model_bytes:
         raise field_error(
-            "graph", f"the graph is {len(source)} bytes, over max_model_bytes={settings.max_model_bytes}"
+            field, f"the {field} is {len(source)} bytes, over max_model_bytes={settings.max_model_bytes}"
         )
     return source
+
+
+def _range_layers(spec: dict[str, Any], sizes: list[int] | None) -> tuple[ImportedModel, dict[str, Any]]:
+    """A kernel over a range as a model's layers: the workload at each size, once a call each; and
+    its range, as the model's dims."""
+    try:
+        found = ranged_workload(spec, sizes)
+    except WorkloadError as e:
+        raise field_error("sizes" if e.field == "sizes" else f"workload.{e.field}", e.message) from None
+    if found is None:
+        raise field_error(
+            "workload",
+            "no parameter is a range [min, max] and the script declares no size var: a kernel of "
+            "static shapes is a task (POST /v1/tasks)",
+        )
+    layers = tuple(Layer(f"{found.dimension}={size}", wl.spec, 1, (wl.name,)) for size, wl in found.sizes)
+    return ImportedModel(layers, 1, None), {found.dimension: [found.low, found.high]}
 
 
 def _decoded(text: str, settings: Settings) -> bytes:
