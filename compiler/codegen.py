@@ -333,19 +333,21 @@ def _store(cg: CodeGen, s: BufferStore) -> None:
     cg.builder.store(value, cg.address(s.buffer, s.indices), align=align(s.buffer.dtype))
 
 
-STACK_LIMIT_BYTES = 64 << 10
+STACK_LIMIT_BYTES = {"global": 64 << 10, "local": 1 << 20}
 
 
 def _allocate(cg: CodeGen, s: Allocate) -> None:
     """Small buffers (compacted tiles, accumulators) live on the stack, allocated once in the entry
     block of the current function (each thread has its own in a parallel region), where LLVM can
     promote them to registers. Large ones come from malloc, and a failed allocation aborts
-    (SIGABRT) rather than letting the kernel write through a null pointer."""
+    (SIGABRT) rather than letting the kernel write through a null pointer. A "local" buffer (TVM's
+    scope for a thread's own storage) stays on the stack up to 1 MiB, an eighth of the 8 MiB stack
+    a thread gets by default (`ulimit -s`, which libgomp's threads take); beyond, the heap."""
     b = cg.builder
     elem = _elem_type(s.buffer)
     most = math.prod(largest(d) for d in s.buffer.shape)  # at the symbolic dimensions' largest values
     nbytes = most * ITEMSIZE[s.buffer.dtype]
-    if nbytes <= STACK_LIMIT_BYTES:  # room for the largest shape
+    if nbytes <= STACK_LIMIT_BYTES[s.buffer.scope]:  # room for the largest shape
         with b.goto_block(cg.fn.entry_basic_block):
             b.position_at_start(cg.fn.entry_basic_block)
             cg.buffers[s.buffer] = b.alloca(elem, size=most, name=s.buffer.name)

@@ -91,7 +91,7 @@ def _shrink(
         if ext is None:
             return unchanged
         shape.append(max(1, ext[1]))
-    return Buffer(buf.name, tuple(shape), buf.dtype), [lo for lo, _ in region]
+    return replace(buf, shape=tuple(shape)), [lo for lo, _ in region]
 
 
 def _region(func: PrimFunc, scope: Path, uses: list[tuple[Path, Block]], buf: Buffer) -> Region | None:

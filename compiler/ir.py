@@ -323,11 +323,18 @@ class Cast(Expr):
         return Cast(self.dtype, kids[0])
 
 
+SCOPES = ("global", "local")  # the storage scopes of a CPU: it has no shared or texture memory
+
+
 @dataclass(frozen=True)
 class Buffer:
+    """A tensor of `shape` and `dtype`. `scope` is where an intermediate lives (TVM's storage scope):
+    "global" (the stack when small, else the heap) or "local" (the stack; see `compiler.codegen`)."""
+
     name: str
     shape: tuple[int | Expr, ...]
     dtype: str
+    scope: str = "global"
 
     @property
     def is_static(self) -> bool:

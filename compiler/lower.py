@@ -31,6 +31,7 @@ from compiler.ir import (
 )
 from compiler.ops import Op
 from compiler.overcompute import overcompute_guarded_tiles
+from compiler.storage_align import align_storage
 from compiler.visit import free_vars, loads, map_blocks, map_store, substitute
 
 
@@ -41,6 +42,7 @@ class LoweringError(ValueError):
 def lower(func: PrimFunc) -> PrimFunc:
     """Blocks to loops: the passes in order."""
     func = compact_buffers(func)
+    func = align_storage(func)
     func = overcompute_guarded_tiles(func)
     func = flatten_blocks(func)
     func = hoist_guards(func)

@@ -128,7 +128,8 @@ def script(func: PrimFunc) -> str:
     if func.attrs:
         lines.append(f"    T.func_attr({{{_annotations(func.attrs)}}})")
     for b in func.allocs:
-        lines.append(f"    {b.name} = T.alloc_buffer({_shape_str(b.shape)}, {b.dtype!r})")
+        scope = "" if b.scope == "global" else f", scope={b.scope!r}"
+        lines.append(f"    {b.name} = T.alloc_buffer({_shape_str(b.shape)}, {b.dtype!r}{scope})")
     lines += _stmt_lines(func.body, 1)
     return "\n".join(lines) + "\n"
 

@@ -28,6 +28,7 @@ from compiler.dtypes import DTYPES, FLOAT_DTYPES, INT_DTYPES
 from compiler.ir import (
     ITER_KINDS,
     LOOP_KINDS,
+    SCOPES,
     Allocate,
     Binary,
     Block,
@@ -116,7 +117,10 @@ class _Writer:
         return e if isinstance(e, int) else self.expr(e)
 
     def buffer(self, b: Buffer) -> Json:
-        return {"name": b.name, "shape": [self.extent(d) for d in b.shape], "dtype": b.dtype}
+        out: dict[str, Json] = {"name": b.name, "shape": [self.extent(d) for d in b.shape], "dtype": b.dtype}
+        if b.scope != "global":  # only then: what every function serialized before keeps its data and hash
+            out["scope"] = b.scope
+        return out
 
     def name(self, var: Var) -> str:
         return self.names.get(var.name, var.name)
@@ -186,10 +190,6 @@ class _Writer:
         ]
         self.names = outer
         return out
-
-
-def _buffer(b: Buffer) -> Json:
-    return {"name": b.name, "shape": list(b.shape), "dtype": b.dtype}
 
 
 def _annotations(ann: tuple[tuple[str, object], ...]) -> Json:
@@ -298,14 +298,16 @@ class _Reader:
 
     def declare(self, data: Json) -> Buffer:
         self.expect(
-            isinstance(data, dict) and set(data) == {"name", "shape", "dtype"},
-            "a buffer must be {name, shape, dtype}",
+            isinstance(data, dict)
+            and {"name", "shape", "dtype"} <= set(data) <= {"name", "shape", "dtype", "scope"},
+            "a buffer must be {name, shape, dtype} and may have a scope",
         )
         name = self.at(".name", self.string, data["name"])
         self.expect(name not in self.buffers, f"buffer {name!r} is declared twice")
         shape = self.at(".shape", lambda d: self.list_of(d, self.extent), data["shape"])
         dtype = self.at(".dtype", lambda d: self.choice(d, DTYPES), data["dtype"])
-        buffer = self.buffers[name] = Buffer(name, tuple(shape), dtype)
+        scope = self.at(".scope", lambda d: self.choice(d, SCOPES), data.get("scope", "global"))
+        buffer = self.buffers[name] = Buffer(name, tuple(shape), dtype, scope)
         return buffer
 
     def buffer(self, data: Json) -> Buffer:

@@ -6,7 +6,20 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 
-from compiler.ir import Block, Buffer, BufferStore, Expr, For, IterVar, Load, PrimFunc, SeqStmt, Stmt, Var
+from compiler.ir import (
+    SCOPES,
+    Block,
+    Buffer,
+    BufferStore,
+    Expr,
+    For,
+    IterVar,
+    Load,
+    PrimFunc,
+    SeqStmt,
+    Stmt,
+    Var,
+)
 from compiler.names import unique_name
 from compiler.schedule.errors import check
 from compiler.schedule.tree import find_block
@@ -31,8 +44,9 @@ def _unique_block_name(func: PrimFunc, base: str) -> str:
 
 
 def _new_buffer(func: PrimFunc, base: Buffer, scope: str) -> Buffer:
+    check(scope in SCOPES, f"scope {scope!r} is not a CPU storage scope; use one of {list(SCOPES)}")
     name = unique_name(f"{base.name}_{scope}", {b.name for b in func.params + func.allocs})
-    return Buffer(name, base.shape, base.dtype)
+    return Buffer(name, base.shape, base.dtype, scope)
 
 
 def _insert_top_level(func: PrimFunc, anchor_block: str, nest: Stmt, after: bool, buf: Buffer) -> Stmt:

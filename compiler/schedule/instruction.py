@@ -93,6 +93,13 @@ SCALAR = ArgType(
     "a number, string or bool", lambda v: isinstance(v, int | float | str) or is_ref(v), (IntRV,)
 )
 STR = ArgType("a string", lambda v: isinstance(v, str))
+BUFFER_REF = ArgType(
+    'a buffer: ["read", i], ["write", 0] or its name',
+    lambda v: (
+        isinstance(v, str)
+        or (isinstance(v, list) and len(v) == 2 and v[0] in ("read", "write") and is_int(v[1]))
+    ),
+)
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ from compiler.schedule import sampling
 from compiler.schedule.instruction import (
     BLOCK,
     BLOCK_OR_LOOP,
+    BUFFER_REF,
     FACTORS,
     INT,
     INTS,
@@ -191,6 +192,40 @@ RFACTOR = register(
         (Arg("loop", LOOP), Arg("factor_axis", INT)),
         ONE_BLOCK,
         lambda sch, a, _: sch.rfactor(a["loop"], a["factor_axis"]),
+    )
+)
+
+# --- buffer layout and storage ------------------------------------------------------------------------
+TRANSFORM_LAYOUT = register(
+    InstructionKind(
+        "transform_layout",
+        (Arg("block", BLOCK), Arg("buffer", BUFFER_REF), Arg("index_map", STR)),
+        NOTHING,
+        lambda sch, a, _: sch.transform_layout(a["block"], a["buffer"], a["index_map"]),
+    )
+)
+STORAGE_ALIGN = register(
+    InstructionKind(
+        "storage_align",
+        (
+            Arg("block", BLOCK),
+            Arg("buffer_index", INT),
+            Arg("axis", INT),
+            Arg("factor", INT),
+            Arg("offset", INT),
+        ),
+        NOTHING,
+        lambda sch, a, _: sch.storage_align(
+            a["block"], a["buffer_index"], a["axis"], a["factor"], a["offset"]
+        ),
+    )
+)
+SET_SCOPE = register(
+    InstructionKind(
+        "set_scope",
+        (Arg("block", BLOCK), Arg("buffer_index", INT), Arg("storage_scope", STR)),
+        NOTHING,
+        lambda sch, a, _: sch.set_scope(a["block"], a["buffer_index"], a["storage_scope"]),
     )
 )
 

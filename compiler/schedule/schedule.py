@@ -19,6 +19,7 @@ from compiler.arith import extent_range
 from compiler.ir import Block, Buffer, For, IRModule, PrimFunc, Stmt, Var
 from compiler.names import unique_name
 from compiler.schedule import (
+    buffer_layout,
     cache,
     compute_location,
     inline,
@@ -29,6 +30,7 @@ from compiler.schedule import (
     sampling,
 )
 from compiler.schedule.errors import ScheduleError, check
+from compiler.schedule.index_map import IndexMap, index_map_of
 from compiler.schedule.instruction import InstructionKind, is_int
 from compiler.schedule.rv import RV, BlockRV, IntRV, LoopRV
 from compiler.schedule.trace import Trace
@@ -303,6 +305,49 @@ class Schedule:
         out = self._block(name)
         self._record(kinds.RFACTOR, {"loop": loop, "factor_axis": factor_axis}, [out])
         return out
+
+    # --- buffer layout and storage --------------------------------------------------------------
+    def transform_layout(
+        self,
+        block: BlockRV,
+        buffer: tuple[str, int] | list[object] | str,
+        index_map: str | Callable[..., object] | IndexMap,
+    ) -> None:
+        """Store an intermediate buffer of `block` (("read", i), ("write", 0) or its name) at the
+        indices `index_map` gives (TVM's transform_layout: a lambda, or its text), e.g.
+        `lambda i, j: (j // 16, i, j % 16)` to pack a panel in the order a tile reads it."""
+        name = self._block_name(block)
+        what = f"transform_layout of block {name!r}"
+        buf = buffer_layout.block_buffer(self.func, name, buffer, what)
+        imap = index_map_of(index_map, [f"i{d}" for d in range(len(buf.shape))])
+        self.func = buffer_layout.transform_layout(self.func, buf, imap, what)
+        ref = list(buffer) if isinstance(buffer, (tuple, list)) else buffer
+        self._record(kinds.TRANSFORM_LAYOUT, {"block": block, "buffer": ref, "index_map": imap.text()})
+
+    def storage_align(self, block: BlockRV, buffer_index: int, axis: int, factor: int, offset: int) -> None:
+        """Pad the strides of the buffer `block` writes so that the stride of `axis` is `offset`
+        modulo `factor` elements (TVM's storage_align: rows that do not share cache sets)."""
+        name = self._block_name(block)
+        what = f"storage_align of block {name!r}"
+        for value in (buffer_index, axis, factor, offset):
+            check(is_int(value), f"{what}: expected ints, got {value!r}")
+        buf = buffer_layout.block_buffer(self.func, name, ("write", buffer_index), what)
+        self.func = buffer_layout.storage_align(self.func, name, buf, axis, factor, offset, what)
+        self._record(
+            kinds.STORAGE_ALIGN,
+            {"block": block, "buffer_index": buffer_index, "axis": axis, "factor": factor, "offset": offset},
+        )
+
+    def set_scope(self, block: BlockRV, buffer_index: int, storage_scope: str) -> None:
+        """Put the buffer `block` writes in `storage_scope` ("global" or "local", TVM's set_scope)."""
+        name = self._block_name(block)
+        what = f"set_scope of block {name!r}"
+        check(is_int(buffer_index), f"{what}: buffer_index must be an int, got {buffer_index!r}")
+        buf = buffer_layout.block_buffer(self.func, name, ("write", buffer_index), what)
+        self.func = buffer_layout.set_scope(self.func, buf, storage_scope, what)
+        self._record(
+            kinds.SET_SCOPE, {"block": block, "buffer_index": buffer_index, "storage_scope": storage_scope}
+        )
 
     # --- stochastic primitives ------------------------------------------------------------------
     def sample_perfect_tile(

@@ -26,6 +26,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
 from compiler.ir import (
+    SCOPES,
     TRUE,
     Block,
     Buffer,
@@ -202,11 +203,13 @@ class _FunctionReader:
             else:
                 self.params.append(self.declare(arg, arg.arg, *_buffer_type(arg.annotation, self.sizes)))
 
-    def declare(self, node: ast.AST, name: str, shape: tuple[int | Expr, ...], dtype: str) -> Buffer:
+    def declare(
+        self, node: ast.AST, name: str, shape: tuple[int | Expr, ...], dtype: str, scope: str = "global"
+    ) -> Buffer:
         _check_name(node, name)
         check(name not in self.buffers, node, f"another buffer is named {name}")
         check(name not in self.loop_names, node, f"{name} names a loop variable too")
-        buffer = Buffer(name, shape, dtype)
+        buffer = Buffer(name, shape, dtype, scope)
         self.buffers[name] = buffer
         return buffer
 
@@ -258,8 +261,10 @@ class _FunctionReader:
         assert isinstance(target, ast.Name) and isinstance(node.value, ast.Call)
         call = node.value
         if call.func.attr == "alloc_buffer":  # type: ignore[attr-defined]
-            shape, dtype = _shape_and_dtype(call, call.args, call.keywords, self.sizes, ("scope", "global"))
-            self.allocs.append(self.declare(node, target.id, shape, dtype))
+            scope = _scope_keyword(call)
+            keywords = [kw for kw in call.keywords if kw.arg != "scope"]
+            shape, dtype = _shape_and_dtype(call, call.args, keywords, self.sizes)
+            self.allocs.append(self.declare(node, target.id, shape, dtype, scope))
             return
         check(
             len(call.args) >= 1 and isinstance(call.args[0], ast.Name),
@@ -709,22 +714,13 @@ def _shape_and_dtype(
     args: list[ast.expr],
     keywords: list[ast.keyword],
     sizes: Mapping[str, SizeVar],
-    allowed: tuple[str, str] | None = None,
 ) -> tuple[tuple[int | Expr, ...], str]:
-    """The (shape, dtype="float32") arguments of T.Buffer, T.alloc_buffer and T.match_buffer; `allowed`
-    is one more keyword with the one value it may take (`scope="global"`)."""
+    """The (shape, dtype="float32") arguments of T.Buffer, T.alloc_buffer and T.match_buffer."""
     named = dict.fromkeys(("shape", "dtype"))
     check(len(args) <= 2, node, "takes a shape and a dtype")
     for key, arg in zip(("shape", "dtype"), args):
         named[key] = arg
     for kw in keywords:
-        if allowed is not None and kw.arg == allowed[0]:
-            check(
-                isinstance(kw.value, ast.Constant) and kw.value.value == allowed[1],
-                kw,
-                f"{kw.arg} is {allowed[1]!r}",
-            )
-            continue
         check(kw.arg in named and named[kw.arg] is None, kw, f"unexpected keyword {kw.arg}")
         named[str(kw.arg)] = kw.value
     shape_node = named["shape"]
@@ -735,6 +731,20 @@ def _shape_and_dtype(
     shape = tuple(_extent(d, sizes) for d in dims)
     dtype = dtype_arg(named["dtype"]) if named["dtype"] is not None else "float32"
     return shape, dtype
+
+
+def _scope_keyword(call: ast.Call) -> str:
+    """The storage scope T.alloc_buffer names (`scope="local"`), "global" when it names none."""
+    for kw in call.keywords:
+        if kw.arg == "scope":
+            check(
+                isinstance(kw.value, ast.Constant) and kw.value.value in SCOPES,
+                kw,
+                f"scope is one of {', '.join(repr(s) for s in SCOPES)} (a CPU has no other storage)",
+            )
+            assert isinstance(kw.value, ast.Constant)
+            return str(kw.value.value)
+    return "global"
 
 
 def _position(node: ast.AST) -> dict[str, int]:

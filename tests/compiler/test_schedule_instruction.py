@@ -49,6 +49,17 @@ EXAMPLES: dict[str, tuple[Callable[[], ProgramCase], Callable[[Schedule], object
     "cache_write": (matmul, lambda sch: sch.cache_write(sch.get_block("C"), 0, "local")),
     "decompose_reduction": (matmul, lambda sch: sch.decompose_reduction(sch.get_block("C"), c_loops(sch)[2])),
     "rfactor": (matmul, lambda sch: sch.rfactor(c_loops(sch)[2], 1)),
+    "transform_layout": (
+        matmul,
+        lambda sch: sch.transform_layout(
+            sch.cache_read(sch.get_block("C"), 1), ("write", 0), lambda k, j: (j // 4, k, j % 4)
+        ),
+    ),
+    "storage_align": (
+        matmul,
+        lambda sch: sch.storage_align(sch.cache_read(sch.get_block("C"), 0), 0, 0, 16, 4),
+    ),
+    "set_scope": (matmul, lambda sch: sch.set_scope(sch.cache_read(sch.get_block("C"), 0), 0, "local")),
     "sample_perfect_tile": (
         matmul,
         lambda sch: sch.sample_perfect_tile(c_loops(sch)[1], n=2, decision=[1, 127]),
