@@ -65,9 +65,7 @@ class _Specializer:
 
     def buffer(self, b: Buffer) -> Buffer:
         if b not in self.buffers:
-            self.buffers[b] = (
-                b if b.is_static else replace(b, shape=tuple(self.dim(d) for d in b.shape))
-            )
+            self.buffers[b] = b if b.is_static else replace(b, shape=tuple(self.dim(d) for d in b.shape))
         return self.buffers[b]
 
     def expr(self, e: Expr) -> Expr:

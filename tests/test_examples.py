@@ -21,6 +21,7 @@ def test_example_runs(script):
 def test_there_are_examples():
     assert {p.stem for p in EXAMPLES} >= {
         "mm_relu_schedule",
+        "mlc_extern_call",
         "mlc_random_search",
         "mlc_tune_tir",
         "mlc_tvmscript",

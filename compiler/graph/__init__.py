@@ -7,9 +7,11 @@ from compiler.graph.builder import GraphBuilder
 from compiler.graph.dynamic_model import DynamicModel, ValueKeyedModel
 from compiler.graph.executor import CompiledModel
 from compiler.graph.export import LibraryError, NativeModel, load_library, rename_header
+from compiler.graph.extern import ExternFuncError, register_func, register_native_func, remove_func
 from compiler.graph.ir import (
     Attrs,
     Call,
+    CallDPSPacked,
     CallTIR,
     Constant,
     GraphError,
@@ -18,6 +20,7 @@ from compiler.graph.ir import (
     Node,
     TensorType,
 )
+from compiler.graph.native_call import ExternCallError
 from compiler.graph.op import OPS, OpDef, Pattern
 from compiler.graph.passes import ExtractedTask, extract_tasks, optimize, verify
 from compiler.graph.reference import run_reference
@@ -28,11 +31,14 @@ __all__ = [
     "OPS",
     "Attrs",
     "Call",
+    "CallDPSPacked",
     "CallTIR",
     "CompiledModel",
     "Constant",
     "DimRange",
     "DynamicModel",
+    "ExternCallError",
+    "ExternFuncError",
     "ExtractedTask",
     "GraphBuilder",
     "GraphError",
@@ -54,6 +60,9 @@ __all__ = [
     "extract_tasks",
     "load_library",
     "optimize",
+    "register_func",
+    "register_native_func",
+    "remove_func",
     "rename_header",
     "run_reference",
     "verify",

@@ -9,8 +9,10 @@ import numpy as np
 
 from compiler import te
 from compiler.dtypes import HALF_DTYPES
+from compiler.graph.extern import check_call
 from compiler.graph.ir import (
     DTYPES,
+    CallDPSPacked,
     CallTIR,
     Constant,
     EmptyTensorError,
@@ -151,6 +153,24 @@ class GraphBuilder:
             )
         func_name = sanitize(name or str(getattr(fcompute, "__name__", "te_func")))
         return self.call_tir(te.create_prim_func([*holders, out], name=func_name), args, name=name)
+
+    def call_dps_packed(
+        self,
+        func: str,
+        args: Sequence[Node],
+        out_type: TensorType | tuple[Sequence[int], str],
+        name: str | None = None,
+    ) -> CallDPSPacked:
+        """A call of the extern function registered as `func` (Relax's `call_dps_packed`): it takes
+        `args` and writes one output of `out_type` (a TensorType, or a shape and a dtype), which it
+        cannot infer. The function must be registered already (`compiler.graph.extern`), so that a
+        misspelled name fails here and not when the model runs."""
+        if not isinstance(out_type, TensorType):
+            shape, dtype = out_type
+            out_type = TensorType(tuple(int(d) for d in shape), dtype)
+        node = CallDPSPacked(self.name(name or func), tuple(args), out_type, func=func)
+        check_call(node)
+        return node
 
     def module(self, outputs: Sequence[Node], scalar_outputs: Sequence[int] = ()) -> Module:
         """The module computing `outputs`; those at `scalar_outputs` are rank 0 to the caller (each

@@ -1,5 +1,10 @@
 """The executor: a fused module's kernels compiled, its memory planned, its weights bound, and a
-forward pass that is one native call into code calling every kernel in order."""
+forward pass that is one native call into code calling every kernel (and extern function) in order.
+
+The JIT binds each extern call to its function's address under an alias of its own (`import_symbol`):
+a native function's, looked up in its library, or a Python function's ctypes callback, made for the
+call site. Binding addresses rather than loading libraries into the process's namespace keeps two
+libraries that define the same symbol apart."""
 
 from __future__ import annotations
 
@@ -14,10 +19,13 @@ import llvmlite.binding as llvm
 import numpy as np
 
 from compiler.build import Kernel
+from compiler.graph.extern import NativeFunc, PythonCallback, PythonFunc, resolve
 from compiler.graph.forward import (
     ALIGNMENT,
     FORWARD,
+    ExternCall,
     ForwardPlan,
+    KernelCall,
     Storage,
     TensorRef,
     emit_forward,
@@ -26,7 +34,7 @@ from compiler.graph.forward import (
 )
 from compiler.graph.ir import Module
 from compiler.graph.memory_plan import MemoryPlan, plan_memory
-from compiler.graph.native_call import NativeForward, model_sizes, model_specs
+from compiler.graph.native_call import ExternSite, NativeForward, model_sizes, model_specs
 from compiler.runtime import huge_page_bytes, in_huge_pages, load_runtime
 from compiler.target import Target, init_llvm
 
@@ -54,7 +62,7 @@ class CompiledModel:
 
     A forward pass is one native call (`compiler.graph.forward`): kernels take their arguments from
     the caller's arrays, the weights and one arena of intermediates. Not reentrant: the arena is
-    shared, so one call at a time per model."""
+    shared, so one call at a time per model. Its extern functions are looked up when it is made."""
 
     def __init__(
         self,
@@ -69,18 +77,26 @@ class CompiledModel:
         self.kernels = dict(kernels)
         self.plan = plan_memory(module)
         self.forward_plan = plan_forward(module)
-        self.steps = [Step(c.node, c.func, kernels[c.func], c.args) for c in self.forward_plan.calls]
+        self.steps = [
+            Step(c.node, c.func, kernels[c.func], c.args)
+            for c in self.forward_plan.calls
+            if isinstance(c, KernelCall)
+        ]
+        self.externs = [_extern_entry(c) for c in self.forward_plan.externs]
         self._constants = in_huge_pages([c.data for c in self.forward_plan.constants], ALIGNMENT)
         self._constant_pointers = (ctypes.c_void_p * max(1, len(self._constants)))(
             *(c.ctypes.data for c in self._constants)
         )
         self._arena = huge_page_bytes(self.forward_plan.arena_bytes)
-        self._library, forward = _link_forward(self.forward_plan, self.kernels, target)
+        addresses = [e.address for e in self.externs]
+        self._library, forward = _link_forward(self.forward_plan, self.kernels, addresses, target)
         arena = self._arena.ctypes.data
         self._forward = NativeForward(
             *model_specs(module),
             lambda ins, outs, sizes: forward(ins, outs, self._constant_pointers, arena, sizes),
             model_sizes(module),
+            [ExternSite(c.func, c.node) for c in self.forward_plan.externs],
+            lambda k: e.take_error() if isinstance(e := self.externs[k], PythonCallback) else None,
         )
 
     @property
@@ -101,7 +117,7 @@ class CompiledModel:
     def profile(
         self, *inputs: np.ndarray, repeat: int = 5, min_secs: float = 0.02, in_pass: bool = False
     ) -> list[tuple[Step, float]]:
-        """Each step's median seconds per call, after one full pass so that every intermediate holds
+        """Each kernel's median seconds per call, after one full pass so that every intermediate holds
         real data. By default each step runs alone in a native loop of enough calls to last
         `min_secs`: its warm-cache time. With `in_pass`, the steps run in order, each timed once per
         pass, over `repeat` passes: each kernel finds the caches as the forward pass leaves them
@@ -138,18 +154,28 @@ def _address(bases: Mapping[Storage, list[int]], arena: int, arg: TensorRef, siz
     return bases[arg.base][arg.index]
 
 
+def _extern_entry(call: ExternCall) -> NativeFunc | PythonCallback:
+    """What extern call `call` jumps to: the native function, or a callback made for its types."""
+    func = resolve(call.func, call.node)
+    return PythonCallback(func, call.types) if isinstance(func, PythonFunc) else func
+
+
 def _link_forward(
-    plan: ForwardPlan, kernels: Mapping[str, Kernel], target: Target
+    plan: ForwardPlan, kernels: Mapping[str, Kernel], externs: list[int], target: Target
 ) -> tuple[object, Callable[..., int]]:
-    """The kernels' objects and the forward pass linked into one JIT library, and its entry."""
+    """The kernels' objects and the forward pass linked into one JIT library, and its entry; extern
+    call k calls the address `externs[k]`."""
     init_llvm()
     load_runtime()
-    forward = emit_forward(plan, {name: k.func for name, k in kernels.items()})
+    aliases = [f"{FORWARD}_extern{k}" for k in range(len(externs))]  # no kernel symbol (`symbol`)
+    forward = emit_forward(plan, {name: k.func for name, k in kernels.items()}, aliases)
     forward.triple = target.triple
     jit = llvm.create_lljit_compiler(target.target_machine())
     builder = llvm.JITLibraryBuilder()
     for kernel in kernels.values():
         builder.add_object_img(kernel.compiled.obj)
+    for alias, address in zip(aliases, externs):
+        builder.import_symbol(alias, address)
     library = (
         builder.add_ir(str(forward))
         .add_current_process()

@@ -14,7 +14,13 @@ shape is written in them); a value outside its range returns 2 before anything i
 The system C compiler links it (`cc`, as TVM's export_library does): llvmlite writes object files
 but cannot link a shared library. The weights go in through the assembler's `.incbin`, so a 50 MB
 model is never spelled out as source text. Everything but the two entry points is local to the
-library, so two exported models load side by side in one process."""
+library, so two exported models load side by side in one process.
+
+A model's native extern functions (`compiler.graph.extern`) stay in their own shared libraries: a
+shared library cannot be linked into another, so the model's records each as a dependency (`-l:`),
+found through an rpath of the directory it was registered from, then of the model's own ($ORIGIN,
+for a library shipped beside the model). A Python extern function cannot leave this process: a
+model calling one is refused."""
 
 from __future__ import annotations
 
@@ -32,8 +38,26 @@ from llvmlite import ir
 
 from compiler.dtypes import INT_DTYPES
 from compiler.graph import workspaces
-from compiler.graph.forward import ALIGNMENT, FORWARD, I8P, I8PP, I32, I64, I64P, emit_forward
-from compiler.graph.native_call import NativeForward, SizeRange, TensorSpec, model_sizes, model_specs
+from compiler.graph.extern import NativeFunc
+from compiler.graph.forward import (
+    ALIGNMENT,
+    EXTERN_FAILED,
+    FORWARD,
+    I8P,
+    I8PP,
+    I32,
+    I64,
+    I64P,
+    emit_forward,
+)
+from compiler.graph.native_call import (
+    ExternSite,
+    NativeForward,
+    SizeRange,
+    TensorSpec,
+    model_sizes,
+    model_specs,
+)
 from compiler.target import Target, init_llvm, parse_features
 
 if TYPE_CHECKING:
@@ -65,7 +89,8 @@ def export_library(model: CompiledModel, path: Path, *, cc: str = "cc") -> tuple
         raise LibraryError(f"no C compiler {cc!r} on PATH: exporting links with the system compiler")
     path = Path(path)
     header = path.with_suffix(".h")
-    metadata = _metadata(model)
+    externs = _native_externs(model)
+    metadata = _metadata(model, externs)
     with tempfile.TemporaryDirectory(prefix="tensor-tuner-export-") as tmp:
         work = Path(tmp)
         offsets = _write_weights(model, work / "weights.bin")
@@ -74,7 +99,7 @@ def export_library(model: CompiledModel, path: Path, *, cc: str = "cc") -> tuple
             objects.append(work / f"kernel{k}.o")
             objects[-1].write_bytes(kernel.compiled.obj)
         objects.append(work / "forward.o")
-        objects[-1].write_bytes(_entry_object(model, offsets, json.dumps(metadata)))
+        objects[-1].write_bytes(_entry_object(model, offsets, json.dumps(metadata), externs))
         command, cache = workspaces.compile_command(cc, work)
         _run(command)
         objects.append(cache)
@@ -82,10 +107,41 @@ def export_library(model: CompiledModel, path: Path, *, cc: str = "cc") -> tuple
         exports.write_text(f"{{ global: {_entry(metadata)}; {METADATA}; local: *; }};\n")
         _run(
             [cc, "-shared", "-o", str(path), *map(str, objects), f"-Wl,--version-script={exports}"]
-            + ["-Wl,-z,text", "-Wl,-z,noexecstack", *workspaces.LINK_FLAGS, "-lgomp", "-lm"]
+            + ["-Wl,-z,text", "-Wl,-z,noexecstack", *workspaces.LINK_FLAGS, *_extern_flags(externs)]
+            + ["-lgomp", "-lm"]
         )
     header.write_text(c_header(path.name, metadata))
     return path, header
+
+
+def _native_externs(model: CompiledModel) -> list[NativeFunc]:
+    """The native function of each extern call; a LibraryError for a Python one, or for two
+    libraries' functions of one symbol (the dynamic linker would bind both calls to one of them)."""
+    out = []
+    for call, func in zip(model.forward_plan.externs, model.externs):
+        if not isinstance(func, NativeFunc):
+            raise LibraryError(
+                f"node {call.node!r} calls the Python function {call.func!r}, which only runs in this "
+                "process: register a native function (register_native_func) to export the model"
+            )
+        out.append(func)
+    for a in out:
+        clash = next((b for b in out if b.symbol == a.symbol and b.library != a.library), None)
+        if clash is not None:
+            raise LibraryError(
+                f"extern functions {a.name!r} and {clash.name!r} are both the symbol {a.symbol!r}, "
+                f"of {a.library} and {clash.library}: one library would serve both"
+            )
+    return out
+
+
+def _extern_flags(externs: list[NativeFunc]) -> list[str]:
+    """The link flags recording each extern library as a dependency, found where it was registered
+    from or beside the model."""
+    flags = []
+    for library in dict.fromkeys(f.library for f in externs):
+        flags += [f"-L{library.parent}", f"-l:{library.name}", f"-Wl,-rpath,{library.parent}"]
+    return flags + (["-Wl,-rpath,$ORIGIN"] if externs else [])
 
 
 class NativeModel(NativeForward):
@@ -109,6 +165,7 @@ class NativeModel(NativeForward):
             if sizes
             else (lambda ins, outs, _: run(ins, outs)),
             sizes,
+            [ExternSite.from_json(e) for e in self.metadata.get("externs", [])],
         )
 
 
@@ -143,6 +200,7 @@ def c_header(library: str, metadata: dict[str, Any]) -> str:
             ]
         ),
         " * library's static storage): one call at a time per process.",
+        *_extern_lines(metadata.get("externs", [])),
         " * Its parallel loops run on libgomp's threads (OMP_NUM_THREADS). */",
         f"#ifndef {_guard(library)}",
         f"#define {_guard(library)}",
@@ -188,6 +246,20 @@ def c_header(library: str, metadata: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _extern_lines(externs: list[dict[str, Any]]) -> list[str]:
+    """The header's word on the extern functions the model calls, and their status codes."""
+    if not externs:
+        return []
+    lines = [
+        " * It calls extern functions, from shared libraries loaded with it; when extern call k",
+        f" * returns non-zero, the pass stops and returns {EXTERN_FAILED} + k:",
+    ]
+    for k, e in enumerate(externs):
+        where = f"{e['symbol']} in {_comment(e['library'])}"
+        lines.append(f" *   {k}: {_comment(e['func'])} (node {_comment(e['node'])}), {where}")
+    return lines
+
+
 def _tensor_macros(prefix: str, kind: str, k: int, t: dict[str, Any], sizes: str) -> list[str]:
     """A tensor's NDIM, SHAPE, SIZE and TYPE; SHAPE and SIZE take the size vars where the shape has
     them (`TENSOR_TUNER_INPUT0_SHAPE(sequence)`)."""
@@ -228,15 +300,20 @@ def _entry(metadata: dict[str, Any]) -> str:
     return RUN_SIZED if metadata.get("sizes") else RUN
 
 
-def _metadata(model: CompiledModel) -> dict[str, Any]:
+def _metadata(model: CompiledModel, natives: list[NativeFunc]) -> dict[str, Any]:
     target = model.target
     inputs, outputs = model_specs(model.module)
     sizes = model_sizes(model.module)
+    externs = [
+        {**ExternSite(c.func, c.node).to_json(), "symbol": f.symbol, "library": str(f.library)}
+        for c, f in zip(model.forward_plan.externs, natives)
+    ]
     return {
         "format": FORMAT,
         "inputs": [i.to_json() for i in inputs],
         "outputs": [o.to_json() for o in outputs],
         **({"sizes": [s.to_json() for s in sizes]} if sizes else {}),
+        **({"externs": externs} if externs else {}),
         "target": {
             "key": target.key,
             "triple": target.triple,
@@ -271,9 +348,13 @@ def _weights_object(work: Path, cc: str) -> Path:
     return work / "weights.o"
 
 
-def _entry_object(model: CompiledModel, offsets: list[int], metadata: str) -> bytes:
-    """Object code of the forward pass and the two exported entry points."""
-    module = emit_forward(model.forward_plan, {name: k.func for name, k in model.kernels.items()})
+def _entry_object(
+    model: CompiledModel, offsets: list[int], metadata: str, externs: list[NativeFunc]
+) -> bytes:
+    """Object code of the forward pass and the two exported entry points; the extern calls call
+    their functions' own symbols, which the dynamic linker binds to their libraries."""
+    kernels = {name: k.func for name, k in model.kernels.items()}
+    module = emit_forward(model.forward_plan, kernels, [f.symbol for f in externs])
     weights = ir.GlobalVariable(module, ir.ArrayType(ir.IntType(8), 0), WEIGHTS)
     weights.linkage = "external"
     arena = ir.GlobalVariable(

@@ -13,11 +13,16 @@ weight, or a second copy of another output) is copied into place after the kerne
 A module made for a range of sizes (`compiler.graph.symbolic`) takes its size vars' values in
 `sizes` (in `ForwardPlan.size_vars` order; a static module ignores it): each kernel gets the values
 of its own, and the memory plan holds every tensor at the largest sizes. A value outside its
-declared range returns OUT_OF_RANGE before any kernel runs: nothing is written outside a buffer."""
+declared range returns OUT_OF_RANGE before any kernel runs: nothing is written outside a buffer.
+
+An extern call (`CallDPSPacked`) is a step like a kernel, called with `compiler.graph.extern`'s
+convention; the LLVM module calls each through a symbol the caller names (an alias the JIT binds to
+the function's address, or the native symbol an exported library links against). When extern call k
+(in `ForwardPlan.externs` order) returns non-zero, the pass stops and returns EXTERN_FAILED + k."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
 
@@ -25,7 +30,7 @@ import numpy as np
 from llvmlite import ir
 
 from compiler.arith import simplify
-from compiler.graph.ir import CallTIR, Constant, GraphError, Input, Module, TensorType
+from compiler.graph.ir import CallDPSPacked, CallTIR, Constant, DPSCall, GraphError, Input, Module, TensorType
 from compiler.graph.memory_plan import MemoryPlan, plan_memory, views
 from compiler.ir import Binary, Const, Expr, PrimFunc, SizeVar
 from compiler.ops import Op
@@ -37,7 +42,11 @@ I8PP = I8P.as_pointer()
 I32 = ir.IntType(32)
 I64 = ir.IntType(64)
 I64P = I64.as_pointer()
+I32P = I32.as_pointer()
 OUT_OF_RANGE = 2  # the status of a call with a size outside its declared range
+EXTERN_FAILED = 3  # plus k: the status of a pass whose extern call k returned non-zero
+# The extern calling convention (`compiler.graph.extern`): data pointers, shapes, ranks, their count.
+EXTERN_TYPE = ir.FunctionType(I32, [I8PP, I64P.as_pointer(), I32P, I32])
 
 
 class Storage(Enum):
@@ -64,6 +73,17 @@ class KernelCall:
 
 
 @dataclass(frozen=True)
+class ExternCall:
+    """A call of the extern function registered as `func`: `args` are its inputs then its output,
+    `types` their (static) types."""
+
+    node: str
+    func: str
+    args: tuple[TensorRef, ...]
+    types: tuple[TensorType, ...]
+
+
+@dataclass(frozen=True)
 class OutputCopy:
     output: int
     source: TensorRef
@@ -72,11 +92,16 @@ class OutputCopy:
 
 @dataclass(frozen=True)
 class ForwardPlan:
-    calls: tuple[KernelCall, ...]
+    calls: tuple[KernelCall | ExternCall, ...]
     copies: tuple[OutputCopy, ...]
     constants: tuple[Constant, ...]
     arena_bytes: int
     size_vars: tuple[SizeVar, ...] = ()
+
+    @property
+    def externs(self) -> tuple[ExternCall, ...]:
+        """The extern calls in the order they run: extern call k's failure is EXTERN_FAILED + k."""
+        return tuple(c for c in self.calls if isinstance(c, ExternCall))
 
 
 def module_size_vars(module: Module) -> tuple[SizeVar, ...]:
@@ -98,7 +123,7 @@ def plan_forward(module: Module) -> ForwardPlan:
     constants: list[Constant] = []
     copies: list[OutputCopy] = []
     for k, out in enumerate(module.outputs):
-        if isinstance(out, CallTIR) and id(out) not in where and id(out) not in aliases:
+        if isinstance(out, DPSCall) and id(out) not in where and id(out) not in aliases:
             where[id(out)] = TensorRef(Storage.OUTPUT, k)
     calls = []
     for node in module.nodes():
@@ -107,11 +132,10 @@ def plan_forward(module: Module) -> ForwardPlan:
             constants.append(node)
         elif id(node) in aliases:
             where[id(node)] = where[id(aliases[id(node)])]
-        elif isinstance(node, CallTIR):
+        elif isinstance(node, DPSCall):
             if id(node) not in where:
                 where[id(node)] = TensorRef(Storage.ARENA, offsets[memory.storage_of[node.name]])
-            args = tuple(where[id(a)] for a in (*node.args, node))
-            calls.append(KernelCall(node.name, node.func, args))
+            calls.append(_step(node, tuple(where[id(a)] for a in (*node.args, node))))
         elif not isinstance(node, Input):
             raise GraphError(node.name, type(node).__name__, "build needs a fused module (graph.optimize)")
     for k, out in enumerate(module.outputs):
@@ -119,6 +143,13 @@ def plan_forward(module: Module) -> ForwardPlan:
             copies.append(OutputCopy(k, where[id(out)], _bytes(out.type)))
     arena = max(ALIGNMENT, sum(memory.storage_bytes))
     return ForwardPlan(tuple(calls), tuple(copies), tuple(constants), arena, module_size_vars(module))
+
+
+def _step(node: DPSCall, args: tuple[TensorRef, ...]) -> KernelCall | ExternCall:
+    if isinstance(node, CallDPSPacked):
+        return ExternCall(node.name, node.func, args, tuple(a.type for a in (*node.args, node)))
+    assert isinstance(node, CallTIR)
+    return KernelCall(node.name, node.func, args)
 
 
 def _offsets(module: Module, memory: MemoryPlan) -> list[int | Expr]:
@@ -130,7 +161,7 @@ def _offsets(module: Module, memory: MemoryPlan) -> list[int | Expr]:
         return [sum(memory.storage_bytes[:k]) for k in range(len(memory.storage_bytes))]
     need: list[list[int | Expr]] = [[] for _ in memory.storage_bytes]
     for node in module.nodes():
-        if isinstance(node, CallTIR) and node.name in memory.storage_of:
+        if isinstance(node, DPSCall) and node.name in memory.storage_of:
             need[memory.storage_of[node.name]].append(_aligned(_bytes(node.type)))
     out: list[int | Expr] = []
     offset: int | Expr = 0
@@ -195,9 +226,12 @@ def symbol(func: str) -> str:
     return "tt_" + "".join(c if c.isalnum() else "_" for c in func)
 
 
-def emit_forward(plan: ForwardPlan, funcs: Mapping[str, PrimFunc]) -> ir.Module:
+def emit_forward(plan: ForwardPlan, funcs: Mapping[str, PrimFunc], externs: Sequence[str] = ()) -> ir.Module:
     """An LLVM module defining `tensor_tuner_forward` and declaring the kernels (`funcs`: each
-    kernel's function, for its parameters and size vars), which are linked in beside it."""
+    kernel's function, for its parameters and size vars), which are linked in beside it, and the
+    extern functions (`externs`: the symbol to call for each of `plan.externs`), which are not."""
+    if len(externs) != len(plan.externs):
+        raise ValueError(f"the plan makes {len(plan.externs)} extern calls, given {len(externs)} symbols")
     module = ir.Module(name=FORWARD)
     fn = ir.Function(module, ir.FunctionType(I32, [I8PP, I8PP, I8PP, I8P, I64P]), name=FORWARD)
     b = ir.IRBuilder(fn.append_basic_block("entry"))
@@ -205,14 +239,15 @@ def emit_forward(plan: ForwardPlan, funcs: Mapping[str, PrimFunc]) -> ir.Module:
     sizes = {v: b.load(b.gep(fn.args[4], [I64(k)], inbounds=True)) for k, v in enumerate(plan.size_vars)}
     if sizes:
         _check_ranges(b, fn, sizes)
-    kernels: dict[str, ir.Function] = {}
+    extern_symbols = iter(externs)
     for call in plan.calls:
-        func = funcs[call.func]
-        if call.func not in kernels:
-            kind = ir.FunctionType(ir.VoidType(), [I8P] * len(func.params) + [I64] * len(func.size_vars))
-            kernels[call.func] = ir.Function(module, kind, name=symbol(call.func))
         pointers = [_address(b, bases, a, sizes) for a in call.args]
-        b.call(kernels[call.func], pointers + [sizes[v] for v in func.size_vars])
+        if isinstance(call, ExternCall):
+            _call_extern(b, call, _declared(module, next(extern_symbols), EXTERN_TYPE), pointers, plan)
+            continue
+        func = funcs[call.func]
+        kind = ir.FunctionType(ir.VoidType(), [I8P] * len(func.params) + [I64] * len(func.size_vars))
+        b.call(_declared(module, symbol(call.func), kind), pointers + [sizes[v] for v in func.size_vars])
     if plan.copies:
         memcpy = module.declare_intrinsic("llvm.memcpy", [I8P, I8P, I64])
         for copy in plan.copies:
@@ -221,6 +256,44 @@ def emit_forward(plan: ForwardPlan, funcs: Mapping[str, PrimFunc]) -> ir.Module:
             b.call(memcpy, [dest, source, _index(b, copy.nbytes, sizes), ir.IntType(1)(0)])
     b.ret(I32(0))
     return module
+
+
+def _declared(module: ir.Module, name: str, kind: ir.FunctionType) -> ir.Function:
+    """The function `name` of `module`, declared on first use (one declaration however many calls)."""
+    known = module.globals.get(name)
+    return known if isinstance(known, ir.Function) else ir.Function(module, kind, name=name)
+
+
+def _call_extern(
+    b: ir.IRBuilder, call: ExternCall, callee: ir.Function, pointers: list[ir.Value], plan: ForwardPlan
+) -> None:
+    """Call `callee` by the extern convention, returning EXTERN_FAILED + k from the pass when it
+    fails. The shapes and ranks are constant tables, the data pointers an array on the stack."""
+    k = plan.externs.index(call)
+    module = b.module
+    data = b.alloca(ir.ArrayType(I8P, len(pointers)), name=f"extern{k}_args")
+    for j, pointer in enumerate(pointers):
+        b.store(pointer, b.gep(data, [I32(0), I32(j)], inbounds=True))
+    dims = [_table(module, f"extern{k}_shape{j}", I64, t.shape) for j, t in enumerate(call.types)]
+    shapes = _table(module, f"extern{k}_shapes", I64P, [d.gep([I32(0), I32(0)]) for d in dims])
+    ranks = _table(module, f"extern{k}_ndims", I32, [len(t.shape) for t in call.types])
+    first = [I32(0), I32(0)]
+    args = [b.gep(data, first), shapes.gep(first), ranks.gep(first), I32(len(pointers))]
+    failed = b.icmp_signed("!=", b.call(callee, args), I32(0))
+    fail, rest = (b.function.append_basic_block(f"extern{k}_{n}") for n in ("failed", "done"))
+    b.cbranch(failed, fail, rest)
+    b.position_at_end(fail)
+    b.ret(I32(EXTERN_FAILED + k))
+    b.position_at_end(rest)
+
+
+def _table(module: ir.Module, name: str, kind: ir.Type, values: Sequence[object]) -> ir.GlobalVariable:
+    """A constant array local to `module`."""
+    table = ir.GlobalVariable(module, ir.ArrayType(kind, len(values)), f"{FORWARD}_{name}")
+    table.linkage = "internal"
+    table.global_constant = True
+    table.initializer = ir.Constant(table.value_type, list(values))
+    return table
 
 
 def _check_ranges(b: ir.IRBuilder, fn: ir.Function, sizes: Mapping[SizeVar, ir.Value]) -> None:

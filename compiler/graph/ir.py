@@ -1,10 +1,11 @@
 """The graph level's vocabulary: a model as one dataflow function over tensors with static shapes.
 
 A `Module` is TVM Relax's `main` in miniature: inputs, named constants (the weights), and nodes that
-are either a `Call` of a graph operator (what the frontends produce and the passes rewrite) or a
-`CallTIR` of a PrimFunc of the module in destination-passing style (what fusion leaves: the kernel
-writes its output into a buffer the executor owns). Every node has exactly one output tensor; nodes
-are immutable and compare by identity, so passes rebuild the graph instead of editing it.
+are a `Call` of a graph operator (what the frontends produce and the passes rewrite), a `CallTIR` of
+a PrimFunc of the module in destination-passing style (what fusion leaves: the kernel writes its
+output into a buffer the executor owns), or a `CallDPSPacked` of a registered extern function in the
+same style (`compiler.graph.extern`), which no pass looks into. Every node has exactly one output
+tensor; nodes are immutable and compare by identity, so passes rebuild the graph instead of editing it.
 """
 
 from __future__ import annotations
@@ -146,7 +147,13 @@ class Call(Apply):
 
 
 @dataclass(frozen=True, eq=False)
-class CallTIR(Apply):
+class DPSCall(Apply):
+    """A call in destination-passing style: the executor runs it as one step that writes its output
+    into storage the memory plan gives it. What CallTIR and CallDPSPacked share."""
+
+
+@dataclass(frozen=True, eq=False)
+class CallTIR(DPSCall):
     """A call of the module's PrimFunc `func`: its parameters are `args` then one output of `type`.
     `ops` lists the graph operators fused into it and `flops` what they compute, for the printer
     and the task table."""
@@ -154,6 +161,15 @@ class CallTIR(Apply):
     func: str
     ops: tuple[str, ...] = ()
     flops: int = 0
+
+
+@dataclass(frozen=True, eq=False)
+class CallDPSPacked(DPSCall):
+    """A call of the extern function registered as `func` (Relax's `call_dps_packed`): it takes
+    `args`, then one output of `type`, and writes the output. It is held by name, so the function is
+    looked up when the module is built or run, and it is opaque: no pass fuses, folds or tunes it."""
+
+    func: str
 
 
 @dataclass(frozen=True)

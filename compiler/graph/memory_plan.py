@@ -1,9 +1,10 @@
 """Memory planning for the executor: intermediates share storage where their lifetimes allow.
 
-Kernels run in dataflow order. Before a step runs, its output takes a free storage (the smallest
-one big enough, else the largest free one grown to fit, else a new one); after it runs, the storage
-of every tensor it read for the last time is free again. Taking before freeing means a kernel never
-writes over its own inputs. Model outputs get storage of their own (they are handed back).
+Kernels and extern calls (the steps: every `DPSCall`) run in dataflow order. Before a step runs,
+its output takes a free storage (the smallest one big enough, else the largest free one grown to
+fit, else a new one); after it runs, the storage of every tensor it read for the last time is free
+again. Taking before freeing means a step never writes over its own inputs. Model outputs get
+storage of their own (they are handed back).
 
 A call that only reshapes moves no data in a contiguous buffer, so the executor runs no kernel for
 it: it is a view of its argument (`views`), and reading the view keeps the argument's storage alive."""
@@ -12,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from compiler.graph.ir import CallTIR, Module, Node
+from compiler.graph.ir import CallTIR, DPSCall, Module, Node
 
 
 @dataclass(frozen=True)
@@ -40,7 +41,7 @@ def views(module: Module) -> dict[int, Node]:
 
 def plan_memory(module: Module, alignment: int = 64) -> MemoryPlan:
     aliases = views(module)
-    steps = [n for n in module.nodes() if isinstance(n, CallTIR) and id(n) not in aliases]
+    steps = [n for n in module.nodes() if isinstance(n, DPSCall) and id(n) not in aliases]
     outputs = {id(o) for o in module.outputs}
     last_use = {id(aliases.get(id(a), a)): k for k, n in enumerate(steps) for a in n.args}
     sizes: list[int] = []

@@ -3,7 +3,8 @@ in this process (`graph.build`) and a model loaded from an exported library (`gr
 
 The native side is `int run(void **inputs, void **outputs, int64_t *sizes)`: arrays in the model's
 order, C-contiguous, of the declared shapes and dtypes, and for a model made for a range of sizes the
-size vars' values (`SizeRange`, in order), read off the inputs' shapes here; 0 on success."""
+size vars' values (`SizeRange`, in order), read off the inputs' shapes here; 0 on success, and
+EXTERN_FAILED + k when the pass's extern call k (`ExternSite`) failed."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ import numpy as np
 
 from compiler.arith import linear
 from compiler.build import ShapeError
-from compiler.graph.forward import OUT_OF_RANGE, module_size_vars
+from compiler.graph.forward import EXTERN_FAILED, OUT_OF_RANGE, module_size_vars
 from compiler.graph.ir import GraphError, Module, Node
 from compiler.ir import Expr, SizeVar
 
@@ -26,6 +27,32 @@ RunFunction = Callable[[PointerArray, PointerArray, PointerArray], int]
 
 class NativeRunError(RuntimeError):
     """The native forward pass returned an error code."""
+
+
+@dataclass(frozen=True)
+class ExternSite:
+    """An extern call of a forward pass: the function's registered name and the node calling it."""
+
+    func: str
+    node: str
+
+    def to_json(self) -> dict[str, object]:
+        return {"func": self.func, "node": self.node}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> ExternSite:
+        return cls(str(data["func"]), str(data["node"]))
+
+    def __str__(self) -> str:
+        return f"the extern function {self.func!r} (node {self.node!r})"
+
+
+class ExternCallError(NativeRunError):
+    """An extern function failed: it returned non-zero, or (a Python one) raised."""
+
+    def __init__(self, site: ExternSite, reason: str) -> None:
+        super().__init__(f"{site} failed: {reason}")
+        self.site = site
 
 
 @dataclass(frozen=True)
@@ -133,10 +160,16 @@ class NativeForward:
         outputs: Sequence[TensorSpec],
         run: RunFunction,
         sizes: Sequence[SizeRange] = (),
+        externs: Sequence[ExternSite] = (),
+        cause: Callable[[int], BaseException | None] = lambda k: None,
     ) -> None:
+        """`externs` are the pass's extern calls, in the order of their status codes; `cause(k)`
+        gives what made extern call k fail when Python knows it (a Python function's exception)."""
         self.inputs = tuple(inputs)
         self.outputs = tuple(outputs)
         self.sizes = tuple(sizes)
+        self.externs = tuple(externs)
+        self._cause = cause
         self._run = run
         self._input_pointers = (ctypes.c_void_p * max(1, len(self.inputs)))()
         self._output_pointers = (ctypes.c_void_p * max(1, len(self.outputs)))()
@@ -193,6 +226,11 @@ class NativeForward:
         status = self._run(self._input_pointers, self._output_pointers, self._size_values)
         if status == OUT_OF_RANGE:
             raise ShapeError(f"a size is outside its declared range: {', '.join(map(str, self.sizes))}")
+        k = status - EXTERN_FAILED
+        if 0 <= k < len(self.externs):
+            cause = self._cause(k)
+            reason = f"it raised {cause!r}" if cause is not None else "it returned a non-zero status"
+            raise ExternCallError(self.externs[k], reason) from cause
         if status != 0:
             raise NativeRunError(f"the forward pass failed with status {status}")
 

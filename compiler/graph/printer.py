@@ -1,12 +1,13 @@
 """Readable text of a graph module, close to TVMScript's Relax in spirit: `main` over its inputs,
-one line per call (graph operators by name, fused kernels as `call_tir` in destination-passing
-style), the weights as named constants, and every PrimFunc the module holds after it."""
+one line per call (graph operators by name, fused kernels as `call_tir` and extern functions as
+`call_dps_packed`, both in destination-passing style), the weights as named constants, and every
+PrimFunc the module holds after it."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 
-from compiler.graph.ir import Call, CallTIR, Constant, Input, Module, Node
+from compiler.graph.ir import Call, CallDPSPacked, CallTIR, Constant, Input, Module, Node
 from compiler.printer import script
 
 
@@ -35,4 +36,6 @@ def _call_text(node: Node) -> str:
     if isinstance(node, CallTIR):
         fused = f"  # {' + '.join(node.ops)}" if node.ops else ""
         return f"call_tir({node.func}, ({args},), out={node.type}){fused}"
+    if isinstance(node, CallDPSPacked):
+        return f"call_dps_packed({node.func!r}, ({args},), out_sinfo={node.type})"
     raise TypeError(f"not a call: {type(node).__name__}")

@@ -1,5 +1,6 @@
 """Run a module of graph operators with their numpy references: the graph level's ground truth,
-against which the frontends (vs the framework) and the compiled executor (vs this) are checked."""
+against which the frontends (vs the framework) and the compiled executor (vs this) are checked. An
+extern call runs its registered function, which is its own reference."""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from compiler.graph.ir import Call, Constant, GraphError, Input, Module, Node
+from compiler.graph import extern
+from compiler.graph.ir import Call, CallDPSPacked, Constant, GraphError, Input, Module, Node
 from compiler.graph.op import OPS
 
 
@@ -48,6 +50,8 @@ def _evaluate(
     if isinstance(node, Call):
         out = OPS[node.op].reference([values[id(a)] for a in node.args], node.attrs)
         return np.asarray(out, dtype=node.type.dtype).reshape(node.type.shape)
+    if isinstance(node, CallDPSPacked):
+        return extern.call(node, [values[id(a)] for a in node.args])
     raise GraphError(
         node.name, type(node).__name__, "only graph operators have a numpy reference; run it before fusion"
     )

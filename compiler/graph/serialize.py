@@ -4,15 +4,19 @@ written by hand, or by a frontend we do not ship, needs no ONNX round trip).
     {"format": 1,
      "inputs":    [{"name": "x", "shape": [1, 16], "dtype": "float32"}],
      "constants": [{"name": "w", "shape": [16, 8], "dtype": "float32", "data": "<base64>"}],
-     "nodes":     [{"name": "y", "op": "matmul", "args": ["x", "w"], "attrs": {}}],
-     "outputs":   ["y"]}
+     "nodes":     [{"name": "y", "op": "matmul", "args": ["x", "w"], "attrs": {}},
+                   {"name": "z", "extern": "env.scale", "args": ["y"], "shape": [1, 8], "dtype": "float32"}],
+     "outputs":   ["z"]}
 
 An input of shape [] is rank 0 (held as (1,) inside); "scalar_outputs" (optional) lists the
 positions of outputs returned as rank 0. Constants hold their elements' bytes, little-endian, C
-order. Nodes are graph operators (`compiler.graph.OPS`) in an order where every argument comes
-before its use. Only a graph before fusion has this form (a CallTIR's PrimFunc has a form of its
-own, `compiler.serialize`). Reading is checked as the frontends build: each call's operator and
-types (a GraphError naming the node and the op), unknown or repeated names, data of the wrong size."""
+order. Nodes are graph operators (`compiler.graph.OPS`), or extern calls
+(`GraphBuilder.call_dps_packed`: the function's name and the output's type), in an order where every
+argument comes before its use. An extern function must be registered under its name where the form
+is read, so a form calls only what the reading process chose to offer. Only a graph before fusion has
+this form (a CallTIR's PrimFunc has a form of its own, `compiler.serialize`). Reading is checked as
+the frontends build: each call's operator and types (a GraphError naming the node and the op, or the
+extern function no one registered), unknown or repeated names, data of the wrong size."""
 
 from __future__ import annotations
 
@@ -24,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from compiler.graph.builder import GraphBuilder
-from compiler.graph.ir import DTYPES, Call, Constant, GraphError, Input, Module, Node
+from compiler.graph.ir import DTYPES, Call, CallDPSPacked, Constant, GraphError, Input, Module, Node
 from compiler.graph.op import call
 
 FORMAT = 1
@@ -37,7 +41,7 @@ class GraphFormatError(ValueError):
 def module_to_json(module: Module) -> dict[str, Any]:
     """The JSON form of an unfused module."""
     nodes = module.nodes()
-    fused = [n.name for n in nodes if not isinstance(n, (Input, Constant, Call))]
+    fused = [n.name for n in nodes if not isinstance(n, (Input, Constant, Call, CallDPSPacked))]
     if fused:
         raise GraphError(fused[0], "module_to_json", "only a graph before fusion has a JSON form")
     return {
@@ -60,11 +64,7 @@ def module_to_json(module: Module) -> dict[str, Any]:
             for n in nodes
             if isinstance(n, Constant)
         ],
-        "nodes": [
-            {"name": n.name, "op": n.op, "args": [a.name for a in n.args], "attrs": _attrs_json(n.attrs)}
-            for n in nodes
-            if isinstance(n, Call)
-        ],
+        "nodes": [_node_json(n) for n in nodes if isinstance(n, (Call, CallDPSPacked))],
         "outputs": [n.name for n in module.outputs],
         **({"scalar_outputs": sorted(module.scalar_outputs)} if module.scalar_outputs else {}),
     }
@@ -107,21 +107,37 @@ def module_from_json(data: object, *, max_nodes: int | None = None) -> Module:
         where = f"graph.nodes[{k}]"
         spec = _object(item, where)
         name = _text(spec.get("name"), f"{where}.name")
-        op = _text(spec.get("op"), f"{where}.op")
         args = [
             _argument(a, named, f"{where}.args[{i}]")
             for i, a in enumerate(_list(spec.get("args"), f"{where}.args"))
         ]
-        attrs = _object(spec.get("attrs", {}), f"{where}.attrs")
-        try:
-            node = call(builder.name(name), op, args, attrs)
-        except TypeError as e:  # an attribute that is not a number, a string or a list of them
-            raise GraphError(name, op, str(e)) from None
-        define(name, node, where)
+        define(name, _node(builder, spec, name, args, where), where)
     outputs = [_argument(o, named, f"graph.outputs[{i}]") for i, o in enumerate(parts["outputs"])]
     if not outputs:
         raise GraphFormatError("graph.outputs: a model returns at least one tensor")
     return builder.module(outputs, _scalar_outputs(root.get("scalar_outputs", []), len(outputs)))
+
+
+def _node_json(node: Call | CallDPSPacked) -> dict[str, Any]:
+    args = [a.name for a in node.args]
+    if isinstance(node, Call):
+        return {"name": node.name, "op": node.op, "args": args, "attrs": _attrs_json(node.attrs)}
+    shape, dtype = list(node.type.shape), node.type.dtype
+    return {"name": node.name, "extern": node.func, "args": args, "shape": shape, "dtype": dtype}
+
+
+def _node(builder: GraphBuilder, spec: dict[str, Any], name: str, args: list[Node], where: str) -> Node:
+    """An operator's call, or (with "extern") an extern function's, checked as the builder checks."""
+    if "extern" in spec:
+        func = _text(spec["extern"], f"{where}.extern")
+        out = (_shape(spec.get("shape"), f"{where}.shape"), _dtype(spec, where))
+        return builder.call_dps_packed(func, args, out, name=name)
+    op = _text(spec.get("op"), f"{where}.op")
+    attrs = _object(spec.get("attrs", {}), f"{where}.attrs")
+    try:
+        return call(builder.name(name), op, args, attrs)
+    except TypeError as e:  # an attribute that is not a number, a string or a list of them
+        raise GraphError(name, op, str(e)) from None
 
 
 def _scalar_outputs(value: object, count: int) -> list[int]:

@@ -37,7 +37,7 @@ import numpy as np
 
 from compiler.arith import Linear, bound, extent_range
 from compiler.dtypes import INT_DTYPES
-from compiler.graph.ir import CallTIR, Constant, Input, Module, Node, TensorType
+from compiler.graph.ir import CallDPSPacked, CallTIR, Constant, Input, Module, Node, TensorType
 from compiler.graph.memory_plan import views
 from compiler.graph.passes import PASSES, optimize
 from compiler.graph.passes.pad_matmul import pad_matmul
@@ -240,6 +240,8 @@ class _Unifier:
         if isinstance(first, Constant):
             return self.constant(group)  # type: ignore[arg-type]
         if not isinstance(first, CallTIR):
+            if isinstance(first, CallDPSPacked):
+                raise SymbolicError(f"node {first.name!r} calls the extern {first.func!r} at static shapes")
             raise SymbolicError(f"node {first.name!r} is not fused")
         calls: list[CallTIR] = list(group)  # type: ignore[arg-type]
         args = [[a.name for a in c.args] for c in calls]

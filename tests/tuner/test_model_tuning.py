@@ -83,3 +83,25 @@ def test_a_models_kernels_are_timed_one_cold_call_at_a_time(tuning_db) -> None:
     assert len(records) == 4
     assert {len(r.run_secs) for r in records} <= {MODEL_TIMING.repeat, 2 * MODEL_TIMING.repeat}
     assert all(r.timing == asdict(MODEL_TIMING) for r in records)
+
+
+def test_a_model_with_an_extern_call_is_tuned_and_built_around_it(tuning_db) -> None:
+    """An extern call is no task; the model built from the records calls it between its kernels."""
+
+    def halve(a: np.ndarray, out: np.ndarray) -> None:
+        np.multiply(a, 0.5, out=out)
+
+    graph.register_func("test.halve", halve)
+    try:
+        b = GraphBuilder()
+        x = b.input("x", (2, 8), "float32")
+        h = b.call("relu", [b.call("matmul", [x, b.constant("w", weights(8, 8))])])
+        h = b.call_dps_packed("test.halve", [h], ((2, 8), "float32"))
+        module = b.module([b.call("matmul", [h, b.constant("fc", weights(8, 3))])])
+        result = tune_model(module, trials=8, database=tuning_db, runner=NullRunner(), batch_size=4)
+        assert len(result.tasks) == 2 and all(t.task.ops for t in result.tasks)
+        assert {s.origin for s in result.model.sources} == {"given"}
+        v = RNG.standard_normal((2, 8)).astype("float32")
+        np.testing.assert_allclose(result.model(v)[0], graph.run_reference(module, [v])[0], rtol=1e-5)
+    finally:
+        graph.remove_func("test.halve")

@@ -12,7 +12,8 @@ no cycle between groups can appear. What may join depends on the root's pattern:
   dimensions, and the copy of a blocked output back to NCHW (`from_nchwc`): the tuner tiles the
   anchor and fuses the epilogue into its output tile;
 - elementwise, broadcast and injective roots take further elementwise, broadcast and injective ops;
-- anchors and reductions never join another group.
+- anchors and reductions never join another group;
+- an extern call (`CallDPSPacked`) is no operator: it joins no group and stays as it is, opaque.
 A group becomes one PrimFunc by composing its operators' te computes over placeholders for the
 group's arguments (activations and weights alike), so identical layers give identical functions
 (one entry in `Module.funcs`, by structural hash).
@@ -23,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from compiler import te
-from compiler.graph.ir import Call, CallTIR, Module, Node, with_args
+from compiler.graph.ir import Call, CallTIR, DPSCall, Module, Node, with_args
 from compiler.graph.op import OPS, Pattern
 from compiler.ir import PrimFunc
 from compiler.names import unique_name
@@ -44,7 +45,8 @@ class Group:
 
 
 def fuse(module: Module) -> Module:
-    """`module` with every Call replaced by a CallTIR of a fused PrimFunc (CallTIRs are kept)."""
+    """`module` with every Call replaced by a CallTIR of a fused PrimFunc (CallTIRs and extern calls
+    are kept)."""
     groups = _partition(module)
     return _lower_groups(module, groups)
 
@@ -176,7 +178,7 @@ def _lower_groups(module: Module, groups: list[Group]) -> Module:
             flops = sum(OPS[m.op].flops([a.type for a in m.args], m.type, m.attrs) for m in group.members)
             new_args = tuple(replaced.get(id(a), a) for a in args)
             replaced[id(node)] = CallTIR(node.name, new_args, node.type, func=name, ops=ops, flops=flops)
-        elif isinstance(node, CallTIR):
+        elif isinstance(node, DPSCall):
             replaced[id(node)] = with_args(node, [replaced.get(id(a), a) for a in node.args])
     outputs = tuple(replaced.get(id(o), o) for o in module.outputs)
     return replace(module, outputs=outputs, funcs=funcs)

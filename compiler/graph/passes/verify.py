@@ -1,10 +1,22 @@
 """The graph verifier, run between passes in tests: a module is well formed when names are unique,
-every input is declared, every Call's type is what its operator infers, and every CallTIR calls a
-PrimFunc of the module whose parameters match its arguments and output."""
+every input is declared, every Call's type is what its operator infers, every CallTIR calls a
+PrimFunc of the module whose parameters match its arguments and output, and every extern call a
+registered function with a static output."""
 
 from __future__ import annotations
 
-from compiler.graph.ir import Call, CallTIR, Constant, GraphError, Input, Module, Node, TensorType
+from compiler.graph.extern import check_call
+from compiler.graph.ir import (
+    Call,
+    CallDPSPacked,
+    CallTIR,
+    Constant,
+    GraphError,
+    Input,
+    Module,
+    Node,
+    TensorType,
+)
 from compiler.graph.op import OPS, OpError
 from compiler.ir import Buffer, static_shape
 
@@ -21,6 +33,8 @@ def verify(module: Module) -> None:
             _verify_call(node)
         if isinstance(node, CallTIR):
             _verify_call_tir(node, module)
+        if isinstance(node, CallDPSPacked):
+            check_call(node)
     for inp in module.inputs:
         if not isinstance(inp, Input):
             raise GraphError(inp.name, _kind(inp), "a module input must be an Input")
