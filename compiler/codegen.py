@@ -17,6 +17,7 @@ from typing import Any
 import llvmlite.ir as ll
 
 from compiler.arith import largest
+from compiler.codegen_tensorize import emit_tensorized, is_tensorized
 from compiler.codegen_vector import can_vectorize, emit_vector_loop, tail_as_extent
 from compiler.dtypes import ITEMSIZE
 from compiler.ir import (
@@ -167,7 +168,9 @@ def _elem_type(buf: Buffer) -> ll.Type:
 
 
 def _for(cg: CodeGen, loop: For) -> None:
-    if loop.kind == "parallel":
+    if is_tensorized(loop):
+        emit_tensorized(cg, loop)
+    elif loop.kind == "parallel":
         _parallel_for(cg, loop)
     elif loop.kind == "vectorized" and can_vectorize(loop):
         emit_vector_loop(cg, loop)

@@ -229,6 +229,15 @@ SET_SCOPE = register(
     )
 )
 
+TENSORIZE = register(
+    InstructionKind(
+        "tensorize",
+        (Arg("loop", LOOP), Arg("tensor_intrin", STR)),
+        NOTHING,
+        lambda sch, a, _: sch.tensorize(a["loop"], a["tensor_intrin"]),
+    )
+)
+
 # --- sampling ----------------------------------------------------------------------------------------
 SAMPLE_PERFECT_TILE = register(
     InstructionKind(

@@ -28,6 +28,7 @@ from compiler.schedule import (
     reduction,
     rfactor,
     sampling,
+    tensorize,
 )
 from compiler.schedule.errors import ScheduleError, check
 from compiler.schedule.index_map import IndexMap, index_map_of
@@ -348,6 +349,20 @@ class Schedule:
         self._record(
             kinds.SET_SCOPE, {"block": block, "buffer_index": buffer_index, "storage_scope": storage_scope}
         )
+
+    def tensorize(self, loop: LoopRV, tensor_intrin: str) -> None:
+        """Compute the nest under `loop` with a registered tensor intrinsic (TVM's tensorize of a
+        loop; `compiler.tensor_intrin`): the nest must compute what the intrinsic describes."""
+        check(
+            isinstance(loop, LoopRV),
+            f"tensorize takes the loop whose nest the intrinsic computes, got {type(loop).__name__} {loop!r}",
+        )
+        check(
+            isinstance(tensor_intrin, str),
+            f"tensorize: the intrinsic is named by a string, got {tensor_intrin!r}",
+        )
+        self.func = tensorize.tensorize(self.func, self._loop_name(loop), tensor_intrin)
+        self._record(kinds.TENSORIZE, {"loop": loop, "tensor_intrin": tensor_intrin})
 
     # --- stochastic primitives ------------------------------------------------------------------
     def sample_perfect_tile(

@@ -18,6 +18,17 @@ def c_loops(sch: Schedule) -> list:
     return loops_of(sch, "C")
 
 
+def fma_tile(sch: Schedule) -> None:
+    """A 4 x 16 tile of a matmul's update, computed by the FMA micro-kernel."""
+    c = sch.get_block("C")
+    i, j, k = sch.get_loops(c)
+    io, ii = sch.split(i, [None, 4])
+    jo, ji = sch.split(j, [None, 16])
+    sch.reorder(io, jo, k, ii, ji)
+    sch.decompose_reduction(c, k)
+    sch.tensorize(ii, "fma_4x16_f32")
+
+
 # One call of each kind, as the last call of a short schedule: (workload, schedule).
 EXAMPLES: dict[str, tuple[Callable[[], ProgramCase], Callable[[Schedule], object]]] = {
     "get_block": (matmul, lambda sch: sch.get_block("C")),
@@ -59,6 +70,7 @@ EXAMPLES: dict[str, tuple[Callable[[], ProgramCase], Callable[[Schedule], object
         matmul,
         lambda sch: sch.storage_align(sch.cache_read(sch.get_block("C"), 0), 0, 0, 16, 4),
     ),
+    "tensorize": (lambda: matmul(8, 32, 5), fma_tile),
     "set_scope": (matmul, lambda sch: sch.set_scope(sch.cache_read(sch.get_block("C"), 0), 0, "local")),
     "sample_perfect_tile": (
         matmul,
