@@ -37,6 +37,7 @@ from bench import (
     runner_throughput,
     search_cost,
     symbolic_kernels,
+    tensorize,
     tuning,
     vector_math,
 )
@@ -61,6 +62,7 @@ BENCHMARKS = {
     "default_schedule": default_schedule.main,
     "vector_math": vector_math.main,
     "rfactor": rfactor.main,
+    "tensorize": tensorize.main,
     "onnx_attention": onnx_attention.main,
     "symbolic_kernels": symbolic_kernels.main,
     "dynamic_lengths": lambda: dynamic_lengths.main([]),

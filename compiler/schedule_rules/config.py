@@ -29,6 +29,7 @@ class RuleConfig:
     vector_registers: int = 32
     masked_odd_rows: bool = True  # an odd row is one masked load, not split (`codegen_vector.masks_odd_rows`)
     cores: int = 1  # the parallel loops' threads (`add_rfactor` splits a reduction among them)
+    features: frozenset[str] = frozenset()  # the CPU's, for rules that use a tensor intrinsic
 
     @classmethod
     def for_target(cls, target: Target) -> RuleConfig:
@@ -37,6 +38,7 @@ class RuleConfig:
             vector_registers=target.vector_registers,
             masked_odd_rows=masks_odd_rows(target),
             cores=target.cores,
+            features=target.feature_set,
         )
 
     def vector_tile_limit(self, extent: int) -> int:

@@ -68,6 +68,11 @@ class Decisions(Protocol):
         """The index of the auto-unroll budget among `steps`."""
         ...
 
+    def intrinsic_tiles(self, func: PrimFunc, name: str) -> list[Decision]:
+        """The [outer, inner] tiles of a tensorized GEMM's rows and of its intrinsic-wide column
+        tiles (`tensorize_vnni`): inner rows x inner tiles are the register tile."""
+        ...
+
     def rfactor(self, sch: Schedule) -> bool:
         """Whether a reduction with less spatial parallelism than cores is split among them
         (`add_rfactor`)."""

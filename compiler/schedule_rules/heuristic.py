@@ -65,7 +65,7 @@ from compiler.codegen_vector import flat_index, row_loads, stride_in, vector_pie
 from compiler.ir import Buffer, Expr, PrimFunc, Unary, Var, static_dim, static_shape
 from compiler.schedule import Schedule
 from compiler.schedule.tree import find_block, loops_above, readers
-from compiler.schedule_rules import winograd_tiling
+from compiler.schedule_rules import tensorize_vnni, winograd_tiling
 from compiler.schedule_rules.analysis import packable_reads
 from compiler.schedule_rules.config import RuleConfig
 from compiler.schedule_rules.decisions import Decision
@@ -149,6 +149,18 @@ class Heuristic:
         return list(
             winograd_tiling.tile_decisions(func, name, cfg.vector_lanes, cfg.vector_registers, self.cores)
         )
+
+    def intrinsic_tiles(self, func: PrimFunc, name: str) -> list[Decision]:
+        """Up to 4 rows by 4 column tiles of the intrinsic (16 accumulators), fewer columns where
+        the column tiles would not give every core one."""
+        _, block = find_block(func.body, name)
+        rows, columns = (static_dim(iv.extent, "a tensorized GEMM") for iv in block.iter_vars[:2])
+        tiles = columns // tensorize_vnni.LANES
+        inner_rows = _largest_divisor(rows, 4)
+        inner_tiles = _largest_divisor(tiles, 4)
+        while inner_tiles > 1 and tiles // inner_tiles < self.cores:
+            inner_tiles = _largest_divisor(tiles, inner_tiles - 1)
+        return [[rows // inner_rows, inner_rows], [tiles // inner_tiles, inner_tiles]]
 
     def parallel_loops(self, extents: list[int], reduction_inside: bool) -> int:
         if reduction_inside and len(extents) > 1 and math.prod(extents[:-1]) >= self.cores:

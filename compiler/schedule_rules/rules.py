@@ -8,6 +8,7 @@ from compiler.schedule_rules.auto_inline import AutoInline
 from compiler.schedule_rules.multi_level_tiling import MultiLevelTiling
 from compiler.schedule_rules.parallel_vectorize import ParallelVectorize
 from compiler.schedule_rules.rule import ScheduleRule
+from compiler.schedule_rules.tensorize_vnni import TensorizeVNNI
 from compiler.schedule_rules.unroll import AutoUnroll
 from compiler.schedule_rules.winograd_tiling import WinogradTiling
 
@@ -15,6 +16,7 @@ DEFAULT_RULES: tuple[ScheduleRule, ...] = (
     AutoInline(),
     AddRFactor(),
     WinogradTiling(),
+    TensorizeVNNI(),
     MultiLevelTiling(),
     ParallelVectorize(),
     AutoUnroll(),

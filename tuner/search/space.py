@@ -62,6 +62,9 @@ class Sampled:
     def winograd_tiles(self, func: PrimFunc, name: str) -> list[Decision]:
         return [None, None, None]
 
+    def intrinsic_tiles(self, func: PrimFunc, name: str) -> list[Decision]:
+        return [None, None]
+
     def parallel_loops(self, extents: list[int], reduction_inside: bool) -> int:
         return len(extents)
 
