@@ -176,9 +176,10 @@ def broadcast_batch(a: Sequence[int], b: Sequence[int]) -> tuple[int, ...] | Non
     return tuple(max(x, y) for x, y in zip(pa, pb))
 
 
-def matmul(a: te.Tensor, b: te.Tensor, name: str) -> te.Tensor:
+def matmul(a: te.Tensor, b: te.Tensor, name: str, accumulate: str | None = None) -> te.Tensor:
     """numpy's matmul of a [..., M, K] and b [..., K, N] (rank >= 2 each): one reduction block over
-    k. Batch dims broadcast; an operand's size-1 batch dim that broadcasts is indexed with 0."""
+    k. Batch dims broadcast; an operand's size-1 batch dim that broadcasts is indexed with 0. With
+    `accumulate`, both operands are cast to that dtype in the product (8-bit ints summed in int32)."""
     *ba, m, kk = a.shape
     *bb, _, n = b.shape
     batch = broadcast_batch(ba, bb)
@@ -192,9 +193,12 @@ def matmul(a: te.Tensor, b: te.Tensor, name: str) -> te.Tensor:
             0 if d == 1 and out != 1 else i for i, d, out in zip(tail, dims, batch[len(batch) - len(dims) :])
         ]
 
+    def operand(x: Expr) -> Expr:
+        return te.cast(accumulate, x) if accumulate is not None else x
+
     def body(*idx: Expr) -> Expr:
         *bi, i, j = idx
-        return te.sum(a[(*own(bi, ba), i, k)] * b[(*own(bi, bb), k, j)], axis=k)
+        return te.sum(operand(a[(*own(bi, ba), i, k)]) * operand(b[(*own(bi, bb), k, j)]), axis=k)
 
     names = ["n"] if len(batch) == 1 else [f"n{d}" for d in range(len(batch))]
     return te.compute((*batch, m, n), body, name=name, axis_names=[*names, "i", "j"])

@@ -1251,6 +1251,54 @@ def _matmul(op: _Op) -> list[Value]:
     return [op.reshape(y, shape)]
 
 
+def _matmul_integer(op: _Op) -> list[Value]:
+    """sum_k (A - a_zero) (B - b_zero) in int32, as the exact product of the 8-bit operands (which
+    AVX-512 VNNI computes) less the zero points' terms: a_zero * colsum(B) + b_zero * rowsum(A) -
+    K * a_zero * b_zero. A zero point absent or all zero (symmetric weights) adds nothing; with
+    constant weights, colsum(B) folds at import. Zero points: a scalar, or A's per-row / B's
+    per-column vector."""
+    a_shape, b_shape = op.shape(0), op.shape(1)
+    if len(a_shape) < 2 or len(b_shape) < 2:
+        raise op.fail(f"operands of rank >= 2 are supported, got {a_shape} and {b_shape}")
+    a, b = op.node(0), op.node(1)
+    y = op.call("matmul_integer", [a, b])
+    a_zero = _zero_point(op, 2, (a_shape[-2], 1))
+    b_zero = _zero_point(op, 3, (b_shape[-1],))
+    if a_zero is not None:
+        y = op.call("subtract", [y, op.call("multiply", [a_zero, _integer_sums(op, 1, len(b_shape) - 2)])])
+    if b_zero is not None:
+        y = op.call("subtract", [y, op.call("multiply", [_integer_sums(op, 0, len(a_shape) - 1), b_zero])])
+    if a_zero is not None and b_zero is not None:
+        k = op.const(np.array([a_shape[-1]], "int32"))
+        y = op.call("add", [y, op.call("multiply", [k, op.call("multiply", [a_zero, b_zero])])])
+    return [y]
+
+
+def _integer_sums(op: _Op, i: int, axis: int) -> Node:
+    """Input `i`'s int32 sums over `axis` (kept): computed here for weights known at import."""
+    value = op.value(i)
+    known = value.data if isinstance(value, Constant) else value if isinstance(value, np.ndarray) else None
+    if known is not None:
+        return op.const(known.astype(np.int32).sum(axis=axis, keepdims=True, dtype=np.int32))
+    return op.call("sum", [op.call("cast", [op.node(i)], dtype="int32")], axes=(axis,), keepdims=True)
+
+
+def _zero_point(op: _Op, i: int, vector_shape: tuple[int, ...]) -> Node | None:
+    """MatMulInteger's zero point `i` as int32, shaped to broadcast (a vector along `vector_shape`'s
+    long axis), or None when it is absent or known to be zero."""
+    if not op.has(i):
+        return None
+    value = op.value(i)
+    if isinstance(value, np.ndarray) and not value.any():
+        return None
+    size = math.prod(op.shape(i))
+    if size not in (1, max(vector_shape)):
+        per = "row" if i == 2 else "column"
+        raise op.fail(f"zero point {i} has shape {op.shape(i)}: a scalar or one per {per} is supported")
+    zero = op.call("cast", [op.node(i)], dtype="int32")
+    return op.reshape(zero, (1,) if size == 1 else vector_shape)
+
+
 def _einsum(op: _Op) -> list[Value]:
     """Sums, transposes and batched matmuls (compiler.graph.einsum). A rank-0 operand, held as shape
     (1,), names that one axis with a letter nothing else uses, which the sum then removes."""
@@ -1771,6 +1819,7 @@ CONVERTERS: dict[str, Converter] = {
     "GroupNormalization": _group_norm,
     "Gemm": _gemm,
     "MatMul": _matmul,
+    "MatMulInteger": _matmul_integer,
     "Einsum": _einsum,
     "Softmax": _softmax("softmax"),
     "LogSoftmax": _softmax("log_softmax"),

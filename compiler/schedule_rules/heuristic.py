@@ -154,7 +154,7 @@ class Heuristic:
         """Up to 4 rows by 4 column tiles of the intrinsic (16 accumulators), fewer columns where
         the column tiles would not give every core one."""
         _, block = find_block(func.body, name)
-        rows, columns = (static_dim(iv.extent, "a tensorized GEMM") for iv in block.iter_vars[:2])
+        rows, columns = (static_dim(iv.extent, "a tensorized GEMM") for iv in block.iter_vars[-3:-1])
         tiles = columns // tensorize_vnni.LANES
         inner_rows = _largest_divisor(rows, 4)
         inner_tiles = _largest_divisor(tiles, 4)

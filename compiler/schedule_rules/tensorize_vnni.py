@@ -15,7 +15,7 @@ MultiLevelTiling."""
 
 from __future__ import annotations
 
-from compiler.ir import Binary, Cast, Load, PrimFunc, Var
+from compiler.ir import Binary, Cast, Const, Expr, Load, PrimFunc, Var
 from compiler.ops import Op
 from compiler.schedule import BlockRV, LoopRV, Schedule
 from compiler.schedule_rules.analysis import block_of, loop_kinds
@@ -40,33 +40,44 @@ class TensorizeVNNI(BlockRule):
 
 def vnni_form(func: PrimFunc, name: str) -> bool | None:
     """Whether the block is the intrinsic's GEMM with its weights indexed [k, j] (True) or [j, k]
-    (False); None when it is not that GEMM or its extents do not fit the intrinsic."""
-    if loop_kinds(func, name) != ["S", "S", "R"]:
+    (False); None when it is not that GEMM or its extents do not fit the intrinsic. Leading batch
+    dimensions of one (a model's [1, tokens, width] activations) are taken."""
+    kinds = loop_kinds(func, name)
+    if kinds[-3:] != ["S", "S", "R"] or set(kinds[:-3]) - {"S"}:
         return None
     block = block_of(func, name)
-    i, j, k = (iv.var for iv in block.iter_vars)
+    *unit, i, j, k = (iv.var for iv in block.iter_vars)
     extents = [iv.extent for iv in block.iter_vars]
-    if not all(isinstance(e, int) for e in extents) or extents[1] % LANES or extents[2] % STEPS:
+    if not all(isinstance(e, int) for e in extents) or any(e != 1 for e in extents[:-3]):
+        return None
+    if extents[-2] % LANES or extents[-1] % STEPS:
         return None
     out = block.body
     value = out.value
-    if block.init is None or out.indices != (i, j) or out.buffer.dtype != "int32":
+    if block.init is None or out.buffer.dtype != "int32" or _rows(out.indices, unit) != (i, j):
         return None
-    if not (isinstance(value, Binary) and value.op == Op.ADD and _is_load(value.a, out.buffer.name, (i, j))):
+    if not (isinstance(value, Binary) and value.op == Op.ADD and isinstance(value.a, Load)):
+        return None
+    if value.a.buffer != out.buffer or _rows(value.a.indices, unit) != (i, j):
         return None
     product = value.b
     if not (isinstance(product, Binary) and product.op == Op.MUL):
         return None
     a, b = _int32_of(product.a, "uint8"), _int32_of(product.b, "int8")
-    if a is None or b is None or a.indices != (i, k):
+    if a is None or b is None or _rows(a.indices, unit) != (i, k):
         return None
-    if b.indices == (k, j):
+    weights = _rows(b.indices, unit)
+    if weights == (k, j):
         return True
-    return False if b.indices == (j, k) else None
+    return False if weights == (j, k) else None
 
 
-def _is_load(e: object, buffer: str, indices: tuple[Var, ...]) -> bool:
-    return isinstance(e, Load) and e.buffer.name == buffer and e.indices == indices
+def _rows(indices: tuple[Expr, ...], unit: list[Var]) -> tuple[Expr, ...] | None:
+    """The last two indices, where the ones before are the unit batch variables or 0."""
+    *batch, row, column = indices
+    if not all((isinstance(b, Var) and b in unit) or (isinstance(b, Const) and b.value == 0) for b in batch):
+        return None
+    return (row, column)
 
 
 def _int32_of(e: object, dtype: str) -> Load | None:
@@ -78,7 +89,7 @@ def _int32_of(e: object, dtype: str) -> Load | None:
 def _tile(sch: Schedule, name: str, weights_kj: bool, ctx: RuleContext) -> set[str]:
     """Schedule the GEMM; returns the blocks placed (it, its init, its panel and accumulator)."""
     block = sch.get_block(name)
-    i, j, k = sch.get_loops(block)
+    *_, i, j, k = sch.get_loops(block)
     rows, tiles = ctx.decide.intrinsic_tiles(sch.func, name)
     row_tiles = sch.sample_perfect_tile(i, n=2, max_innermost_factor=MAX_ROWS, decision=rows)
     io, ii = sch.split(i, row_tiles)

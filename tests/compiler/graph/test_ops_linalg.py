@@ -82,3 +82,22 @@ def test_batched_matmul_schedules_under_the_default_space():
     func = prim_func("matmul", random_inputs(shapes), {})
     for sch in assert_schedules(func, np.matmul, shapes, range(3)):
         assert any(i.kind == "decompose_reduction" for i in sch.trace.instructions)  # it was tiled
+
+
+def eight_bit(shapes, dtypes, seed: int = 0) -> list[np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return [rng.integers(np.iinfo(d).min, np.iinfo(d).max + 1, s).astype(d) for s, d in zip(shapes, dtypes)]
+
+
+@pytest.mark.parametrize("case", sorted(MATMULS))
+@pytest.mark.parametrize("dtypes", [("uint8", "int8"), ("int8", "int8"), ("uint8", "uint8")])
+def test_matmul_integer_sums_8_bit_products_exactly_in_int32(case, dtypes):
+    arrays = eight_bit(MATMULS[case], dtypes)
+    want = assert_compiles_to_reference("matmul_integer", arrays, {})
+    assert want.dtype == np.int32
+    np.testing.assert_array_equal(want, np.matmul(*(a.astype(np.int64) for a in arrays)))
+
+
+def test_matmul_integer_takes_8_bit_operands_only():
+    check_refused("matmul_integer", [((2, 3), "int32"), ((3, 4), "int8")], {}, "argument 0 has dtype int32")
+    check_refused("matmul_integer", [((2, 3), "uint8"), ((4, 4), "int8")], {}, "inner dimensions differ")

@@ -92,3 +92,22 @@ def test_a_cpu_without_vnni_gets_the_tiled_schedule():
     func = gemm(8, 32, 16, dense=False)
     assert tensorized(default_schedule(func, with_vnni))
     assert not tensorized(default_schedule(func, machines.AVX512))
+
+
+@needs_vnni
+def test_a_models_gemm_with_a_batch_of_one_is_tensorized_too():
+    """matmul_integer of [1, tokens, width] activations and [width, out] weights, as a graph has it."""
+    from compiler import topi
+
+    A = te.placeholder((1, 12, 20), "uint8", "A")
+    W = te.placeholder((20, 32), "int8", "W")
+    C = topi.matmul(A, W, "C", accumulate="int32")
+    func = te.create_prim_func([A, W, C])
+    sch = default_schedule(func, HOST)
+    assert tensorized(sch)
+    rng = np.random.default_rng(5)
+    a = rng.integers(0, 256, (1, 12, 20)).astype("uint8")
+    w = rng.integers(-128, 128, (20, 32)).astype("int8")
+    out = np.full((1, 12, 32), -1, "int32")
+    build(sch.func, HOST)(a, w, out)
+    np.testing.assert_array_equal(out, a.astype(np.int32) @ w.astype(np.int32))
