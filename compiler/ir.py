@@ -444,10 +444,21 @@ class Block(Stmt):
     init: BufferStore | None = None
     predicate: Expr = field(default_factory=lambda: Const(True, "bool"))
     annotations: tuple[tuple[str, object], ...] = ()
+    # The name a schedule renamed the block from (decompose_reduction's update block, `Y` named
+    # `Y_update` as in TVM). Handles, stored traces and schedule rules made before the rename name
+    # the block so, and `schedule.tree.find_block` finds it by either name. It is the schedule's
+    # bookkeeping, not the program: never printed, serialized, compared or hashed, so a program read
+    # back from its script is the same program.
+    former_name: str | None = field(default=None, compare=False)
 
     @property
     def is_reduction(self) -> bool:
         return any(iv.kind == "R" for iv in self.iter_vars)
+
+    @property
+    def handle_name(self) -> str:
+        """The name a schedule's handles know the block by: the one it had before any rename."""
+        return self.former_name or self.name
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ from compiler.ir import (
 )
 from compiler.names import unique_name
 from compiler.schedule.errors import check
-from compiler.schedule.tree import find_block
+from compiler.schedule.tree import find_block, taken_block_names
 from compiler.visit import block_reads, blocks, map_block_exprs, map_blocks, seq
 
 Fresh = Callable[[str], Var]
@@ -40,7 +40,7 @@ def _copy_nest(name: str, src: Buffer, dst: Buffer, fresh: Fresh) -> Stmt:
 
 
 def _unique_block_name(func: PrimFunc, base: str) -> str:
-    return unique_name(base, {b.name for b in blocks(func.body)})
+    return unique_name(base, taken_block_names(func.body))
 
 
 def _new_buffer(func: PrimFunc, base: Buffer, scope: str) -> Buffer:

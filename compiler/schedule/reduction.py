@@ -1,5 +1,7 @@
 """decompose_reduction: move a reduction's init into its own block before a loop, so the update loop
-nest has no branch and vectorizes cleanly."""
+nest has no branch and vectorizes cleanly. As in TVM, the two blocks are `<name>_init` and
+`<name>_update`; the update remembers its old name (`Block.former_name`), by which handles, stored
+traces and schedule rules still find it."""
 
 from __future__ import annotations
 
@@ -8,9 +10,17 @@ from dataclasses import replace
 
 from compiler.arith import conjuncts, simplify
 from compiler.ir import TRUE, Binary, Block, Expr, For, PrimFunc, Stmt, Var
+from compiler.names import unique_name
 from compiler.ops import Op
 from compiler.schedule.errors import ScheduleError, check
-from compiler.schedule.tree import find_block, find_loop, insert_sibling, is_ancestor, loops_above
+from compiler.schedule.tree import (
+    find_block,
+    find_loop,
+    insert_sibling,
+    is_ancestor,
+    loops_above,
+    taken_block_names,
+)
 from compiler.visit import free_vars, loop_vars, map_blocks, substitute
 
 Fresh = Callable[[str], Var]
@@ -19,7 +29,9 @@ Fresh = Callable[[str], Var]
 def decompose_reduction(
     func: PrimFunc, block_name: str, loop_name: str, fresh: Fresh
 ) -> tuple[PrimFunc, str]:
-    """Split block `block_name` into `<name>_init` placed before loop `loop_name`, and the update."""
+    """Split block `block_name` into `<name>_init` placed before loop `loop_name`, and the update,
+    renamed `<name>_update`; returns the init's name. Each name is made unique (a te compute may be
+    called `Y_update` already)."""
     where = f"decompose_reduction({block_name!r}, {loop_name!r})"
     path, block = find_block(func.body, block_name)
     loop_path, _ = find_loop(func.body, loop_name)
@@ -46,7 +58,9 @@ def decompose_reduction(
     for c in conjuncts(block.predicate):
         if loop_vars(c) <= keep:  # guards of reduction loops do not concern the init
             pred = Binary(Op.AND, pred, substitute(c, copies))
-    init_name = f"{block_name}_init"
+    taken = taken_block_names(func.body)
+    init_name = unique_name(f"{block_name}_init", taken)
+    update_name = unique_name(f"{block_name}_update", taken | {init_name})
     init = Block(
         init_name,
         tuple(iv for iv, _ in spatial),
@@ -59,5 +73,6 @@ def decompose_reduction(
     for lp in reversed(inner):
         if lp.var in copies:
             stmt = For(copies[lp.var], lp.extent, stmt, lp.kind)
-    body = map_blocks(func.body, lambda b: replace(b, init=None) if b.name == block_name else b)
+    update = replace(block, name=update_name, init=None, former_name=block.handle_name)
+    body = map_blocks(func.body, lambda b: update if b.name == block_name else b)
     return replace(func, body=insert_sibling(body, loop_path, stmt)), init_name

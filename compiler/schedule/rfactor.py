@@ -35,7 +35,14 @@ from compiler.ir import (
 from compiler.names import unique_name
 from compiler.ops import Op
 from compiler.schedule.errors import check
-from compiler.schedule.tree import find_block, find_loop, insert_sibling, loops_above, nest_root
+from compiler.schedule.tree import (
+    find_block,
+    find_loop,
+    insert_sibling,
+    loops_above,
+    nest_root,
+    taken_block_names,
+)
 from compiler.te import reduction_identity
 from compiler.visit import blocks, free_vars, loop_vars, map_blocks, substitute
 
@@ -83,7 +90,7 @@ def rfactor(func: PrimFunc, loop_name: str, factor_axis: int, fresh: Fresh) -> t
         out.dtype,
     )
     f = _Factoring(block, loop, rf_var, rf_buffer, factor_axis, combiner, nest)
-    rf_block = _rf_block(f, value, unique_name(f"{block.name}_rf", {b.name for b in blocks(func.body)}))
+    rf_block = _rf_block(f, value, unique_name(f"{block.name}_rf", taken_block_names(func.body)))
     write_back = _write_back(f, outer, fresh)
     body = map_blocks(func.body, lambda b: rf_block if b.name == block.name else b)
     body = insert_sibling(body, root, write_back, after=True)

@@ -13,7 +13,9 @@ from typing import ClassVar
 
 @dataclass(frozen=True, eq=False)
 class _NamedRV:
-    """A handle to a block or loop: its random variable's name, and the name of what it points at."""
+    """A handle to a block or loop: its random variable's name, and the name of what it points at
+    (for a block renamed by decompose_reduction, the name it had before: `Block.handle_name`;
+    `Schedule.get(rv).name` is its name in the program now)."""
 
     PREFIX: ClassVar[str]
     rv: str

@@ -5,6 +5,11 @@ Loop names are never reused within a schedule, so a handle to a loop that a prim
 clearly instead of silently pointing at another loop. Each primitive checks its handles, calls its
 transform and records the call through its registered kind (kinds.py), which is also how a trace
 replays it.
+
+A block renamed by a primitive (decompose_reduction's update, `Y` to `Y_update` as in TVM) keeps
+the name its handles know it by in the program itself (`Block.former_name`), not in a map here:
+handles, traces, and the schedule rules' lookups in `sch.func` made before the rename still find
+it, a copy or a replay needs no state beside the program, and no new block takes that name.
 """
 
 from __future__ import annotations
@@ -82,8 +87,10 @@ class Schedule:
     ) -> None:
         self.trace = self.trace.append(kind.instruction(args, outputs, decision))
 
-    def _block(self, name: str) -> BlockRV:
-        return BlockRV(self._rv(BlockRV.PREFIX), name)
+    def _block(self, handle_name: str) -> BlockRV:
+        """A new handle; `handle_name` is the block's `handle_name`, so that every handle of a block
+        names it alike, before and after a rename (the rules compare them by name)."""
+        return BlockRV(self._rv(BlockRV.PREFIX), handle_name)
 
     def _loop(self, name: str) -> LoopRV:
         return LoopRV(self._rv(LoopRV.PREFIX), name)
@@ -95,11 +102,13 @@ class Schedule:
         return loop.name
 
     def _block_name(self, block: BlockRV) -> str:
+        """The block's name in the program now, which the transforms take: a handle made before
+        decompose_reduction renamed the block holds its former name."""
         if not isinstance(block, BlockRV):
             raise ScheduleError(f"expected a BlockRV, got {type(block).__name__} {block!r}")
-        if block.name != ROOT:
-            find_block(self.func.body, block.name)
-        return block.name
+        if block.name == ROOT:
+            return ROOT
+        return find_block(self.func.body, block.name)[1].name
 
     @property
     def mod(self) -> IRModule:
@@ -108,12 +117,12 @@ class Schedule:
 
     # --- queries --------------------------------------------------------------------------------
     def get_block(self, name: str, func_name: str | None = None) -> BlockRV:
-        """The block called `name`; `func_name`, as TVM spells it, must name the function scheduled."""
+        """The block called `name`, or renamed from it (a trace stored before decompose_reduction
+        named its update block `<name>_update` calls it `name`); `func_name`, as TVM spells it, must
+        name the function scheduled."""
         if func_name is not None:
             check(func_name == self.func.name, f"this Schedule works on {self.func.name}, not {func_name}")
-        if name != ROOT:
-            find_block(self.func.body, name)
-        out = self._block(name)
+        out = self._block(name if name == ROOT else find_block(self.func.body, name)[1].handle_name)
         self._record(kinds.GET_BLOCK, {"name": name}, [out])
         return out
 
@@ -141,9 +150,10 @@ class Schedule:
         changes the count and the trace would not replay (16% of the tile mutations of default
         schedules, which vectorize a write-back). Refused where the block has no loop of its own:
         the loop above it holds other statements too, a different loop from the one meant."""
-        path, _ = find_block(self.func.body, self._block_name(block))
+        name = self._block_name(block)
+        path, _ = find_block(self.func.body, name)
         loops = loops_above(self.func.body, path)
-        own = bool(loops) and isinstance(loops[-1][1].body, Block) and loops[-1][1].body.name == block.name
+        own = bool(loops) and isinstance(loops[-1][1].body, Block) and loops[-1][1].body.name == name
         check(own, f"block {block.name!r} has no loop of its own")
         out = self._loop(loops[-1][1].var.name)
         self._record(kinds.GET_INNERMOST_LOOP, {"block": block}, [out])
@@ -159,7 +169,7 @@ class Schedule:
                 self._block_name(parent) == ROOT, f"block {parent.name!r} is a leaf: it has no child blocks"
             )
             scope = self.func.body
-        outs = [self._block(b.name) for b in blocks(scope)]
+        outs = [self._block(b.handle_name) for b in blocks(scope)]
         self._record(kinds.GET_CHILD_BLOCKS, {"parent": parent}, outs)
         return outs
 
@@ -180,8 +190,8 @@ class Schedule:
     ) -> list[BlockRV]:
         _, blk = find_block(self.func.body, self._block_name(block))
         mine = set(own(blk))
-        others = [b.name for b in blocks(self.func.body) if b.name != blk.name and mine & set(theirs(b))]
-        outs = [self._block(name) for name in others]
+        others = [b for b in blocks(self.func.body) if b.name != blk.name and mine & set(theirs(b))]
+        outs = [self._block(b.handle_name) for b in others]
         self._record(kind, {"block": block}, outs)
         return outs
 
@@ -226,11 +236,11 @@ class Schedule:
         stored = int(value) if isinstance(value, IntRV) else value  # the trace keeps the RV
         if isinstance(target, LoopRV):
             self.func = loop_transform.annotate_loop(self.func, self._loop_name(target), key, stored)
-        elif self._block_name(target) == ROOT:
+        elif (name := self._block_name(target)) == ROOT:
             attrs = tuple((k, v) for k, v in self.func.attrs if k != key) + ((key, stored),)
             self.func = replace(self.func, attrs=attrs)
         else:
-            self._annotate_block(target.name, key, stored)
+            self._annotate_block(name, key, stored)
         self._record(kinds.ANNOTATE, {"target": target, "key": key, "value": value})
 
     def _annotate_block(self, name: str, key: str, value: Any) -> None:
@@ -290,6 +300,9 @@ class Schedule:
         return out
 
     def decompose_reduction(self, block: BlockRV, loop: LoopRV) -> BlockRV:
+        """Move the reduction's init into a block `<name>_init` before `loop`; returns its handle.
+        The block becomes the update, `<name>_update` as TVM names it, and `block` (or any handle,
+        or `get_block` of its old name) still points at it."""
         self.func, name = reduction.decompose_reduction(
             self.func, self._block_name(block), self._loop_name(loop), self._fresh
         )

@@ -76,10 +76,18 @@ def insert_sibling(body: Stmt, path: Path, new: Stmt, after: bool = False) -> St
 
 
 def find_block(body: Stmt, name: str) -> tuple[Path, Block]:
+    """The block called `name`, or renamed from it (`Block.former_name`): a stored trace or a rule
+    that names a block before decompose_reduction renamed it still finds it."""
     for path, s in nodes(body):
-        if isinstance(s, Block) and s.name == name:
+        if isinstance(s, Block) and name in (s.name, s.former_name):
             return path, s
     raise ScheduleError(f"no block named {name!r}")
+
+
+def taken_block_names(body: Stmt) -> set[str]:
+    """The names that find a block, former names included: a new block takes none of them, so no
+    lookup is ambiguous, and a primitive names its block as it did before blocks were renamed."""
+    return {name for b in blocks(body) for name in (b.name, b.former_name) if name is not None}
 
 
 def find_loop(body: Stmt, name: str) -> tuple[Path, For]:

@@ -443,7 +443,7 @@ def test_moving_a_decomposed_reduction_update_is_refused():
     _, j, _ = sch.get_loops(y)
     sch.decompose_reduction(y, j)
     ci, _ = loops_of(sch, "C")
-    with schedule_error("Y", match="without an init"):
+    with schedule_error("Y_update", match="without an init"):
         sch.compute_at(y, ci)
 
 

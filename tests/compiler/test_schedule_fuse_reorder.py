@@ -118,7 +118,7 @@ def test_mlc_sequence_split_reorder_reverse_compute_at_decompose(shape):
     assert [lp.name for lp in sch.get_loops(sch.get_block("C"))][:2] == [i.name, j0.name]
     assert [lp.name for lp in sch.get_loops(init)][:2] == [i.name, j0.name]
     order = [line.strip() for line in sch.func.script().splitlines() if "T.block(" in line]
-    assert order == ['with T.block("Y_init"):', 'with T.block("Y"):', 'with T.block("C"):']
+    assert order == ['with T.block("Y_init"):', 'with T.block("Y_update"):', 'with T.block("C"):']
     assert_computes(wl, sch)
 
 
