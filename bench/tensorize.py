@@ -6,7 +6,10 @@ this process on all cores:
   Runtime's MatMulInteger on the same arrays (its MLAS kernels use VNNI too);
 - tensorize (`fma_4x16_f32`, the hand-written micro-kernel) against the default float32 schedule;
 - transform_layout and storage_align of the default schedule's packed weight panel of a float32
-  matmul: the panel as it is, packed [j // 16, k, j % 16], and its rows padded by 16 floats.
+  matmul: the panel as it is, packed [j // 16, k, j % 16], and its rows padded by 16 floats;
+- a BERT-base encoder layer (bench.zoo, 128 tokens) quantized by onnxruntime.quantization's
+  quantize_dynamic (int8 weights, uint8 activations: MatMulInteger), ours against ONNX Runtime on
+  the same quantized file, and both on the float32 file it came from.
 
     python -m bench tensorize
 """
@@ -102,6 +105,49 @@ def main() -> None:
     print("float32 matmul: the default schedule, the FMA micro-kernel, the panel's layouts")
     for m, n, k in FLOAT_CASES:
         _float_case(target, rng, m, n, k)
+    print("BERT-base encoder layer, 128 tokens, quantize_dynamic (int8) and float32: ours, ONNX Runtime")
+    _quantized_layer()
+
+
+def _quantized_layer() -> None:
+    import tempfile
+    from pathlib import Path
+
+    import onnx
+    import onnxruntime as ort
+    import torch
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    from bench.zoo import transformer_encoder_layer, transformer_inputs
+    from compiler import graph
+    from compiler.frontend import from_onnx
+
+    layer = transformer_encoder_layer().eval()
+    (x,) = transformer_inputs()
+    with tempfile.TemporaryDirectory() as tmp:
+        fp32, int8 = Path(tmp, "layer.onnx"), Path(tmp, "layer_int8.onnx")
+        torch.onnx.export(layer, (x,), fp32, opset_version=17, dynamo=False)
+        quantize_dynamic(str(fp32), str(int8), weight_type=QuantType.QInt8)
+        files = {"int8": onnx.load(int8), "float32": onnx.load(fp32)}
+    data = x.numpy()
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = host_hardware().target.cores
+    for label, model in files.items():
+        session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+        feed = {session.get_inputs()[0].name: data}
+        compiled = graph.build(from_onnx(model))
+        (ours,) = compiled(data)
+        (theirs,) = session.run(None, feed)
+        error = float(np.abs(ours - theirs).max())
+        time.sleep(0.3)
+        ours_ms = best_seconds(lambda c=compiled: c(data)) * 1e3
+        time.sleep(0.3)
+        theirs_ms = best_seconds(lambda s=session, f=feed: s.run(None, f)) * 1e3
+        time.sleep(0.3)
+        print(
+            f"    {label:8s} ours {ours_ms:7.2f} ms   onnxruntime {theirs_ms:7.2f} ms   "
+            f"ratio {theirs_ms / ours_ms:5.2f}x   max |ours - onnxruntime| {error:.4f}"
+        )
 
 
 def _int8_case(target: Target, rng: np.random.Generator, m: int, n: int, k: int, dense: bool) -> None:

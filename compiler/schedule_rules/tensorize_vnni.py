@@ -10,12 +10,12 @@ tiles run in parallel, each packing its own panel. On a 512^3 GEMM the untuned p
 5.9x the one MultiLevelTiling gives (`python -m bench tensorize`, bench/RESULTS.md).
 
 It takes a block of the form C[i, j] += int32(A[i, k]) * int32(B[k, j]) (or B[j, k]: a dense layer's
-weights) with the columns a multiple of 16 and the reduction of 4; anything else is left to
-MultiLevelTiling."""
+weights; or weights packed at compile time, `matmul_integer_vnni`, which need no panel) with the
+columns a multiple of 16 and the reduction of 4; anything else is left to MultiLevelTiling."""
 
 from __future__ import annotations
 
-from compiler.ir import Binary, Cast, Const, Expr, Load, PrimFunc, Var
+from compiler.ir import Binary, Cast, Const, Expr, Load, PrimFunc, Var, structural_equal
 from compiler.ops import Op
 from compiler.schedule import BlockRV, LoopRV, Schedule
 from compiler.schedule_rules.analysis import block_of, loop_kinds
@@ -25,6 +25,7 @@ INTRINSIC = "dot_16x4_vnni"
 FEATURE = "avx512vnni"
 LANES, STEPS = 16, 4  # the intrinsic's output columns and reduction steps
 MAX_ROWS = 8
+ROWS_K, COLUMNS_K, PACKED = "[k, j]", "[j, k]", "packed"  # how a GEMM reads its weights
 ACCUMULATORS = 24  # of AVX-512's 32 registers: the rest hold the broadcast row and the loaded weights
 
 
@@ -32,15 +33,15 @@ class TensorizeVNNI(BlockRule):
     def apply_to(self, sch: Schedule, name: str, ctx: RuleContext) -> None:
         if FEATURE not in ctx.cfg.features:
             return
-        weights_kj = vnni_form(sch.func, name)
-        if weights_kj is None:
-            return
-        ctx.placed |= _tile(sch, name, weights_kj, ctx)
+        form = vnni_form(sch.func, name)
+        if form is not None:
+            ctx.placed |= _tile(sch, name, form, ctx)
 
 
-def vnni_form(func: PrimFunc, name: str) -> bool | None:
-    """Whether the block is the intrinsic's GEMM with its weights indexed [k, j] (True) or [j, k]
-    (False); None when it is not that GEMM or its extents do not fit the intrinsic. Leading batch
+def vnni_form(func: PrimFunc, name: str) -> str | None:
+    """How the block, if it is the intrinsic's GEMM, reads its weights: [k, j] (ROWS_K), [j, k]
+    (COLUMNS_K) or packed already (PACKED, `matmul_integer_vnni`); None when it is not that GEMM
+    or its extents do not fit the intrinsic. Leading batch
     dimensions of one (a model's [1, tokens, width] activations) are taken."""
     kinds = loop_kinds(func, name)
     if kinds[-3:] != ["S", "S", "R"] or set(kinds[:-3]) - {"S"}:
@@ -66,10 +67,23 @@ def vnni_form(func: PrimFunc, name: str) -> bool | None:
     a, b = _int32_of(product.a, "uint8"), _int32_of(product.b, "int8")
     if a is None or b is None or _rows(a.indices, unit) != (i, k):
         return None
+    if len(b.indices) == 4:
+        return PACKED if _packed(b.indices, j, k) else None
     weights = _rows(b.indices, unit)
     if weights == (k, j):
-        return True
-    return False if weights == (j, k) else None
+        return ROWS_K
+    return COLUMNS_K if weights == (j, k) else None
+
+
+def _packed(indices: tuple[Expr, ...], j: Var, k: Var) -> bool:
+    """Whether weights are read as matmul_integer_vnni packs them: [j // 16, k // 4, j % 16, k % 4]."""
+    want = (
+        Binary(Op.FLOORDIV, j, Const(LANES, "int64")),
+        Binary(Op.FLOORDIV, k, Const(STEPS, "int64")),
+        Binary(Op.FLOORMOD, j, Const(LANES, "int64")),
+        Binary(Op.FLOORMOD, k, Const(STEPS, "int64")),
+    )
+    return all(structural_equal(a, b) for a, b in zip(indices, want))
 
 
 def _rows(indices: tuple[Expr, ...], unit: list[Var]) -> tuple[Expr, ...] | None:
@@ -86,7 +100,7 @@ def _int32_of(e: object, dtype: str) -> Load | None:
     return None
 
 
-def _tile(sch: Schedule, name: str, weights_kj: bool, ctx: RuleContext) -> set[str]:
+def _tile(sch: Schedule, name: str, form: str, ctx: RuleContext) -> set[str]:
     """Schedule the GEMM; returns the blocks placed (it, its init, its panel and accumulator)."""
     block = sch.get_block(name)
     *_, i, j, k = sch.get_loops(block)
@@ -98,7 +112,9 @@ def _tile(sch: Schedule, name: str, weights_kj: bool, ctx: RuleContext) -> set[s
     jo, jj = sch.split(jt, sch.sample_perfect_tile(jt, n=2, max_innermost_factor=most, decision=tiles))
     ko, ki = sch.split(k, [None, STEPS])
     sch.reorder(jo, io, ko, ii, jj, ji, ki)
-    panel = _packed_panel(sch, block, jo, weights_kj)
+    placed = {name}
+    if form != PACKED:
+        placed.add(_packed_panel(sch, block, jo, form == ROWS_K).name)
     accumulator = sch.cache_write(block, 0, "local")
     sch.reverse_compute_at(accumulator, io)
     init = sch.decompose_reduction(block, ko)
@@ -106,7 +122,7 @@ def _tile(sch: Schedule, name: str, weights_kj: bool, ctx: RuleContext) -> set[s
     sch.unroll(ii)
     sch.unroll(jj)
     sch.parallel(jo)
-    return {name, init.name, panel.name, accumulator.name}
+    return placed | {init.name, accumulator.name}
 
 
 def _packed_panel(sch: Schedule, block: BlockRV, jo: LoopRV, weights_kj: bool) -> BlockRV:

@@ -13,6 +13,7 @@ from compiler.graph.passes.fold_pad import fold_pad_into_conv
 from compiler.graph.passes.fuse import fuse
 from compiler.graph.passes.layer_norm_pattern import match_layer_norm
 from compiler.graph.passes.nchwc_layout import nchwc_layout
+from compiler.graph.passes.pack_vnni_weights import pack_vnni_weights
 from compiler.graph.passes.pad_matmul import pad_matmul
 from compiler.graph.passes.tasks import ExtractedTask, extract_tasks
 from compiler.graph.passes.verify import verify
@@ -33,6 +34,7 @@ PASSES: tuple[Pass, ...] = (
     block_conv_channels,
     pad_matmul,
     block_matmul_columns,
+    pack_vnni_weights,
     fuse,
     eliminate_dead_code,
 )
@@ -44,9 +46,10 @@ def optimize(module: Module, *, check: bool = False, passes: Sequence[Pass] = PA
     nothing, compute stride-1 3x3 convs by Winograd, keep depthwise convs and their neighbours in the
     NCHWc layout, block the output channels of other convs on small images, pad matmuls' rows to a
     multiple of 8 and long columns to a multiple of 16 where the register tile could not divide
-    them, pack dense layers' weights in blocks of columns, fuse into PrimFuncs. With `check`, the
-    verifier runs after every pass (the tests do this). `passes` replaces the list (a module made for
-    a range of sizes leaves out the padding that depends on them)."""
+    them, pack dense layers' weights in blocks of columns (and quantized ones as VNNI reads them),
+    fuse into PrimFuncs. With `check`, the verifier runs after every pass (the tests do this).
+    `passes` replaces the list (a module made for a range of sizes leaves out the padding that
+    depends on them)."""
     for run in passes:
         module = run(module)
         if check:
@@ -69,6 +72,7 @@ __all__ = [
     "match_layer_norm",
     "nchwc_layout",
     "optimize",
+    "pack_vnni_weights",
     "pad_matmul",
     "verify",
     "winograd_convs",

@@ -119,5 +119,6 @@ def test_a_dynamically_quantized_model_computes_what_onnxruntime_computes(tmp_pa
     # the next integer level, which moves an output by about one step of the weights' scale.
     np.testing.assert_allclose(got, want, rtol=1e-3, atol=2e-2)
     kernels = [step.kernel.func.script() for step in model.steps]
+    assert sum(step.func.startswith("fused_matmul_integer_vnni") for step in model.steps) == 2  # packed once
     if "avx512vnni" in Target.host().feature_set:
         assert sum("dot_16x4_vnni" in k for k in kernels) == 2

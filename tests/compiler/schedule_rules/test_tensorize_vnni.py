@@ -111,3 +111,28 @@ def test_a_models_gemm_with_a_batch_of_one_is_tensorized_too():
     out = np.full((1, 12, 32), -1, "int32")
     build(sch.func, HOST)(a, w, out)
     np.testing.assert_array_equal(out, a.astype(np.int32) @ w.astype(np.int32))
+
+
+@needs_vnni
+def test_weights_packed_at_compile_time_need_no_panel():
+    """matmul_integer_vnni's weights, [N/16, K/4, 16, 4], are read by the intrinsic as they are."""
+    from compiler.graph.ops.matmul_integer_vnni import pack_vnni
+
+    A = te.placeholder((6, 8), "uint8", "A")
+    P = te.placeholder((2, 2, 16, 4), "int8", "P")
+    r = te.reduce_axis((0, 8), "k")
+    C = te.compute(
+        (6, 32),
+        lambda i, j: te.sum(
+            te.cast("int32", A[i, r]) * te.cast("int32", P[j // 16, r // 4, j % 16, r % 4]), axis=r
+        ),
+        name="C",
+    )
+    sch = default_schedule(te.create_prim_func([A, P, C]), HOST)
+    assert tensorized(sch) and not any(i.kind == "cache_read" for i in sch.trace.instructions)
+    rng = np.random.default_rng(6)
+    a = rng.integers(0, 256, (6, 8)).astype("uint8")
+    w = rng.integers(-128, 128, (8, 32)).astype("int8")
+    out = np.full((6, 32), -1, "int32")
+    build(sch.func, HOST)(a, pack_vnni(w), out)
+    np.testing.assert_array_equal(out, a.astype(np.int32) @ w.astype(np.int32))
