@@ -199,6 +199,10 @@ def match(
     missing = [b.name for b in intrin.desc.params if b not in regions]
     if missing:
         raise IntrinsicError(f"{where}: the description never accesses {missing}")
+    shared = len({r.buffer for r in regions.values()}) < len(regions)
+    if shared:  # an implementation reads its inputs before it writes: overlapping regions would differ
+        names = sorted(f"{d.name}={r.buffer.name}" for d, r in regions.items())
+        raise IntrinsicError(f"{where}: two of the intrinsic's buffers are one program buffer ({names})")
     return regions
 
 

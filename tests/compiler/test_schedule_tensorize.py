@@ -242,3 +242,23 @@ def test_a_script_that_claims_a_nest_the_intrinsic_does_not_compute_fails_its_bu
     tampered = from_source(text.replace("* T.Cast('int32', B", "+ T.Cast('int32', B"))
     with pytest.raises(IntrinsicError, match=r"where the intrinsic (computes|loads)"):
         build(tampered, listings=False)
+
+
+DOUBLES = """
+@T.prim_func
+def doubles(Y: T.Buffer((8,), "float32")):
+    for i in range(8):
+        with T.block("Y"):
+            vi = T.axis.spatial(8, i)
+            Y[vi] = Y[vi] + Y[vi]
+"""
+
+
+def test_an_intrinsics_two_buffers_on_one_program_buffer_are_refused():
+    """Y[i] += Y[i] over add4's nest: the implementation would read what it writes at once."""
+    TensorIntrin.register("test_add4", from_source(ADD4), _add4, override=True)
+    sch = Schedule(from_source(DOUBLES), seed=0)
+    (i,) = sch.get_loops(sch.get_block("Y"))
+    _, inner = sch.split(i, [None, 4])
+    with pytest.raises(ScheduleError, match="two of the intrinsic's buffers are one program buffer"):
+        sch.tensorize(inner, "test_add4")
