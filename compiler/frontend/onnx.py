@@ -40,7 +40,7 @@ from compiler.dtypes import FLOAT_DTYPES, convert
 from compiler.frontend import DEFAULT_MAX_BYTES, DEFAULT_MAX_NODES, FrontendError
 from compiler.frontend.onnx_dims import import_with_dims, input_signatures, unsized_error
 from compiler.frontend.onnx_functions import MAX_DEPTH, body_opset, function_body, instantiate
-from compiler.frontend.onnx_reference import fold_with_reference
+from compiler.frontend.onnx_reference import FoldError, fold_with_reference
 from compiler.graph import Constant, GraphBuilder, GraphError, Module, Node, normalize
 from compiler.graph.conv_transpose import conv_transpose2d
 from compiler.graph.einsum import einsum
@@ -289,6 +289,8 @@ class _Importer:
         self.builder = GraphBuilder()
         self.values: dict[str, Value] = {}
         self.constants: dict[str, Constant] = {}
+        # DequantizeLinear outputs with their quantized inputs (`_Dequantized`), for MatMul.
+        self.dequantized: dict[str, _Dequantized] = {}
         # Rank-0 tensors computed at run time, held as nodes of shape (1,).
         self.scalars: set[str] = set()
         self.inferred = _inferred_types(model)
@@ -361,13 +363,19 @@ class _Importer:
 
     def _outputs(self, op: _Op) -> Sequence[Value | None]:
         """Folded when every input is known and none is a float tensor (float arithmetic on weights
-        is the graph's constant folding), or when known and there is no converter; else converted."""
+        is the graph's constant folding), or when known and there is no converter; else converted.
+        Where ONNX's reference has no implementation at the model's opset (its DequantizeLinear
+        starts at 19) and a converter exists, the converter's graph is folded instead."""
         op_type = op.proto.op_type
         if op.foldable() and op_type not in CONVERTS_CONSTANTS:
             fold = FOLDS.get(op_type)
-            if fold is None:
+            if fold is not None:
+                return [np.asarray(v) for v in fold(op)]  # numpy makes scalars of rank-0 results
+            try:
                 return list(fold_with_reference(op.proto, op.static_values(), self.opset))
-            return [np.asarray(v) for v in fold(op)]  # numpy makes scalars of rank-0 results
+            except FoldError:
+                if op_type not in CONVERTERS:
+                    raise
         converter = CONVERTERS.get(op_type)
         if converter is not None:
             try:
@@ -877,7 +885,30 @@ def _dequantize_linear(op: _Op) -> list[Value]:
     dtype = str(helper.tensor_dtype_to_np_dtype(target)) if target else op.dtype(1)
     if dtype not in ("float32", "float64"):
         raise op.fail(f"a dequantized {dtype} is not supported (float32, float64)")
+    if dtype == "float32" and not block_size:
+        _remember_dequantized(op, axis)
     return [y if dtype == "float32" else op.call("cast", [y], dtype=dtype)]
+
+
+@dataclass(frozen=True)
+class _Dequantized:
+    """A DequantizeLinear of 8-bit `quantized` by a scale and zero point known at import, one value
+    or one per index of `axis`: what a MatMul of two such tensors computes in integers."""
+
+    quantized: str
+    scale: np.ndarray
+    zero: np.ndarray
+    axis: int
+
+
+def _remember_dequantized(op: _Op, axis: int) -> None:
+    scale = op.value(1)
+    zero = op.value(2) if op.has(2) else np.zeros(1, op.dtype(0))
+    if op.dtype(0) in ("uint8", "int8") and isinstance(scale, np.ndarray) and isinstance(zero, np.ndarray):
+        rank = len(op.shape(0))
+        op.importer.dequantized[op.proto.output[0]] = _Dequantized(
+            op.proto.input[0], scale.astype(np.float32), zero, axis % rank if rank else 0
+        )
 
 
 def _quantize_linear(op: _Op) -> list[Value]:
@@ -1235,7 +1266,11 @@ def _gemm(op: _Op) -> list[Value]:
 
 def _matmul(op: _Op) -> list[Value]:
     """numpy's matmul: a rank-1 operand is a matrix of one row (left) or column (right) whose axis
-    the result drops."""
+    the result drops. Of two dequantized 8-bit tensors (a QDQ model), it is their integer product
+    scaled (`_quantized_matmul`)."""
+    quantized = _quantized_matmul(op)
+    if quantized is not None:
+        return [quantized]
     a, b = op.node(0), op.node(1)
     a_shape, b_shape = op.shape(0), op.shape(1)
     if len(a_shape) == 1:
@@ -1260,27 +1295,61 @@ def _matmul_integer(op: _Op) -> list[Value]:
     a_shape, b_shape = op.shape(0), op.shape(1)
     if len(a_shape) < 2 or len(b_shape) < 2:
         raise op.fail(f"operands of rank >= 2 are supported, got {a_shape} and {b_shape}")
-    a, b = op.node(0), op.node(1)
-    y = op.call("matmul_integer", [a, b])
     a_zero = _zero_point(op, 2, (a_shape[-2], 1))
     b_zero = _zero_point(op, 3, (b_shape[-1],))
+    return [_integer_matmul(op, (op.node(0), op.value(0)), (op.node(1), op.value(1)), a_zero, b_zero)]
+
+
+_IntegerOperand = tuple[Node, Value]  # an 8-bit tensor's node, and its value (an array if known)
+
+
+def _integer_matmul(
+    op: _Op, a: _IntegerOperand, b: _IntegerOperand, a_zero: Node | None, b_zero: Node | None
+) -> Node:
+    """sum_k (a - a_zero) (b - b_zero) in int32: matmul_integer less the zero points' terms."""
+    a_rank, b_rank = len(a[0].type.shape), len(b[0].type.shape)
+    y = op.call("matmul_integer", [a[0], b[0]])
     if a_zero is not None:
-        y = op.call("subtract", [y, op.call("multiply", [a_zero, _integer_sums(op, 1, len(b_shape) - 2)])])
+        y = op.call("subtract", [y, op.call("multiply", [a_zero, _integer_sums(op, b[1], b[0], b_rank - 2)])])
     if b_zero is not None:
-        y = op.call("subtract", [y, op.call("multiply", [_integer_sums(op, 0, len(a_shape) - 1), b_zero])])
+        y = op.call("subtract", [y, op.call("multiply", [_integer_sums(op, a[1], a[0], a_rank - 1), b_zero])])
     if a_zero is not None and b_zero is not None:
-        k = op.const(np.array([a_shape[-1]], "int32"))
+        k = op.const(np.array([a[0].type.shape[-1]], "int32"))
         y = op.call("add", [y, op.call("multiply", [k, op.call("multiply", [a_zero, b_zero])])])
-    return [y]
+    return y
 
 
-def _integer_sums(op: _Op, i: int, axis: int) -> Node:
-    """Input `i`'s int32 sums over `axis` (kept): computed here for weights known at import."""
-    value = op.value(i)
+def _quantized_matmul(op: _Op) -> Node | None:
+    """MatMul(DequantizeLinear(a), DequantizeLinear(w)) as ONNX Runtime's QDQ fusion computes it:
+    the exact int32 product of the 8-bit tensors less the zero points' terms (`_integer_matmul`),
+    times a_scale * w_scale, where `a` is one scale (and zero point) for the tensor and the weights
+    `w` [K, N] are known at import, one scale and zero point or one per column. None otherwise: the
+    float computation of the dequantized values, as before."""
+    found = [op.importer.dequantized.get(name) for name in op.proto.input[:2]]
+    a, w = found
+    if a is None or w is None or len(op.shape(0)) < 2 or len(op.shape(1)) != 2:
+        return None
+    weights = op.importer.values[w.quantized]
+    other_axis = w.scale.size != 1 and (w.axis != 1 or w.scale.size != op.shape(1)[1])
+    if a.scale.size != 1 or a.zero.size != 1 or not isinstance(weights, np.ndarray) or other_axis:
+        return None
+    if w.zero.size not in (1, w.scale.size):
+        return None
+    a_q, w_q = op.importer.node_of(a.quantized), op.importer.node_of(w.quantized)
+    a_zero = op.const(a.zero.astype(np.int32).reshape(1)) if a.zero.any() else None
+    w_zero = op.const(w.zero.astype(np.int32).reshape(-1)) if w.zero.any() else None
+    sums = _integer_matmul(op, (a_q, op.importer.values[a.quantized]), (w_q, weights), a_zero, w_zero)
+    scale = op.const((a.scale.reshape(1) * w.scale.reshape(-1)).astype(np.float32))
+    return op.call("multiply", [op.call("cast", [sums], dtype="float32"), scale])
+
+
+def _integer_sums(op: _Op, value: Value, node: Node, axis: int) -> Node:
+    """The int32 sums of an 8-bit tensor over `axis` (kept): computed here for weights known at
+    import."""
     known = value.data if isinstance(value, Constant) else value if isinstance(value, np.ndarray) else None
     if known is not None:
         return op.const(known.astype(np.int32).sum(axis=axis, keepdims=True, dtype=np.int32))
-    return op.call("sum", [op.call("cast", [op.node(i)], dtype="int32")], axes=(axis,), keepdims=True)
+    return op.call("sum", [op.call("cast", [node], dtype="int32")], axes=(axis,), keepdims=True)
 
 
 def _zero_point(op: _Op, i: int, vector_shape: tuple[int, ...]) -> Node | None:

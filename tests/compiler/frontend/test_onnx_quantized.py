@@ -122,3 +122,40 @@ def test_a_dynamically_quantized_model_computes_what_onnxruntime_computes(tmp_pa
     assert sum(step.func.startswith("fused_matmul_integer_vnni") for step in model.steps) == 2  # packed once
     if "avx512vnni" in Target.host().feature_set:
         assert sum("dot_16x4_vnni" in k for k in kernels) == 2
+
+
+class _Calibration:
+    """quantize_static's data reader: a few random inputs."""
+
+    def __init__(self, shape: tuple[int, ...]) -> None:
+        rng = np.random.default_rng(7)
+        self.batches = iter([{"x": rng.standard_normal(shape).astype("float32")} for _ in range(4)])
+
+    def get_next(self) -> dict[str, np.ndarray] | None:
+        return next(self.batches, None)
+
+
+@pytest.mark.parametrize("per_channel", [False, True])
+def test_a_statically_quantized_qdq_model_multiplies_in_integers(tmp_path, per_channel):
+    """quantize_static's QDQ form (DequantizeLinear before each MatMul): the MatMul of two dequantized
+    8-bit tensors is their integer product scaled, as ONNX Runtime fuses it."""
+    from onnxruntime.quantization import QuantFormat, QuantType, quantize_static
+
+    onnx.save(dense_model(64, 128, 24), tmp_path / "float.onnx")
+    quantize_static(
+        str(tmp_path / "float.onnx"),
+        str(tmp_path / "qdq.onnx"),
+        _Calibration((1, 24, 64)),
+        quant_format=QuantFormat.QDQ,
+        activation_type=QuantType.QUInt8,
+        weight_type=QuantType.QInt8,
+        per_channel=per_channel,
+    )
+    qdq = onnx.load(tmp_path / "qdq.onnx")
+    assert "DequantizeLinear" in {n.op_type for n in qdq.graph.node}
+    x = np.random.default_rng(8).standard_normal((1, 24, 64)).astype("float32")
+    (want,) = onnxruntime_outputs(qdq, {"x": x})
+    model = graph.build(from_onnx(qdq))
+    (got,) = model(x)
+    np.testing.assert_allclose(got, want, rtol=1e-3, atol=3e-2)
+    assert sum("matmul_integer" in step.func for step in model.steps) == 2
