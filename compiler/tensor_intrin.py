@@ -128,7 +128,7 @@ class Region:
 
 def description(intrin: TensorIntrin) -> tuple[list[For], BufferStore]:
     """The description's loops and its store in their variables."""
-    loops, block = _nest(intrin.desc.body, f"the description of {intrin.name}")
+    loops, block = nest_of(intrin.desc.body, f"the description of {intrin.name}")
     if not isinstance(block, Block):
         raise IntrinsicError(f"the description of {intrin.name} must end in one block")
     if block.init is not None:
@@ -151,11 +151,8 @@ def flatten(block: Block) -> BufferStore:
     return BufferStore(block.body.buffer, _simplified_loads(value), indices)
 
 
-def nest_of(stmt: For, what: str) -> tuple[list[For], Block | BufferStore]:
-    return _nest(stmt, what)
-
-
-def _nest(stmt: object, what: str) -> tuple[list[For], Block | BufferStore]:
+def nest_of(stmt: object, what: str) -> tuple[list[For], Block | BufferStore]:
+    """The perfect nest of loops from `stmt` down, and the one block (or lowered store) inside."""
     loops: list[For] = []
     while isinstance(stmt, For):
         loops.append(stmt)
@@ -210,12 +207,14 @@ def _match_expr(d: Expr, p: Expr, pairs: list[Any], where: str) -> None:
     if isinstance(d, Load):
         if not isinstance(p, Load):
             raise IntrinsicError(
-                f"{where}: the nest computes {_show(p)} where the intrinsic loads {d.buffer.name}"
+                f"{where}: the nest computes {expr_str(p)} where the intrinsic loads {d.buffer.name}"
             )
         pairs.append((d, p))
         return
     if not _same_node(d, p):
-        raise IntrinsicError(f"{where}: the nest computes {_show(p)} where the intrinsic computes {_show(d)}")
+        raise IntrinsicError(
+            f"{where}: the nest computes {expr_str(p)} where the intrinsic computes {expr_str(d)}"
+        )
     for dk, pk in zip(d.children(), p.children(), strict=True):
         _match_expr(dk, pk, pairs, where)
 
@@ -251,7 +250,7 @@ def _region(
         for atom in form.terms:
             if not isinstance(atom, Var) and free_vars(atom) & inner_vars:
                 raise IntrinsicError(
-                    f"{where}: {p.buffer.name} is indexed by {_show(atom)}, not a step of the nest"
+                    f"{where}: {p.buffer.name} is indexed by {expr_str(atom)}, not a step of the nest"
                 )
     used = {inner[v] for v in d.indices if isinstance(v, Var)}
     for v in inner_vars - used:
@@ -276,7 +275,3 @@ def _simplified_loads(value: Expr) -> Expr:
         value,
         lambda e: Load(e.buffer, tuple(simplify(i) for i in e.indices)) if isinstance(e, Load) else None,
     )
-
-
-def _show(e: Expr) -> str:
-    return expr_str(e)
