@@ -213,3 +213,33 @@ def scan_pipeline(m: int = 10, n: int = 16) -> ProgramCase:
 
 def _mm(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return a.astype(np.float64) @ b.astype(np.float64)
+
+
+def int8_gemm(
+    m: int, n: int, k: int, dense: bool = False, dtypes: tuple[str, str] = ("uint8", "int8")
+) -> PrimFunc:
+    """C[i, j] = sum_k int32(A[i, k]) * int32(B[k, j]) (B[j, k] when `dense`): the GEMM VNNI computes."""
+    A = te.placeholder((m, k), dtypes[0], "A")
+    B = te.placeholder((n, k) if dense else (k, n), dtypes[1], "B")
+    r = te.reduce_axis((0, k), "k")
+    C = te.compute(
+        (m, n),
+        lambda i, j: te.sum(
+            te.cast("int32", A[i, r]) * te.cast("int32", B[j, r] if dense else B[r, j]), axis=r
+        ),
+        name="C",
+    )
+    return te.create_prim_func([A, B, C])
+
+
+def fma_tiles(sch: Schedule) -> None:
+    """A matmul's update in 4 x 16 tiles of local accumulators, each computed by the FMA
+    micro-kernel (`fma_4x16_f32`); tensorize is the last call."""
+    c = sch.get_block("C")
+    i, j, k = sch.get_loops(c)
+    io, ii = sch.split(i, [None, 4])
+    jo, ji = sch.split(j, [None, 16])
+    sch.reorder(io, jo, k, ii, ji)
+    sch.reverse_compute_at(sch.cache_write(c, 0, "local"), jo)
+    sch.decompose_reduction(c, k)
+    sch.tensorize(ii, "fma_4x16_f32")

@@ -7,7 +7,7 @@ import json
 from collections.abc import Callable
 
 import pytest
-from helpers import ProgramCase, bias_relu, chain, conv2d, loops_of, matmul, mm_relu
+from helpers import ProgramCase, bias_relu, chain, conv2d, fma_tiles, loops_of, matmul, mm_relu
 
 from compiler import Schedule, Trace, TraceError
 from compiler.schedule.instruction import lookup, register, registered
@@ -16,17 +16,6 @@ from compiler.schedule.kinds import SPLIT
 
 def c_loops(sch: Schedule) -> list:
     return loops_of(sch, "C")
-
-
-def fma_tile(sch: Schedule) -> None:
-    """A 4 x 16 tile of a matmul's update, computed by the FMA micro-kernel."""
-    c = sch.get_block("C")
-    i, j, k = sch.get_loops(c)
-    io, ii = sch.split(i, [None, 4])
-    jo, ji = sch.split(j, [None, 16])
-    sch.reorder(io, jo, k, ii, ji)
-    sch.decompose_reduction(c, k)
-    sch.tensorize(ii, "fma_4x16_f32")
 
 
 # One call of each kind, as the last call of a short schedule: (workload, schedule).
@@ -70,7 +59,7 @@ EXAMPLES: dict[str, tuple[Callable[[], ProgramCase], Callable[[Schedule], object
         matmul,
         lambda sch: sch.storage_align(sch.cache_read(sch.get_block("C"), 0), 0, 0, 16, 4),
     ),
-    "tensorize": (lambda: matmul(8, 32, 5), fma_tile),
+    "tensorize": (lambda: matmul(8, 32, 5), fma_tiles),
     "set_scope": (matmul, lambda sch: sch.set_scope(sch.cache_read(sch.get_block("C"), 0), 0, "local")),
     "sample_perfect_tile": (
         matmul,

@@ -9,6 +9,7 @@ from dataclasses import replace
 import llvmlite.ir as ll
 import numpy as np
 import pytest
+from helpers import fma_tiles, int8_gemm, matmul
 
 from compiler import Schedule, ScheduleError, Trace, build, te
 from compiler.ir import structural_equal
@@ -19,16 +20,6 @@ from compiler.tensor_intrin import IntrinsicError, TensorIntrin
 needs_vnni = pytest.mark.skipif(
     "avx512vnni" not in Target.host().feature_set, reason="this CPU has no AVX-512 VNNI"
 )
-
-
-def int8_matmul(m: int, n: int, k: int):
-    A = te.placeholder((m, k), "uint8", "A")
-    B = te.placeholder((k, n), "int8", "B")
-    r = te.reduce_axis((0, k), "k")
-    C = te.compute(
-        (m, n), lambda i, j: te.sum(te.cast("int32", A[i, r]) * te.cast("int32", B[r, j]), axis=r), name="C"
-    )
-    return te.create_prim_func([A, B, C])
 
 
 def vnni_schedule(func, rows: int = 2, tiles: int = 2, pack: bool = True) -> Schedule:
@@ -70,7 +61,7 @@ def run_int8(func, m: int, n: int, k: int, target=None) -> tuple[np.ndarray, np.
     ("m", "n", "k", "rows", "tiles"), [(7, 48, 20, 7, 3), (12, 64, 36, 4, 2), (1, 32, 4, 1, 1)]
 )
 def test_a_vnni_tensorized_int8_matmul_gives_numpys_int32_result_exactly(m, n, k, rows, tiles):
-    sch = vnni_schedule(int8_matmul(m, n, k), rows, tiles)
+    sch = vnni_schedule(int8_gemm(m, n, k), rows, tiles)
     out, want, kernel = run_int8(sch.func, m, n, k)
     np.testing.assert_array_equal(out, want)
     assert "vpdpbusd" in kernel.assembly()
@@ -78,7 +69,7 @@ def test_a_vnni_tensorized_int8_matmul_gives_numpys_int32_result_exactly(m, n, k
 
 @needs_vnni
 def test_the_tensorized_program_reads_back_from_its_script_and_its_trace_replays():
-    sch = vnni_schedule(int8_matmul(8, 32, 16))
+    sch = vnni_schedule(int8_gemm(8, 32, 16))
     text = sch.func.script()
     assert "annotations={'tensorize': 'dot_16x4_vnni'}" in text
     assert structural_equal(from_source(text), sch.func)
@@ -89,7 +80,7 @@ def test_the_tensorized_program_reads_back_from_its_script_and_its_trace_replays
 
 
 def test_weights_not_packed_16_by_4_fail_the_build_naming_the_layout_it_needs():
-    sch = vnni_schedule(int8_matmul(4, 32, 8), pack=False)
+    sch = vnni_schedule(int8_gemm(4, 32, 8), pack=False)
     with pytest.raises(IntrinsicError, match=r"B_global has strides \[1, 32\].*pack it 16 x 4"):
         build(sch.func, listings=False)
 
@@ -97,7 +88,7 @@ def test_weights_not_packed_16_by_4_fail_the_build_naming_the_layout_it_needs():
 def test_a_cpu_without_vnni_cannot_build_it():
     host = Target.host()
     plain = replace(host, features=",".join(f for f in host.features.split(",") if "vnni" not in f))
-    sch = vnni_schedule(int8_matmul(4, 32, 8))
+    sch = vnni_schedule(int8_gemm(4, 32, 8))
     with pytest.raises(IntrinsicError, match=r"needs the CPU feature\(s\) \['avx512vnni'\]"):
         build(sch.func, plain, listings=False)
 
@@ -115,9 +106,9 @@ def matmul_nest(func, j_tile: int = 16):
 @pytest.mark.parametrize(
     ("make", "match"),
     [
-        (lambda: matmul_nest(int8_matmul(4, 32, 8)), "has an init; decompose_reduction first"),
-        (lambda: matmul_nest(int8_matmul(4, 40, 8)), "is guarded"),
-        (lambda: matmul_nest(int8_matmul(4, 32, 8), j_tile=8), "has extent 8, the intrinsic's 16"),
+        (lambda: matmul_nest(int8_gemm(4, 32, 8)), "has an init; decompose_reduction first"),
+        (lambda: matmul_nest(int8_gemm(4, 40, 8)), "is guarded"),
+        (lambda: matmul_nest(int8_gemm(4, 32, 8), j_tile=8), "has extent 8, the intrinsic's 16"),
     ],
 )
 def test_a_nest_that_is_not_the_intrinsics_is_refused_with_the_reason(make, match):
@@ -129,11 +120,7 @@ def test_a_nest_that_is_not_the_intrinsics_is_refused_with_the_reason(make, matc
 
 
 def test_a_float_matmul_or_a_vectorized_loop_or_an_unknown_name_is_refused():
-    A = te.placeholder((4, 8), name="A")
-    B = te.placeholder((8, 32), name="B")
-    r = te.reduce_axis((0, 8), "k")
-    C = te.compute((4, 32), lambda i, j: te.sum(A[i, r] * B[r, j], axis=r), name="C")
-    sch, c, ko, ji = matmul_nest(te.create_prim_func([A, B, C]))
+    sch, c, ko, ji = matmul_nest(matmul(4, 32, 8).func)
     sch.decompose_reduction(c, ko)
     with pytest.raises(ScheduleError, match=r"computes .* where the intrinsic computes"):
         sch.tensorize(ji, "dot_16x4_vnni")
@@ -144,26 +131,10 @@ def test_a_float_matmul_or_a_vectorized_loop_or_an_unknown_name_is_refused():
         sch.tensorize(ji, "dot_16x4_vnni")
 
 
-def float_matmul(m: int, n: int, k: int):
-    A = te.placeholder((m, k), name="A")
-    B = te.placeholder((k, n), name="B")
-    r = te.reduce_axis((0, k), "k")
-    C = te.compute((m, n), lambda i, j: te.sum(A[i, r] * B[r, j], axis=r), name="C")
-    return te.create_prim_func([A, B, C])
-
-
 @pytest.mark.parametrize(("m", "n", "k"), [(8, 32, 13), (4, 48, 1), (12, 16, 37)])
 def test_the_fma_micro_kernel_computes_a_float_matmul(m, n, k):
-    sch = Schedule(float_matmul(m, n, k), seed=0)
-    c = sch.get_block("C")
-    i, j, r = sch.get_loops(c)
-    io, ii = sch.split(i, [None, 4])
-    jo, ji = sch.split(j, [None, 16])
-    sch.reorder(io, jo, r, ii, ji)
-    acc = sch.cache_write(c, 0, "local")
-    sch.reverse_compute_at(acc, jo)
-    sch.decompose_reduction(c, r)
-    sch.tensorize(ii, "fma_4x16_f32")
+    sch = Schedule(matmul(m, n, k).func, seed=0)
+    fma_tiles(sch)
     rng = np.random.default_rng(k)
     a, b = rng.standard_normal((m, k)).astype("float32"), rng.standard_normal((k, n)).astype("float32")
     out = np.full((m, n), np.nan, "float32")
@@ -235,7 +206,7 @@ def test_a_description_that_is_not_one_update_is_refused_when_registered():
 
 def test_a_script_that_claims_a_nest_the_intrinsic_does_not_compute_fails_its_build():
     """The annotation alone (from a script, skipping the primitive's check) never gives wrong code."""
-    sch, c, ko, ji = matmul_nest(int8_matmul(4, 32, 8))
+    sch, c, ko, ji = matmul_nest(int8_gemm(4, 32, 8))
     sch.decompose_reduction(c, ko)
     sch.tensorize(ji, "dot_16x4_vnni")
     text = sch.func.script().replace("T.Cast('int32', A[", "T.Cast('int32', A[0 * ")

@@ -12,24 +12,11 @@ from compiler import Schedule, build, te
 from compiler.schedule_rules import RuleConfig, default_schedule
 from compiler.target import Target
 from tests import machines
+from tests.compiler.helpers import int8_gemm
 from tuner.search.space import rule_space
 
 HOST = Target.host()
 needs_vnni = pytest.mark.skipif("avx512vnni" not in HOST.feature_set, reason="this CPU has no AVX-512 VNNI")
-
-
-def gemm(m: int, n: int, k: int, dense: bool, dtypes: tuple[str, str] = ("uint8", "int8")):
-    A = te.placeholder((m, k), dtypes[0], "A")
-    B = te.placeholder((n, k) if dense else (k, n), dtypes[1], "W")
-    r = te.reduce_axis((0, k), "k")
-    C = te.compute(
-        (m, n),
-        lambda i, j: te.sum(
-            te.cast("int32", A[i, r]) * te.cast("int32", B[j, r] if dense else B[r, j]), axis=r
-        ),
-        name="C",
-    )
-    return te.create_prim_func([A, B, C])
 
 
 def check(func, dense: bool) -> str:
@@ -53,14 +40,14 @@ def tensorized(sch: Schedule) -> bool:
 @needs_vnni
 @pytest.mark.parametrize(("m", "n", "k", "dense"), [(7, 48, 20, False), (5, 64, 36, True), (1, 32, 8, True)])
 def test_the_default_schedule_computes_an_int8_gemm_with_vnni(m, n, k, dense):
-    sch = default_schedule(gemm(m, n, k, dense), HOST)
+    sch = default_schedule(int8_gemm(m, n, k, dense), HOST)
     assert tensorized(sch)
     assert "vpdpbusd" in check(sch.func, dense)
 
 
 @needs_vnni
 def test_every_sample_of_the_search_space_is_tensorized_and_exact():
-    func = gemm(12, 96, 16, dense=True)
+    func = int8_gemm(12, 96, 16, dense=True)
     space = rule_space(RuleConfig.for_target(HOST))
     tiles = set()
     for seed in range(6):
@@ -75,10 +62,10 @@ def test_every_sample_of_the_search_space_is_tensorized_and_exact():
 @pytest.mark.parametrize(
     ("func", "why"),
     [
-        (gemm(4, 40, 8, False), "columns not a multiple of 16"),
-        (gemm(4, 32, 6, False), "reduction not a multiple of 4"),
-        (gemm(4, 32, 8, False, ("int8", "int8")), "signed rows"),
-        (gemm(4, 32, 8, False, ("uint8", "uint8")), "unsigned weights"),
+        (int8_gemm(4, 40, 8, False), "columns not a multiple of 16"),
+        (int8_gemm(4, 32, 6, False), "reduction not a multiple of 4"),
+        (int8_gemm(4, 32, 8, False, ("int8", "int8")), "signed rows"),
+        (int8_gemm(4, 32, 8, False, ("uint8", "uint8")), "unsigned weights"),
     ],
 )
 def test_what_the_intrinsic_does_not_fit_is_tiled_as_before(func, why):
@@ -89,7 +76,7 @@ def test_what_the_intrinsic_does_not_fit_is_tiled_as_before(func, why):
 
 def test_a_cpu_without_vnni_gets_the_tiled_schedule():
     with_vnni = replace(machines.AVX512, features=machines.AVX512.features + ",+avx512vnni")
-    func = gemm(8, 32, 16, dense=False)
+    func = int8_gemm(8, 32, 16, dense=False)
     assert tensorized(default_schedule(func, with_vnni))
     assert not tensorized(default_schedule(func, machines.AVX512))
 
