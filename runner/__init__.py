@@ -1,6 +1,6 @@
 """Building and timing candidates: precise timing, verification against numpy, process isolation."""
 
-from runner.confirm import Confirmed, Measured, confirm, measure_confirming, would_be_best
+from runner.confirm import Confirmed, Incumbent, Measured, Versus, confirm, measure_confirming, would_be_best
 from runner.evaluate import evaluate
 from runner.local import LocalRunner, LocalRunnerConfig
 from runner.null import NullRunner
@@ -20,6 +20,7 @@ __all__ = [
     "BuildResult",
     "Candidate",
     "Confirmed",
+    "Incumbent",
     "LocalRunner",
     "LocalRunnerConfig",
     "Measured",
@@ -29,6 +30,7 @@ __all__ = [
     "Status",
     "TimingConfig",
     "TimingKind",
+    "Versus",
     "confirm",
     "evaluate",
     "measure_confirming",

@@ -79,9 +79,42 @@ def evaluate(
     """Seconds per call, one entry per repeat. `number` grows until one repeat lasts min_repeat_ms.
     `flush_cache` evicts the caches before each repeat; `keep_first_warm` then reads `args[0]` back
     into them (see `TimingConfig`)."""
+    (secs,) = evaluate_side_by_side(
+        [kernel], args, number, repeat, min_repeat_ms, flush_cache, keep_first_warm
+    )
+    return secs
+
+
+def evaluate_side_by_side(
+    kernels: list[Kernel],
+    args: list[np.ndarray],
+    number: int = 1,
+    repeat: int = 5,
+    min_repeat_ms: float = 0.0,
+    flush_cache: bool = False,
+    keep_first_warm: bool = False,
+) -> list[list[float]]:
+    """`evaluate` of kernels of one workload on the same arguments, their repeats alternated (one of
+    each, round by round), so a slow phase of the host falls on all of them alike. The caches and
+    memory bandwidth a cold kernel depends on are shared with the machine's other tenants: one
+    memory-bound GEMV read 68-141 us from one block of repeats to the next in one process, while its
+    blocks' own spread was a few percent (bench/results/2026-12-02-b.md); times taken side by side
+    compare where times taken apart do not. Each kernel's `number` is grown on its own."""
     if number < 1 or repeat < 1:
         raise ValueError(f"number and repeat must be >= 1, got number={number}, repeat={repeat}")
-    pointers = kernel.pointers(*args)
+    pointers = [kernel.pointers(*args) for kernel in kernels]
+    numbers = [_calibrated(kernel, p, number, min_repeat_ms) for kernel, p in zip(kernels, pointers)]
+    out: list[list[float]] = [[] for _ in kernels]
+    retries = [repeat] * len(kernels)  # each kernel's repeats may be timed again `repeat` times in all
+    for _ in range(repeat):
+        for i, (kernel, p, n) in enumerate(zip(kernels, pointers, numbers)):
+            secs, retries[i] = _one_repeat(kernel, p, n, retries[i], args, flush_cache, keep_first_warm)
+            out[i].append(secs)
+    return out
+
+
+def _calibrated(kernel: Kernel, pointers: list[int], number: int, min_repeat_ms: float) -> int:
+    """One untimed call, then `number` grown until one repeat lasts min_repeat_ms."""
     kernel.repeat(pointers, 1)
     while min_repeat_ms > 0:
         elapsed_ms = _time(kernel, pointers, number) * 1e3
@@ -89,9 +122,22 @@ def evaluate(
             break
         scale = min_repeat_ms / max(elapsed_ms, 1e-6)
         number = max(number + 1, int(number * min(scale * 1.2, 100.0)))
-    out: list[float] = []
-    retries, pause = repeat, RETRY_PAUSE_S
-    while len(out) < repeat:
+    return number
+
+
+def _one_repeat(
+    kernel: Kernel,
+    pointers: list[int],
+    number: int,
+    retries: int,
+    args: list[np.ndarray],
+    flush_cache: bool,
+    keep_first_warm: bool,
+) -> tuple[float, int]:
+    """Seconds per call of one repeat, and the retries left: a repeat whose threads waited for a CPU
+    is timed again after a pause, while retries are left."""
+    pause = RETRY_PAUSE_S
+    while True:
         if flush_cache:
             evict_caches()
             if keep_first_warm:
@@ -105,8 +151,7 @@ def evaluate(
             time.sleep(pause)
             pause = min(2 * pause, MAX_RETRY_PAUSE_S)
             continue
-        out.append(secs / number)
-    return out
+        return secs / number, retries
 
 
 def _disturbed(waited: int, secs: float) -> bool:

@@ -20,7 +20,6 @@ from multiprocessing.connection import Connection
 from multiprocessing.pool import AsyncResult, Pool
 from typing import Any
 
-from compiler.build import CompiledKernel
 from compiler.target import Target
 from runner.results import BuildResult, Candidate, RunResult, Status, TimingConfig
 from runner.spawn import runner_context
@@ -109,7 +108,26 @@ class LocalRunner:
             if built.compiled is None:
                 yield RunResult(built.status, [], built.message, built.build_secs)
                 continue
-            yield self._measurer.measure(candidate, built.compiled, built.build_secs)
+            (result,) = self._measurer.measure([candidate], [built])
+            yield result
+
+    def run_side_by_side(self, candidates: Sequence[Candidate]) -> list[RunResult]:
+        """Candidates of one workload (and one timing) timed alternated, repeat by repeat, in one
+        measurement process (`evaluate.evaluate_side_by_side`): times that compare on a host whose
+        speed drifts. Each is verified first; a failed build or check is its own result."""
+        if (
+            len({repr(sorted(c.spec.items())) for c in candidates}) > 1
+            or len({c.timing for c in candidates}) > 1
+        ):
+            raise ValueError("candidates timed side by side must share one workload and one timing")
+        builds = self.build(candidates)
+        ok = [i for i, b in enumerate(builds) if b.compiled is not None]
+        out = [RunResult(b.status, [], b.message, b.build_secs) for b in builds]
+        if ok:
+            measured = self._measurer.measure([candidates[i] for i in ok], [builds[i] for i in ok])
+            for i, result in zip(ok, measured):
+                out[i] = result
+        return out
 
     def _get_pool(self) -> Pool:
         if self._pool is None:
@@ -183,27 +201,33 @@ class _Measurer:
             self.conn.close()
             self.conn = None
 
-    def measure(self, candidate: Candidate, compiled: CompiledKernel, build_secs: float) -> RunResult:
+    def measure(self, candidates: Sequence[Candidate], built: Sequence[BuildResult]) -> list[RunResult]:
+        """Candidates of one workload, built, timed side by side (one alone: as it is)."""
         # A process that died between candidates (killed from outside) is replaced before it is used.
         alive = self.process is not None and self.process.is_alive()
         if not alive or self.served >= self.config.measure_tasks_per_process:
             self.stop()
             self.start()
         assert self.conn is not None and self.process is not None
-        self.served += 1
-        timeout = self.config.run_timeout_s
+        self.served += len(candidates)
+        timeout = self.config.run_timeout_s * len(candidates)
+        timing = candidates[0].timing or self.config.timing
         try:
-            self.conn.send((candidate.spec, compiled, candidate.timing or self.config.timing))
+            self.conn.send((candidates[0].spec, [b.compiled for b in built], timing))
             if not self.conn.poll(timeout):
                 self.stop()
-                return RunResult(Status.TIMEOUT, [], f"run timed out after {timeout:.0f} s", build_secs)
-            status, secs, message = self.conn.recv()
+                replies = [(Status.TIMEOUT, [], f"run timed out after {timeout:.0f} s")] * len(built)
+            else:
+                replies = self.conn.recv()
         except (EOFError, OSError):  # the process died while it had the candidate (OSError: broken pipe)
             self.process.join(5)
             code = self.process.exitcode
             self.stop()
-            return RunResult(Status.RUNTIME_ERROR, [], _death_message(code), build_secs)
-        return RunResult(status, secs, message, build_secs)
+            replies = [(Status.RUNTIME_ERROR, [], _death_message(code))] * len(built)
+        return [
+            RunResult(status, secs, message, b.build_secs)
+            for (status, secs, message), b in zip(replies, built)
+        ]
 
 
 def _death_message(code: int | None) -> str:
@@ -219,7 +243,10 @@ def _death_message(code: int | None) -> str:
 
 
 def measure_loop(conn: Connection, memory_limit: int, seed: int) -> None:
-    """The measurement process: load, verify against numpy, time; forever, one candidate at a time."""
+    """The measurement process: load, verify against numpy, time; forever, one request at a time. A
+    request is one workload's kernels (one candidate, or several to time side by side); the reply
+    is one (status, seconds, message) per kernel, or one failure for them all when the workload
+    itself cannot be set up."""
     import resource
 
     import numpy as np
@@ -227,7 +254,7 @@ def measure_loop(conn: Connection, memory_limit: int, seed: int) -> None:
     from compiler.build import load
     from compiler.runtime import in_huge_pages
     from compiler.workloads import workload_from_spec
-    from runner.evaluate import evaluate
+    from runner.evaluate import evaluate_side_by_side
     from runner.verify import compare, poison
 
     _ignore_sigint()
@@ -251,27 +278,35 @@ def measure_loop(conn: Connection, memory_limit: int, seed: int) -> None:
                 expected = workload.reference(*inputs)
                 cache[key] = (workload, arrays[: len(inputs)], arrays[len(inputs) :], expected)
             workload, inputs, outputs, expected = cache[key]
-            kernel = load(compiled)
-            poison(outputs)
-            kernel(*inputs, *outputs)
             names = [b.name for b in workload.func.params[workload.num_inputs :]]
-            mismatch = compare(outputs, expected, names)
-            if mismatch is not None:
-                conn.send((Status.WRONG_RESULT, [], mismatch))
-                continue
-            if warm_up:
-                evaluate(kernel, [*inputs, *outputs], repeat=1, min_repeat_ms=WARM_UP_MS)
-            secs = evaluate(
-                kernel,
-                [*inputs, *outputs],
-                timing.number,
-                timing.repeat,
-                timing.min_repeat_ms,
-                timing.flush_cache,
-                timing.keep_first_warm,
+            kernels, replies = [], []
+            for one in compiled:
+                kernel = load(one)
+                poison(outputs)
+                kernel(*inputs, *outputs)
+                mismatch = compare(outputs, expected, names)
+                replies.append((Status.WRONG_RESULT, [], mismatch) if mismatch is not None else None)
+                if mismatch is None:
+                    kernels.append(kernel)
+            args = [*inputs, *outputs]
+            if kernels and warm_up:
+                evaluate_side_by_side(kernels, args, repeat=1, min_repeat_ms=WARM_UP_MS)
+            times = iter(
+                evaluate_side_by_side(
+                    kernels,
+                    args,
+                    timing.number,
+                    timing.repeat,
+                    timing.min_repeat_ms,
+                    timing.flush_cache,
+                    timing.keep_first_warm,
+                )
+                if kernels
+                else []
             )
-            conn.send((Status.OK, secs, ""))
+            conn.send([r if r is not None else (Status.OK, next(times), "") for r in replies])
         except MemoryError:
-            conn.send((Status.RUNTIME_ERROR, [], "out of memory"))
+            conn.send([(Status.RUNTIME_ERROR, [], "out of memory")] * len(compiled))
         except Exception as e:
-            conn.send((Status.RUNTIME_ERROR, [], f"{type(e).__name__}: {e}\n{traceback.format_exc(limit=3)}"))
+            failed = f"{type(e).__name__}: {e}\n{traceback.format_exc(limit=3)}"
+            conn.send([(Status.RUNTIME_ERROR, [], failed)] * len(compiled))

@@ -31,5 +31,8 @@ class NullRunner:
         for c in candidates:
             yield RunResult(Status.OK, [self.seconds(c)] * self.repeat)
 
+    def run_side_by_side(self, candidates: Sequence[Candidate]) -> list[RunResult]:
+        return self.run(candidates)
+
     def close(self) -> None:
         """Nothing to release; present so every runner can be closed the same way."""

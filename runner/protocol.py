@@ -86,11 +86,23 @@ class LeaseRequest(Strict):
     max: int = Field(1, ge=1, le=64, description="Most candidates to lease.")
 
 
+class LeasedBest(BaseModel):
+    """The best record a would-be best is re-measured beside (`runner.confirm`)."""
+
+    record_id: int
+    trace: dict[str, Any]
+
+
 class LeasedCandidate(BaseModel):
     id: int
     task_id: int
     spec: dict[str, Any]
     trace: dict[str, Any]
+    versus: LeasedBest | None = Field(
+        None,
+        description="For a would-be best's second lease: the best record's program, to time side by side "
+        "with this one (alternated, repeat by repeat, in one process) and report as versus_run_secs.",
+    )
     best_secs: float | None = Field(
         description="Best known median when leased. A result beating it is held by the coordinator until "
         "a second lease re-measures it: a worker need not re-measure it itself."
@@ -123,15 +135,29 @@ class ResultIn(Strict):
     timing: dict[Name, Annotated[float, Field(allow_inf_nan=False)] | int | bool] = Field(
         default_factory=dict, max_length=32
     )
+    versus_record_id: RowId | None = Field(
+        None, description="The leased best record this candidate was timed beside (`versus`), if it ran."
+    )
+    versus_run_secs: list[RunSeconds] = Field(default_factory=list, max_length=10_000)
 
     @model_validator(mode="after")
     def _timed_if_ok(self) -> ResultIn:
         if self.status == Status.OK and not self.run_secs:
             raise ValueError("run_secs: an ok result needs at least one run's seconds")
+        if (self.versus_record_id is None) != (not self.versus_run_secs):
+            raise ValueError("versus_run_secs: given with versus_record_id, and only with it")
         return self
 
     @classmethod
-    def of(cls, candidate_id: int, result: RunResult, timing: TimingConfig | None) -> ResultIn:
+    def of(
+        cls,
+        candidate_id: int,
+        result: RunResult,
+        timing: TimingConfig | None,
+        versus: tuple[int, RunResult] | None = None,
+    ) -> ResultIn:
+        """`versus`: the best record's id and its times beside this one; left out unless both ran."""
+        beside = versus is not None and versus[1].ok and result.ok
         return cls(
             candidate_id=candidate_id,
             status=result.status,
@@ -139,6 +165,8 @@ class ResultIn(Strict):
             build_secs=result.build_secs,
             message=clean_message(result.message),
             timing=asdict(timing) if timing is not None else {},
+            versus_record_id=versus[0] if beside and versus else None,
+            versus_run_secs=versus[1].run_secs if beside and versus else [],
         )
 
     @property

@@ -123,7 +123,9 @@ class Runner(Protocol):
     """What measures candidates: the local runner on this machine, or the null runner in tests. Every
     candidate comes back as a RunResult, in order; `iter_run` yields each as it is measured, so a
     caller that stops early leaves the rest unmeasured. `timing` is how it times (None: it does not),
-    which each record keeps."""
+    which each record keeps; `run_side_by_side` times candidates of one workload alternated, so a
+    slow phase of the host falls on all of them alike (`runner.confirm` compares a would-be best with
+    the best that way)."""
 
     @property
     def timing(self) -> TimingConfig | None: ...
@@ -131,5 +133,7 @@ class Runner(Protocol):
     def run(self, candidates: Sequence[Candidate]) -> list[RunResult]: ...
 
     def iter_run(self, candidates: Sequence[Candidate]) -> Iterator[RunResult]: ...
+
+    def run_side_by_side(self, candidates: Sequence[Candidate]) -> list[RunResult]: ...
 
     def close(self) -> None: ...

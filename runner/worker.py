@@ -133,7 +133,7 @@ class Worker:
 
     def _work(self, leased: list[LeasedCandidate]) -> None:
         """Measure a leased batch; stop between candidates if asked, giving the rest back."""
-        results = [self._result(item, result) for item, result in self._measure(leased)]
+        results = [self._result(item, result, versus) for item, result, versus in self._measure(leased)]
         done = {r.candidate_id for r in results}
         if results:
             self._submit(results)
@@ -141,12 +141,13 @@ class Worker:
         if rest:
             self.coordinator.release(rest)
 
-    def _result(self, item: LeasedCandidate, result: RunResult) -> ResultIn:
-        """The result as the protocol carries it; one it cannot carry (a time under a picosecond, a
-        broken clock's) is a runtime_error saying why, so the candidate is done rather than leased
-        round the fleet."""
+    def _result(self, item: LeasedCandidate, result: RunResult, versus: RunResult | None) -> ResultIn:
+        """The result as the protocol carries it (with the best's times beside it, if asked); one it
+        cannot carry (a time under a picosecond, a broken clock's) is a runtime_error saying why, so
+        the candidate is done rather than leased round the fleet."""
+        beside = None if item.versus is None or versus is None else (item.versus.record_id, versus)
         try:
-            return ResultIn.of(item.id, result, item.timing_config() or self.config.timing)
+            return ResultIn.of(item.id, result, item.timing_config() or self.config.timing, beside)
         except ValidationError as e:
             message = clean_message(f"the measurement cannot be reported: {e}", 500)
             return ResultIn(candidate_id=item.id, status=Status.RUNTIME_ERROR, message=message)
@@ -159,11 +160,24 @@ class Worker:
             else:
                 self.holding -= ids
 
-    def _measure(self, leased: list[LeasedCandidate]) -> Iterator[tuple[LeasedCandidate, RunResult]]:
-        """Each candidate's result, one at a time, stopping between candidates if asked."""
-        candidates = [Candidate(item.spec, item.trace, item.timing_config()) for item in leased]
-        for item, result in zip(leased, self.runner.iter_run(candidates)):
-            yield item, result
+    def _measure(
+        self, leased: list[LeasedCandidate]
+    ) -> Iterator[tuple[LeasedCandidate, RunResult, RunResult | None]]:
+        """Each candidate's result, one at a time, stopping between candidates if asked; a would-be
+        best's second lease is timed side by side with the best it names, whose times come beside."""
+        plain = [item for item in leased if item.versus is None]
+        candidates = [Candidate(item.spec, item.trace, item.timing_config()) for item in plain]
+        for item, result in zip(plain, self.runner.iter_run(candidates)):
+            yield item, result, None
+            if self.stopping.is_set():
+                return
+        for item in leased:
+            if item.versus is None:
+                continue
+            timing = item.timing_config()
+            pair = [Candidate(item.spec, item.trace, timing), Candidate(item.spec, item.versus.trace, timing)]
+            again, versus = self.runner.run_side_by_side(pair)
+            yield item, again, versus
             if self.stopping.is_set():
                 return
 

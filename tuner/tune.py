@@ -22,6 +22,7 @@ from compiler.workloads import Workload, workload_from_spec
 from compiler.workloads.primfunc_spec import func_workload
 from runner import (
     Candidate,
+    Incumbent,
     LocalRunner,
     LocalRunnerConfig,
     Runner,
@@ -183,13 +184,16 @@ class Tuning:
             model=model,
         )
         best = db.best(self.key, hardware.key, timing_kind=self.timing_kind)
-        self.best: dict[int, float] = {task_id: best.median_secs} if best and best.median_secs else {}
+        self.best: dict[int, Incumbent] = {}
+        if best and best.median_secs:
+            self.best[task_id] = Incumbent(best.median_secs, Candidate(wl.spec, best.trace))
         self.curve: list[float] = []
         self.trials = 0
 
     @property
     def best_secs(self) -> float:
-        return self.best.get(self.ids.task_id, float("inf"))
+        best = self.best.get(self.ids.task_id)
+        return float("inf") if best is None else best.secs
 
     def run(self, trials: int, progress: Callable[[Progress], None] | None) -> TuneResult:
         self.db.update_task(self.ids.task_id, status="running", trials_done=0)

@@ -113,3 +113,23 @@ def test_no_retry_where_the_kernel_does_not_report_waits(monkeypatch):
     monkeypatch.setattr(evaluate_module, "waited_ns", lambda: reads.append(1))
     assert len(evaluate(kernel, args, repeat=4)) == 4
     assert len(reads) == 8
+
+
+def test_kernels_side_by_side_alternate_repeat_by_repeat(monkeypatch):
+    """Round by round, one repeat of each kernel, each calibrated on its own: a slow phase of the
+    host falls on every kernel alike."""
+    first, second = _axpy(4096), _axpy(4096)
+    args = [np.ones(4096, np.float32), np.zeros(4096, np.float32)]
+    timed = []
+    real_time = evaluate_module._time
+    names = {id(first): "first", id(second): "second"}
+    monkeypatch.setattr(
+        evaluate_module, "_time", lambda k, p, n: timed.append(names[id(k)]) or real_time(k, p, n)
+    )
+    secs = evaluate_module.evaluate_side_by_side([first, second], args, repeat=3, min_repeat_ms=2)
+    calibrating, rounds = timed[:-6], timed[-6:]
+    assert rounds == ["first", "second"] * 3
+    split = calibrating.index("second")
+    assert split > 0 and set(calibrating[:split]) == {"first"} and set(calibrating[split:]) == {"second"}
+    assert [len(s) for s in secs] == [3, 3] and all(0 < t < 1e-3 for s in secs for t in s)
+    np.testing.assert_array_equal(args[1], 2 * args[0])

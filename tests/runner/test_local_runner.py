@@ -16,6 +16,7 @@ from compiler.visit import map_blocks
 from compiler.workloads import workload_from_spec
 from compiler.workloads.primfunc_spec import primfunc_spec
 from runner import MODEL_TIMING, Candidate, LocalRunner, LocalRunnerConfig, Status, TimingConfig, local
+from runner.results import BuildResult
 from tests.compiler.workloads.test_primfunc_spec import fused_conv2d_add_relu
 from tuner.search.space import rule_space
 
@@ -63,6 +64,28 @@ def test_a_candidate_may_ask_for_its_own_timing(runner):
     assert [len(r.run_secs) for r in results] == [MODEL_TIMING.repeat, runner.timing.repeat]
 
 
+def test_candidates_timed_side_by_side_are_each_checked_and_timed(runner):
+    """Side by side, each candidate is verified on its own: a wrong one is recorded as such and the
+    others are still timed; a build error is its own result too."""
+    wrong = _crafted(
+        lambda params: For(Var("i"), 1, BufferStore(params[2], const(0.0, "float32"), (const(0), const(0))))
+    )
+    broken = tiled_trace(16)
+    broken["instructions"][3]["args"]["factors"] = [2, 2]
+    good = [Candidate(SPEC, tiled_trace(16)), Candidate(SPEC, tiled_trace(8))]
+    results = runner.run_side_by_side([good[0], Candidate(SPEC, broken), good[1]])
+    assert [r.status for r in results] == [Status.OK, Status.BUILD_ERROR, Status.OK]
+    assert [len(r.run_secs) for r in results] == [3, 0, 3]
+    built = [
+        BuildResult(Status.OK, compile_kernel(f, Target.host()), "", 0.0)
+        for f in (wrong, workload_from_spec(SPEC).func)
+    ]
+    checked = runner._measurer.measure([Candidate(SPEC, {})] * 2, built)
+    assert [r.status for r in checked] == [Status.WRONG_RESULT, Status.OK]
+    with pytest.raises(ValueError, match="one workload"):
+        runner.run_side_by_side([good[0], Candidate({**SPEC, "params": {"M": 8, "N": 48, "K": 40}}, {})])
+
+
 def test_schedule_error_is_a_build_error(runner):
     trace = tiled_trace(16)
     trace["instructions"][3]["args"]["factors"] = [2, 2]  # covers 4 of the 48 iterations
@@ -79,7 +102,9 @@ def test_bad_spec_is_a_build_error(runner):
 
 
 def _measure(runner, func, spec=SPEC):
-    return runner._measurer.measure(Candidate(spec, {}), compile_kernel(func, Target.host()), 0.0)
+    built = BuildResult(Status.OK, compile_kernel(func, Target.host()), "", 0.0)
+    (result,) = runner._measurer.measure([Candidate(spec, {})], [built])
+    return result
 
 
 def test_wrong_numbers_are_caught(runner):
@@ -191,11 +216,13 @@ def test_the_first_candidate_of_a_workload_runs_untimed_before_it_is_timed(monke
     run for some ms; the untimed warm-up runs once per workload, not per candidate."""
     calls = []
 
-    def recording_evaluate(kernel, args, number=1, repeat=5, min_repeat_ms=0.0, *rest):
+    def recording_evaluate(kernels, args, number=1, repeat=5, min_repeat_ms=0.0, *rest):
         calls.append((repeat, min_repeat_ms))
-        return [1e-6] * repeat
+        return [[1e-6] * repeat for _ in kernels]
 
-    monkeypatch.setattr(importlib.import_module("runner.evaluate"), "evaluate", recording_evaluate)
+    monkeypatch.setattr(
+        importlib.import_module("runner.evaluate"), "evaluate_side_by_side", recording_evaluate
+    )
     monkeypatch.setattr(resource, "setrlimit", lambda *args: None)
     monkeypatch.setattr(local, "_ignore_sigint", lambda: None)
     compiled = compile_kernel(workload_from_spec(SPEC).func, Target.host())
@@ -203,9 +230,9 @@ def test_the_first_candidate_of_a_workload_runs_untimed_before_it_is_timed(monke
     other_compiled = compile_kernel(workload_from_spec(other).func, Target.host())
     timing = TimingConfig(repeat=3, min_repeat_ms=1)
     conn = ScriptedConnection(
-        [(SPEC, compiled, timing), (SPEC, compiled, timing), (other, other_compiled, timing)]
+        [(SPEC, [compiled], timing), (SPEC, [compiled], timing), (other, [other_compiled], timing)]
     )
     local.measure_loop(conn, 1 << 40, seed=0)
-    assert [status for status, _, _ in conn.replies] == [Status.OK] * 3
+    assert [status for ((status, _, _),) in conn.replies] == [Status.OK] * 3
     warm_up = (1, local.WARM_UP_MS)
     assert calls == [warm_up, (3, 1), (3, 1), warm_up, (3, 1)]

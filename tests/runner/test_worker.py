@@ -88,6 +88,27 @@ def test_each_candidate_is_measured_once_the_coordinator_arranges_any_remeasurem
     assert all("remeasured" not in r for r in coordinator.accepted)
 
 
+def test_a_second_lease_is_timed_beside_the_best_it_names_and_reports_both():
+    """A would-be best's second lease names the best record's program: the worker times the two side
+    by side and sends the best's times with the record's id; other candidates are timed alone."""
+    sides: list[list[int]] = []
+
+    class Recording(NullRunner):
+        def run_side_by_side(self, candidates):
+            sides.append([c.trace["n"] for c in candidates])
+            return super().run_side_by_side(candidates)
+
+    best_trace = {"secs": 4e-3, "n": 90}
+    second = {**item(1, task_id=1, secs=1e-3), "versus": {"record_id": 7, "trace": best_trace}}
+    coordinator = FakeCoordinator([[second, item(2, task_id=2, secs=2e-3)]])
+    assert run(coordinator, Recording(lambda c: c.trace["secs"])) == 0
+    assert sides == [[1, 90]]
+    by_id = {r["candidate_id"]: r for r in coordinator.accepted}
+    assert (by_id[1]["versus_record_id"], by_id[1]["versus_run_secs"]) == (7, [4e-3] * 3)
+    assert by_id[1]["run_secs"] == [1e-3] * 3
+    assert (by_id[2]["versus_record_id"], by_id[2]["versus_run_secs"]) == (None, [])
+
+
 def test_a_candidate_is_timed_as_the_coordinator_asks_and_the_result_says_how():
     """A model's layer is leased with the timing of a forward pass; other candidates are timed the
     worker's way. Keys the worker does not know (a newer coordinator's) are left out."""

@@ -190,7 +190,8 @@ class LuckyOnceRunner(NullRunner):
 def test_a_winner_that_does_not_hold_on_remeasurement_is_not_the_best(db):
     runner = LuckyOnceRunner()
     result = tune(SPEC, trials=8, database=db, runner=runner, strategy="random", batch_size=4)
-    assert runner.lucky_runs == 2  # measured again before being believed
+    # measured again before being believed, then once more beside the would-be best that replaced it
+    assert runner.lucky_runs == 3
     lucky = next(r for r in records_of(db) if r.remeasured and len(r.run_secs) == 6)
     assert lucky.median_secs == 5e-3  # every repeat is kept; the slow ones decide
     assert result.best.median_secs < 2e-3 and result.best.id != lucky.id

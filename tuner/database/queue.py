@@ -15,9 +15,10 @@ locked while its record is written, so a retried submission finds it done and st
 measurement faster than the hardware can run is refused, as is one timed another way than its
 candidate asks. A result that would be the new best of its workload, hardware and timing kind is not
 stored at once: it is held on its candidate, which goes back to the queue for a second lease (any
-worker's) to re-measure; the record is then written from both measurements by the new-best rule the
-embedded tuner applies too (`runner.confirm`: it ranks by the slower of the two medians), so no single
-result, forged or lucky, ever becomes the best.
+worker's) to re-measure, side by side with the best record, whose program the lease names; the record
+is then written from both measurements by the new-best rule the embedded tuner applies too
+(`runner.confirm`: it ranks by the slower of the two medians, or by the ratio to the best timed beside
+it), so no single result, forged or lucky, ever becomes the best.
 Rows are always locked in id order, candidates before tasks, so concurrent transactions on PostgreSQL
 cannot deadlock; SKIP LOCKED lets several coordinators lease from one queue without waiting. Two
 exceptions keep that true: `enqueue` locks its task first, but then only inserts rows nobody else
@@ -39,8 +40,8 @@ from typing import Any
 from sqlalchemy import ColumnElement, Connection, Select, and_, func, select, update
 from sqlalchemy.orm import Session
 
-from runner.confirm import confirm, would_be_best
-from runner.protocol import LeasedCandidate, ResultIn
+from runner.confirm import Versus, confirm, would_be_best
+from runner.protocol import LeasedBest, LeasedCandidate, ResultIn
 from runner.results import MODEL_TIMING, RunResult, Status, TimingConfig, TimingKind
 from tuner.database.database import Database
 from tuner.database.records import ACTIVE, CandidateStatus, NewRecord, trace_hash
@@ -156,12 +157,15 @@ def lease(
         rows = connection.execute(_take(hardware_id, room, worker_id, now, expires)).all() if room > 0 else []
         kinds = {(r.workload_id, r.timing_kind) for r in rows}
         best = {(w, k): _best_secs(connection, w, hardware_id, k) for w, k in kinds}
+        confirming = {(r.workload_id, r.timing_kind) for r in rows if r.held_result is not None}
+        versus = {(w, k): _best_record(connection, w, hardware_id, k) for w, k in confirming}
     return [
         LeasedCandidate(
             id=r.id,
             task_id=r.task_id,
             spec=db.workload(r.workload_id).spec,
             trace=r.trace,
+            versus=versus.get((r.workload_id, r.timing_kind)) if r.held_result is not None else None,
             best_secs=best[r.workload_id, r.timing_kind],
             lease_expires_at=expires,
             timing=_TIMING_OF_KIND[TimingKind(r.timing_kind)],
@@ -217,6 +221,7 @@ def _take(hardware_id: int, limit: int, worker_id: int, now: datetime, expires: 
             CandidateRow.trace,
             CandidateRow.workload_id,
             CandidateRow.timing_kind,
+            CandidateRow.held_result,
         )
     )
 
@@ -278,6 +283,44 @@ def _best_secs(connection: Connection, workload_id: int, hardware_id: int, timin
             RecordRow.status == Status.OK.value,
         )
     )
+
+
+def _best_record(
+    connection: Connection, workload_id: int, hardware_id: int, timing_kind: str
+) -> LeasedBest | None:
+    """The best record's id and program, for a would-be best's second lease to time beside."""
+    row = connection.execute(
+        select(RecordRow.id, RecordRow.trace)
+        .where(
+            RecordRow.workload_id == workload_id,
+            RecordRow.hardware_id == hardware_id,
+            RecordRow.timing_kind == timing_kind,
+            RecordRow.status == Status.OK.value,
+        )
+        .order_by(RecordRow.median_secs, RecordRow.id)
+        .limit(1)
+    ).one_or_none()
+    return None if row is None else LeasedBest(record_id=row.id, trace=row.trace)
+
+
+def _versus(connection: Connection, c: Any, result: ResultIn, fastest_secs: float) -> Versus | None:
+    """The best's times beside a would-be best's second run, with the time that best ranks by; left
+    out (the plain rule) unless they are of a record of the candidate's own workload, hardware and
+    timing, and possible on the hardware."""
+    if c.held_result is None or result.versus_record_id is None or min(result.versus_run_secs) < fastest_secs:
+        return None
+    best_secs = connection.scalar(
+        select(RecordRow.median_secs).where(
+            RecordRow.id == result.versus_record_id,
+            RecordRow.workload_id == c.workload_id,
+            RecordRow.hardware_id == c.hardware_id,
+            RecordRow.timing_kind == c.timing_kind,
+            RecordRow.status == Status.OK.value,
+        )
+    )
+    if best_secs is None:
+        return None
+    return Versus(RunResult(Status.OK, list(result.versus_run_secs)), best_secs)
 
 
 def renew_leases(
@@ -370,7 +413,8 @@ def submit(
         done: list[tuple[Any, NewRecord]] = []
         for r in rows:
             result = by_id[r.id]
-            outcome = _judge(r, result, worker_id, db.workload(r.workload_id).flops / ceiling)
+            fastest_secs = db.workload(r.workload_id).flops / ceiling
+            outcome = _judge(r, result, worker_id, fastest_secs)
             if outcome is Outcome.ACCEPTED and r.held_result is None and result.ok:
                 kind = r.workload_id, r.timing_kind
                 if kind not in best:
@@ -381,7 +425,7 @@ def submit(
             if outcome is Outcome.CONFIRMING:
                 _hold(connection, r, result, worker)
             elif outcome is Outcome.ACCEPTED:
-                done.append((r, _record(r, result, worker)))
+                done.append((r, _record(r, result, worker, _versus(connection, r, result, fastest_secs))))
         _finish(connection, db, done)
         if any(o in (Outcome.ACCEPTED, Outcome.CONFIRMING) for o in outcomes.values()):
             # A result: the worker answers, whatever leases it lost before.
@@ -437,16 +481,17 @@ def _hold(connection: Connection, r: Any, result: ResultIn, worker: str) -> None
     )
 
 
-def _record(c: Any, result: ResultIn, worker: str) -> NewRecord:
+def _record(c: Any, result: ResultIn, worker: str, versus: Versus | None = None) -> NewRecord:
     """The record of a result: on its own, or with the held result it re-measures (`runner.confirm`:
-    both runs' repeats, ranked by the slower median; a failed re-measurement is the record's failure).
+    both runs' repeats, ranked by the slower median or, timed beside the best (`versus`), by their
+    ratio; a failed re-measurement is the record's failure).
     A confirmed record names the worker of the first measurement, its message the second; a failed one
     names the worker that saw it fail."""
     held = c.held_result
     measured, ranked, timing = result.run_result(), None, result.timing
     if held is not None:
         first = RunResult(Status.OK, held["run_secs"], held["message"], held["build_secs"])
-        confirmed = confirm(first, measured, by=worker)
+        confirmed = confirm(first, measured, by=worker, versus=versus)
         measured, ranked = confirmed.result, confirmed.ranked_secs
         if ranked is not None:
             timing, worker = held["timing"], held["worker"]

@@ -11,7 +11,7 @@ import pytest
 from sqlalchemy import select
 
 from runner import MODEL_TIMING, TimingConfig
-from runner.protocol import ResultIn
+from runner.protocol import LeasedBest, ResultIn
 from tests.tuner.database.test_database import add_pair, hw_key, record
 from tuner.database import Database, TaskStatus, owners, trace_hash
 from tuner.database import queue as q
@@ -291,6 +291,60 @@ def test_a_would_be_best_is_held_until_a_second_lease_remeasures_it(setup):
     # Slower than the best: stored at once. Faster: held again.
     c, d = lease(db, w1, hid, 2)
     assert submit(db, w1, ok(c.id, 5e-3), ok(d.id, 1e-4)) == [q.Outcome.ACCEPTED, q.Outcome.CONFIRMING]
+
+
+def test_a_would_be_best_is_re_measured_beside_the_best_and_ranked_by_their_ratio(setup):
+    """The best (1e-4) was measured in a quick phase of its host; a would-be best read 5e-5 and 9e-5
+    alone (the plain rule would make it the best), but beside the best its second run took 1.5x the
+    best's time: it ranks at 1.5x the best's rank, above it. Another ran beside the best at half its
+    time, though its own run read slow (a slow phase): it ranks at half."""
+    db, _, wid, hid, (w1, w2, _) = setup
+    seed_best(db, wid, hid)
+    (best,) = db.records(workload_id=wid, hardware_id=hid)
+    a, b = lease(db, w1, hid, 2)
+    assert (a.versus, b.versus) == (None, None)  # a first lease measures its candidate alone
+    assert submit(db, w1, ok(a.id, 5e-5), ok(b.id, 5e-5)) == [q.Outcome.CONFIRMING] * 2
+    again_a, again_b = lease(db, w2, hid, 2)
+    assert again_a.versus == LeasedBest(record_id=best.id, trace=best.trace)
+    beside = ResultIn(
+        **{**ok(a.id, 9e-5).model_dump(), "versus_record_id": best.id, "versus_run_secs": [6e-5] * 3}
+    )
+    assert submit(db, w2, beside) == [q.Outcome.ACCEPTED]
+    slower = next(r for r in db.records(workload_id=wid, hardware_id=hid) if r.candidate_id == a.id)
+    assert slower.median_secs == pytest.approx(1.5 * BEST) and "1.500x its time" in slower.message
+    assert db.best(WORKLOAD_HASH, hw_key("hw0"), timing_kind="warm").id == best.id
+    faster = ResultIn(
+        **{**ok(b.id, 3e-4).model_dump(), "versus_record_id": best.id, "versus_run_secs": [6e-4] * 3}
+    )
+    assert submit(db, w2, faster) == [q.Outcome.ACCEPTED]
+    new_best = db.best(WORKLOAD_HASH, hw_key("hw0"), timing_kind="warm")
+    assert new_best.candidate_id == b.id and new_best.median_secs == pytest.approx(BEST / 2)
+
+
+def test_times_beside_a_record_of_another_workload_are_not_believed(setup):
+    """A second lease's versus_record_id must name a record of the candidate's own workload, hardware
+    and timing kind; otherwise the plain rule ranks it (the slower of its two runs)."""
+    db, task, wid, hid, (w1, w2, _) = setup
+    other_wid = db.add_workload(hash="w9".ljust(64, "0"), name="other", spec={"op": "other"}, flops=1.0)
+    db.add_record(record(other_wid, hid, trace(99), status="ok", run_secs=[1e-6], worker="seed"))
+    (foreign,) = db.records(workload_id=other_wid, hardware_id=hid)
+    (a,) = lease(db, w1, hid, 1)
+    assert submit(db, w1, ok(a.id, 2e-3)) == [q.Outcome.CONFIRMING]
+    (again,) = lease(db, w2, hid, 1)
+    assert again.versus is None  # no best yet: nothing to time beside
+    forged = ResultIn(
+        **{**ok(a.id, 3e-3).model_dump(), "versus_record_id": foreign.id, "versus_run_secs": [1.0] * 3}
+    )
+    assert submit(db, w2, forged) == [q.Outcome.ACCEPTED]
+    (stored,) = db.records(workload_id=wid, hardware_id=hid)
+    assert stored.median_secs == 3e-3 and "side by side" not in stored.message
+
+
+def test_versus_times_come_only_with_the_record_they_were_timed_beside():
+    with pytest.raises(ValueError, match="versus_run_secs"):
+        ResultIn(candidate_id=1, status="ok", run_secs=[1e-3], versus_run_secs=[1e-3])
+    with pytest.raises(ValueError, match="versus_run_secs"):
+        ResultIn(candidate_id=1, status="ok", run_secs=[1e-3], versus_record_id=3)
 
 
 def test_a_single_forged_result_never_becomes_the_best(setup):
