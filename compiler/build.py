@@ -19,7 +19,7 @@ import numpy as np
 from compiler.buckets import BucketedFunc, lower_buckets
 from compiler.codegen import emit_llvm, repeat_name
 from compiler.dtypes import DTYPES
-from compiler.ir import Buffer, IRModule, PrimFunc, SizeVar
+from compiler.ir import Buffer, IRModule, PrimFunc, SizeVar, size_value
 from compiler.lower import lower
 from compiler.numpy_entry import entry_context, layout_ok, numpy_entry_name
 from compiler.printer import expr_str
@@ -116,6 +116,8 @@ class Kernel:
             raise TypeError(f"{self.func.name} takes {len(params)} arrays ({names}), got {len(arrays)}")
         sizes: dict[SizeVar, int] = {}
         out = [_check_array(buf, arr, sizes) for buf, arr in zip(params, arrays)]
+        for buf, arr in zip(params, arrays):
+            _check_expressions(buf, arr.shape, sizes)
         return out + [sizes[v] for v in self.func.size_vars]  # the symbolic dimensions' values
 
     def assembly(self) -> str:
@@ -146,7 +148,7 @@ def _check_shape(buf: Buffer, shape: tuple[int, ...], sizes: dict[SizeVar, int])
             if got != want:
                 raise ValueError(f"{buf.name}: expected shape {text}, got {shape} (dimension {axis})")
         elif not isinstance(want, SizeVar):
-            raise ValueError(f"{buf.name}: dimension {axis} is an expression, not a size var")
+            continue  # a product or sum of sizes: checked once every argument bound its sizes
         elif want in sizes:
             if got != sizes[want]:
                 raise ValueError(
@@ -161,6 +163,23 @@ def _check_shape(buf: Buffer, shape: tuple[int, ...], sizes: dict[SizeVar, int])
                     f"{want.name} in [{want.lo}, {want.hi}]"
                 )
             sizes[want] = got
+
+
+def _check_expressions(buf: Buffer, shape: tuple[int, ...], sizes: dict[SizeVar, int]) -> None:
+    """The dimensions that are sums or products of sizes, once the arguments bound every size var a
+    dimension is on its own; one only inside such dimensions (a kernel of a model's flattened
+    `batch * seq` rows) cannot be read off shapes: the model's forward pass passes it."""
+    for axis, (want, got) in enumerate(zip(buf.shape, shape)):
+        if isinstance(want, int | SizeVar):
+            continue
+        value = size_value(want, sizes)
+        if value is None:
+            raise ValueError(
+                f"{buf.name}: dimension {axis} is {expr_str(want)}, whose sizes no argument's shape gives: "
+                "the kernel runs inside its model, which passes them"
+            )
+        if got != value:
+            raise ValueError(f"{buf.name}: dimension {axis} is {expr_str(want)} = {value}, got {got}")
 
 
 def _check_array(buf: Buffer, arr: np.ndarray, sizes: dict[SizeVar, int] | None = None) -> int:

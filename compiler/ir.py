@@ -572,16 +572,44 @@ class PrimFunc:
 
 
 def check_params(name: str, params: Sequence[Buffer]) -> None:
-    """IRError unless each parameter dimension is a number or a size var. Run where a function is read
-    from outside data (TVMScript, JSON; te checks its own), not in PrimFunc: schedules rebuild functions
-    from checked parameters with `dataclasses.replace` on the search's hot path."""
+    """IRError unless each parameter dimension is a number, a size var, or a sum, difference or
+    product of those (a batch of sequences flattened to rows is `batch * seq` long). Run where a
+    function is read from outside data (TVMScript, JSON; te checks its own), not in PrimFunc:
+    schedules rebuild functions from checked parameters with `dataclasses.replace` on the search's
+    hot path."""
     for b in params:
         for d in b.shape:
-            if not isinstance(d, int | SizeVar):
+            if not isinstance(d, int) and not _size_expression(d):
                 raise IRError(
-                    f"{name}: parameter {b.name}'s dimension {d} is an expression; a parameter's "
-                    "symbolic dimension is a size var itself (read from the argument's shape)"
+                    f"{name}: parameter {b.name}'s dimension {d} is not a size: a parameter's symbolic "
+                    "dimension is a size var, or sizes and numbers added, subtracted or multiplied"
                 )
+
+
+def _size_expression(e: object) -> bool:
+    if isinstance(e, SizeVar | Const):
+        return True
+    return (
+        isinstance(e, Binary)
+        and e.op in (Op.ADD, Op.SUB, Op.MUL)
+        and _size_expression(e.a)
+        and _size_expression(e.b)
+    )
+
+
+def size_value(e: int | Expr, sizes: Mapping[SizeVar, int]) -> int | None:
+    """A dimension's value where `sizes` binds its size vars (None where one is unbound)."""
+    if isinstance(e, int):
+        return e
+    if isinstance(e, Const):
+        return int(e.value)
+    if isinstance(e, SizeVar):
+        return sizes.get(e)
+    assert isinstance(e, Binary) and e.op in (Op.ADD, Op.SUB, Op.MUL), e
+    a, b = size_value(e.a, sizes), size_value(e.b, sizes)
+    if a is None or b is None:
+        return None
+    return a + b if e.op == Op.ADD else a - b if e.op == Op.SUB else a * b
 
 
 @dataclass(frozen=True)

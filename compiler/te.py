@@ -25,6 +25,7 @@ from compiler.ir import (
     Expr,
     ExprLike,
     For,
+    IRError,
     IterVar,
     Load,
     PrimFunc,
@@ -35,6 +36,7 @@ from compiler.ir import (
     Var,
     as_expr,
     binary,
+    check_params,
     const,
     expr_node,
 )
@@ -663,14 +665,11 @@ def create_prim_func(args: Sequence[Tensor], name: str = "main") -> PrimFunc:
     for t in builder.order:
         builder.emit(t)
     allocs = tuple(t.buffer for t in builder.order if t.op != "placeholder" and t.buffer not in params)
-    bound_vars = {d for b in params for d in b.shape if isinstance(d, SizeVar)}
-    for b in params:
-        for d in b.shape:
-            if isinstance(d, Expr) and not isinstance(d, SizeVar):
-                raise TensorError(
-                    f"create_prim_func: parameter {b.name} has the dimension {d}; a parameter's symbolic "
-                    "dimension must be a te.var itself (its value is read from the argument's shape)"
-                )
+    bound_vars = {v for b in params for v in _size_vars_of(b)}
+    try:
+        check_params(name, params)
+    except IRError as e:
+        raise TensorError(f"create_prim_func: {e}") from None
     for b in allocs:
         unbound = _size_vars_of(b) - bound_vars
         if unbound:

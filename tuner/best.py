@@ -21,7 +21,7 @@ from compiler.graph import (
     ValueFamily,
     ValueKeyedModel,
 )
-from compiler.graph.symbolic import RANGE_PASSES, SymbolicError, symbolic_module
+from compiler.graph.symbolic import RANGE_PASSES, SymbolicError, dimension_of, symbolic_module
 from runner import TimingKind
 from tuner.database import Database, Record
 from tuner.tune import DEFAULT_DATABASE, WorkloadLike, as_workload, opened
@@ -141,17 +141,23 @@ def _tuned_traces(
     db: Database,
     hardware: Hardware,
 ) -> dict[str, dict[int, Trace]]:
-    """For each symbolic kernel, the best trace of the kernel its node calls at each tuned size."""
-    (dim,) = family.dims
+    """For each symbolic kernel, the best trace of the kernel its node calls at each tuned size, by
+    the size of the dimension its buckets choose by (its first size var's)."""
+    bucketed_by = {
+        node.func: dimension_of(symbolic.funcs[node.func].size_vars[0], family.dims)
+        for node in symbolic.nodes()
+        if isinstance(node, CallTIR) and symbolic.funcs[node.func].size_vars
+    }
     out: dict[str, dict[int, Trace]] = {}
     for size in sizes:
         static = graph.optimize(family.specialize(size), passes=RANGE_PASSES)
         at_size = {n.name: static.funcs[n.func] for n in static.nodes() if isinstance(n, CallTIR)}
         for node in symbolic.nodes():
-            func = at_size.get(node.name) if isinstance(node, CallTIR) else None
+            dim = bucketed_by.get(node.func) if isinstance(node, CallTIR) else None
+            func = at_size.get(node.name) if dim is not None else None
             best = best_record(db, func.structural_hash(), hardware.key, TimingKind.LAYER) if func else None
-            if isinstance(node, CallTIR) and best is not None:
-                out.setdefault(node.func, {})[size[dim.name]] = Trace.from_json(best.trace)
+            if dim is not None and best is not None:
+                out.setdefault(node.func, {})[size[dim]] = Trace.from_json(best.trace)
     return out
 
 

@@ -2,11 +2,13 @@
 
 A frontend imports a model at given sizes (`ShapeFamily`); the graph passes and fusion take static
 modules. Rather than teach every type rule, pass and frontend's folding to carry symbolic sizes, the
-family is imported and optimized at a few sizes of its ranged dimension and the fused modules are
+family is imported and optimized at a few sizes of its ranged dimensions and the fused modules are
 compared: they must be the same graph of the same kernels, and every number that differs between
-them must be one affine function of the size (a * n + b) at every size compared. Those numbers
-become expressions of a size var (`compiler.ir.SizeVar`): tensor types with symbolic dimensions and
-symbolic kernels, which the compiler schedules per bucket of sizes (`compiler.buckets`).
+them must be one function of the sizes at every binding compared: affine in one size (a * n + b),
+and with two, a * n + b * m + c * n * m + d, the product where a batch of sequences is flattened to
+rows. Those numbers become expressions of size vars (`compiler.ir.SizeVar`): tensor types with
+symbolic dimensions and symbolic kernels, which the compiler schedules per bucket of the first size
+a kernel takes (`compiler.buckets`).
 
 A weight the frontend folded that depends on the size (position embeddings sliced to the length, a
 causal mask, a mask's fill) must be, at every size, the leading corner of its value at the largest
@@ -15,9 +17,10 @@ its indices (all below the size's own extents) read the same elements. Anything 
 changes with the size, as a mean over the sequence has; a graph whose structure changes) is refused
 with a SymbolicError naming the node, and `graph.build` compiles each size as it comes instead.
 
-The sizes compared are the three largest primes inside the range, so that no size coincides with
-one of the model's own dimensions, and the range's largest value; the fit takes two of them and is
-checked at the others. Large sizes, because what the passes decide by size must be decided as at
+The sizes compared are the three largest primes inside each range, so that no size coincides with
+one of the model's own dimensions, and the range's largest value (`sample_points`: for two ranges,
+a grid's corners and each range's other sizes); the fit takes the corners and is checked at the
+others. Large sizes, because what the passes decide by size must be decided as at
 the largest: constant folding keeps a result far larger than its inputs a computation (a mask, a
 broadcast), and the module must keep it one at every size (computed at run time, it is right at
 every size; folded, it would not exist at the largest). The fit is also checked at the smallest
@@ -29,6 +32,8 @@ tiles themselves (`compiler.overcompute`).
 
 from __future__ import annotations
 
+import itertools
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -42,7 +47,8 @@ from compiler.graph.memory_plan import views
 from compiler.graph.passes import PASSES, optimize
 from compiler.graph.passes.pad_matmul import pad_matmul
 from compiler.graph.shape_family import DimRange, ShapeFamily
-from compiler.ir import Block, Buffer, Expr, IRError, Load, PrimFunc, Select, SizeVar
+from compiler.ir import Binary, Block, Buffer, Expr, IRError, Load, PrimFunc, Select, SizeVar
+from compiler.ops import Op
 from compiler.serialize import SerializeError, from_json, to_json
 from compiler.visit import blocks, guarded_loads, walk_expr
 
@@ -57,21 +63,25 @@ class SymbolicError(ValueError):
 
 
 def symbolic_module(family: ShapeFamily) -> Module:
-    """The fused module computing `family` at every size of its ranged dimension."""
-    if len(family.dims) != 1:
-        names = ", ".join(d.name for d in family.dims)
-        raise SymbolicError(f"the model has {len(family.dims)} ranged dimensions ({names}): one is supported")
-    dim = family.dims[0]
-    if dim.min < 1:
-        raise SymbolicError(f"{dim} holds 0: a module for a range takes sizes from 1")
-    samples = sample_sizes(dim)
-    modules = [_optimized(family, dim, s) for s in samples]
+    """The fused module computing `family` at every size of its ranged dimensions."""
+    for dim in family.dims:
+        if dim.min < 1:
+            raise SymbolicError(f"{dim} holds 0: a module for a range takes sizes from 1")
+    points = sample_points(family.dims)
+    modules = [_optimized(family, p) for p in points]
     checks = [
-        (s, m) for s in check_sizes(dim) if _same_structure(m := _optimized(family, dim, s), modules[0])
+        (p, m) for p in check_points(family.dims) if _same_structure(m := _optimized(family, p), modules[0])
     ]
-    sizes = samples[:-1] + [s for s, _ in checks] + samples[-1:]  # the largest last: its weights are kept
-    var = SizeVar(_unused_name(identifier(dim.name), modules[0]), "int64", dim.min, dim.max)
-    return _Unifier(var, sizes).module(modules[:-1] + [m for _, m in checks] + modules[-1:])
+    # The largest binding last: its weights are kept.
+    points = points[:-1] + [p for p, _ in checks] + points[-1:]
+    modules = modules[:-1] + [m for _, m in checks] + modules[-1:]
+    used: set[str] = set()
+    variables = []
+    for dim in family.dims:
+        name = _unused_name(identifier(dim.name), modules[0], used)
+        used.add(name)
+        variables.append(SizeVar(name, "int64", dim.min, dim.max))
+    return _Unifier(tuple(variables), [tuple(p[d.name] for d in family.dims) for p in points]).module(modules)
 
 
 def sample_sizes(dim: DimRange) -> list[int]:
@@ -82,6 +92,32 @@ def sample_sizes(dim: DimRange) -> list[int]:
     return primes[-3:] + [dim.max]
 
 
+def sample_points(dims: Sequence[DimRange]) -> list[dict[str, int]]:
+    """The bindings the modules are compared at: first the corners of a grid of each dimension's two
+    smallest sampled sizes (the fit of a number in a * n + b * m + c * n * m + d takes them), then
+    each dimension's other sampled sizes with the rest at those, and last every dimension at its
+    largest. One dimension: its `sample_sizes` in order."""
+    sampled = {d.name: sample_sizes(d) for d in dims}
+    points = [dict(zip(sampled, corner)) for corner in itertools.product(*(s[:2] for s in sampled.values()))]
+    base = {name: s[0] for name, s in sampled.items()}
+    for name, sizes in sampled.items():
+        points += [{**base, name: size} for size in sizes[2:-1]]
+    largest = {d.name: d.max for d in dims}
+    points += [{**base, name: largest[name]} for name in sampled if len(dims) > 1]
+    return _unique(points + [largest])
+
+
+def check_points(dims: Sequence[DimRange]) -> list[dict[str, int]]:
+    """Bindings the module is checked at where their graph is the one compared: each dimension at
+    its `check_sizes` with the others at their largest, and every dimension at its smallest."""
+    largest = {d.name: d.max for d in dims}
+    points = [{**largest, d.name: size} for d in dims for size in check_sizes(d)]
+    if len(dims) > 1:
+        points.append({d.name: d.min for d in dims})
+    sampled = sample_points(dims)
+    return [p for p in _unique(points) if p not in sampled]
+
+
 def check_sizes(dim: DimRange) -> list[int]:
     """Sizes the module is checked at where their graph is the one compared (a graph may differ
     at small sizes, where more folds): the smallest ones, where a number that is min(n, C) or max(n,
@@ -90,13 +126,26 @@ def check_sizes(dim: DimRange) -> list[int]:
     return sorted({s for s in checked if dim.min <= s < dim.max} - set(sample_sizes(dim)))
 
 
-def check_bounds(func: PrimFunc, var: SizeVar) -> None:
-    """Refuse a kernel that would read or write outside a buffer at the range's ends or its small
-    sizes: a number the comparison took for a constant that is min(n, C) reads past a buffer of n."""
-    for size in sorted(
-        {s for s in (var.lo, var.lo + 1, *SMALL_SIZES, var.hi - 1, var.hi) if var.lo <= s <= var.hi}
-    ):
-        static = func.specialize({var.name: size})
+def _unique(points: list[dict[str, int]]) -> list[dict[str, int]]:
+    out: list[dict[str, int]] = []
+    for p in points:
+        if p not in out:
+            out.append(p)
+    return out
+
+
+def check_bounds(func: PrimFunc, variables: Sequence[SizeVar]) -> None:
+    """Refuse a kernel that would read or write outside a buffer at the ranges' ends or their small
+    sizes (every combination): a number the comparison took for a constant that is min(n, C) reads
+    past a buffer of n."""
+    checked = [
+        sorted({s for s in (v.lo, v.lo + 1, *SMALL_SIZES, v.hi - 1, v.hi) if v.lo <= s <= v.hi})
+        for v in variables
+    ]
+    for sizes in itertools.product(*checked):
+        binding = {v.name: size for v, size in zip(variables, sizes)}
+        at = ", ".join(f"{name} = {size}" for name, size in binding.items())
+        static = func.specialize(binding)
         for block in blocks(static.body):
             ranges = {iv.var: extent_range(iv.extent) for iv in block.iter_vars}
             for buffer, indices in _accesses(block):
@@ -104,7 +153,7 @@ def check_bounds(func: PrimFunc, var: SizeVar) -> None:
                     b = bound(index, ranges)
                     if b is not None and isinstance(dim, int) and not 0 <= b[0] <= b[1] < dim:
                         raise SymbolicError(
-                            f"kernel {func.name!r} at {var.name} = {size} indexes {buffer.name} from {b[0]} "
+                            f"kernel {func.name!r} at {at} indexes {buffer.name} from {b[0]} "
                             f"to {b[1]} along axis {axis} of {dim}: a number the sizes compared agree on "
                             "changes at this size"
                         )
@@ -122,11 +171,12 @@ def _accesses(block: Block) -> list[tuple[Buffer, tuple[Expr, ...]]]:
     ]
 
 
-def _optimized(family: ShapeFamily, dim: DimRange, size: int) -> Module:
+def _optimized(family: ShapeFamily, binding: dict[str, int]) -> Module:
     try:
-        return optimize(family.specialize({dim.name: size}), passes=RANGE_PASSES)
+        return optimize(family.specialize(binding), passes=RANGE_PASSES)
     except (ValueError, IndexError) as e:  # GraphError, ShapeError: the family itself says no
-        raise SymbolicError(f"at {dim.name} = {size}: {e}") from None
+        at = ", ".join(f"{name} = {size}" for name, size in binding.items())
+        raise SymbolicError(f"at {at}: {e}") from None
 
 
 def _same_structure(a: Module, b: Module) -> bool:
@@ -154,10 +204,11 @@ def _skeleton(data: Json) -> Json:
     return 0 if isinstance(data, (int, float)) and not isinstance(data, bool) else data
 
 
-def _unused_name(name: str, module: Module) -> str:
+def _unused_name(name: str, module: Module, taken: set[str]) -> str:
     """`name`, made unlike every variable of the kernels (a loop `n`, an axis `k`), which the size
-    var would otherwise stand for when their JSON forms are read back."""
-    used: set[str] = set()
+    var would otherwise stand for when their JSON forms are read back, and unlike the `taken` names
+    of the other size vars."""
+    used = set(taken)
     for func in module.funcs.values():
         _variables(to_json(func)["body"], used)
     while name in used:
@@ -180,6 +231,18 @@ def _variables(data: Json, out: set[str]) -> None:
         _variables(item, out)
 
 
+def dimension_of(var: SizeVar, dims: Sequence[DimRange]) -> str | None:
+    """The name of the dimension a size var of `symbolic_module` stands for (its name is the
+    dimension's `identifier`, made unique by underscores, and its bounds the range's); None where
+    two dimensions could be it."""
+    named = [
+        d.name
+        for d in dims
+        if var.name.rstrip("_") == identifier(d.name).rstrip("_") and (d.min, d.max) == (var.lo, var.hi)
+    ]
+    return named[0] if len(named) == 1 else None
+
+
 def identifier(name: str) -> str:
     """A dimension's name as a size var's (a C identifier: "ids:1" becomes "ids_1")."""
     out = "".join(c if c.isalnum() or c == "_" else "_" for c in name)
@@ -199,8 +262,10 @@ def _is_prime(n: int) -> bool:
 
 @dataclass
 class _Unifier:
-    var: SizeVar
-    sizes: list[int]
+    """The modules at `points` (each a tuple of the `variables`' values) made one symbolic module."""
+
+    variables: tuple[SizeVar, ...]
+    points: list[tuple[int, ...]]
 
     def __post_init__(self) -> None:
         self.corners: dict[str, Constant] = {}  # weights kept at their largest size
@@ -296,7 +361,7 @@ class _Unifier:
         largest = to_json(modules[-1].funcs[name])
         for k in cornered:  # the weight's parameter at its full shape
             data["params"][k]["shape"] = largest["params"][k]["shape"]
-        data["size_vars"] = [[self.var.name, self.var.lo, self.var.hi]]
+        data["size_vars"] = [[v.name, v.lo, v.hi] for v in self.variables if _mentions(data, v.name)]
         variant = name if not cornered else f"{name}_full_{'_'.join(map(str, cornered))}"
         data["name"] = variant
         try:
@@ -305,13 +370,13 @@ class _Unifier:
             raise SymbolicError(
                 f"kernel {name!r}: a number that changes with the size is not a size ({e})"
             ) from None
+        if len(func.size_vars) < len(data["size_vars"]):
+            raise SymbolicError(f"kernel {name!r} depends on a size only through a weight")
         if not func.size_vars:
-            if _mentions(data["body"], self.var.name):
-                raise SymbolicError(f"kernel {name!r} depends on the size only through a weight")
             data.pop("size_vars")
             func = from_json(data)
         if func.size_vars:
-            check_bounds(func, self.var)
+            check_bounds(func, func.size_vars)
         self.variants[key] = variant
         self.funcs[variant] = func
         return variant
@@ -338,28 +403,50 @@ class _Unifier:
         return [self.json([v[k] for v in values], where) for k in range(len(first))]
 
     def fit(self, values: Sequence[int], where: str) -> int | Expr:
-        """A number, or the expression of the size it is at every size compared."""
+        """A number, or the expression of the sizes it is at every binding compared."""
         if all(v == values[0] for v in values):
             return values[0]
-        a, b = self._affine(values, where)
-        return Linear({self.var: a}, b).to_expr()
+        coefs, constant = self._multilinear(values, where)
+        return Linear({_product(term): c for term, c in coefs.items()}, constant).to_expr()
 
     def fit_json(self, values: Sequence[int], where: str) -> Json:
-        a, b = self._affine(values, where)
-        out: Json = ["var", self.var.name, "int64"]
-        if a != 1:
-            out = ["mul", out, ["const", a, "int64"]]
-        if b:
-            out = ["add" if b > 0 else "sub", out, ["const", abs(b), "int64"]]
+        coefs, constant = self._multilinear(values, where)
+        out: Json = None
+        for term, c in coefs.items():
+            t: Json = ["var", term[0].name, "int64"]
+            for v in term[1:]:
+                t = ["mul", t, ["var", v.name, "int64"]]
+            if abs(c) != 1:
+                t = ["mul", t, ["const", abs(c), "int64"]]
+            if out is None:
+                out = t if c > 0 else ["sub", ["const", 0, "int64"], t]
+            else:
+                out = ["add" if c > 0 else "sub", out, t]
+        if constant:
+            out = ["add" if constant > 0 else "sub", out, ["const", abs(constant), "int64"]]
         return out
 
-    def _affine(self, values: Sequence[int], where: str) -> tuple[int, int]:
-        s = self.sizes
-        a, rest = divmod(values[1] - values[0], s[1] - s[0])
-        b = values[0] - a * s[0]
-        if rest or any(v != a * x + b for v, x in zip(values, s)):
-            raise SymbolicError(f"{where}: {self._at(list(values))}, not a * {self.var.name} + b")
-        return a, b
+    def _multilinear(self, values: Sequence[int], where: str) -> tuple[dict[tuple[SizeVar, ...], int], int]:
+        """Integer coefficients of each product of distinct size vars (n, m, n * m), in order, and the
+        constant, fitted at the first 2^k points (a grid's corners) and checked at all of them."""
+        k = len(self.variables)
+        terms = [c for r in range(1, k + 1) for c in itertools.combinations(range(k), r)]
+        corners = self.points[: 2**k]
+
+        def row(point: tuple[int, ...]) -> list[int]:
+            return [1] + [math.prod(point[i] for i in term) for term in terms]
+
+        solved = np.linalg.solve(
+            np.array([row(p) for p in corners], dtype=np.float64), np.array(values[: 2**k], np.float64)
+        )
+        coefs = [round(c) for c in solved]
+        if any(sum(c * x for c, x in zip(coefs, row(p))) != v for p, v in zip(self.points, values)):
+            names = " + ".join(
+                f"a{i} * {'*'.join(self.variables[j].name for j in t)}" for i, t in enumerate(terms)
+            )
+            raise SymbolicError(f"{where}: {self._at(list(values))}, not {names} + b")
+        fitted = {tuple(self.variables[i] for i in term): c for term, c in zip(terms, coefs[1:]) if c}
+        return fitted, coefs[0]
 
     def _check_corners(self, largest: Module, outputs: list[str]) -> None:
         """A weight kept at its largest size is read only by kernels (never viewed, never returned)."""
@@ -369,4 +456,13 @@ class _Unifier:
                 raise SymbolicError(f"weight {c.name!r} changes with the size and is viewed or returned")
 
     def _at(self, values: Sequence[object]) -> str:
-        return ", ".join(f"{v} at {self.var.name} = {s}" for v, s in zip(values, self.sizes))
+        names = [v.name for v in self.variables]
+        at = [", ".join(f"{n} = {x}" for n, x in zip(names, p)) for p in self.points]
+        return "; ".join(f"{v} at {where}" for v, where in zip(values, at))
+
+
+def _product(variables: tuple[SizeVar, ...]) -> Expr:
+    out: Expr = variables[0]
+    for v in variables[1:]:
+        out = Binary(Op.MUL, out, v)
+    return out

@@ -169,17 +169,48 @@ def test_printed_read_back_serialized_and_hashed_with_their_ranges() -> None:
     assert "size_vars" not in to_json(static_func)
 
 
-def test_a_parameter_dimension_read_as_an_expression_is_refused() -> None:
-    """The check that a parameter's symbolic dimension is a size var runs where a function is read
-    from outside data (TVMScript and JSON), not in PrimFunc, which schedules rebuild while searching."""
+def test_a_parameter_dimension_is_a_size_or_sizes_added_or_multiplied() -> None:
+    """Read from outside data (TVMScript and JSON; not checked in PrimFunc, which schedules rebuild
+    while searching), a parameter's dimension may be `n + 1` or `n * m` (a model's batch of sequences
+    flattened to rows), never a quotient: no shape gives it back exactly."""
     func = scale_rows(rows())
     text = func.script().replace("T.Buffer((n, 64)", "T.Buffer((n + 1, 64)")
-    with pytest.raises(IRError, match=r"parameter A's dimension .* is an expression"):
-        from_source(text)
+    assert str(from_source(text).params[0].shape[0]) == str(func.params[0].shape[0] + 1)
+    with pytest.raises(IRError, match=r"parameter A's dimension .* is not a size"):
+        from_source(func.script().replace("T.Buffer((n, 64)", "T.Buffer((n // 2, 64)"))
     data = to_json(func)
-    data["params"][0]["shape"][0] = ["add", data["params"][0]["shape"][0], ["const", 1, "int64"]]
-    with pytest.raises(IRError, match=r"parameter A's dimension .* is an expression"):
+    data["params"][0]["shape"][0] = ["floordiv", data["params"][0]["shape"][0], ["const", 2, "int64"]]
+    with pytest.raises(IRError, match=r"parameter A's dimension .* is not a size"):
         from_json(data)
+
+
+def flatten(n: SizeVar, m: SizeVar, given: bool) -> PrimFunc:
+    """B (n * m) = A (n, m) flattened, plus 1; without `given`, A is (n * m) too."""
+    if given:
+        a = te.placeholder((n, m), name="A")
+        b = te.compute((n * m,), lambda i: a[i // m, i % m] + 1.0, name="B")
+    else:
+        a = te.placeholder((n * m,), name="A")
+        b = te.compute((n * m,), lambda i: a[i] + 1.0, name="B")
+    return te.create_prim_func([a, b], name="flatten")
+
+
+def test_a_kernel_with_a_product_of_sizes_runs_and_checks_it_at_the_call() -> None:
+    n, m = te.var("n", range=(1, 16)), te.var("m", range=(1, 32))
+    kernel = build(flatten(n, m, given=True))
+    a = rng.standard_normal((5, 7)).astype(np.float32)
+    b = np.zeros(35, np.float32)
+    kernel(a, b)
+    np.testing.assert_allclose(b, a.reshape(-1) + 1.0)
+    with pytest.raises(ValueError, match=r"B: dimension 0 is n \* m = 35, got 36"):
+        kernel(a, np.zeros(36, np.float32))
+    alone = build(flatten(n, m, given=False))  # the sizes only inside a product: a model passes them
+    with pytest.raises(ValueError, match=r"A: dimension 0 is n \* m, whose sizes no argument's shape gives"):
+        alone(np.zeros(35, np.float32), np.zeros(35, np.float32))
+    values = np.arange(35, dtype=np.float32)
+    out = np.zeros(35, np.float32)
+    alone.repeat([values.ctypes.data, out.ctypes.data, 5, 7], 1)  # as the forward pass calls it
+    np.testing.assert_allclose(out, values + 1.0)
 
 
 def test_what_does_not_take_symbolic_dimensions_yet_refuses_them_by_name() -> None:
@@ -201,8 +232,8 @@ def test_what_does_not_take_symbolic_dimensions_yet_refuses_them_by_name() -> No
         te.var("n", range=(0, 4))
     m = rows()
     a = te.placeholder((m, 4), name="A")
-    with pytest.raises(TensorError, match=r"a parameter's symbolic dimension must be a te\.var itself"):
-        te.create_prim_func([a, te.compute((m + 1, 4), lambda i, j: a[i % m, j], name="B")])
+    with pytest.raises(TensorError, match=r"shape must be a non-empty tuple of positive ints or ranged te.var"):
+        te.create_prim_func([a, te.compute((m // 2, 4), lambda i, j: a[i, j], name="B")])
 
 
 def test_the_schedule_primitives_on_a_symbolic_reduction_work_or_refuse_by_name() -> None:

@@ -61,6 +61,39 @@ def test_a_family_tuned_at_two_sizes_runs_them_tuned_and_every_other_size(tmp_pa
         np.testing.assert_allclose(model(x)[0], expected(x), rtol=1e-4, atol=1e-4)
 
 
+def batched_dense_relu(values: Mapping[str, int]) -> Module:
+    """The dense layer over a batch of sequences, flattened to batch * seq rows and back."""
+    b = GraphBuilder()
+    batch, seq = values["batch"], values["seq"]
+    x = b.input("x", [batch, seq, 32], "float32")
+    rows = b.call("reshape", [x], shape=[batch * seq, 32])
+    y = b.call(
+        "relu",
+        [b.call("add", [b.call("matmul", [rows, b.constant("weight", WEIGHT)]), b.constant("bias", BIAS)])],
+    )
+    return b.module([b.call("reshape", [y], shape=[batch, seq, 48])])
+
+
+def test_a_family_with_two_ranges_tuned_runs_its_tuned_traces_by_each_kernels_first_size(tmp_path) -> None:
+    """Batch and sequence both ranged: the kernels bucket by their first size (the flattened rows'
+    by the batch), and the traces tuned at the tuned bindings replay in the buckets of that size."""
+    family = ShapeFamily(
+        (InputSignature("x", ("batch", "seq", 32), "float32"),),
+        (DimRange("batch", 1, 8), DimRange("seq", 1, 24)),
+        batched_dense_relu,
+    )
+    database = f"sqlite:///{tmp_path / 'tune.db'}"
+    sizes = [{"batch": 2, "seq": 8}, {"batch": 8, "seq": 24}]
+    result = tune_model(family, trials=8, database=database, sizes=sizes, batch_size=4)
+    model = result.model
+    assert isinstance(model, CompiledModel)
+    assert "given" in {s.origin for s in model.sources}
+    for batch, seq in [(2, 8), (8, 24), (1, 1), (5, 13), (8, 1), (1, 24)]:
+        x = RNG.standard_normal((batch, seq, 32)).astype("float32")
+        want = expected(x.reshape(-1, 32)).reshape(batch, seq, 48)
+        np.testing.assert_allclose(model(x)[0], want, rtol=1e-4, atol=1e-4)
+
+
 def test_a_family_one_module_cannot_describe_runs_its_tuned_sizes_records(tmp_path) -> None:
     family = ShapeFamily(
         (InputSignature("x", ("rows", 32), "float32"),), (DimRange("rows", 0, 96),), dense_relu

@@ -23,7 +23,7 @@ from compiler.graph import DynamicModel, GraphBuilder, InputSignature, Module, S
 from compiler.graph.shape_family import DimRange
 from compiler.graph.symbolic import SymbolicError, sample_sizes, symbolic_module
 from compiler.ir import Buffer, PrimFunc, SeqStmt, SizeVar
-from tests.compiler.frontend.test_transformers import model_of, text_at
+from tests.compiler.frontend.test_transformers import VOCAB, model_of, text_at
 
 LONGEST = 64
 
@@ -242,3 +242,91 @@ def test_a_family_that_does_not_import_at_a_size_compared_compiles_per_size() ->
     with pytest.warns(UserWarning, match=r"at n = 23: .*cannot reshape"):
         model = graph.build(family)
     assert model(np.ones((6, 4), np.float32))[0].shape == (3, 8)
+
+
+def batch_and_sequence_model() -> onnx.ModelProto:
+    """x (batch, seq, 8) flattened to (batch * seq, 8) rows, a dense layer with bias and ReLU, back to
+    (batch, seq, 6), a softmax over the sequence and the two first axes swapped: numbers a * b + c,
+    a * s and b * s appear in the kernels."""
+    rng = np.random.default_rng(3)
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", "seq", 8])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["seq", "batch", 6])
+    inits = [
+        helper.make_tensor("w", TensorProto.FLOAT, [8, 6], rng.standard_normal(48).astype(np.float32)),
+        helper.make_tensor("bias", TensorProto.FLOAT, [6], rng.standard_normal(6).astype(np.float32)),
+        helper.make_tensor("rows", TensorProto.INT64, [2], [-1, 8]),
+        helper.make_tensor("zero", TensorProto.INT64, [1], [0]),
+        helper.make_tensor("one", TensorProto.INT64, [1], [1]),
+        helper.make_tensor("six", TensorProto.INT64, [1], [6]),
+    ]
+    nodes = [
+        helper.make_node("Shape", ["x"], ["shape"]),
+        helper.make_node("Gather", ["shape", "zero"], ["b"], axis=0),
+        helper.make_node("Gather", ["shape", "one"], ["s"], axis=0),
+        helper.make_node("Concat", ["b", "s", "six"], ["back"], axis=0),
+        helper.make_node("Reshape", ["x", "rows"], ["flat"]),
+        helper.make_node("MatMul", ["flat", "w"], ["mm"]),
+        helper.make_node("Add", ["mm", "bias"], ["biased"]),
+        helper.make_node("Relu", ["biased"], ["r"]),
+        helper.make_node("Reshape", ["r", "back"], ["r3"]),
+        helper.make_node("Softmax", ["r3"], ["p"], axis=1),
+        helper.make_node("Transpose", ["p"], ["y"], perm=[1, 0, 2]),
+    ]
+    proto = helper.make_graph(nodes, "batch_seq", [x], [y], inits)
+    return helper.make_model(proto, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_two_ranged_dimensions_are_one_module_for_every_batch_and_length() -> None:
+    """Batch 1..8 and sequence 1..40 open together: one module whose kernels take both sizes (their
+    products too), matching ONNX Runtime at both ends, between and at sizes no comparison used, and
+    refusing each dimension out of its range by name."""
+    import onnxruntime as ort
+
+    proto = batch_and_sequence_model()
+    family = from_onnx(proto, dims={"batch": (1, 8), "seq": (1, 40)})
+    assert isinstance(family, ShapeFamily)
+    module = symbolic_module(family)
+    assert str(module.inputs[0].type) == "Tensor((batch, seq, 8), 'float32')"
+    assert any(len(f.size_vars) == 2 for f in module.funcs.values())
+    compiled = graph.build(family)
+    assert isinstance(compiled, graph.CompiledModel)
+    session = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
+    for batch, length in [(1, 1), (8, 40), (3, 7), (2, 40), (8, 1), (5, 33), (7, 19)]:
+        x = np.random.default_rng(batch * 100 + length).standard_normal((batch, length, 8)).astype(np.float32)
+        (want,) = session.run(None, {"x": x})
+        (got,) = compiled(x)
+        assert got.shape == (length, batch, 6)
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    with pytest.raises(ShapeError, match=r"batch.*outside the declared range batch in \[1, 8\]"):
+        compiled(np.zeros((9, 4, 8), np.float32))
+    with pytest.raises(ShapeError, match=r"seq.*outside the declared range seq in \[1, 40\]"):
+        compiled(np.zeros((2, 41, 8), np.float32))
+
+
+@pytest.mark.slow  # 25-35 s: two dozen imports of the model compared
+def test_bert_with_batch_and_sequence_open_is_one_module_matching_pytorch() -> None:
+    """torch.export's Dims for both the batch (1..8) and the sequence (1..64): one module, as eager
+    at both ends, between, and batch and length at opposite ends."""
+    model = model_of("bert")
+    batch, length = torch.export.Dim("batch", min=1, max=8), torch.export.Dim("sequence", min=1, max=LONGEST)
+    generator = torch.Generator().manual_seed(0)
+    example = torch.randint(0, VOCAB, (2, 7), generator=generator)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the exporter's deprecation warnings
+        family = from_torch(
+            model,
+            (example, torch.ones_like(example)),
+            dynamic_shapes=(({0: batch, 1: length}, {0: batch, 1: length}),),
+        )
+    assert isinstance(family, ShapeFamily) and len(family.dims) == 2
+    compiled = graph.build(family)
+    assert isinstance(compiled, graph.CompiledModel)
+    for rows, columns in [(1, 1), (8, LONGEST), (2, 13), (8, 1), (1, LONGEST), (3, 40)]:
+        ids = torch.randint(0, VOCAB, (rows, columns), generator=generator)
+        mask = torch.ones(rows, columns, dtype=torch.int64)
+        mask[0, columns - columns // 3 :] = 0
+        with torch.no_grad():
+            want = model(ids, mask)
+        got = compiled(ids.numpy(), mask.numpy())
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(g, w.numpy(), rtol=3e-5, atol=3e-5)
