@@ -12,7 +12,11 @@ where the block writes its tile, so a row past n computes exactly what row n - 1
 read outside a buffer and no operation sees a value the program would not (no new integer division
 by zero, no select taking a branch it never takes). The guarded variable must be spatial and write
 elements of its own (a reduction step past the guard would add into valid sums), and the block must
-not read another tile along it. Only the write-back keeps its guard, once per element of the tile,
+not read another tile along it, unless every block writing that tile is unguarded (over-computed
+itself, as a staged panel of a matmul's weights is): that tile holds the clamped rows' values past
+the guard, and is read unclamped, inside the tile. A matmul reading its staged panel with its
+tile guarded ran 4.8x slower (BERT's attention scores at 512 tokens,
+bench/results/2026-12-02-b.md). Only the write-back keeps its guard, once per element of the tile,
 and a reduction variable's guard stays on the block (checked once per step of the reduction once
 lowering hoists it out of the tile's loops).
 """
@@ -48,12 +52,17 @@ Ranges = dict[Var, tuple[int, int]]
 def overcompute_guarded_tiles(func: PrimFunc) -> PrimFunc:
     """Drop the guard of every block that writes a compacted tile (`compact_buffers` ran) and is
     guarded only by its iteration variables' domains; clamp its reads instead (module docstring)."""
-    return replace(func, body=_visit(func.body, {}, set()))
+    return replace(func, body=_visit(func.body, {}, set(), set()))
 
 
-def _visit(stmt: Stmt, ranges: Ranges, scratch: set[Buffer]) -> Stmt:
+def _visit(stmt: Stmt, ranges: Ranges, scratch: set[Buffer], whole: set[Buffer]) -> Stmt:
+    """`whole` collects, in program order, the scratch tiles written by unguarded blocks only: every
+    element of such a tile holds a value (a clamped row's past the guard)."""
     if isinstance(stmt, Block):
-        return _relaxed(stmt, ranges, scratch) or stmt
+        out = _relaxed(stmt, ranges, scratch, whole) or stmt
+        if out.body.buffer in scratch:
+            (whole.add if out.predicate is TRUE else whole.discard)(out.body.buffer)
+        return out
     if isinstance(stmt, For):
         ranges = {**ranges, stmt.var: extent_range(stmt.extent, ranges)}
     if isinstance(stmt, Allocate) and all(isinstance(d, int) for d in stmt.buffer.shape):
@@ -61,12 +70,47 @@ def _visit(stmt: Stmt, ranges: Ranges, scratch: set[Buffer]) -> Stmt:
     kids = stmt.children()
     if not kids:
         return stmt
-    new = [_visit(k, ranges, scratch) for k in kids]
-    return stmt.with_children(new) if any(n is not k for n, k in zip(new, kids)) else stmt
+    new = [_visit(k, ranges, scratch, whole) for k in kids]
+    if not any(n is not k for n, k in zip(new, kids)):
+        return stmt
+    out = stmt.with_children(new)
+    return _vectorized_copy(out) if isinstance(out, For) and isinstance(kids[0], Block) else out
 
 
-def _relaxed(block: Block, ranges: Ranges, scratch: set[Buffer]) -> Block | None:
-    """The block without its guard and with clamped reads, or None where that is not sound."""
+def _vectorized_copy(loop: For) -> For:
+    """The innermost loop of an over-computed copy into a tile (a staged panel), vectorized where the
+    loop runs along both rows: left to LLVM, its clamped reads `min(j, n - 1)` became gathers (42 in
+    one staged matmul, 9.1 ms against 0.9); vectorized, each row is one masked load
+    (`codegen_vector._clamped_load`)."""
+    block = loop.body
+    assert isinstance(block, Block)
+    value, store = block.body.value, block.body
+    if (
+        loop.kind != "serial"
+        or not isinstance(loop.extent, int)
+        or loop.extent < 4
+        or block.predicate is not TRUE
+    ):
+        return loop
+    if not isinstance(value, Load) or not _innermost_along(store.indices, store.buffer, block, loop.var):
+        return loop
+    if not _innermost_along(value.indices, value.buffer, block, loop.var):
+        return loop
+    return replace(loop, kind="vectorized")
+
+
+def _innermost_along(indices: tuple[Expr, ...], buffer: Buffer, block: Block, var: Var) -> bool:
+    """Whether the loop `var` steps the last index by one and no other index (a contiguous row)."""
+    bindings = dict(zip((iv.var for iv in block.iter_vars), block.bindings))
+    *outer, last = (simplify(substitute(i, bindings)) for i in indices)
+    inner = last.a if isinstance(last, Binary) and last.op == Op.MIN else last
+    return linear(inner).terms.get(var, 0) == 1 and not any(var in free_vars(i) for i in outer)
+
+
+def _relaxed(block: Block, ranges: Ranges, scratch: set[Buffer], whole: set[Buffer]) -> Block | None:
+    """The block without its guard and with clamped reads, or None where that is not sound. A read
+    of a `whole` tile keeps its indices (the tile holds the clamped rows' values past the guard),
+    where they stay inside the tile."""
     written = block.body.buffer
     guards = conjuncts(block.predicate)
     if not guards or written not in scratch:
@@ -85,7 +129,10 @@ def _relaxed(block: Block, ranges: Ranges, scratch: set[Buffer]) -> Block | None
         clamps[var] = Binary(Op.MIN, var, simplify(Binary(Op.SUB, extent_expr(extent), const(1))))
     if not clamps or not _own_reads_at_the_write(block) or not _write_in_bounds(block, ranges):
         return None
-    if _clamps_a_tile_read(block, clamps.keys(), scratch):
+    kept_reads = {ld.buffer for ld in block_loads(block) if ld.buffer in whole and ld.buffer != written}
+    if any(not _read_in_bounds(block, ld, ranges) for ld in block_loads(block) if ld.buffer in kept_reads):
+        return None
+    if _clamps_a_tile_read(block, clamps.keys(), scratch - kept_reads):
         return None
 
     store = block.body
@@ -95,7 +142,14 @@ def _relaxed(block: Block, ranges: Ranges, scratch: set[Buffer]) -> Block | None
             return clamps[e]
         if isinstance(e, Load) and e.buffer == written:
             return Load(written, store.indices)  # the accumulator, where this point writes it
+        if isinstance(e, Load) and e.buffer in kept_reads:  # a whole tile, read where it was
+            return Load(e.buffer, tuple(map_expr(i, unclamp) for i in e.indices))
         return None
+
+    clamped_by = {id(c): var for var, c in clamps.items()}  # each clamp is one object, shared
+
+    def unclamp(e: Expr) -> Expr | None:
+        return clamped_by.get(id(e))
 
     def clamped(s: BufferStore) -> BufferStore:
         return replace(s, value=map_expr(s.value, clamp))
@@ -159,8 +213,17 @@ def _own_reads_at_the_write(block: Block) -> bool:
 
 def _write_in_bounds(block: Block, ranges: Ranges) -> bool:
     """Every element the unguarded block writes lies inside its (static, compacted) buffer."""
+    return _in_bounds(block, block.body.indices, block.body.buffer, ranges)
+
+
+def _read_in_bounds(block: Block, load: Load, ranges: Ranges) -> bool:
+    """Every element the unguarded block reads of a tile, unclamped, lies inside the tile."""
+    return _in_bounds(block, load.indices, load.buffer, ranges)
+
+
+def _in_bounds(block: Block, indices: Iterable[Expr], buffer: Buffer, ranges: Ranges) -> bool:
     bindings = dict(zip((iv.var for iv in block.iter_vars), block.bindings))
-    for index, dim in zip(block.body.indices, block.body.buffer.shape):
+    for index, dim in zip(indices, buffer.shape):
         span = bound(simplify(substitute(index, bindings), ranges), ranges)
         if span is None or span[0] < 0 or span[1] >= dim:
             return False

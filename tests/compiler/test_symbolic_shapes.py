@@ -13,7 +13,8 @@ from compiler.arith import conjuncts
 from compiler.build import ShapeError
 from compiler.compact import compact_buffers
 from compiler.interpret import interpret
-from compiler.ir import IRError, PrimFunc, SizeVar, SymbolicError
+from compiler.ir import Binary, Block, IRError, PrimFunc, SizeVar, SymbolicError
+from compiler.ops import Op
 from compiler.overcompute import overcompute_guarded_tiles
 from compiler.schedule import ScheduleError
 from compiler.schedule_rules.default import default_schedule
@@ -22,7 +23,7 @@ from compiler.script.errors import ScriptError
 from compiler.serialize import from_json, to_json
 from compiler.target import Target
 from compiler.te import TensorError
-from compiler.visit import blocks
+from compiler.visit import block_loads, blocks
 from compiler.workloads.primfunc_spec import func_workload
 from compiler.workloads.workload import WorkloadError
 
@@ -232,7 +233,9 @@ def test_what_does_not_take_symbolic_dimensions_yet_refuses_them_by_name() -> No
         te.var("n", range=(0, 4))
     m = rows()
     a = te.placeholder((m, 4), name="A")
-    with pytest.raises(TensorError, match=r"shape must be a non-empty tuple of positive ints or ranged te.var"):
+    with pytest.raises(
+        TensorError, match=r"shape must be a non-empty tuple of positive ints or ranged te.var"
+    ):
         te.create_prim_func([a, te.compute((m // 2, 4), lambda i, j: a[i, j], name="B")])
 
 
@@ -436,11 +439,16 @@ def test_a_static_split_that_does_not_divide_overcomputes_its_tile_too() -> None
     assert (out[13] == 7).all()
 
 
-def test_a_tile_that_reads_another_tile_along_the_guard_keeps_its_guard() -> None:
-    """10 rows in tiles [4, 1, 4]: the tile of rows 12-15 has no valid row, so a clamped read (row 9)
-    would fall outside the producer's 4-row tile; that block keeps its guard, and the result holds."""
+def _staged_rows(reduce_by: int | None) -> tuple[PrimFunc, PrimFunc]:
+    """10 rows in tiles [4, 1, 4], C = B + 1 with B (2 * A, or a sum over A's columns split by
+    `reduce_by`) staged per tile: the tile of rows 12-15 has no valid row, so a clamped read (row 9)
+    would fall outside B's 4-row tile. The scheduled function, and it compacted and over-computed."""
     a = te.placeholder((10, 16), name="A")
-    b = te.compute((10, 16), lambda i, j: a[i, j] * 2.0, name="B")
+    if reduce_by is None:
+        b = te.compute((10, 16), lambda i, j: a[i, j] * 2.0, name="B")
+    else:
+        k = te.reduce_axis((0, 16), name="k")
+        b = te.compute((10, 16), lambda i, j: te.sum(a[i, k] * 2.0, axis=k), name="B")
     c = te.compute((10, 16), lambda i, j: b[i, j] + 1.0, name="C")
     sch = Schedule(te.create_prim_func([a, c]), seed=0)
     block = sch.get_block("C")
@@ -449,12 +457,73 @@ def test_a_tile_that_reads_another_tile_along_the_guard_keeps_its_guard() -> Non
     i0, i1, _ = sch.split(i, [4, 1, 4])
     sch.compute_at(sch.get_block("B"), i1)
     sch.reverse_compute_at(local, i0)
-    relaxed = overcompute_guarded_tiles(compact_buffers(sch.func))
-    assert conjuncts(next(blk for blk in blocks(relaxed.body) if blk.name == "C").predicate)
+    if reduce_by is not None:
+        sch.split(sch.get_loops(sch.get_block("B"))[-1], [None, reduce_by])
+    return sch.func, overcompute_guarded_tiles(compact_buffers(sch.func))
+
+
+def _block(func: PrimFunc, name: str) -> Block:
+    return next(blk for blk in blocks(func.body) if blk.name == name)
+
+
+def test_a_tile_read_along_the_guard_is_read_unclamped_where_its_writer_filled_it() -> None:
+    """B, over-computed, fills its whole tile (rows past 10 hold row 9's values): C reads it where it
+    is, unclamped and inside the tile, and is over-computed too; the result holds."""
+    func, relaxed = _staged_rows(reduce_by=None)
+    c = _block(relaxed, "C")
+    assert not conjuncts(_block(relaxed, "B").predicate) and not conjuncts(c.predicate)
+    (read,) = [ld for ld in block_loads(c) if ld.buffer.name == "B"]
+    assert not any(isinstance(i, Binary) and i.op == Op.MIN for i in read.indices)
     av = rng.standard_normal((10, 16)).astype("float32")
     out = np.empty_like(av)
-    build(sch.func)(av, out)
+    build(func)(av, out)
     np.testing.assert_allclose(out, av * 2 + 1, rtol=1e-6)
+
+
+def test_a_tile_whose_writer_keeps_a_guard_is_not_read_past_it() -> None:
+    """B's reduction split 16 by 3 keeps its guard (a step past it would add into valid sums), so
+    B's tile is not whole: C keeps its guard. The result holds."""
+    func, relaxed = _staged_rows(reduce_by=3)
+    assert conjuncts(_block(relaxed, "B").predicate) and conjuncts(_block(relaxed, "C").predicate)
+    av = rng.standard_normal((10, 16)).astype("float32")
+    out = np.empty_like(av)
+    build(func)(av, out)
+    want = np.repeat((av * 2).sum(axis=1, keepdims=True), 16, axis=1) + 1
+    np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-5)
+
+
+def test_a_staged_panel_over_a_range_is_read_unguarded_and_copied_as_rows() -> None:
+    """A symbolic matmul whose column panel of B is staged per column tile (as a tuned trace for
+    BERT's attention scores does): the copy is over-computed and vectorized (its clamped rows one
+    masked load each), the update reads the panel unclamped; right at every length compared."""
+    n = te.var("n", range=(1, 100))
+    a = te.placeholder((n, 16), name="A")
+    b = te.placeholder((16, n), name="B")
+    k = te.reduce_axis((0, 16), name="k")
+    c = te.compute((n, n), lambda i, j: te.sum(a[i, k] * b[k, j], axis=k), name="C")
+    sch = Schedule(te.create_prim_func([a, b, c]), seed=0)
+    block = sch.get_block("C")
+    local = sch.cache_write(block, 0, "local")
+    i, j, kk = sch.get_loops(block)
+    j0, j1 = sch.split(j, [None, 16])
+    i0, i1 = sch.split(i, [None, 2])
+    sch.reorder(j0, i0, kk, i1, j1)
+    sch.vectorize(j1)
+    sch.compute_at(sch.cache_read(block, 1, "global"), j0)
+    sch.reverse_compute_at(local, i0)
+    relaxed = overcompute_guarded_tiles(compact_buffers(sch.func))
+    assert not conjuncts(
+        _block(
+            relaxed, "C_update" if any(x.name == "C_update" for x in blocks(relaxed.body)) else "C"
+        ).predicate
+    )
+    kernel = build(sch.func)
+    for length in (1, 2, 15, 16, 17, 63, 100):
+        av = rng.standard_normal((length, 16)).astype("float32")
+        bv = rng.standard_normal((16, length)).astype("float32")
+        out = np.empty((length, length), np.float32)
+        kernel(av, bv, out)
+        np.testing.assert_allclose(out, av @ bv, rtol=1e-5, atol=1e-5)
 
 
 def _tiled_by_eight(y: te.Tensor, *inputs: te.Tensor) -> PrimFunc:
