@@ -12,7 +12,7 @@ each kernel's tuned traces as the schedules of the buckets of lengths ending at 
 with --separate, each length also imported statically and tuned alone at a quarter of the budget,
 as one would tune each length without a family.
 
-    python -m bench dynamic_lengths        # untuned: hf_bert (2 BERT-base layers, 1..512), hf_gpt2 (1..256)
+    python -m bench dynamic_lengths        # untuned: hf_bert (2 BERT-base layers, 1..512), hf_gpt2 (1..512)
     python -m bench.dynamic_lengths --models hf_bert --trials 800 --separate
 """
 
@@ -40,7 +40,7 @@ from tuner import tune_model
 from tuner.cli.models import onnx_runtime
 
 LENGTHS = (1, 7, 64, 128, 333, 512)
-LARGEST = {"hf_bert": 512, "hf_gpt2": 256}  # their position tables' sizes
+LARGEST = {"hf_bert": 512, "hf_gpt2": 512}  # their position tables' sizes
 TEXT = ("input_ids", "attention_mask")
 
 

@@ -95,7 +95,7 @@ def hugging_face_models() -> list[ZooModel]:
 
     def gpt2(layers: int) -> transformers.GPT2Config:
         return transformers.GPT2Config(
-            vocab_size=5000, n_embd=768, n_layer=layers, n_head=12, n_positions=256
+            vocab_size=5000, n_embd=768, n_layer=layers, n_head=12, n_positions=512
         )
 
     def bert(layers: int) -> transformers.BertConfig:
