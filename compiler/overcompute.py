@@ -59,10 +59,10 @@ def _visit(stmt: Stmt, ranges: Ranges, scratch: set[Buffer], whole: set[Buffer])
     """`whole` collects, in program order, the scratch tiles written by unguarded blocks only: every
     element of such a tile holds a value (a clamped row's past the guard)."""
     if isinstance(stmt, Block):
-        out = _relaxed(stmt, ranges, scratch, whole) or stmt
-        if out.body.buffer in scratch:
-            (whole.add if out.predicate is TRUE else whole.discard)(out.body.buffer)
-        return out
+        block = _relaxed(stmt, ranges, scratch, whole) or stmt
+        if block.body.buffer in scratch:
+            (whole.add if block.predicate is TRUE else whole.discard)(block.body.buffer)
+        return block
     if isinstance(stmt, For):
         ranges = {**ranges, stmt.var: extent_range(stmt.extent, ranges)}
     if isinstance(stmt, Allocate) and all(isinstance(d, int) for d in stmt.buffer.shape):

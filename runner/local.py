@@ -212,6 +212,7 @@ class _Measurer:
         self.served += len(candidates)
         timeout = self.config.run_timeout_s * len(candidates)
         timing = candidates[0].timing or self.config.timing
+        replies: list[tuple[Status, list[float], str]]
         try:
             self.conn.send((candidates[0].spec, [b.compiled for b in built], timing))
             if not self.conn.poll(timeout):
@@ -279,7 +280,8 @@ def measure_loop(conn: Connection, memory_limit: int, seed: int) -> None:
                 cache[key] = (workload, arrays[: len(inputs)], arrays[len(inputs) :], expected)
             workload, inputs, outputs, expected = cache[key]
             names = [b.name for b in workload.func.params[workload.num_inputs :]]
-            kernels, replies = [], []
+            kernels: list[Any] = []
+            replies: list[tuple[Status, list[float], str] | None] = []  # None: timed below
             for one in compiled:
                 kernel = load(one)
                 poison(outputs)

@@ -156,7 +156,7 @@ def _tuned_traces(
             dim = bucketed_by.get(node.func) if isinstance(node, CallTIR) else None
             func = at_size.get(node.name) if dim is not None else None
             best = best_record(db, func.structural_hash(), hardware.key, TimingKind.LAYER) if func else None
-            if dim is not None and best is not None:
+            if isinstance(node, CallTIR) and dim is not None and best is not None:
                 out.setdefault(node.func, {})[size[dim]] = Trace.from_json(best.trace)
     return out
 

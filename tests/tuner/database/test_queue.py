@@ -304,7 +304,7 @@ def test_a_would_be_best_is_re_measured_beside_the_best_and_ranked_by_their_rati
     a, b = lease(db, w1, hid, 2)
     assert (a.versus, b.versus) == (None, None)  # a first lease measures its candidate alone
     assert submit(db, w1, ok(a.id, 5e-5), ok(b.id, 5e-5)) == [q.Outcome.CONFIRMING] * 2
-    again_a, again_b = lease(db, w2, hid, 2)
+    again_a, _ = lease(db, w2, hid, 2)
     assert again_a.versus == LeasedBest(record_id=best.id, trace=best.trace)
     beside = ResultIn(
         **{**ok(a.id, 9e-5).model_dump(), "versus_record_id": best.id, "versus_run_secs": [6e-5] * 3}
@@ -324,7 +324,7 @@ def test_a_would_be_best_is_re_measured_beside_the_best_and_ranked_by_their_rati
 def test_times_beside_a_record_of_another_workload_are_not_believed(setup):
     """A second lease's versus_record_id must name a record of the candidate's own workload, hardware
     and timing kind; otherwise the plain rule ranks it (the slower of its two runs)."""
-    db, task, wid, hid, (w1, w2, _) = setup
+    db, _, wid, hid, (w1, w2, _) = setup
     other_wid = db.add_workload(hash="w9".ljust(64, "0"), name="other", spec={"op": "other"}, flops=1.0)
     db.add_record(record(other_wid, hid, trace(99), status="ok", run_secs=[1e-6], worker="seed"))
     (foreign,) = db.records(workload_id=other_wid, hardware_id=hid)
