@@ -39,9 +39,11 @@ def emit_numpy_entry(module: ll.Module, kernel: ll.Function, func: PrimFunc) -> 
     )
     context, arrays = fn.args[0], fn.args[1:]
     b = ll.IRBuilder(fn.append_basic_block("entry"))
+    if any(not isinstance(d, int | SizeVar) for buf in func.params for d in buf.shape):
+        b.ret(I32(n + 1))  # a sum or product of sizes: the Python side checks it (`build._check_expressions`)
+        return
     data = []
     sizes: dict[SizeVar, ll.Value] = {}  # each symbolic dimension, from its first appearance
-    expressions = False  # a dimension that is a sum or product of sizes
     for k, (buf, array) in enumerate(zip(func.params, arrays)):
         refuse = fn.append_basic_block(f"refuse{k}")
         with b.goto_block(refuse):
@@ -68,8 +70,6 @@ def emit_numpy_entry(module: ll.Module, kernel: ll.Function, func: PrimFunc) -> 
             dim = b.load(b.gep(dims, [I64(axis)]))
             if isinstance(extent, int):
                 same = b.and_(same, b.icmp_signed("==", dim, I64(extent)))
-            elif not isinstance(extent, SizeVar):
-                expressions = True
             elif extent in sizes:  # as the earlier argument that bound it says
                 same = b.and_(same, b.icmp_signed("==", dim, sizes[extent]))
             else:  # bound here, in its declared range
@@ -83,9 +83,6 @@ def emit_numpy_entry(module: ll.Module, kernel: ll.Function, func: PrimFunc) -> 
         b.cbranch(same, passed, refuse)
         b.position_at_end(passed)
         data.append(b.bitcast(_field(b, array, DATA, I8P), kernel.function_type.args[k]))
-    if expressions:  # a sum or product of sizes: the Python side checks it (`build._check_expressions`)
-        b.ret(I32(n + 1))
-        return
     b.call(kernel, data + [sizes[v] for v in func.size_vars])
     b.ret(I32(0))
 
