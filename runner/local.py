@@ -14,6 +14,7 @@ import multiprocessing as mp
 import signal
 import time
 import traceback
+from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
@@ -37,6 +38,7 @@ RUN_TIMEOUT_S = 60.0
 # changes (and the reference with it), which covers a process's first candidate; whether a warm process
 # also slows on a new workload was not measured.
 WARM_UP_MS = 50.0
+RECENT_BUILDS = 4
 
 
 @dataclass(frozen=True)
@@ -80,6 +82,9 @@ class LocalRunner:
         self.target = target
         self._pool: Pool | None = None
         self._measurer = _Measurer(self.config)
+        # The last programs built, by candidate: a would-be best is timed again beside the best
+        # (`run_side_by_side`) right after its first run, and the best beside each would-be best.
+        self._recent: OrderedDict[str, BuildResult] = OrderedDict()
 
     @property
     def timing(self) -> TimingConfig:
@@ -140,15 +145,26 @@ class LocalRunner:
 
     def build(self, candidates: Sequence[Candidate]) -> list[BuildResult]:
         """Build all candidates in parallel; a build that exceeds its time is reported as a timeout
-        and the pool is replaced (a stuck worker cannot be interrupted otherwise)."""
+        and the pool is replaced (a stuck worker cannot be interrupted otherwise). A program among
+        the last `RECENT_BUILDS` built is not built again."""
         out: dict[int, BuildResult] = {}
-        pending = list(range(len(candidates)))
+        for i, c in enumerate(candidates):
+            if (recent := self._recent.get(c.key)) is not None:
+                out[i] = recent
+                self._recent.move_to_end(c.key)
+        pending = [i for i in range(len(candidates)) if i not in out]
         while pending:
             pool = self._get_pool()
             jobs: dict[int, AsyncResult[BuildResult]] = {
                 i: pool.apply_async(build_candidate, (candidates[i], self.target)) for i in pending
             }
             pending = self._collect(pool, jobs, out)
+        for c, built in zip(candidates, (out[i] for i in range(len(candidates)))):
+            if built.compiled is not None:
+                self._recent[c.key] = built
+                self._recent.move_to_end(c.key)
+        while len(self._recent) > RECENT_BUILDS:
+            self._recent.popitem(last=False)
         return [out[i] for i in range(len(candidates))]
 
     def _collect(

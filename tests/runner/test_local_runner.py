@@ -86,6 +86,20 @@ def test_candidates_timed_side_by_side_are_each_checked_and_timed(runner):
         runner.run_side_by_side([good[0], Candidate({**SPEC, "params": {"M": 8, "N": 48, "K": 40}}, {})])
 
 
+def test_a_program_just_built_is_timed_again_without_a_build(runner, monkeypatch):
+    """A would-be best is timed again beside the best right after its first run: both were built
+    moments ago, and neither is built again."""
+    best, new = Candidate(SPEC, tiled_trace(16)), Candidate(SPEC, tiled_trace(8))
+    runner.run([best])
+    runner.run([new])
+
+    def no_pool():
+        raise AssertionError("built again")
+
+    monkeypatch.setattr(runner, "_get_pool", no_pool)
+    assert [r.status for r in runner.run_side_by_side([new, best])] == [Status.OK, Status.OK]
+
+
 def test_schedule_error_is_a_build_error(runner):
     trace = tiled_trace(16)
     trace["instructions"][3]["args"]["factors"] = [2, 2]  # covers 4 of the 48 iterations
