@@ -70,7 +70,9 @@ def emit_numpy_entry(module: ll.Module, kernel: ll.Function, func: PrimFunc) -> 
             dim = b.load(b.gep(dims, [I64(axis)]))
             if isinstance(extent, int):
                 same = b.and_(same, b.icmp_signed("==", dim, I64(extent)))
-            elif extent in sizes:  # as the earlier argument that bound it says
+            elif (
+                isinstance(extent, SizeVar) and extent in sizes
+            ):  # as the earlier argument that bound it says
                 same = b.and_(same, b.icmp_signed("==", dim, sizes[extent]))
             else:  # bound here, in its declared range
                 assert isinstance(extent, SizeVar)

@@ -120,10 +120,7 @@ class LocalRunner:
         """Candidates of one workload (and one timing) timed alternated, repeat by repeat, in one
         measurement process (`evaluate.evaluate_side_by_side`): times that compare on a host whose
         speed drifts. Each is verified first; a failed build or check is its own result."""
-        if (
-            len({repr(sorted(c.spec.items())) for c in candidates}) > 1
-            or len({c.timing for c in candidates}) > 1
-        ):
+        if len({_workload_key(c.spec) for c in candidates}) > 1 or len({c.timing for c in candidates}) > 1:
             raise ValueError("candidates timed side by side must share one workload and one timing")
         builds = self.build(candidates)
         ok = [i for i, b in enumerate(builds) if b.compiled is not None]
@@ -247,6 +244,11 @@ class _Measurer:
         ]
 
 
+def _workload_key(spec: dict[str, Any]) -> str:
+    """What identifies a candidate's workload (its arrays and reference) in the measurement process."""
+    return repr(sorted(spec.items()))
+
+
 def _death_message(code: int | None) -> str:
     if code is not None and code < 0:
         try:
@@ -283,7 +285,7 @@ def measure_loop(conn: Connection, memory_limit: int, seed: int) -> None:
         except EOFError:
             return
         try:
-            key = repr(sorted(spec.items()))
+            key = _workload_key(spec)
             warm_up = key not in cache
             if warm_up:
                 # One huge-page region per workload, as a compiled model keeps its memory: every
