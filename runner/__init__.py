@@ -13,6 +13,7 @@ from runner.results import (
     Status,
     TimingConfig,
     TimingKind,
+    cutoff_above,
 )
 
 __all__ = [
@@ -32,6 +33,7 @@ __all__ = [
     "TimingKind",
     "Versus",
     "confirm",
+    "cutoff_above",
     "evaluate",
     "measure_confirming",
     "would_be_best",

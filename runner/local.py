@@ -113,7 +113,7 @@ class LocalRunner:
             if built.compiled is None:
                 yield RunResult(built.status, [], built.message, built.build_secs)
                 continue
-            (result,) = self._measurer.measure([candidate], [built])
+            (result,) = self._measurer.measure([candidate], [built], candidate.cutoff_secs)
             yield result
 
     def run_side_by_side(self, candidates: Sequence[Candidate]) -> list[RunResult]:
@@ -214,8 +214,11 @@ class _Measurer:
             self.conn.close()
             self.conn = None
 
-    def measure(self, candidates: Sequence[Candidate], built: Sequence[BuildResult]) -> list[RunResult]:
-        """Candidates of one workload, built, timed side by side (one alone: as it is)."""
+    def measure(
+        self, candidates: Sequence[Candidate], built: Sequence[BuildResult], cutoff_secs: float | None = None
+    ) -> list[RunResult]:
+        """Candidates of one workload, built, timed side by side (one alone: as it is, for one repeat
+        if its first call takes longer than `cutoff_secs`)."""
         # A process that died between candidates (killed from outside) is replaced before it is used.
         alive = self.process is not None and self.process.is_alive()
         if not alive or self.served >= self.config.measure_tasks_per_process:
@@ -227,7 +230,7 @@ class _Measurer:
         timing = candidates[0].timing or self.config.timing
         replies: list[tuple[Status, list[float], str]]
         try:
-            self.conn.send((candidates[0].spec, [b.compiled for b in built], timing))
+            self.conn.send((candidates[0].spec, [b.compiled for b in built], timing, cutoff_secs))
             if not self.conn.poll(timeout):
                 self.stop()
                 replies = [(Status.TIMEOUT, [], f"run timed out after {timeout:.0f} s")] * len(built)
@@ -263,9 +266,10 @@ def _death_message(code: int | None) -> str:
 
 def measure_loop(conn: Connection, memory_limit: int, seed: int) -> None:
     """The measurement process: load, verify against numpy, time; forever, one request at a time. A
-    request is one workload's kernels (one candidate, or several to time side by side); the reply
-    is one (status, seconds, message) per kernel, or one failure for them all when the workload
-    itself cannot be set up."""
+    request is one workload's kernels (one candidate, or several to time side by side) and a cutoff
+    (a candidate alone whose verifying call took longer is timed for one repeat); the reply is one
+    (status, seconds, message) per kernel, or one failure for them all when the workload itself
+    cannot be set up."""
     import resource
 
     import numpy as np
@@ -281,7 +285,7 @@ def measure_loop(conn: Connection, memory_limit: int, seed: int) -> None:
     cache: dict[str, Any] = {}
     while True:
         try:
-            spec, compiled, timing = conn.recv()
+            spec, compiled, timing, cutoff = conn.recv()
         except EOFError:
             return
         try:
@@ -300,10 +304,13 @@ def measure_loop(conn: Connection, memory_limit: int, seed: int) -> None:
             names = [b.name for b in workload.func.params[workload.num_inputs :]]
             kernels: list[Any] = []
             replies: list[tuple[Status, list[float], str] | None] = []  # None: timed below
+            first_secs = 0.0
             for one in compiled:
                 kernel = load(one)
                 poison(outputs)
+                start = time.perf_counter()
                 kernel(*inputs, *outputs)
+                first_secs = time.perf_counter() - start
                 mismatch = compare(outputs, expected, names)
                 replies.append((Status.WRONG_RESULT, [], mismatch) if mismatch is not None else None)
                 if mismatch is None:
@@ -311,12 +318,13 @@ def measure_loop(conn: Connection, memory_limit: int, seed: int) -> None:
             args = [*inputs, *outputs]
             if kernels and warm_up:
                 evaluate_side_by_side(kernels, args, repeat=1, min_repeat_ms=WARM_UP_MS)
+            cut_off = cutoff is not None and len(kernels) == 1 and first_secs > cutoff
             times = iter(
                 evaluate_side_by_side(
                     kernels,
                     args,
                     timing.number,
-                    timing.repeat,
+                    1 if cut_off else timing.repeat,
                     timing.min_repeat_ms,
                     timing.flush_cache,
                     timing.keep_first_warm,

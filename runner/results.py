@@ -27,16 +27,36 @@ class Status(enum.StrEnum):
 class Candidate:
     """A workload spec and a trace to replay on it: everything a worker needs, no compiled code.
     `timing`, when set, is how this candidate must be timed instead of the runner's own way (a
-    model's layer is timed as a forward pass runs it: `MODEL_TIMING`)."""
+    model's layer is timed as a forward pass runs it: `MODEL_TIMING`). `cutoff_secs`, when set, is
+    how long its first call may take before it is timed for one repeat only (`cutoff_above`); a
+    runner timing candidates side by side times each fully."""
 
     spec: dict[str, Any]
     trace: dict[str, Any]
     timing: TimingConfig | None = None
+    cutoff_secs: float | None = None
 
     @property
     def key(self) -> str:
         """A stable identity of the candidate (canonical JSON of both parts)."""
         return json.dumps([self.spec, self.trace], sort_keys=True, separators=(",", ":"))
+
+
+# A candidate whose first call takes CUTOFF_RATIO times the best known median cannot become the
+# best: its repeats are not worth their time. Tuning GPT-2's family (1..512 tokens) on an AVX2 Zen 3,
+# 30 of 400 candidates ran over ten times their workload's best (up to 2.3 s a call): eleven calls
+# each (check, calibration, nine repeats), 128 s of the 157 s the 400 took to time, by their records
+# (bench/results/2026-12-02-c.md); cut off, three calls each. Below
+# MIN_CUTOFF_SECS a call costs too little to save: there a slow first call (page faults, a cold
+# thread team) must not cost a candidate its repeats.
+CUTOFF_RATIO = 10.0
+MIN_CUTOFF_SECS = 0.05
+
+
+def cutoff_above(best_secs: float | None) -> float | None:
+    """The first-call time beyond which a candidate competing with a best of `best_secs` is timed for
+    one repeat only (`Candidate.cutoff_secs`); None (time it fully) when there is no best yet."""
+    return None if best_secs is None else max(CUTOFF_RATIO * best_secs, MIN_CUTOFF_SECS)
 
 
 class TimingKind(enum.StrEnum):

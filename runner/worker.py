@@ -37,7 +37,7 @@ from runner.coordinator_client import CoordinatorClient, Fatal, Refused
 from runner.local import LocalRunner, LocalRunnerConfig
 from runner.null import NullRunner
 from runner.protocol import HardwareIn, LeasedCandidate, ResultIn, WorkerRegister, clean_message
-from runner.results import Candidate, Runner, RunResult, Status, TimingConfig
+from runner.results import Candidate, Runner, RunResult, Status, TimingConfig, cutoff_above
 
 log = logging.getLogger("tuner.worker")
 
@@ -166,7 +166,10 @@ class Worker:
         """Each candidate's result, one at a time, stopping between candidates if asked; a would-be
         best's second lease is timed side by side with the best it names, whose times come beside."""
         plain = [item for item in leased if item.versus is None]
-        candidates = [Candidate(item.spec, item.trace, item.timing_config()) for item in plain]
+        candidates = [
+            Candidate(item.spec, item.trace, item.timing_config(), cutoff_above(item.best_secs))
+            for item in plain
+        ]
         for item, result in zip(plain, self.runner.iter_run(candidates)):
             yield item, result, None
             if self.stopping.is_set():

@@ -28,6 +28,7 @@ from runner import (
     Runner,
     RunResult,
     TimingKind,
+    cutoff_above,
     measure_confirming,
 )
 from tuner.database import Database, NewRecord, Record
@@ -231,7 +232,9 @@ class Tuning:
         )
 
     def _measure(self, proposals: list[Proposal]) -> list[RunResult]:
-        candidates = [Candidate(self.wl.spec, p.trace) for p in proposals]
+        best = self.best.get(self.ids.task_id)
+        cutoff = cutoff_above(None if best is None else best.secs)
+        candidates = [Candidate(self.wl.spec, p.trace, cutoff_secs=cutoff) for p in proposals]
         tasks = [self.ids.task_id] * len(candidates)
         out = []
         for proposal, measured in zip(

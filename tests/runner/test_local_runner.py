@@ -64,6 +64,27 @@ def test_a_candidate_may_ask_for_its_own_timing(runner):
     assert [len(r.run_secs) for r in results] == [MODEL_TIMING.repeat, runner.timing.repeat]
 
 
+def test_a_candidate_slower_than_its_cutoff_is_timed_once(runner):
+    """A candidate whose first call outlasts its cutoff (far slower than the best it competes with)
+    is still checked and timed, for one repeat; within its cutoff, or with none, fully."""
+    trace = tiled_trace(16)
+    results = runner.run(
+        [
+            Candidate(SPEC, trace, cutoff_secs=1e-9),
+            Candidate(SPEC, trace, cutoff_secs=10.0),
+            Candidate(SPEC, trace),
+        ]
+    )
+    assert [r.status for r in results] == [Status.OK] * 3
+    assert [len(r.run_secs) for r in results] == [1, 3, 3]
+    wrong = _crafted(
+        lambda params: For(Var("i"), 1, BufferStore(params[2], const(0.0, "float32"), (const(0), const(0))))
+    )
+    built = BuildResult(Status.OK, compile_kernel(wrong, Target.host()), "", 0.0)
+    (checked,) = runner._measurer.measure([Candidate(SPEC, {})], [built], cutoff_secs=1e-9)
+    assert checked.status is Status.WRONG_RESULT
+
+
 def test_candidates_timed_side_by_side_are_each_checked_and_timed(runner):
     """Side by side, each candidate is verified on its own: a wrong one is recorded as such and the
     others are still timed; a build error is its own result too."""
@@ -244,7 +265,11 @@ def test_the_first_candidate_of_a_workload_runs_untimed_before_it_is_timed(monke
     other_compiled = compile_kernel(workload_from_spec(other).func, Target.host())
     timing = TimingConfig(repeat=3, min_repeat_ms=1)
     conn = ScriptedConnection(
-        [(SPEC, [compiled], timing), (SPEC, [compiled], timing), (other, [other_compiled], timing)]
+        [
+            (SPEC, [compiled], timing, None),
+            (SPEC, [compiled], timing, None),
+            (other, [other_compiled], timing, None),
+        ]
     )
     local.measure_loop(conn, 1 << 40, seed=0)
     assert [status for ((status, _, _),) in conn.replies] == [Status.OK] * 3

@@ -13,7 +13,16 @@ import pytest
 
 from runner.null import NullRunner
 from runner.protocol import MESSAGE_LIMIT
-from runner.results import MODEL_TIMING, Candidate, RunResult, Status, TimingConfig, TimingKind
+from runner.results import (
+    CUTOFF_RATIO,
+    MIN_CUTOFF_SECS,
+    MODEL_TIMING,
+    Candidate,
+    RunResult,
+    Status,
+    TimingConfig,
+    TimingKind,
+)
 from runner.worker import Worker, WorkerConfig
 
 SPEC = {"op": "matmul", "params": {"M": 8, "N": 8, "K": 8}}
@@ -86,6 +95,20 @@ def test_each_candidate_is_measured_once_the_coordinator_arranges_any_remeasurem
     assert run(coordinator, runner) == 0
     assert measured == [1, 2] and [r["candidate_id"] for r in coordinator.accepted] == [1, 2]
     assert all("remeasured" not in r for r in coordinator.accepted)
+
+
+def test_a_candidate_is_cut_off_by_the_best_it_was_leased_against():
+    """A candidate leased with the best's time carries the cutoff beyond which its first call gets it
+    one repeat (`cutoff_above`); one with no best yet is timed fully."""
+    cutoffs: list[float | None] = []
+    runner = NullRunner(lambda c: cutoffs.append(c.cutoff_secs) or c.trace["secs"])
+    leased = [
+        item(1, 1, secs=1e-3),
+        item(2, 1, secs=1e-3, best_secs=1e-4),
+        item(3, 1, secs=1e-3, best_secs=0.5),
+    ]
+    assert run(FakeCoordinator([leased]), runner) == 0
+    assert cutoffs == [None, MIN_CUTOFF_SECS, 0.5 * CUTOFF_RATIO]
 
 
 def test_a_second_lease_is_timed_beside_the_best_it_names_and_reports_both():

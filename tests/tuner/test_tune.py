@@ -14,6 +14,7 @@ from compiler.workloads import workload_from_spec
 from compiler.workloads.primfunc_spec import primfunc_spec
 from runner import MODEL_TIMING, Candidate, NullRunner, RunResult, Status, TimingKind
 from runner.null import hashed_seconds
+from runner.results import MIN_CUTOFF_SECS
 from tests.compiler.workloads.test_primfunc_spec import fused_conv2d_add_relu
 from tuner.best import best_record, compile_best
 from tuner.database import Database
@@ -195,6 +196,16 @@ def test_a_winner_that_does_not_hold_on_remeasurement_is_not_the_best(db):
     lucky = next(r for r in records_of(db) if r.remeasured and len(r.run_secs) == 6)
     assert lucky.median_secs == 5e-3  # every repeat is kept; the slow ones decide
     assert result.best.median_secs < 2e-3 and result.best.id != lucky.id
+
+
+def test_candidates_after_the_first_batch_are_cut_off_by_the_best(db):
+    """Once a best is known, each batch's candidates carry the cutoff beyond which a first call gets
+    one repeat: 10x the best's time, at least MIN_CUTOFF_SECS (these run 1-2 ms)."""
+    seen: list[float | None] = []
+    runner = NullRunner(lambda c: seen.append(c.cutoff_secs) or hashed_seconds(c))
+    tune(SPEC, trials=8, database=db, runner=runner, strategy="random", batch_size=4)
+    first = seen.index(MIN_CUTOFF_SECS)
+    assert first >= 4 and set(seen[:first]) == {None} and set(seen[first:]) == {MIN_CUTOFF_SECS}
 
 
 def stochastic_schedule_mm(sch: Schedule) -> None:
