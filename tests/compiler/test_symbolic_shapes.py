@@ -558,3 +558,35 @@ def test_an_overcomputed_row_computes_what_the_last_valid_row_does() -> None:
         out = np.empty_like(av)
         select(av, out)
         np.testing.assert_allclose(out, av * 2, rtol=1e-6)
+
+
+def test_an_intermediate_written_by_a_guarded_tile_grows_to_the_ranges_largest_tiles() -> None:
+    """A matmul accumulating straight into an intermediate of n rows (no scratch tile), in tiles of 3
+    rows, then an epilogue: the intermediate is allocated with the rows the last tiles reach over
+    the range, the matmul computes its last tile whole, without a guard; every length right, nothing
+    written past n. Without a writer it could relax, the intermediate keeps the size of the call."""
+    n = rows(100)
+    x, w = te.placeholder((n, 16), name="X"), te.placeholder((16, 8), name="W")
+    k = te.reduce_axis((0, 16), name="k")
+    y = te.compute((n, 8), lambda i, j: te.sum(x[i, k] * w[k, j], axis=k), name="Y")
+    z = te.compute((n, 8), lambda i, j: y[i, j] * 2.0 + 1.0, name="Z")
+    sch = Schedule(te.create_prim_func([x, w, z]), seed=0)
+    i, j, kk = sch.get_loops(sch.get_block("Y"))
+    io, ii = sch.split(i, [None, 3])
+    sch.reorder(io, kk, ii, j)
+    sch.vectorize(j)
+    relaxed = overcompute_guarded_tiles(compact_buffers(sch.func))
+    assert [b.shape for b in relaxed.allocs] == [(102, 8)]  # 34 tiles of 3 rows at n = 100
+    assert not conjuncts(_block(relaxed, "Y").predicate)
+    kernel = build(sch.func)
+    for m in (1, 2, 3, 4, 7, 99, 100):
+        xv, wv = (
+            rng.standard_normal((m, 16)).astype("float32"),
+            rng.standard_normal((16, 8)).astype("float32"),
+        )
+        out = np.full((m + 2, 8), 7.0, "float32")
+        kernel(xv, wv, out[:m])
+        np.testing.assert_allclose(out[:m], (xv @ wv) * 2 + 1, rtol=1e-5, atol=1e-5, err_msg=f"n = {m}")
+        assert (out[m:] == 7).all(), f"wrote past n = {m}"
+    unsplit = overcompute_guarded_tiles(compact_buffers(te.create_prim_func([x, w, z])))
+    assert [b.shape for b in unsplit.allocs] == [(n, 8)]
