@@ -12,17 +12,19 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import signal
+import statistics
 import time
 import traceback
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from math import inf
 from multiprocessing.connection import Connection
 from multiprocessing.pool import AsyncResult, Pool
 from typing import Any
 
 from compiler.target import Target
-from runner.results import BuildResult, Candidate, RunResult, Status, TimingConfig
+from runner.results import BuildResult, Candidate, RunResult, Status, TimingConfig, cutoff_above
 from runner.spawn import runner_context
 
 _CTX = runner_context()
@@ -247,6 +249,15 @@ class _Measurer:
         ]
 
 
+def _cutoff(given: float | None, fastest: float | None) -> float:
+    """The first-call time beyond which a candidate alone is timed for one repeat: the candidate's
+    own cutoff (its caller's best), or `cutoff_above` the quickest this process has timed of its
+    workload, whichever is lower. A task's first batch has no best yet: tuning GPT-2's family, every
+    candidate over ten times its workload's best came in its workload's first 16 (30 of 30)."""
+    bounds = [c for c in (given, cutoff_above(fastest)) if c is not None]
+    return min(bounds, default=inf)
+
+
 def _workload_key(spec: dict[str, Any]) -> str:
     """What identifies a candidate's workload (its arrays and reference) in the measurement process."""
     return repr(sorted(spec.items()))
@@ -267,7 +278,8 @@ def _death_message(code: int | None) -> str:
 def measure_loop(conn: Connection, memory_limit: int, seed: int) -> None:
     """The measurement process: load, verify against numpy, time; forever, one request at a time. A
     request is one workload's kernels (one candidate, or several to time side by side) and a cutoff
-    (a candidate alone whose verifying call took longer is timed for one repeat); the reply is one
+    (a candidate alone whose verifying call takes longer, or ten times the quickest this process
+    has timed of its workload, is timed for one repeat: `_cutoff`); the reply is one
     (status, seconds, message) per kernel, or one failure for them all when the workload itself
     cannot be set up."""
     import resource
@@ -283,6 +295,7 @@ def measure_loop(conn: Connection, memory_limit: int, seed: int) -> None:
     _ignore_sigint()
     resource.setrlimit(resource.RLIMIT_AS, (memory_limit, memory_limit))
     cache: dict[str, Any] = {}
+    fastest: dict[tuple[str, TimingConfig], float] = {}  # the quickest median timed per workload and timing
     while True:
         try:
             spec, compiled, timing, cutoff = conn.recv()
@@ -318,8 +331,8 @@ def measure_loop(conn: Connection, memory_limit: int, seed: int) -> None:
             args = [*inputs, *outputs]
             if kernels and warm_up:
                 evaluate_side_by_side(kernels, args, repeat=1, min_repeat_ms=WARM_UP_MS)
-            cut_off = cutoff is not None and len(kernels) == 1 and first_secs > cutoff
-            times = iter(
+            cut_off = len(kernels) == 1 and first_secs > _cutoff(cutoff, fastest.get((key, timing)))
+            timed = (
                 evaluate_side_by_side(
                     kernels,
                     args,
@@ -332,6 +345,9 @@ def measure_loop(conn: Connection, memory_limit: int, seed: int) -> None:
                 if kernels
                 else []
             )
+            for secs in timed:
+                fastest[key, timing] = min(fastest.get((key, timing), inf), statistics.median(secs))
+            times = iter(timed)
             conn.send([r if r is not None else (Status.OK, next(times), "") for r in replies])
         except MemoryError:
             conn.send([(Status.RUNTIME_ERROR, [], "out of memory")] * len(compiled))

@@ -46,7 +46,9 @@ class Candidate:
 # best: its repeats are not worth their time. Tuning GPT-2's family (1..512 tokens) on an AVX2 Zen 3,
 # 30 of 400 candidates ran over ten times their workload's best (up to 2.3 s a call): eleven calls
 # each (check, calibration, nine repeats), 128 s of the 157 s the 400 took to time, by their records
-# (bench/results/2026-12-02-c.md); cut off, three calls each. Below
+# (bench/results/2026-12-02-c.md); cut off, three calls each. All 30 came in their workload's first
+# batch, before a best is known: the measurement process cuts off by its own quickest too
+# (`runner.local._cutoff`). Below
 # MIN_CUTOFF_SECS a call costs too little to save: there a slow first call (page faults, a cold
 # thread team) must not cost a candidate its repeats.
 CUTOFF_RATIO = 10.0

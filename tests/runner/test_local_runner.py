@@ -275,3 +275,37 @@ def test_the_first_candidate_of_a_workload_runs_untimed_before_it_is_timed(monke
     assert [status for ((status, _, _),) in conn.replies] == [Status.OK] * 3
     warm_up = (1, local.WARM_UP_MS)
     assert calls == [warm_up, (3, 1), (3, 1), warm_up, (3, 1)]
+
+
+def test_a_process_cuts_off_a_candidate_far_slower_than_the_quickest_it_timed(monkeypatch):
+    """A task's first batch has no best to cut off by: the measurement process keeps the quickest
+    median it has timed per workload and timing, and cuts off by that too (here at any first call,
+    once one is known); another workload or another timing starts afresh."""
+    repeats = []
+
+    def recording_evaluate(kernels, args, number=1, repeat=5, min_repeat_ms=0.0, *rest):
+        repeats.append(repeat)
+        return [[1e-3] * repeat for _ in kernels]
+
+    monkeypatch.setattr(
+        importlib.import_module("runner.evaluate"), "evaluate_side_by_side", recording_evaluate
+    )
+    monkeypatch.setattr(local, "cutoff_above", lambda best: None if best is None else 0.0)
+    monkeypatch.setattr(resource, "setrlimit", lambda *args: None)
+    monkeypatch.setattr(local, "_ignore_sigint", lambda: None)
+    compiled = compile_kernel(workload_from_spec(SPEC).func, Target.host())
+    other = {"op": "matmul", "params": {"M": 8, "N": 16, "K": 4}, "dtype": "float32"}
+    other_compiled = compile_kernel(workload_from_spec(other).func, Target.host())
+    timing, cold = TimingConfig(repeat=3, min_repeat_ms=1), MODEL_TIMING
+    conn = ScriptedConnection(
+        [
+            (SPEC, [compiled], timing, None),
+            (SPEC, [compiled], timing, None),
+            (SPEC, [compiled], cold, None),
+            (other, [other_compiled], timing, None),
+            (other, [other_compiled], timing, 10.0),
+        ]
+    )
+    local.measure_loop(conn, 1 << 40, seed=0)
+    warm_up = 1
+    assert repeats == [warm_up, 3, 1, 9, warm_up, 3, 1]
