@@ -314,6 +314,8 @@ def _bound_binary(op: Op, a: Range, b: Range) -> Range | None:
         if a[0] // c == a[1] // c:
             return a[0] % c, a[1] % c
         return 0, c - 1
+    if op == Op.FLOORMOD and b[0] > 0:  # a divisor known only by its range (a symbolic tile count)
+        return 0, min(b[1] - 1, a[1]) if a[0] >= 0 else b[1] - 1
     return None
 
 

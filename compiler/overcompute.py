@@ -76,7 +76,8 @@ def _rows_padded(func: PrimFunc) -> dict[Buffer, Buffer]:
     last tile: a tuned trace that accumulates straight into the intermediate (no scratch tile)
     kept its guard in the register tile over a range: GPT-2's MLP up-projection at 64 tokens ran
     39.6 ms against 6.5 with the same trace on the static kernel (bench/results/2026-12-02-c.md).
-    Only the first dimension grows, so no other element moves."""
+    Only the first dimension grows, so no other element moves. (That kernel's column indices divide
+    its fused parallel loop by the symbolic tile count, which `_write_in_bounds` cannot bound yet.)"""
     out: dict[Buffer, Buffer] = {}
     for buffer in func.allocs:
         first, rest = buffer.shape[0], buffer.shape[1:]

@@ -5,7 +5,7 @@ nested (terms in the order they first appear)."""
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from compiler.arith import linear, simplify, symbolic_range
+from compiler.arith import bound, linear, simplify, symbolic_range
 from compiler.ir import Binary, Const, Expr, Select, Var, const
 from compiler.ops import Op
 
@@ -125,3 +125,16 @@ def test_a_quotient_and_remainder_recombine_into_what_they_divide(coefs, scale, 
     assert simplify(out, VARS) == out
     recombined = linear(simplify(inner * scale + i * 2 + j, VARS))
     assert (linear(out).terms, linear(out).constant) == (recombined.terms, recombined.constant)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(-50, 50), st.integers(0, 60), st.integers(1, 9), st.integers(0, 9), st.integers(0, 10**6))
+def test_a_remainder_by_a_divisor_known_by_its_range_is_bounded_soundly(lo, span, d_lo, d_span, pick):
+    """x % d with d anywhere in [d_lo, d_hi] (a symbolic tile count): every value lies in the bound."""
+    x, d = Var("x"), Var("d")
+    ranges = {x: (lo, lo + span), d: (d_lo, d_lo + d_span)}
+    b = bound(Binary(Op.FLOORMOD, x, d), ranges)
+    assert b is not None
+    xv = lo + pick % (span + 1)
+    dv = d_lo + pick % (d_span + 1)
+    assert b[0] <= xv % dv <= b[1]
