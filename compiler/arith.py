@@ -33,6 +33,7 @@ Range = tuple[int, int]  # inclusive numeric bounds
 # an identity is rarely worth proving under their wrapping.
 _INDEX_INTS = ("int32", INDEX_DTYPE)
 Ranges = Mapping[Var, Range]
+Extents = Mapping[Var, Expr]  # loop variables' extents, as expressions where symbolic
 
 
 def _fold(e: Binary | Unary) -> Const | None:
@@ -274,8 +275,9 @@ def _decide_compare(e: Binary, rng: Ranges) -> Expr | None:
     return None
 
 
-def bound(expr: Expr, ranges: Ranges) -> Range | None:
-    """Inclusive numeric bounds of an integer expression, or None when a variable is unbounded."""
+def bound(expr: Expr, ranges: Ranges, extents: Extents | None = None) -> Range | None:
+    """Inclusive numeric bounds of an integer expression, or None when a variable is unbounded.
+    `extents` gives loop variables' symbolic extents, where a quotient needs them (`_quotient_below`)."""
     if isinstance(expr, Const):
         return int(expr.value), int(expr.value)
     if isinstance(expr, Var):
@@ -284,15 +286,37 @@ def bound(expr: Expr, ranges: Ranges) -> Range | None:
             return expr.lo, expr.hi  # its declared range, wherever it appears
         return r
     if isinstance(expr, Select):
-        t, f = bound(expr.true_value, ranges), bound(expr.false_value, ranges)
+        t, f = bound(expr.true_value, ranges, extents), bound(expr.false_value, ranges, extents)
         return None if t is None or f is None else (min(t[0], f[0]), max(t[1], f[1]))
     if not isinstance(expr, Binary):
         return None
-    a = bound(expr.a, ranges)
-    b = bound(expr.b, ranges)
-    if a is None or b is None:
+    a = bound(expr.a, ranges, extents)
+    b = bound(expr.b, ranges, extents)
+    out = None if a is None or b is None else _bound_binary(expr.op, a, b)
+    if expr.op == Op.FLOORDIV and extents and isinstance(expr.a, Var) and expr.a in extents:
+        below = _quotient_below(extents[expr.a], expr.b, ranges)
+        if below is not None:
+            return (0, below - 1) if out is None else (max(out[0], 0), min(out[1], below - 1))
+    return out
+
+
+def _quotient_below(extent: Expr, divisor: Expr, ranges: Ranges) -> int | None:
+    """The c for which a loop of `extent` iterations is c times `divisor` at every value of their
+    variables, where the divisor is positive: the loop variable divided by it stays below c. A loop
+    fused from 64 column tiles and a symbolic count of row tiles, `(n + 3) // 4 * 128` iterations,
+    divided by the row tiles' `(n + 3) // 4 * 2`, gives a column tile below 64, which intervals
+    cannot tell (the quotient of the largest iteration by the smallest count is 8191)."""
+    whole, part = linear(simplify(extent)), linear(simplify(divisor))
+    if not part.terms or part.terms.keys() != whole.terms.keys():
         return None
-    return _bound_binary(expr.op, a, b)
+    ratios = {divmod(whole.terms[t], coef) for t, coef in part.terms.items()}
+    if len(ratios) != 1:
+        return None
+    ((c, remainder),) = ratios
+    positive = bound(divisor, ranges)
+    if remainder or c <= 0 or whole.constant != c * part.constant or positive is None or positive[0] <= 0:
+        return None
+    return c
 
 
 def _bound_binary(op: Op, a: Range, b: Range) -> Range | None:
@@ -314,7 +338,9 @@ def _bound_binary(op: Op, a: Range, b: Range) -> Range | None:
         if a[0] // c == a[1] // c:
             return a[0] % c, a[1] % c
         return 0, c - 1
-    if op == Op.FLOORMOD and b[0] > 0:  # a divisor known only by its range (a symbolic tile count)
+    if b[0] > 0 and op == Op.FLOORDIV and a[0] >= 0:  # a divisor known only by its range
+        return a[0] // b[1], a[1] // b[0]
+    if b[0] > 0 and op == Op.FLOORMOD:  # a divisor known only by its range (a symbolic tile count)
         return 0, min(b[1] - 1, a[1]) if a[0] >= 0 else b[1] - 1
     return None
 

@@ -24,12 +24,12 @@ lowering hoists it out of the tile's loops).
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
-from dataclasses import replace
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from compiler.arith import bound, conjuncts, extent_expr, extent_range, linear, simplify
+from compiler.arith import Ranges, bound, conjuncts, extent_expr, extent_range, linear, simplify
 from compiler.ir import (
     TRUE,
     Allocate,
@@ -49,8 +49,25 @@ from compiler.ir import (
 from compiler.ops import Op
 from compiler.visit import block_loads, blocks, free_vars, map_block_exprs, map_blocks, map_expr, substitute
 
-Ranges = dict[Var, tuple[int, int]]
 PADDED_BYTES = 64 << 20  # an intermediate grown past this keeps the size of the call
+
+
+@dataclass(frozen=True)
+class _Loops:
+    """The loops around a statement: their variables' numeric ranges, and their symbolic extents
+    (a fused loop's variable divided by one of its factors is bounded by the other)."""
+
+    ranges: Ranges = field(default_factory=dict)
+    extents: Mapping[Var, Expr] = field(default_factory=dict)
+
+    def inside(self, loop: For) -> _Loops:
+        ranges = {**self.ranges, loop.var: extent_range(loop.extent, self.ranges)}
+        if isinstance(loop.extent, int):
+            return _Loops(ranges, self.extents)
+        return _Loops(ranges, {**self.extents, loop.var: loop.extent})
+
+    def bound(self, index: Expr) -> tuple[int, int] | None:
+        return bound(simplify(index, self.ranges), self.ranges, self.extents)
 
 
 def overcompute_guarded_tiles(func: PrimFunc) -> PrimFunc:
@@ -60,12 +77,12 @@ def overcompute_guarded_tiles(func: PrimFunc) -> PrimFunc:
     tiles instead (`_rows_padded`), where that lets a guard go."""
     padded = _rows_padded(func)
     if not padded:
-        return replace(func, body=_visit(func.body, {}, set(), set()))
+        return replace(func, body=_visit(func.body, _Loops(), set(), set()))
     grown = replace(func, allocs=tuple(padded.get(b, b) for b in func.allocs))
     body = map_blocks(grown.body, lambda b: _moved(b, padded))
-    relaxed = _visit(body, {}, set(padded.values()), set())
+    relaxed = _visit(body, _Loops(), set(padded.values()), set())
     if _guarded_writers(relaxed, padded.values()) == _guarded_writers(body, padded.values()):
-        return replace(func, body=_visit(func.body, {}, set(), set()))  # the size of the call
+        return replace(func, body=_visit(func.body, _Loops(), set(), set()))  # the size of the call
     return replace(grown, body=relaxed)
 
 
@@ -76,14 +93,13 @@ def _rows_padded(func: PrimFunc) -> dict[Buffer, Buffer]:
     last tile: a tuned trace that accumulates straight into the intermediate (no scratch tile)
     kept its guard in the register tile over a range: GPT-2's MLP up-projection at 64 tokens ran
     39.6 ms against 6.5 with the same trace on the static kernel (bench/results/2026-12-02-c.md).
-    Only the first dimension grows, so no other element moves. (That kernel's column indices divide
-    its fused parallel loop by the symbolic tile count, which `_write_in_bounds` cannot bound yet.)"""
+    Only the first dimension grows, so no other element moves."""
     out: dict[Buffer, Buffer] = {}
     for buffer in func.allocs:
         first, rest = buffer.shape[0], buffer.shape[1:]
         if isinstance(first, int) or not all(isinstance(d, int) for d in rest):
             continue
-        reach = _rows_written(func.body, buffer, {})
+        reach = _rows_written(func.body, buffer, _Loops())
         largest = bound(first, {})
         if reach is None or largest is None:
             continue
@@ -96,20 +112,20 @@ def _rows_padded(func: PrimFunc) -> dict[Buffer, Buffer]:
     return out
 
 
-def _rows_written(stmt: Stmt, buffer: Buffer, ranges: Ranges) -> int | None:
+def _rows_written(stmt: Stmt, buffer: Buffer, loops: _Loops) -> int | None:
     """One past the largest first index any block under `stmt` writes `buffer` at (0: none writes
     it), or None where one cannot be bounded."""
     if isinstance(stmt, Block):
         if stmt.body.buffer != buffer:
             return 0
         bindings = dict(zip((iv.var for iv in stmt.iter_vars), stmt.bindings))
-        span = bound(simplify(substitute(stmt.body.indices[0], bindings), ranges), ranges)
+        span = loops.bound(substitute(stmt.body.indices[0], bindings))
         return None if span is None else span[1] + 1
     if isinstance(stmt, For):
-        ranges = {**ranges, stmt.var: extent_range(stmt.extent, ranges)}
+        loops = loops.inside(stmt)
     reach = 0
     for kid in stmt.children():
-        rows = _rows_written(kid, buffer, ranges)
+        rows = _rows_written(kid, buffer, loops)
         if rows is None:
             return None
         reach = max(reach, rows)
@@ -137,22 +153,22 @@ def _guarded_writers(stmt: Stmt, buffers: Iterable[Buffer]) -> list[Expr]:
     return [b.predicate for b in blocks(stmt) if b.body.buffer in written]
 
 
-def _visit(stmt: Stmt, ranges: Ranges, scratch: set[Buffer], whole: set[Buffer]) -> Stmt:
+def _visit(stmt: Stmt, loops: _Loops, scratch: set[Buffer], whole: set[Buffer]) -> Stmt:
     """`whole` collects, in program order, the scratch tiles written by unguarded blocks only: every
     element of such a tile holds a value (a clamped row's past the guard)."""
     if isinstance(stmt, Block):
-        block = _relaxed(stmt, ranges, scratch, whole) or stmt
+        block = _relaxed(stmt, loops, scratch, whole) or stmt
         if block.body.buffer in scratch:
             (whole.add if block.predicate is TRUE else whole.discard)(block.body.buffer)
         return block
     if isinstance(stmt, For):
-        ranges = {**ranges, stmt.var: extent_range(stmt.extent, ranges)}
+        loops = loops.inside(stmt)
     if isinstance(stmt, Allocate) and all(isinstance(d, int) for d in stmt.buffer.shape):
         scratch = scratch | {stmt.buffer}  # a compacted tile, allocated inside the loops that use it
     kids = stmt.children()
     if not kids:
         return stmt
-    new = [_visit(k, ranges, scratch, whole) for k in kids]
+    new = [_visit(k, loops, scratch, whole) for k in kids]
     if not any(n is not k for n, k in zip(new, kids)):
         return stmt
     out = stmt.with_children(new)
@@ -189,7 +205,7 @@ def _innermost_along(indices: tuple[Expr, ...], buffer: Buffer, block: Block, va
     return linear(inner).terms.get(var, 0) == 1 and not any(var in free_vars(i) for i in outer)
 
 
-def _relaxed(block: Block, ranges: Ranges, scratch: set[Buffer], whole: set[Buffer]) -> Block | None:
+def _relaxed(block: Block, loops: _Loops, scratch: set[Buffer], whole: set[Buffer]) -> Block | None:
     """The block without its guard and with clamped reads, or None where that is not sound. A read
     of a `whole` tile keeps its indices (the tile holds the clamped rows' values past the guard),
     where they stay inside the tile."""
@@ -209,10 +225,10 @@ def _relaxed(block: Block, ranges: Ranges, scratch: set[Buffer], whole: set[Buff
             return None
         extent = next(iv.extent for iv in block.iter_vars if iv.var is var)
         clamps[var] = Binary(Op.MIN, var, simplify(Binary(Op.SUB, extent_expr(extent), const(1))))
-    if not clamps or not _own_reads_at_the_write(block) or not _write_in_bounds(block, ranges):
+    if not clamps or not _own_reads_at_the_write(block) or not _write_in_bounds(block, loops):
         return None
     kept_reads = {ld.buffer for ld in block_loads(block) if ld.buffer in whole and ld.buffer != written}
-    if any(not _read_in_bounds(block, ld, ranges) for ld in block_loads(block) if ld.buffer in kept_reads):
+    if any(not _read_in_bounds(block, ld, loops) for ld in block_loads(block) if ld.buffer in kept_reads):
         return None
     if _clamps_a_tile_read(block, clamps.keys(), scratch - kept_reads):
         return None
@@ -293,20 +309,20 @@ def _own_reads_at_the_write(block: Block) -> bool:
     )
 
 
-def _write_in_bounds(block: Block, ranges: Ranges) -> bool:
+def _write_in_bounds(block: Block, loops: _Loops) -> bool:
     """Every element the unguarded block writes lies inside its (static, compacted) buffer."""
-    return _in_bounds(block, block.body.indices, block.body.buffer, ranges)
+    return _in_bounds(block, block.body.indices, block.body.buffer, loops)
 
 
-def _read_in_bounds(block: Block, load: Load, ranges: Ranges) -> bool:
+def _read_in_bounds(block: Block, load: Load, loops: _Loops) -> bool:
     """Every element the unguarded block reads of a tile, unclamped, lies inside the tile."""
-    return _in_bounds(block, load.indices, load.buffer, ranges)
+    return _in_bounds(block, load.indices, load.buffer, loops)
 
 
-def _in_bounds(block: Block, indices: Iterable[Expr], buffer: Buffer, ranges: Ranges) -> bool:
+def _in_bounds(block: Block, indices: Iterable[Expr], buffer: Buffer, loops: _Loops) -> bool:
     bindings = dict(zip((iv.var for iv in block.iter_vars), block.bindings))
     for index, dim in zip(indices, buffer.shape):
-        span = bound(simplify(substitute(index, bindings), ranges), ranges)
+        span = loops.bound(substitute(index, bindings))
         if span is None or span[0] < 0 or span[1] >= dim:
             return False
     return True

@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from compiler.arith import bound, linear, simplify, symbolic_range
-from compiler.ir import Binary, Const, Expr, Select, Var, const
+from compiler.ir import Binary, Const, Expr, Select, SizeVar, Var, const
 from compiler.ops import Op
 
 VARS = {Var("i"): (0, 7), Var("j"): (0, 31), Var("k"): (0, 2)}
@@ -130,7 +130,8 @@ def test_a_quotient_and_remainder_recombine_into_what_they_divide(coefs, scale, 
 @settings(max_examples=200, deadline=None)
 @given(st.integers(-50, 50), st.integers(0, 60), st.integers(1, 9), st.integers(0, 9), st.integers(0, 10**6))
 def test_a_remainder_by_a_divisor_known_by_its_range_is_bounded_soundly(lo, span, d_lo, d_span, pick):
-    """x % d with d anywhere in [d_lo, d_hi] (a symbolic tile count): every value lies in the bound."""
+    """x % d with d anywhere in [d_lo, d_hi] (a symbolic tile count), and x // d for x >= 0: every
+    value lies in the bound."""
     x, d = Var("x"), Var("d")
     ranges = {x: (lo, lo + span), d: (d_lo, d_lo + d_span)}
     b = bound(Binary(Op.FLOORMOD, x, d), ranges)
@@ -138,3 +139,25 @@ def test_a_remainder_by_a_divisor_known_by_its_range_is_bounded_soundly(lo, span
     xv = lo + pick % (span + 1)
     dv = d_lo + pick % (d_span + 1)
     assert b[0] <= xv % dv <= b[1]
+    if lo >= 0:
+        q = bound(Binary(Op.FLOORDIV, x, d), ranges)
+        assert q is not None and q[0] <= xv // dv <= q[1]
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.integers(1, 8), st.integers(1, 6), st.integers(1, 70), st.integers(1, 4))
+def test_a_fused_loop_divided_by_its_symbolic_factor_stays_below_the_other(tile, factor, hi, scale):
+    """A loop of `count * factor` iterations (count = (n + tile - 1) // tile * scale, a symbolic tile
+    count) divided by `count` is below `factor` at every n of the range, and the bound says so."""
+    n, f = SizeVar("n", lo=1, hi=hi), Var("f")
+    count = simplify(
+        Binary(Op.MUL, Binary(Op.FLOORDIV, Binary(Op.ADD, n, const(tile - 1)), const(tile)), const(scale))
+    )
+    extent = simplify(Binary(Op.MUL, count, const(factor)))
+    ranges = {f: (0, bound(extent, {})[1] - 1)}
+    assert bound(Binary(Op.FLOORDIV, f, count), ranges, {f: extent}) == (0, factor - 1)
+    other = bound(  # no factor of the loop: intervals only, and sound
+        Binary(Op.FLOORDIV, f, Binary(Op.ADD, count, const(1))), ranges, {f: extent}
+    )
+    counts = [(m + tile - 1) // tile * scale for m in range(1, hi + 1)]
+    assert other is not None and other[1] >= max((c * factor - 1) // (c + 1) for c in counts)

@@ -560,11 +560,14 @@ def test_an_overcomputed_row_computes_what_the_last_valid_row_does() -> None:
         np.testing.assert_allclose(out, av * 2, rtol=1e-6)
 
 
-def test_an_intermediate_written_by_a_guarded_tile_grows_to_the_ranges_largest_tiles() -> None:
+@pytest.mark.parametrize("fused", [False, True])
+def test_an_intermediate_written_by_a_guarded_tile_grows_to_the_ranges_largest_tiles(fused: bool) -> None:
     """A matmul accumulating straight into an intermediate of n rows (no scratch tile), in tiles of 3
     rows, then an epilogue: the intermediate is allocated with the rows the last tiles reach over
     the range, the matmul computes its last tile whole, without a guard; every length right, nothing
-    written past n. Without a writer it could relax, the intermediate keeps the size of the call."""
+    written past n. Without a writer it could relax, the intermediate keeps the size of the call.
+    `fused`: the column tiles fused with the symbolic count of row tiles into one parallel loop (as
+    GPT-2's tuned MLP kernel is), its column index the fused loop divided by that count."""
     n = rows(100)
     x, w = te.placeholder((n, 16), name="X"), te.placeholder((16, 8), name="W")
     k = te.reduce_axis((0, 16), name="k")
@@ -573,8 +576,14 @@ def test_an_intermediate_written_by_a_guarded_tile_grows_to_the_ranges_largest_t
     sch = Schedule(te.create_prim_func([x, w, z]), seed=0)
     i, j, kk = sch.get_loops(sch.get_block("Y"))
     io, ii = sch.split(i, [None, 3])
-    sch.reorder(io, kk, ii, j)
-    sch.vectorize(j)
+    if fused:
+        jo, ji = sch.split(j, [None, 4])
+        sch.reorder(jo, io, kk, ii, ji)
+        sch.parallel(sch.fuse(jo, io))
+        sch.vectorize(ji)
+    else:
+        sch.reorder(io, kk, ii, j)
+        sch.vectorize(j)
     relaxed = overcompute_guarded_tiles(compact_buffers(sch.func))
     assert [b.shape for b in relaxed.allocs] == [(102, 8)]  # 34 tiles of 3 rows at n = 100
     assert not conjuncts(_block(relaxed, "Y").predicate)
