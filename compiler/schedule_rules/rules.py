@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from compiler.schedule_rules.add_rfactor import AddRFactor
 from compiler.schedule_rules.auto_inline import AutoInline
+from compiler.schedule_rules.dot_rows import DotRows
 from compiler.schedule_rules.multi_level_tiling import MultiLevelTiling
 from compiler.schedule_rules.parallel_vectorize import ParallelVectorize
 from compiler.schedule_rules.rule import ScheduleRule
@@ -15,6 +16,7 @@ from compiler.schedule_rules.winograd_tiling import WinogradTiling
 DEFAULT_RULES: tuple[ScheduleRule, ...] = (
     AutoInline(),
     AddRFactor(),
+    DotRows(),
     WinogradTiling(),
     TensorizeVNNI(),
     MultiLevelTiling(),
