@@ -73,6 +73,11 @@ class Decisions(Protocol):
         tiles (`tensorize_vnni`): inner rows x inner tiles are the register tile."""
         ...
 
+    def dot_rows(self, rows: int) -> Decision:
+        """The [outer, inner] split of a matrix-vector product's rows (`dot_rows`): the inner rows
+        accumulate side by side, sharing each load of the vector; the outer run in parallel."""
+        ...
+
     def rfactor(self, sch: Schedule) -> bool:
         """Whether a reduction with less spatial parallelism than cores is split among them
         (`add_rfactor`)."""

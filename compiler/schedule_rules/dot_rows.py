@@ -5,10 +5,10 @@ GEMV rule schedules it on GPUs.
 Multi-level tiling vectorizes a spatial loop: here the only one is j, along which the weights are
 a row apart, so each vector of the register tile gathered 16 rows (1x1024 -> 1024 ran 473-913 us
 against numpy's 45). Instead the reduction is split by the vector's lanes and factored along its
-inner part (`rfactor`): each of `ROWS` rows of the matrix accumulates a vector of partial sums from
-contiguous loads, in registers (a local tile), the rows' tiles run in parallel, and a small block
-sums each row's lanes. By hand so, the same product ran at 0.6-1.3x numpy on five dense shapes
-(1x512 -> 1000 to 1x3072 -> 768, scratch, bench/results/2026-12-02-d.md)."""
+inner part (`rfactor`): each row of a tile of the matrix accumulates a vector of partial sums from
+contiguous loads, in registers (a local tile), the tiles run in parallel, and a small block sums
+each row's lanes. The rows per tile are the one choice (`Decisions.dot_rows`). So scheduled, 1x512
+-> 1000 to 1x3072 -> 768 ran 0.87-0.98x numpy (bench/results/2026-12-02-d.md)."""
 
 from __future__ import annotations
 
@@ -21,7 +21,8 @@ from compiler.schedule_rules.config import RuleConfig
 from compiler.schedule_rules.rule import BlockRule, RuleContext
 from compiler.visit import block_loads
 
-ROWS = 4  # rows of the matrix per tile: their partial sums fill 4 vector registers
+ROWS = 4  # the default schedule's rows of the matrix per tile: their partial sums fill 4 registers
+MAX_ROWS = 8  # the search's most (8 ran 0.76-1.27x numpy by hand, 4 0.63-1.06x, shape by shape)
 # The smallest matrix the rule takes: 1x128 -> 10 took 3.5 us so in parallel, 2.7 serial, 2.1
 # as multi-level tiling schedules it.
 MIN_ELEMENTS = 1 << 15
@@ -38,14 +39,16 @@ class DotRows(BlockRule):
         _, lane = sch.split(k, [None, lanes])
         rf = sch.rfactor(lane, len(spatial))  # the partial sums' buffer: lanes last, contiguous
         *outer, row, k_outer, k_lane = sch.get_loops(rf)
-        per_tile = max(d for d in range(1, ROWS + 1) if rows % d == 0 and rows // d >= ctx.cfg.cores)
-        rows_outer, rows_inner = sch.split(row, [None, per_tile])
+        tiles = sch.sample_perfect_tile(
+            row, n=2, max_innermost_factor=MAX_ROWS, decision=ctx.decide.dot_rows(rows)
+        )
+        rows_outer, rows_inner = sch.split(row, tiles)
         sch.reorder(*outer, rows_outer, k_outer, rows_inner, k_lane)
-        tiles = sch.fuse(*outer, rows_outer) if outer else rows_outer
-        sch.parallel(tiles)
+        parallel = sch.fuse(*outer, rows_outer) if outer else rows_outer
+        sch.parallel(parallel)
         sch.vectorize(k_lane)
         local = sch.cache_write(rf, 0, "local")
-        sch.reverse_compute_at(local, tiles)
+        sch.reverse_compute_at(local, parallel)
         ctx.placed |= {rf.name, local.name}
 
 

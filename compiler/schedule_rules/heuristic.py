@@ -65,7 +65,7 @@ from compiler.codegen_vector import flat_index, row_loads, stride_in, vector_pie
 from compiler.ir import Buffer, Expr, PrimFunc, Unary, Var, static_dim, static_shape
 from compiler.schedule import Schedule
 from compiler.schedule.tree import find_block, loops_above, readers
-from compiler.schedule_rules import tensorize_vnni, winograd_tiling
+from compiler.schedule_rules import dot_rows, tensorize_vnni, winograd_tiling
 from compiler.schedule_rules.analysis import packable_reads
 from compiler.schedule_rules.config import RuleConfig
 from compiler.schedule_rules.decisions import Decision
@@ -97,6 +97,11 @@ class Heuristic:
 
     def write_level(self, sch: Schedule) -> int:
         return WRITE_LEVEL
+
+    def dot_rows(self, rows: int) -> Decision:
+        """Up to `dot_rows.ROWS` rows per tile, leaving every core a tile."""
+        inner = max(d for d in range(1, dot_rows.ROWS + 1) if rows % d == 0 and rows // d >= self.cores)
+        return [rows // inner, inner]
 
     def rfactor(self, sch: Schedule) -> bool:
         return True

@@ -71,6 +71,9 @@ class Sampled:
     def unroll(self, steps: tuple[int, ...]) -> int | None:
         return None
 
+    def dot_rows(self, rows: int) -> Decision:
+        return None
+
     def rfactor(self, sch: Schedule) -> bool:
         return sch.rng.random() < 0.5
 

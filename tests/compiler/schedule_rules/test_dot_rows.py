@@ -53,11 +53,16 @@ def test_left_to_the_other_rules_with_rows_contiguous_columns_or_too_small(
     check(sch.func, transposed)
 
 
-def test_every_sample_of_the_search_space_computes_the_product():
+def test_the_search_samples_the_rows_per_tile_and_every_sample_computes_the_product():
     func = dense(1, 768, 300)
     space = rule_space(RuleConfig.for_target(machines.target(cores=2)))
-    for seed in range(4):
+    rows = set()
+    for seed in range(6):
         sch = Schedule(func, seed=seed)
         space(sch)
-        assert any(i.kind == "rfactor" for i in sch.trace.instructions)
+        instructions = sch.trace.instructions
+        assert any(i.kind == "rfactor" for i in instructions)
+        (split,) = [i.decision for i in instructions if i.kind == "sample_perfect_tile" and i.args["n"] == 2]
+        rows.add(int(split[-1]))
         check(sch.func)
+    assert len(rows) > 1 and max(rows) <= 8
