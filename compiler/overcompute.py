@@ -24,12 +24,12 @@ lowering hoists it out of the tile's loops).
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from compiler.arith import Ranges, bound, conjuncts, extent_expr, extent_range, linear, simplify
+from compiler.arith import Extents, Ranges, bound, conjuncts, extent_expr, extent_range, linear, simplify
 from compiler.ir import (
     TRUE,
     Allocate,
@@ -58,7 +58,7 @@ class _Loops:
     (a fused loop's variable divided by one of its factors is bounded by the other)."""
 
     ranges: Ranges = field(default_factory=dict)
-    extents: Mapping[Var, Expr] = field(default_factory=dict)
+    extents: Extents = field(default_factory=dict)
 
     def inside(self, loop: For) -> _Loops:
         ranges = {**self.ranges, loop.var: extent_range(loop.extent, self.ranges)}
