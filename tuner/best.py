@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import overload
 
 from compiler import Hardware, PrimFunc, Trace, build, graph, host_hardware
@@ -21,7 +22,14 @@ from compiler.graph import (
     ValueFamily,
     ValueKeyedModel,
 )
-from compiler.graph.symbolic import RANGE_PASSES, SymbolicError, dimension_of, symbolic_module
+from compiler.graph.symbolic import (
+    RANGE_PASSES,
+    RangeModules,
+    SymbolicError,
+    binding,
+    dimension_of,
+    range_modules,
+)
 from runner import TimingKind
 from tuner.database import Database, Record
 from tuner.tune import DEFAULT_DATABASE, WorkloadLike, as_workload, opened
@@ -99,12 +107,13 @@ def build_model(
     if isinstance(module, ValueFamily):
         return ValueKeyedModel(module, lambda m: build_model(m, database=database, hardware=hardware))
     if isinstance(module, ShapeFamily):
+        tuned = sizes or module.spread(TUNED_SIZES)
         try:
-            symbolic = symbolic_module(module)
+            ranged = range_modules(module, tuned)
         except SymbolicError as e:
             warnings.warn(f"each size compiles on its first call: {e}", stacklevel=2)
             return DynamicModel(module, lambda m: build_model(m, database=database, hardware=hardware))
-        return build_range_model(module, symbolic, database=database, hardware=hardware, sizes=sizes)
+        return build_range_model(ranged, database=database, hardware=hardware, sizes=tuned)
     with opened(database) as db:
         return graph.build(
             module,
@@ -114,21 +123,27 @@ def build_model(
 
 
 def build_range_model(
-    family: ShapeFamily,
-    symbolic: Module,
+    ranged: RangeModules,
     *,
     database: Database | str = DEFAULT_DATABASE,
     hardware: Hardware | None = None,
     sizes: Sequence[Mapping[str, int]] | None = None,
 ) -> CompiledModel:
-    """The one model for a family's ranges, from its module for the range (`symbolic_module`):
-    each symbolic kernel's best traces at the tuned `sizes` (by default as `tune_model` tunes) the
-    schedules of the buckets ending at those sizes, each static kernel its best record."""
+    """The one model for a family's ranges, from its module for the range (`range_modules`): each
+    symbolic kernel's best traces at the tuned `sizes` (by default as `tune_model` tunes) the
+    schedules of the buckets ending at those sizes, each static kernel its best record. A tuned
+    size whose graph is another than the range's (`RangeModules.apart`) runs its own static model
+    with its best records, as a static build at that size does; an untuned one runs the range's,
+    whose tuned buckets beat the default schedules."""
     hardware = hardware or host_hardware()
+    family = ranged.family
+    sizes = sizes or family.spread(TUNED_SIZES)
+    tuned_at = {binding(s) for s in sizes}
+    ranged = replace(ranged, apart={at: m for at, m in ranged.apart.items() if at in tuned_at})
     with opened(database) as db:
-        tuned = _tuned_traces(family, symbolic, sizes or family.spread(TUNED_SIZES), db, hardware)
-        return graph.build(
-            symbolic,
+        tuned = _tuned_traces(family, ranged.module, sizes, db, hardware)
+        return graph.build_range(
+            ranged,
             target=hardware.target,
             schedules=lambda func: _range_program(func, tuned, db, hardware),
         )

@@ -2,7 +2,7 @@
 and the executor that runs it compiled."""
 
 from compiler.graph.bind_params import bind_params
-from compiler.graph.build import build
+from compiler.graph.build import build, build_range
 from compiler.graph.builder import GraphBuilder
 from compiler.graph.dynamic_model import DynamicModel, ValueKeyedModel
 from compiler.graph.executor import CompiledModel
@@ -23,6 +23,7 @@ from compiler.graph.ir import (
 from compiler.graph.native_call import ExternCallError
 from compiler.graph.op import OPS, OpDef, Pattern
 from compiler.graph.passes import ExtractedTask, extract_tasks, optimize, verify
+from compiler.graph.range_model import RangeModel
 from compiler.graph.reference import run_reference
 from compiler.graph.shape_family import DimRange, InputSignature, ShapeFamily
 from compiler.graph.value_family import InputValuesNeeded, ValueFamily
@@ -51,12 +52,14 @@ __all__ = [
     "Node",
     "OpDef",
     "Pattern",
+    "RangeModel",
     "ShapeFamily",
     "TensorType",
     "ValueFamily",
     "ValueKeyedModel",
     "bind_params",
     "build",
+    "build_range",
     "extract_tasks",
     "load_library",
     "optimize",

@@ -14,7 +14,7 @@ from dataclasses import replace
 from typing import overload
 
 from compiler.buckets import BucketedFunc, default_buckets
-from compiler.build import compile_kernel, load
+from compiler.build import Kernel, compile_kernel, load
 from compiler.graph.dynamic_model import DynamicModel, ValueKeyedModel
 from compiler.graph.executor import CompiledModel, KernelSource
 from compiler.graph.forward import symbol
@@ -22,8 +22,9 @@ from compiler.graph.ir import Call, CallTIR, Module
 from compiler.graph.memory_plan import views
 from compiler.graph.passes import optimize
 from compiler.graph.passes.tasks import hand_scheduled
+from compiler.graph.range_model import RangeModel
 from compiler.graph.shape_family import ShapeFamily
-from compiler.graph.symbolic import SymbolicError, symbolic_module
+from compiler.graph.symbolic import RangeModules, SymbolicError, range_modules
 from compiler.graph.value_family import ValueFamily
 from compiler.ir import PrimFunc
 from compiler.schedule_rules import default_schedule
@@ -62,20 +63,42 @@ def build(
     calls is optimized first. `schedules` is asked for each kernel a forward pass runs, as the fused
     module names it; a kernel it gives none for gets the default schedule. A shape family gives one
     model for all its sizes: a module for the range (`compiler.graph.symbolic`) where one describes
-    it, else one compiled per size on its first call (`DynamicModel`), with a warning saying why. A
-    value family gives one model compiled per value of its inputs that set shapes (`ValueKeyedModel`)."""
+    it, with static models at the sizes checked whose graph is another (`RangeModel`), else one
+    compiled per size on its first call (`DynamicModel`), with a warning saying why. A value family
+    gives one model compiled per value of its inputs that set shapes (`ValueKeyedModel`)."""
     if isinstance(module, ValueFamily):
         return ValueKeyedModel(module, lambda m: build(m, target=target, schedules=schedules))
     if isinstance(module, ShapeFamily):
-        family = module
         try:
-            module = symbolic_module(family)
+            ranged = range_modules(module)
         except SymbolicError as e:
             warnings.warn(f"each size compiles on its first call: {e}", stacklevel=2)
-            return DynamicModel(family, lambda m: build(m, target=target, schedules=schedules))
+            return DynamicModel(module, lambda m: build(m, target=target, schedules=schedules))
+        return build_range(ranged, target=target, schedules=schedules)
     if any(isinstance(n, Call) for n in module.nodes()):
         module = optimize(module)
     target = target or Target.host()
+    return CompiledModel(module, *_kernels(module, target, schedules), target)
+
+
+def build_range(
+    ranged: RangeModules, *, target: Target | None = None, schedules: ScheduleSource | None = None
+) -> CompiledModel:
+    """The model for a range's module, which runs each size of `ranged.apart` on a static model of
+    its own (a `RangeModel`); each kernel scheduled as `build` does."""
+    target = target or Target.host()
+    kernels, sources = _kernels(ranged.module, target, schedules)
+    if not ranged.apart:
+        return CompiledModel(ranged.module, kernels, sources, target)
+    exact = {at: build(m, target=target, schedules=schedules) for at, m in ranged.apart.items()}
+    return RangeModel(ranged.module, kernels, sources, target, ranged.family, exact)
+
+
+def _kernels(
+    module: Module, target: Target, schedules: ScheduleSource | None
+) -> tuple[dict[str, Kernel], list[KernelSource]]:
+    """Each kernel a forward pass of the fused `module` runs, compiled, and where its schedule came
+    from."""
     kernels = {}
     sources = []
     for name, func in kernel_funcs(module).items():
@@ -86,7 +109,7 @@ def build(
         kernels[name] = load(compile_kernel(_scheduled(func, given, symbol(name), target), target, pic=True))
         origin = "given" if given is not None else "default"
         sources.append(KernelSource(name, origin, time.perf_counter() - start))
-    return CompiledModel(module, kernels, sources, target)
+    return kernels, sources
 
 
 def _scheduled(

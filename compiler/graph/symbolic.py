@@ -28,13 +28,17 @@ sizes and at the one below the largest (`check_sizes`) where their graph is the 
 is min(n, 8) is 8 at every large size, but not at 3. The matmul padding pass is left out: it pads
 to multiples that are not affine in the size, and the symbolic kernels compute their last partial
 tiles themselves (`compiler.overcompute`).
+
+A size checked whose graph is another one (a pass decided otherwise there) is left out of the fit
+and kept as a static module of its own (`RangeModules.apart`), which `graph.build` runs at that size.
 """
 
 from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,6 +48,7 @@ from compiler.arith import Linear, bound, extent_range
 from compiler.dtypes import INT_DTYPES
 from compiler.graph.ir import CallDPSPacked, CallTIR, Constant, Input, Module, Node, TensorType
 from compiler.graph.memory_plan import views
+from compiler.graph.op import OPS, Pattern
 from compiler.graph.passes import PASSES, optimize
 from compiler.graph.passes.pad_matmul import pad_matmul
 from compiler.graph.shape_family import DimRange, ShapeFamily
@@ -62,16 +67,48 @@ class SymbolicError(ValueError):
     """A family that one symbolic module cannot describe; says where the sizes' modules differ."""
 
 
+# The sizes of a family's ranged dimensions, by their names, sorted: how a size's model is found.
+Binding = tuple[tuple[str, int], ...]
+
+
+def binding(sizes: Mapping[str, int]) -> Binding:
+    return tuple(sorted(sizes.items()))
+
+
+@dataclass(frozen=True)
+class RangeModules:
+    """The fused module for a family's ranges, and the static modules (optimized as the range's, by
+    `RANGE_PASSES`) at the compared sizes whose convs or matmuls are other operators: where a pass
+    decides by size, as `winograd_convs` does by the count of output tiles (ResNet-18's 7x7 layers
+    direct at batch 1, by Winograd from 2), the size's own graph is what a static build runs. The
+    range's module computes every size right; these only run theirs faster."""
+
+    family: ShapeFamily
+    module: Module
+    apart: dict[Binding, Module]
+
+
 def symbolic_module(family: ShapeFamily) -> Module:
     """The fused module computing `family` at every size of its ranged dimensions."""
+    return range_modules(family).module
+
+
+def range_modules(family: ShapeFamily, sizes: Sequence[Mapping[str, int]] = ()) -> RangeModules:
+    """The module for the range (`symbolic_module`), and the static modules at the sizes it is
+    checked at (`check_points`), and at `sizes`, whose graph differs from the range's."""
     for dim in family.dims:
         if dim.min < 1:
             raise SymbolicError(f"{dim} holds 0: a module for a range takes sizes from 1")
     points = sample_points(family.dims)
     modules = [_optimized(family, p) for p in points]
-    checks = [
-        (p, m) for p in check_points(family.dims) if _same_structure(m := _optimized(family, p), modules[0])
-    ]
+    checked = check_points(family.dims) + [dict(s) for s in sizes]
+    checks, apart = [], []
+    for p in _unique([p for p in checked if p not in points]):
+        m = _optimized(family, p)
+        if _same_structure(m, modules[0]):
+            checks.append((p, m))
+        elif _anchor_ops(m) != _anchor_ops(modules[0]):
+            apart.append((p, m))
     # The largest binding last: its weights are kept.
     points = points[:-1] + [p for p, _ in checks] + points[-1:]
     modules = modules[:-1] + [m for _, m in checks] + modules[-1:]
@@ -81,7 +118,10 @@ def symbolic_module(family: ShapeFamily) -> Module:
         name = _unused_name(identifier(dim.name), modules[0], used)
         used.add(name)
         variables.append(SizeVar(name, "int64", dim.min, dim.max))
-    return _Unifier(tuple(variables), [tuple(p[d.name] for d in family.dims) for p in points]).module(modules)
+    module = _Unifier(tuple(variables), [tuple(p[d.name] for d in family.dims) for p in points]).module(
+        modules
+    )
+    return RangeModules(family, module, {binding(p): m for p, m in apart})
 
 
 def sample_sizes(dim: DimRange) -> list[int]:
@@ -193,6 +233,20 @@ def _same_structure(a: Module, b: Module) -> bool:
             if _skeleton(to_json(a.funcs[x.func])) != _skeleton(to_json(b.funcs[y.func])):
                 return False
     return True
+
+
+def _anchor_ops(module: Module) -> Counter[str]:
+    """The convs and matmuls a module's kernels compute, by their operator: a size whose graph
+    differs from the range's only around them (GPT-2 at one token fuses its masked softmax's max with
+    the softmax, BERT's position embeddings need no slice) does the range's work, and one whose
+    anchors are other operators (a conv by Winograd or direct) does not."""
+    return Counter(
+        op
+        for n in module.nodes()
+        if isinstance(n, CallTIR)
+        for op in n.ops
+        if op in OPS and OPS[op].pattern >= Pattern.ANCHOR
+    )
 
 
 def _skeleton(data: Json) -> Json:

@@ -22,6 +22,7 @@ import tempfile
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from compiler.graph import CompiledModel
@@ -76,7 +77,7 @@ def build_artifact(database_url: str, key: ArtifactKey) -> bytes:
     Raises NotOneLibrary for ranges that one module cannot describe, asked without sizes."""
     from compiler import frontend, graph
     from compiler.graph import ShapeFamily
-    from compiler.graph.symbolic import SymbolicError, symbolic_module
+    from compiler.graph.symbolic import SymbolicError, range_modules
     from compiler.target import Hardware
 
     model_id, hardware_key, sizes, _ = key
@@ -96,10 +97,11 @@ def build_artifact(database_url: str, key: ArtifactKey) -> bytes:
         compiled: CompiledModel
         if isinstance(loaded, ShapeFamily) and not sizes:
             try:
-                symbolic = symbolic_module(loaded)
+                ranged = range_modules(loaded)
             except SymbolicError as e:
                 raise NotOneLibrary(str(e)) from None
-            compiled = build_range_model(loaded, symbolic, database=db, hardware=hardware)
+            # The library is the range's module alone: no static model of a size is exported.
+            compiled = build_range_model(replace(ranged, apart={}), database=db, hardware=hardware)
         else:
             static = loaded.specialize(dict(sizes)) if isinstance(loaded, ShapeFamily) else loaded
             module = graph.optimize(frontend.require_static(static, "a model artifact"))
