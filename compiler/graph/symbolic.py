@@ -18,7 +18,8 @@ changes with the size, as a mean over the sequence has; a graph whose structure 
 with a SymbolicError naming the node, and `graph.build` compiles each size as it comes instead.
 
 The sizes compared are the three largest primes inside each range, so that no size coincides with
-one of the model's own dimensions, and the range's largest value (`sample_points`: for two ranges,
+one of the model's own dimensions (in a range with fewer, every size from 2), and the range's
+largest value (`sample_points`: for two ranges,
 a grid's corners and each range's other sizes); the fit takes the corners and is checked at the
 others. Large sizes, because what the passes decide by size must be decided as at
 the largest: constant folding keeps a result far larger than its inputs a computation (a mask, a
@@ -125,11 +126,16 @@ def range_modules(family: ShapeFamily, sizes: Sequence[Mapping[str, int]] = ()) 
 
 
 def sample_sizes(dim: DimRange) -> list[int]:
-    """The three largest primes inside the range, and its largest value."""
+    """The three largest primes inside the range, and its largest value; in a range with fewer
+    primes (batch 1..4), every size from 2: the comparison then holds at each of them, so no
+    coincidence of a size with one of the model's own dimensions goes unchecked."""
     primes = [p for p in range(max(dim.min, 2), dim.max) if _is_prime(p)]
-    if len(primes) < 3:
+    if len(primes) >= 3:
+        return primes[-3:] + [dim.max]
+    every = list(range(max(dim.min, 2), dim.max + 1))
+    if len(every) < 3:
         raise SymbolicError(f"{dim} holds too few sizes to compare: each size is compiled on its own")
-    return primes[-3:] + [dim.max]
+    return every
 
 
 def sample_points(dims: Sequence[DimRange]) -> list[dict[str, int]]:

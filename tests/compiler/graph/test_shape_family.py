@@ -11,7 +11,16 @@ import numpy as np
 import pytest
 
 from compiler.build import ShapeError
-from compiler.graph import DimRange, DynamicModel, GraphBuilder, InputSignature, Module, ShapeFamily, build
+from compiler.graph import (
+    CompiledModel,
+    DimRange,
+    DynamicModel,
+    GraphBuilder,
+    InputSignature,
+    Module,
+    ShapeFamily,
+    build,
+)
 
 
 def scaled_rows(values: Mapping[str, int]) -> Module:
@@ -104,6 +113,21 @@ def test_a_dynamic_model_runs_every_size_and_keeps_the_recent_ones() -> None:
     assert model.compiled == [{"batch": 4, "seq": 300}, {"batch": 3, "seq": 299}]
     with pytest.raises(ShapeError, match="outside the declared range"):
         model(np.zeros((5, 2, 4), "float32"), np.zeros((5, 2, 1), "float32"))
-    assert isinstance(build(FAMILY), DynamicModel)
+    holding_zero = ShapeFamily(FAMILY.inputs, (DimRange("batch", 0, 4), FAMILY.range("seq")), scaled_rows)
+    with pytest.warns(UserWarning, match=r"batch in \[0, 4\] holds 0"):
+        assert isinstance(build(holding_zero), DynamicModel)
     with pytest.raises(ValueError, match="capacity"):
         DynamicModel(FAMILY, build, capacity=0)
+
+
+def test_a_batch_range_with_two_primes_is_one_module_for_every_size() -> None:
+    """Batch 1..4 holds two primes below its end: its sizes compared are 2, 3 and 4, and every
+    batch runs the one module for the ranges."""
+    model = build(FAMILY)
+    assert isinstance(model, CompiledModel) and not isinstance(model, DynamicModel)
+    assert str(model.module.inputs[0].type) == "Tensor((batch, seq, 4), 'float32')"
+    rng = np.random.default_rng(0)
+    for batch, seq in [(1, 1), (2, 5), (3, 299), (4, 300), (1, 300)]:
+        x = rng.standard_normal((batch, seq, 4)).astype("float32")
+        mask = rng.standard_normal((batch, seq, 1)).astype("float32")
+        np.testing.assert_allclose(model(x, mask)[0], np.maximum(x, 0) * 2 + mask, rtol=1e-6)

@@ -65,8 +65,10 @@ def assert_matches(model: torch.nn.Module, compiled: graph.CompiledModel, length
 def test_sizes_compared_are_the_largest_primes_in_range_and_its_end() -> None:
     assert sample_sizes(DimRange("n", 1, 512)) == [499, 503, 509, 512]
     assert sample_sizes(DimRange("n", 1, 16)) == [7, 11, 13, 16]
+    assert sample_sizes(DimRange("n", 1, 5)) == [2, 3, 4, 5]  # two primes: every size from 2
+    assert sample_sizes(DimRange("n", 90, 96)) == [90, 91, 92, 93, 94, 95, 96]
     with pytest.raises(SymbolicError, match=r"too few sizes"):
-        sample_sizes(DimRange("n", 1, 5))
+        sample_sizes(DimRange("n", 1, 3))
 
 
 def test_bert_one_module_matches_pytorch_at_every_length() -> None:
