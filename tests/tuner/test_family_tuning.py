@@ -17,6 +17,7 @@ from compiler.graph import (
     GraphBuilder,
     InputSignature,
     Module,
+    RangeModel,
     ShapeFamily,
 )
 from tuner import build_model, tune_model
@@ -126,3 +127,23 @@ def test_a_family_with_a_rank_0_input_builds_from_a_database(tmp_path) -> None:
     model = build_model(family, database=f"sqlite:///{tmp_path / 'empty.db'}")
     x = RNG.standard_normal((3, 4)).astype("float32")
     np.testing.assert_allclose(model(x, np.float32(2.5))[0], x * 2.5, rtol=1e-6)
+
+
+def test_a_tuned_size_whose_convs_differ_runs_its_own_tuned_model(tmp_path) -> None:
+    """The conv family of tests/compiler/graph/test_range_model.py: batch 1 runs its conv direct,
+    every larger batch by Winograd. Tuned at batches 1 and 8, batch 1 runs its own static model with
+    its tuned record; built for tuned sizes without batch 1, every batch runs the range's module."""
+    from tests.compiler.graph.test_range_model import FAMILY as CONVS
+    from tests.compiler.graph.test_range_model import reference
+
+    database = f"sqlite:///{tmp_path / 'tune.db'}"
+    result = tune_model(CONVS, trials=4, database=database, sizes=[{"batch": 1}, {"batch": 8}], batch_size=4)
+    model = result.model
+    assert isinstance(model, RangeModel)
+    alone = model.model_at(batch=1)
+    assert alone is not model and {s.origin for s in alone.sources} == {"given"}
+    for batch in (1, 2, 8):
+        x = RNG.standard_normal((batch, 32, 7, 7)).astype("float32")
+        np.testing.assert_allclose(model(x)[0], reference(x), rtol=1e-4, atol=1e-4)
+    untuned_one = build_model(CONVS, database=database, sizes=[{"batch": 3}, {"batch": 8}])
+    assert type(untuned_one) is CompiledModel
