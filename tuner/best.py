@@ -22,11 +22,11 @@ from compiler.graph import (
     ValueFamily,
     ValueKeyedModel,
 )
+from compiler.graph.shape_family import binding
 from compiler.graph.symbolic import (
     RANGE_PASSES,
     RangeModules,
     SymbolicError,
-    binding,
     dimension_of,
     range_modules,
 )

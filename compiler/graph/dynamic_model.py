@@ -19,10 +19,9 @@ import numpy as np
 
 from compiler.graph.executor import CompiledModel
 from compiler.graph.ir import Module
-from compiler.graph.shape_family import ShapeFamily
+from compiler.graph.shape_family import Binding, ShapeFamily, binding
 from compiler.graph.value_family import InputValuesNeeded, ValueFamily
 
-Binding = tuple[tuple[str, int], ...]
 Key = TypeVar("Key", bound=Hashable)
 
 
@@ -67,8 +66,7 @@ class DynamicModel:
 
     def compile(self, **values: int) -> CompiledModel:
         """The static model at these sizes (`sequence=128`), compiled now unless it is kept."""
-        key: Binding = tuple(sorted(values.items()))
-        return self._kept.get(key, lambda: self._build(self.family.specialize(values)))
+        return self._kept.get(binding(values), lambda: self._build(self.family.specialize(values)))
 
     @property
     def compiled(self) -> list[dict[str, int]]:

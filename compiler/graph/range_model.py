@@ -20,8 +20,7 @@ import numpy as np
 from compiler.build import Kernel
 from compiler.graph.executor import CompiledModel, KernelSource, Step
 from compiler.graph.ir import Module
-from compiler.graph.shape_family import ShapeFamily
-from compiler.graph.symbolic import Binding, binding
+from compiler.graph.shape_family import Binding, ShapeFamily, binding
 from compiler.target import Target
 
 

@@ -150,6 +150,15 @@ class ShapeFamily:
         return "; ".join(map(str, self.inputs)) + " with " + ", ".join(map(str, self.dims))
 
 
+# The sizes of a family's ranged dimensions, by their names, sorted: how a size's compiled model
+# is looked up.
+Binding = tuple[tuple[str, int], ...]
+
+
+def binding(sizes: Mapping[str, int]) -> Binding:
+    return tuple(sorted(sizes.items()))
+
+
 def dim_bounds(name: str, spec: object) -> tuple[int, int]:
     """A size's or a (min, max) range's bounds (a size is a range of one); a ShapeError for
     anything else."""
@@ -177,4 +186,14 @@ def _sized(dim: Size, sizes: Mapping[str, int]) -> Size:
     return sizes.get(dim, dim) if isinstance(dim, str) else dim
 
 
-__all__ = ["DimRange", "DimSpec", "InputSignature", "ShapeFamily", "Size", "dim_bounds", "size_between"]
+__all__ = [
+    "Binding",
+    "DimRange",
+    "DimSpec",
+    "InputSignature",
+    "ShapeFamily",
+    "Size",
+    "binding",
+    "dim_bounds",
+    "size_between",
+]

@@ -52,7 +52,7 @@ from compiler.graph.memory_plan import views
 from compiler.graph.op import OPS, Pattern
 from compiler.graph.passes import PASSES, optimize
 from compiler.graph.passes.pad_matmul import pad_matmul
-from compiler.graph.shape_family import DimRange, ShapeFamily
+from compiler.graph.shape_family import Binding, DimRange, ShapeFamily, binding
 from compiler.ir import Binary, Block, Buffer, Expr, IRError, Load, PrimFunc, Select, SizeVar
 from compiler.ops import Op
 from compiler.serialize import SerializeError, from_json, to_json
@@ -66,14 +66,6 @@ Json = Any
 
 class SymbolicError(ValueError):
     """A family that one symbolic module cannot describe; says where the sizes' modules differ."""
-
-
-# The sizes of a family's ranged dimensions, by their names, sorted: how a size's model is found.
-Binding = tuple[tuple[str, int], ...]
-
-
-def binding(sizes: Mapping[str, int]) -> Binding:
-    return tuple(sorted(sizes.items()))
 
 
 @dataclass(frozen=True)
