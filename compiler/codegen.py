@@ -170,7 +170,7 @@ def _elem_type(buf: Buffer) -> ll.Type:
 def _for(cg: CodeGen, loop: For) -> None:
     if is_tensorized(loop):
         emit_tensorized(cg, loop)
-    elif loop.kind == "parallel":
+    elif loop.kind == "parallel" and loop.extent != 1:  # one iteration: no team to fork (~1 us)
         _parallel_for(cg, loop)
     elif loop.kind == "vectorized" and can_vectorize(loop):
         emit_vector_loop(cg, loop)

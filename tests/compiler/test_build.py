@@ -131,6 +131,20 @@ def test_parallel_loops_nested_sequential_and_inside_serial_loops_are_correct():
     np.testing.assert_allclose(c, 4 * a, rtol=1e-6)
 
 
+def test_a_parallel_loop_of_one_iteration_runs_without_forking_a_team():
+    A = te.placeholder((1, 67), name="A")
+    B = te.compute((1, 67), lambda i, j: A[i, j] * 2.0, name="B")
+    sch = Schedule(te.create_prim_func([A, B]), seed=0)
+    i, _ = sch.get_loops(sch.get_block("B"))
+    sch.parallel(i)
+    kernel = build(sch.func)
+    assert "GOMP_parallel" not in kernel.optimized_ir()
+    a = np.random.default_rng(2).standard_normal((1, 67), dtype=np.float32)
+    b = np.zeros((1, 67), np.float32)
+    kernel(a, b)
+    np.testing.assert_allclose(b, 2 * a, rtol=1e-6)
+
+
 def test_parallel_reduction_over_spatial_rows():
     A = te.placeholder((101, 67), name="A")
     k = te.reduce_axis((0, 67), name="k")
