@@ -174,11 +174,20 @@ class NativeForward:
         self._input_pointers = (ctypes.c_void_p * max(1, len(self.inputs)))()
         self._output_pointers = (ctypes.c_void_p * max(1, len(self.outputs)))()
         self._size_values = (ctypes.c_int64 * max(1, len(self.sizes)))()
+        # A model's call costs microseconds (an MLP at batch 1 runs in about 4): what each call
+        # would recompute from the specs is worked out once.
+        self._input_dtypes = tuple(np.dtype(s.dtype) for s in self.inputs)
+        self._input_shapes = tuple(_fixed(s) for s in self.inputs)
+        self._output_shapes = tuple(_fixed(s) for s in self.outputs)
+        self._output_dtypes = tuple(np.dtype(s.dtype) for s in self.outputs)
 
     def __call__(self, *values: np.ndarray) -> list[np.ndarray]:
         arrays = self.check_inputs(values)
         sizes = self.bind(arrays)
-        outputs = [np.empty(o.at(sizes), o.dtype) for o in self.outputs]
+        outputs = [
+            np.empty(o.at(sizes) if shape is None else shape, dtype)
+            for o, shape, dtype in zip(self.outputs, self._output_shapes, self._output_dtypes)
+        ]
         self.run_into(arrays, outputs, sizes)
         return outputs
 
@@ -186,12 +195,22 @@ class NativeForward:
         """The inputs as C-contiguous arrays of the declared dtypes (converted only where needed)."""
         if len(values) != len(self.inputs):
             raise TypeError(f"the model takes {len(self.inputs)} inputs, got {len(values)}")
-        return [_checked(spec, value) for spec, value in zip(self.inputs, values)]
+        return [
+            value
+            if type(value) is np.ndarray
+            and value.shape == shape
+            and value.dtype == dtype
+            and value.flags.c_contiguous
+            else _checked(spec, value)
+            for spec, shape, dtype, value in zip(self.inputs, self._input_shapes, self._input_dtypes, values)
+        ]
 
     def bind(self, arrays: Sequence[np.ndarray]) -> dict[str, int]:
         """The size vars' values in checked inputs: a ShapeError naming the input, the dimension and
         the range for a shape that does not fit (as `ShapeFamily.bind` words it)."""
         sizes: dict[str, int] = {}
+        if not self.sizes:
+            return sizes
         seen: dict[str, str] = {}
         ranges = {r.name: r for r in self.sizes}
         for spec, array in zip(self.inputs, arrays):
@@ -218,9 +237,9 @@ class NativeForward:
         """One forward pass over checked inputs into `outputs` (arrays of the outputs' shapes at
         `sizes`, the inputs' `bind`)."""
         for k, array in enumerate(inputs):
-            self._input_pointers[k] = array.ctypes.data
+            self._input_pointers[k] = _data_address(array)
         for k, array in enumerate(outputs):
-            self._output_pointers[k] = array.ctypes.data
+            self._output_pointers[k] = _data_address(array)
         for k, r in enumerate(self.sizes):
             self._size_values[k] = sizes[r.name]
         status = self._run(self._input_pointers, self._output_pointers, self._size_values)
@@ -233,6 +252,22 @@ class NativeForward:
             raise ExternCallError(self.externs[k], reason) from cause
         if status != 0:
             raise NativeRunError(f"the forward pass failed with status {status}")
+
+
+def _fixed(spec: TensorSpec) -> tuple[int, ...] | None:
+    """`spec`'s shape when no dimension depends on a size var."""
+    dims = tuple(d for d in spec.shape if isinstance(d, int))
+    return dims if len(dims) == len(spec.shape) else None
+
+
+def _data_address(array: np.ndarray) -> int:
+    """The address of a C-contiguous array's first element. A writable array's comes through the
+    buffer protocol, four times faster than `array.ctypes.data` (0.2 against 0.8 us), which builds a
+    ctypes helper object per call; a read-only or empty one's through that helper."""
+    try:
+        return ctypes.addressof(ctypes.c_char.from_buffer(array))  # type: ignore[arg-type]  # numpy's stubs
+    except (TypeError, ValueError):
+        return int(array.ctypes.data)
 
 
 def _checked(spec: TensorSpec, value: np.ndarray) -> np.ndarray:

@@ -379,6 +379,27 @@ def test_executor_rejects_wrong_inputs() -> None:
         model()
 
 
+def test_executor_takes_inputs_of_any_layout_and_of_a_castable_dtype() -> None:
+    """Arrays that already fit are passed as they are; every other kind is converted first: each
+    must compute what the fitting array does."""
+    b = GraphBuilder()
+    x = b.input("x", (3, 5), "float32")
+    model = graph.build(graph.optimize(b.module([b.call("multiply", [x, b.constant("w", weights(3, 5))])])))
+    fitting = np.random.default_rng(3).standard_normal((3, 5), dtype=np.float32)
+    (want,) = model(fitting)
+    read_only = fitting.copy()
+    read_only.setflags(write=False)
+    transposed = np.ascontiguousarray(fitting.T).T
+    subclass = fitting.view(type("Subclass", (np.ndarray,), {}))
+    others = [read_only, transposed, fitting.astype(np.float64), fitting.tolist(), subclass]
+    for other in others:
+        (got,) = model(other)
+        assert type(got) is np.ndarray and got.flags.c_contiguous
+        np.testing.assert_array_equal(got, want)
+    with pytest.raises(TypeError, match="expected float32, got complex64"):
+        model(fitting.astype(np.complex64))
+
+
 def test_verifier_names_the_broken_node() -> None:
     b = GraphBuilder()
     x = b.input("x", (2, 3), "float32")
