@@ -79,6 +79,7 @@ PANEL_MIN_ROWS = 32  # output rows that must reuse a panel for its copy to pay
 PANEL_MIN_STRIPES = 4  # parallel column stripes per core a panel schedule must leave
 PANEL_MIN_ROW = 64  # elements: a shorter row (a 16-lane block of packed weights) is contiguous enough
 STREAM_BYTES = 64 << 10  # an operand's bytes per tile beyond which it comes from L2 (2x the smallest L1d)
+MAX_STREAMS = LATENCY_CHAINS  # contiguous runs from L2 or beyond one reduction step may read (`_streams`)
 
 
 @dataclass(frozen=True)
@@ -236,6 +237,8 @@ class Heuristic:
                 # prime: 97x113x127 on AVX2 ran 5 GFLOPS). `_score` charges its registers.
                 rows_budget = 1
             for tile in _row_tiles(nest, width, rows_budget):
+                if _streams(nest, tile) > MAX_STREAMS:
+                    continue
                 key = _score(nest, tile, cfg)
                 if best is None or key > best[0]:
                     best = (key, tile)
@@ -354,6 +357,24 @@ def _streamed_bytes(nest: _TileNest, tile: list[int]) -> int:
         for loop in operand.loops:
             elements *= tile[loop] * (max(operand.stride, 1) if loop == nest.vector else 1)
         total += elements * np.dtype(operand.buffer.dtype).itemsize
+    return total
+
+
+def _streams(nest: _TileNest, tile: list[int]) -> int:
+    """Contiguous runs one reduction step of the register `tile` reads as vectors from operands that
+    stream from L2 or beyond (`_streamed_bytes`): one per row of the tile such an operand depends on.
+    Each is a stream the hardware prefetchers must follow, and they follow few. Weights packed in
+    16-lane blocks, read at batch 1 (a decode step, a classifier), give one run per block of the tile
+    and share nothing between rows but one broadcast element: the throughput estimate took 24 rows
+    (24 runs 48 KiB apart) where 4-8 ran 1.4-2.5x faster, as fast as rows beyond the FMA latency's
+    LATENCY_CHAINS accumulators can make it (768 -> 768: 23-43 against 12-13 us; 768 -> 3072: 65-82
+    against 46-50 us; Zen 5, 2 cores). A row-major operand's row is one run however wide the tile."""
+    total = 0
+    for operand in nest.operands:
+        if operand.stride != 1 or nest.vector not in operand.loops:
+            continue
+        if _footprint(nest, operand, tile) > STREAM_BYTES:
+            total += math.prod(tile[k] for k in operand.loops if k != nest.vector and nest.kinds[k] == "S")
     return total
 
 

@@ -197,6 +197,7 @@ FUNCS = {
     "matmul": lambda: matmul(13, 17, 40),
     "matmul_prime": lambda: matmul(7, 13, 1000),
     "dense_batch1": lambda: matmul(1, 37, 96),
+    "dense_batch1_nblock": lambda: dense_nblock(768, 768),
     "batch_matmul_broadcast": batch_matmul_broadcast,
     "dense_bias_relu": dense_bias_relu,
     "conv2d": conv2d,
@@ -212,6 +213,12 @@ FUNCS = {
     "concat": concat,
     "reshape": reshape,
 }
+
+
+def dense_nblock(k: int, n: int) -> PrimFunc:
+    """A batch-1 dense layer on weights packed in 16-lane blocks of columns (`matmul_nblock`)."""
+    a, w = te.placeholder((1, k), F32, "A"), te.placeholder((n // 16, k, 16), F32, "W")
+    return te.create_prim_func([a, w, topi.matmul_nblock(a, w, "C")])
 
 
 def run(func: PrimFunc, inputs: list[np.ndarray]) -> list[np.ndarray]:
@@ -378,6 +385,17 @@ def test_a_narrow_batch_1_dense_layer_still_gives_every_core_a_parallel_tile():
     parallel loop one iteration, one core of two (4.1 us, against 3.4 with one tile per core)."""
     _, j, i = decisions(default_schedule(matmul(1, 784, 128), machines.target("avx512", cores=2)))
     assert i[0] * j[0] >= 2
+
+
+@pytest.mark.parametrize("isa", ["avx512", "avx2"])
+@pytest.mark.parametrize("k, n", [(768, 768), (768, 3072), (3072, 768)])
+def test_a_batch_1_dense_layer_on_packed_weights_reads_few_runs_of_them_per_step(isa, k, n):
+    """Each block of columns in the register tile is a run of the weights of its own, 16 x k apart;
+    beyond LATENCY_CHAINS of them the prefetchers lose track (24 blocks ran 1.4-2.5x slower)."""
+    _, _, jo, _ = decisions(default_schedule(dense_nblock(k, n), machines.target(isa, cores=2)))
+    assert jo[3] <= ds.MAX_STREAMS
+    assert jo[3] * 16 // machines.target(isa, cores=2).vector_lanes("float32") >= ds.LATENCY_CHAINS // 2
+    assert jo[0] >= 2  # every core a parallel tile
 
 
 def test_a_function_the_rules_refuse_falls_back_to_parallel_and_vector_loops(monkeypatch):
