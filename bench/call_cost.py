@@ -1,6 +1,8 @@
 """What a call from Python costs beyond the kernel: a 128-element kernel (well under a microsecond of
 work) called as `kernel(a, y)` (arguments checked natively, compiler.numpy_entry), through the checks
-in Python (the fallback path), and natively in a loop (`repeat`: the kernel alone).
+in Python (the fallback path), and natively in a loop (`repeat`: the kernel alone); then a compiled
+model of the same work called as `model(x)` (its inputs checked, its output allocated, the forward
+pass called through ctypes) against the bare ctypes call of its forward pass.
 
     python -m bench call_cost
 """
@@ -12,7 +14,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from compiler import build, te
+from compiler import build, graph, te
 
 CALLS = 20_000
 
@@ -39,6 +41,18 @@ def main() -> None:
     print(
         f"128-element kernel: {native:.3f} us natively; kernel(a, y) {checked:.2f} us "
         f"(native checks); {python:.2f} us with the checks in Python"
+    )
+    b = graph.GraphBuilder()
+    model = graph.build(b.module([b.call("relu", [b.input("x", (1, 128), "float32")])]))
+    x2 = x.reshape(1, 128)
+    forward = model._forward
+    forward.run_into([x2], [out.reshape(1, 128)], {})  # the pointer arrays now hold real arrays
+    bare = per_call_us(
+        lambda: forward._run(forward._input_pointers, forward._output_pointers, forward._size_values)
+    )
+    print(
+        f"a model of it: model(x) {per_call_us(lambda: model(x2)):.2f} us; "
+        f"its forward pass alone {bare:.2f} us"
     )
 
 

@@ -18,7 +18,9 @@
   rules' register bounds (`multi_level_tiling._RegisterTile`), so a matmul gets rows of the output
   that share each loaded vector of B (8x48, 6x64: 24 accumulators) and a conv2d rows of filters
   that share each input vector; ties go to more accumulators, then to fewer bytes per step of the
-  operands that stream from L2 (`_streamed_bytes`), then to fewer loads;
+  operands that stream from L2 (`_streamed_bytes`), then to fewer loads. No tile reads more than
+  MAX_STREAMS contiguous runs of a streamed operand per step (`_streams`: a batch-1 dense layer on
+  weights packed in blocks of columns, one run per block);
 - every reduction loop keeps the largest tile the space allows inside (R1), so the accumulators stay in
   registers over as much of the reduction as possible; R0 has the rest. Except where no loop gives
   rows (a batch-1 dense layer: one row of weights per reduction step, each element used once): the
@@ -366,9 +368,9 @@ def _streams(nest: _TileNest, tile: list[int]) -> int:
     Each is a stream the hardware prefetchers must follow, and they follow few. Weights packed in
     16-lane blocks, read at batch 1 (a decode step, a classifier), give one run per block of the tile
     and share nothing between rows but one broadcast element: the throughput estimate took 24 rows
-    (24 runs 48 KiB apart) where 4-8 ran 1.4-2.5x faster, as fast as rows beyond the FMA latency's
-    LATENCY_CHAINS accumulators can make it (768 -> 768: 23-43 against 12-13 us; 768 -> 3072: 65-82
-    against 46-50 us; Zen 5, 2 cores). A row-major operand's row is one run however wide the tile."""
+    (24 runs 48 KiB apart), and rows beyond the FMA latency's LATENCY_CHAINS accumulators only add
+    runs. A 1 x 768 x 3072 layer ran 28 GFLOPS warm with 24, 70-95 with 8, on a Zen 5's two cores
+    (bench/results/2026-12-04.md). A row-major operand's row is one run however wide the tile."""
     total = 0
     for operand in nest.operands:
         if operand.stride != 1 or nest.vector not in operand.loops:
