@@ -14,13 +14,14 @@ dtype objects in `DTYPES` order.
 from __future__ import annotations
 
 import ctypes
+from collections.abc import Callable, Sequence
 from functools import cache
 
 import llvmlite.ir as ll
 import numpy as np
 
 from compiler.dtypes import DTYPES
-from compiler.ir import PrimFunc, SizeVar
+from compiler.ir import Buffer, PrimFunc, SizeVar
 from compiler.llvm_ops import I8P, I32, I64
 
 OB_TYPE, DATA, NDIM, DIMENSIONS, DESCR, FLAGS = 8, 16, 24, 32, 56, 64
@@ -33,21 +34,33 @@ def numpy_entry_name(name: str) -> str:
 
 def emit_numpy_entry(module: ll.Module, kernel: ll.Function, func: PrimFunc) -> None:
     """Define the entry of `kernel` (the PrimFunc `func`) in `module`."""
-    n = len(func.params)
-    fn = ll.Function(
-        module, ll.FunctionType(I32, [I8P.as_pointer()] + [I8P] * n), name=numpy_entry_name(func.name)
-    )
+    emit_array_entry(module, kernel, numpy_entry_name(func.name), func.params, func.size_vars)
+
+
+def emit_array_entry(
+    module: ll.Module,
+    callee: ll.Function,
+    name: str,
+    params: Sequence[Buffer],
+    size_vars: Sequence[SizeVar] = (),
+    refusal: Callable[[int], int] = lambda k: k + 1,
+) -> None:
+    """Define `int32 name(i8 **context, PyObject *array0, ...)` in `module`: each array checked
+    against its parameter in `params`, then `callee(data0, ..., size values)` called; it returns
+    `refusal(k)` when array k does not pass, else the callee's status (0 when it returns none)."""
+    n = len(params)
+    fn = ll.Function(module, ll.FunctionType(I32, [I8P.as_pointer()] + [I8P] * n), name=name)
     context, arrays = fn.args[0], fn.args[1:]
     b = ll.IRBuilder(fn.append_basic_block("entry"))
-    if any(not isinstance(d, int | SizeVar) for buf in func.params for d in buf.shape):
-        b.ret(I32(n + 1))  # a sum or product of sizes: the Python side checks it (`build._check_expressions`)
+    if any(not isinstance(d, int | SizeVar) for buf in params for d in buf.shape):
+        b.ret(I32(refusal(n)))  # a sum or product of sizes: the Python side checks it
         return
     data = []
     sizes: dict[SizeVar, ll.Value] = {}  # each symbolic dimension, from its first appearance
-    for k, (buf, array) in enumerate(zip(func.params, arrays)):
+    for k, (buf, array) in enumerate(zip(params, arrays)):
         refuse = fn.append_basic_block(f"refuse{k}")
         with b.goto_block(refuse):
-            b.ret(I32(k + 1))
+            b.ret(I32(refusal(k)))
         # Only an ndarray's other fields may be read: a smaller object could end before them.
         is_array = b.icmp_unsigned("==", _field(b, array, OB_TYPE, I8P), _context(b, context, 0))
         fields = fn.append_basic_block(f"fields{k}")
@@ -84,9 +97,9 @@ def emit_numpy_entry(module: ll.Module, kernel: ll.Function, func: PrimFunc) -> 
         passed = fn.append_basic_block(f"passed{k}")
         b.cbranch(same, passed, refuse)
         b.position_at_end(passed)
-        data.append(b.bitcast(_field(b, array, DATA, I8P), kernel.function_type.args[k]))
-    b.call(kernel, data + [sizes[v] for v in func.size_vars])
-    b.ret(I32(0))
+        data.append(b.bitcast(_field(b, array, DATA, I8P), callee.function_type.args[k]))
+    status = b.call(callee, data + [sizes[v] for v in size_vars])
+    b.ret(status if callee.function_type.return_type == I32 else I32(0))
 
 
 def _field(b: ll.IRBuilder, obj: ll.Value, offset: int, kind: ll.Type) -> ll.Value:

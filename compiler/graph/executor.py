@@ -13,9 +13,11 @@ import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import llvmlite.binding as llvm
+import llvmlite.ir as ll
 import numpy as np
 
 from compiler.build import Kernel
@@ -34,7 +36,10 @@ from compiler.graph.forward import (
 )
 from compiler.graph.ir import Module
 from compiler.graph.memory_plan import MemoryPlan, plan_memory
-from compiler.graph.native_call import ExternSite, NativeForward, model_sizes, model_specs
+from compiler.graph.native_call import ExternSite, NativeForward, TensorSpec, model_sizes, model_specs
+from compiler.ir import Buffer
+from compiler.llvm_ops import I8P, I32, I64
+from compiler.numpy_entry import emit_array_entry, entry_context, layout_ok
 from compiler.runtime import huge_page_bytes, in_huge_pages, load_runtime
 from compiler.target import Target, init_llvm
 
@@ -55,6 +60,9 @@ class KernelSource:
     func: str
     origin: str
     compile_secs: float
+
+
+FORWARD_NUMPY = f"{FORWARD}_numpy"
 
 
 class CompiledModel:
@@ -89,14 +97,20 @@ class CompiledModel:
         )
         self._arena = huge_page_bytes(self.forward_plan.arena_bytes)
         addresses = [e.address for e in self.externs]
-        self._library, forward = _link_forward(self.forward_plan, self.kernels, addresses, target)
         arena = self._arena.ctypes.data
+        inputs, outputs = model_specs(module)
+        bound = (ctypes.addressof(self._constant_pointers), arena)
+        self._library, forward, entry = _link_forward(
+            self.forward_plan, self.kernels, addresses, target, (inputs, outputs), bound
+        )
         self._forward = NativeForward(
-            *model_specs(module),
+            inputs,
+            outputs,
             lambda ins, outs, sizes: forward(ins, outs, self._constant_pointers, arena, sizes),
             model_sizes(module),
             [ExternSite(c.func, c.node) for c in self.forward_plan.externs],
             lambda k: e.take_error() if isinstance(e := self.externs[k], PythonCallback) else None,
+            entry,
         )
 
     @property
@@ -161,14 +175,24 @@ def _extern_entry(call: ExternCall) -> NativeFunc | PythonCallback:
 
 
 def _link_forward(
-    plan: ForwardPlan, kernels: Mapping[str, Kernel], externs: list[int], target: Target
-) -> tuple[object, Callable[..., int]]:
-    """The kernels' objects and the forward pass linked into one JIT library, and its entry; extern
-    call k calls the address `externs[k]`."""
+    plan: ForwardPlan,
+    kernels: Mapping[str, Kernel],
+    externs: list[int],
+    target: Target,
+    arrays: tuple[Sequence[TensorSpec], Sequence[TensorSpec]],
+    bound: tuple[int, int],
+) -> tuple[object, Callable[..., int], Callable[..., int] | None]:
+    """The kernels' objects and the forward pass linked into one JIT library, its entry, and its
+    numpy entry (`_emit_numpy_forward`; None where numpy's layout is not the one it reads, or where
+    shapes depend on sizes); extern call k calls the address `externs[k]`. `arrays` are the model's
+    inputs and outputs, `bound` the addresses of its constants' pointers and of its arena."""
     init_llvm()
     load_runtime()
     aliases = [f"{FORWARD}_extern{k}" for k in range(len(externs))]  # no kernel symbol (`symbol`)
     forward = emit_forward(plan, {name: k.func for name, k in kernels.items()}, aliases)
+    native_checks = layout_ok() and not plan.size_vars
+    if native_checks:
+        _emit_numpy_forward(forward, *arrays, bound)
     forward.triple = target.triple
     jit = llvm.create_lljit_compiler(target.target_machine())
     builder = llvm.JITLibraryBuilder()
@@ -176,14 +200,40 @@ def _link_forward(
         builder.add_object_img(kernel.compiled.obj)
     for alias, address in zip(aliases, externs):
         builder.import_symbol(alias, address)
-    library = (
-        builder.add_ir(str(forward))
-        .add_current_process()
-        .export_symbol(FORWARD)
-        .link(jit, f"{FORWARD}_{id(plan)}")
-    )
+    builder.add_ir(str(forward)).add_current_process().export_symbol(FORWARD)
+    if native_checks:
+        builder.export_symbol(FORWARD_NUMPY)
+    library = builder.link(jit, f"{FORWARD}_{id(plan)}")
     proto = ctypes.CFUNCTYPE(ctypes.c_int32, *[ctypes.c_void_p] * 5)
-    return (jit, library), proto(library[FORWARD])
+    entry = None
+    if native_checks:
+        count = sum(map(len, arrays))
+        numpy_proto = ctypes.CFUNCTYPE(ctypes.c_int32, *[ctypes.c_void_p] * (1 + count))
+        entry = partial(numpy_proto(library[FORWARD_NUMPY]), ctypes.addressof(entry_context()))
+    return (jit, library), proto(library[FORWARD]), entry
+
+
+def _emit_numpy_forward(
+    module: ll.Module, inputs: Sequence[TensorSpec], outputs: Sequence[TensorSpec], bound: tuple[int, int]
+) -> None:
+    """Define `FORWARD_NUMPY` in the forward pass's module: the model's numpy arrays (inputs, then
+    outputs) checked natively (`compiler.numpy_entry`), then the pass called on them with this
+    model's constants and arena, whose addresses are written into the code (it is linked in this
+    process, for this model). It returns the pass's status, or -(k + 1) when array k does not pass.
+    From Python the checks and the pointer arrays cost 2-3 us a call (`bench call_cost`)."""
+    arrays = [*inputs, *outputs]
+    forward = module.get_global(FORWARD)
+    flat = ll.Function(module, ll.FunctionType(I32, [I8P] * len(arrays)), name=f"{FORWARD}_flat")
+    b = ll.IRBuilder(flat.append_basic_block("entry"))
+    table = b.alloca(I8P, I64(max(1, len(arrays))))
+    for k, pointer in enumerate(flat.args):
+        b.store(pointer, b.gep(table, [I64(k)]))
+    constants = b.inttoptr(I64(bound[0]), I8P.as_pointer())
+    arena = b.inttoptr(I64(bound[1]), I8P)
+    no_sizes = ll.Constant(I64.as_pointer(), None)
+    b.ret(b.call(forward, [table, b.gep(table, [I64(len(inputs))]), constants, arena, no_sizes]))
+    params = [Buffer(spec.name, spec.at({}), spec.dtype) for spec in arrays]
+    emit_array_entry(module, flat, FORWARD_NUMPY, params, refusal=lambda k: -(k + 1))
 
 
 def _timed(kernel: Kernel, pointers: list[int], number: int) -> float:

@@ -162,15 +162,20 @@ class NativeForward:
         sizes: Sequence[SizeRange] = (),
         externs: Sequence[ExternSite] = (),
         cause: Callable[[int], BaseException | None] = lambda k: None,
+        numpy_entry: Callable[..., int] | None = None,
     ) -> None:
         """`externs` are the pass's extern calls, in the order of their status codes; `cause(k)`
-        gives what made extern call k fail when Python knows it (a Python function's exception)."""
+        gives what made extern call k fail when Python knows it (a Python function's exception).
+        `numpy_entry`, given the addresses of the input and output arrays, checks them natively and
+        runs the pass: it returns the pass's status, or a negative number for an array that does
+        not pass, which the checks here then convert or refuse (`executor._emit_numpy_forward`)."""
         self.inputs = tuple(inputs)
         self.outputs = tuple(outputs)
         self.sizes = tuple(sizes)
         self.externs = tuple(externs)
         self._cause = cause
         self._run = run
+        self._numpy = numpy_entry
         self._input_pointers = (ctypes.c_void_p * max(1, len(self.inputs)))()
         self._output_pointers = (ctypes.c_void_p * max(1, len(self.outputs)))()
         self._size_values = (ctypes.c_int64 * max(1, len(self.sizes)))()
@@ -180,8 +185,18 @@ class NativeForward:
         self._input_shapes = tuple(_fixed(s) for s in self.inputs)
         self._output_shapes = tuple(_fixed(s) for s in self.outputs)
         self._output_dtypes = tuple(np.dtype(s.dtype) for s in self.outputs)
+        self._fixed_outputs = tuple(s for s in self._output_shapes if s is not None)
+        if numpy_entry is not None and len(self._fixed_outputs) != len(self.outputs):
+            raise ValueError("a numpy entry is for a model whose shapes depend on no size")
 
     def __call__(self, *values: np.ndarray) -> list[np.ndarray]:
+        if self._numpy is not None and len(values) == len(self.inputs):
+            fresh = [np.empty(s, d) for s, d in zip(self._fixed_outputs, self._output_dtypes)]
+            # CPython's id() is the object's address, which the entry reads (`values` keeps them).
+            status = self._numpy(*map(id, values), *map(id, fresh))
+            if status >= 0:
+                self._raise_for(status)
+                return fresh
         arrays = self.check_inputs(values)
         sizes = self.bind(arrays)
         outputs = [
@@ -242,7 +257,10 @@ class NativeForward:
             self._output_pointers[k] = _data_address(array)
         for k, r in enumerate(self.sizes):
             self._size_values[k] = sizes[r.name]
-        status = self._run(self._input_pointers, self._output_pointers, self._size_values)
+        self._raise_for(self._run(self._input_pointers, self._output_pointers, self._size_values))
+
+    def _raise_for(self, status: int) -> None:
+        """The error a forward pass's status stands for, raised (nothing for 0)."""
         if status == OUT_OF_RANGE:
             raise ShapeError(f"a size is outside its declared range: {', '.join(map(str, self.sizes))}")
         k = status - EXTERN_FAILED

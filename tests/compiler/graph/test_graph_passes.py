@@ -380,13 +380,16 @@ def test_executor_rejects_wrong_inputs() -> None:
 
 
 def test_executor_takes_inputs_of_any_layout_and_of_a_castable_dtype() -> None:
-    """Arrays that already fit are passed as they are; every other kind is converted first: each
-    must compute what the fitting array does."""
+    """Arrays that already fit are checked natively and passed as they are; every other kind is
+    refused there and converted here first: each must compute what the fitting array does."""
     b = GraphBuilder()
     x = b.input("x", (3, 5), "float32")
-    model = graph.build(graph.optimize(b.module([b.call("multiply", [x, b.constant("w", weights(3, 5))])])))
+    module = b.module([b.call("multiply", [x, b.constant("w", weights(3, 5))])])
+    model = graph.build(graph.optimize(module))
     fitting = np.random.default_rng(3).standard_normal((3, 5), dtype=np.float32)
+    assert model._forward._numpy is not None  # which checks the fitting array natively
     (want,) = model(fitting)
+    np.testing.assert_allclose(want, graph.run_reference(module, [fitting])[0], rtol=1e-6)
     read_only = fitting.copy()
     read_only.setflags(write=False)
     transposed = np.ascontiguousarray(fitting.T).T
