@@ -6,7 +6,10 @@ the passes). ONNX Runtime: its profiler's per-node kernel times (all graph optim
 threads), median over as many runs. The heavy layers (conv, dense) pair up in execution order,
 each of ours with whichever of ORT's next two is closer in FLOPs (the two runtimes order a ResNet
 block's shortcut conv and its first conv differently), printed with both output shapes; everything
-else (layout reorders, pooling, additions ORT did not fuse) is summed as one row per side.
+else (layout reorders, pooling, additions ORT did not fuse) is summed as one row per side. Then
+where each runtime's time goes by kind: ours by each kernel's first operator, ORT's by node type,
+and OpenVINO's (when it is installed: `make bench-models`) by node type and implementation from
+its `PERF_COUNT` profile, each as the median over the passes of the kind's sum in a pass.
 
     python -m bench.layer_peers --model mobilenet_v2 [--database sqlite:///DB] [--passes 25]
 """
@@ -104,6 +107,69 @@ def _ort_flops(op: str, ins: list[tuple[int, ...]], out: tuple[int, ...]) -> flo
     return 2.0 * math.prod(out) * ins[0][-1]
 
 
+def our_kinds(model: CompiledModel, inputs: list[np.ndarray], passes: int) -> dict[str, float]:
+    """Milliseconds a pass spends in kernels by each one's first operator (matmul_nblock, softmax)."""
+    nodes = {n.name: n for n in model.module.nodes() if isinstance(n, graph.CallTIR)}
+    kinds: dict[str, float] = {}
+    for step, secs in model.profile(*inputs, repeat=passes, in_pass=True):
+        kind = nodes[step.node].ops[0]
+        kinds[kind] = kinds.get(kind, 0.0) + secs * 1e3
+    return kinds
+
+
+def ort_kinds(onnx: bytes, inputs: list[np.ndarray], threads: int, runs: int) -> dict[str, float]:
+    """Milliseconds a pass spends in ONNX Runtime's nodes by op type (median over `runs`)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        session = onnx_runtime_session(onnx, threads, profile_prefix=str(Path(tmp) / "ort"))
+        feed = {i.name: a for i, a in zip(session.get_inputs(), inputs)}
+        for _ in range(WARMUP + runs):
+            session.run(None, feed)
+        events = json.loads(Path(session.end_profiling()).read_text())
+    per_run: dict[str, list[float]] = {}
+    seen: dict[str, int] = {}
+    for event in events:
+        if event.get("cat") != "Node" or not event["name"].endswith("_kernel_time"):
+            continue
+        run = seen.get(event["name"], 0)
+        seen[event["name"]] = run + 1
+        sums = per_run.setdefault(event["args"]["op_name"], [0.0] * (WARMUP + runs))
+        sums[run] += event["dur"] / 1e3
+    return {kind: statistics.median(sums[WARMUP:]) for kind, sums in per_run.items()}
+
+
+def openvino_kinds(onnx: bytes, inputs: list[np.ndarray], threads: int, runs: int) -> dict[str, float] | None:
+    """Milliseconds a pass spends in OpenVINO's nodes by "type / implementation" (median over
+    `runs`, `PERF_COUNT`); None when OpenVINO is not installed."""
+    try:
+        import openvino as ov
+    except ImportError:
+        return None
+    from bench.model_peers import OPENVINO_CONFIG
+
+    core = ov.Core()
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "model.onnx"
+        path.write_bytes(onnx)
+        config = {**OPENVINO_CONFIG, "INFERENCE_NUM_THREADS": threads, "PERF_COUNT": "YES"}
+        request = core.compile_model(core.read_model(str(path)), "CPU", config).create_infer_request()
+    per_run: dict[str, list[float]] = {}
+    for run in range(WARMUP + runs):
+        request.infer(inputs)
+        for node in request.get_profiling_info():
+            if node.status == node.Status.EXECUTED:
+                sums = per_run.setdefault(f"{node.node_type} / {node.exec_type}", [0.0] * (WARMUP + runs))
+                sums[run] += node.real_time.total_seconds() * 1e3
+    return {kind: statistics.median(sums[WARMUP:]) for kind, sums in per_run.items()}
+
+
+def print_kinds(runtime: str, kinds: dict[str, float]) -> None:
+    top = sorted(kinds.items(), key=lambda kv: -kv[1])
+    print(
+        f"{runtime} by kind, {sum(kinds.values()):.3f} ms in all: "
+        + ", ".join(f"{k} {ms:.3f}" for k, ms in top)
+    )
+
+
 def pair(ours: list[LayerTime], theirs: list[LayerTime]) -> list[tuple[LayerTime | None, LayerTime | None]]:
     """Each of our layers with whichever of ORT's next LOOKAHEAD unpaired ones is closest in FLOPs."""
     left = list(theirs)
@@ -123,7 +189,8 @@ def compare(entry: ZooModel, database: str | None, passes: int, threads: int) ->
     model, args = entry.make(), entry.inputs()
     onnx = onnx_bytes(model, args)
     inputs = [a.numpy() for a in args]
-    ours = build_model(graph.optimize(frontend.from_torch(model, args)), database=database)
+    module = graph.optimize(frontend.from_torch(model, args))
+    ours = build_model(module, database=database) if database else graph.build(module)
     runs = {"ours": lambda: ours(*inputs), "ort": onnx_runtime(onnx, inputs, threads)}
     latency = {k: statistics.median(v) for k, v in alternated_ms(runs, 5, 6).items()}
     mine, my_other = our_layers(ours, inputs, passes)
@@ -143,6 +210,11 @@ def compare(entry: ZooModel, database: str | None, passes: int, threads: int) ->
     my_heavy, their_heavy = sum(x.ms for x in mine), sum(x.ms for x in theirs)
     print(f"{'heavy layers':44s} {my_heavy:7.3f} {'':52s} {their_heavy:7.3f} {their_heavy / my_heavy:8.2f}")
     print(f"{'everything else':44s} {my_other:7.3f} {'':52s} {their_other:7.3f}")
+    print_kinds("ours", our_kinds(ours, inputs, passes))
+    print_kinds("ONNX Runtime", ort_kinds(onnx, inputs, threads, passes))
+    openvino = openvino_kinds(onnx, inputs, threads, passes)
+    if openvino is not None:
+        print_kinds("OpenVINO", openvino)
 
 
 def main(argv: list[str] | None = None) -> None:
