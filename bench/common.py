@@ -75,18 +75,19 @@ def random_matmul_traces(spec: dict, count: int, seed: int = 0) -> list[dict]:
 
 
 def with_and_without(module: Module, graph_pass: Callable[[Module], Module]) -> dict[str, CompiledModel]:
-    """The module optimized and built twice: "with" the graph pass and "without" it."""
+    """The module optimized and built twice: "with" the graph pass and "without" it. (Until
+    2026-12-04 "without" swapped `passes.PASSES`, which `optimize`'s default had already bound:
+    both builds ran the pass.)"""
     from compiler import graph
     from compiler.graph import passes
 
-    builds = {"with": graph.build(graph.optimize(module))}
-    saved = passes.PASSES
-    passes.PASSES = tuple(p for p in saved if p is not graph_pass)
-    try:
-        builds["without"] = graph.build(graph.optimize(module))
-    finally:
-        passes.PASSES = saved
-    return builds
+    without = tuple(p for p in passes.PASSES if p is not graph_pass)
+    if len(without) == len(passes.PASSES):
+        raise ValueError(f"{graph_pass.__name__} is not one of the passes `optimize` runs")
+    return {
+        "with": graph.build(graph.optimize(module)),
+        "without": graph.build(graph.optimize(module, passes=without)),
+    }
 
 
 def alternated_ms(
