@@ -65,17 +65,22 @@ def our_layers(model: CompiledModel, inputs: list[np.ndarray], passes: int) -> t
     return heavy, other
 
 
-def ort_layers(
-    onnx: bytes, inputs: list[np.ndarray], threads: int, runs: int
-) -> tuple[list[LayerTime], float]:
-    """ONNX Runtime's heavy nodes in execution order (median kernel time over `runs`), and the
-    milliseconds of its other nodes."""
+def ort_profile(onnx: bytes, inputs: list[np.ndarray], threads: int, runs: int) -> list[dict]:
+    """ONNX Runtime's profiler events over WARMUP + `runs` passes."""
     with tempfile.TemporaryDirectory() as tmp:
         session = onnx_runtime_session(onnx, threads, profile_prefix=str(Path(tmp) / "ort"))
         feed = {i.name: a for i, a in zip(session.get_inputs(), inputs)}
         for _ in range(WARMUP + runs):
             session.run(None, feed)
-        events = json.loads(Path(session.end_profiling()).read_text())
+        return json.loads(Path(session.end_profiling()).read_text())
+
+
+def ort_layers(
+    onnx: bytes, inputs: list[np.ndarray], threads: int, runs: int
+) -> tuple[list[LayerTime], float]:
+    """ONNX Runtime's heavy nodes in execution order (median kernel time over `runs`), and the
+    milliseconds of its other nodes."""
+    events = ort_profile(onnx, inputs, threads, runs)
     times: dict[str, list[float]] = {}
     kinds: dict[str, tuple[str, list[tuple[int, ...]], tuple[int, ...]]] = {}
     for event in events:
@@ -119,12 +124,7 @@ def our_kinds(model: CompiledModel, inputs: list[np.ndarray], passes: int) -> di
 
 def ort_kinds(onnx: bytes, inputs: list[np.ndarray], threads: int, runs: int) -> dict[str, float]:
     """Milliseconds a pass spends in ONNX Runtime's nodes by op type (median over `runs`)."""
-    with tempfile.TemporaryDirectory() as tmp:
-        session = onnx_runtime_session(onnx, threads, profile_prefix=str(Path(tmp) / "ort"))
-        feed = {i.name: a for i, a in zip(session.get_inputs(), inputs)}
-        for _ in range(WARMUP + runs):
-            session.run(None, feed)
-        events = json.loads(Path(session.end_profiling()).read_text())
+    events = ort_profile(onnx, inputs, threads, runs)
     per_run: dict[str, list[float]] = {}
     seen: dict[str, int] = {}
     for event in events:
@@ -140,18 +140,11 @@ def ort_kinds(onnx: bytes, inputs: list[np.ndarray], threads: int, runs: int) ->
 def openvino_kinds(onnx: bytes, inputs: list[np.ndarray], threads: int, runs: int) -> dict[str, float] | None:
     """Milliseconds a pass spends in OpenVINO's nodes by "type / implementation" (median over
     `runs`, `PERF_COUNT`); None when OpenVINO is not installed."""
-    try:
-        import openvino as ov
-    except ImportError:
-        return None
-    from bench.model_peers import OPENVINO_CONFIG
+    from bench.model_peers import openvino_request
 
-    core = ov.Core()
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "model.onnx"
-        path.write_bytes(onnx)
-        config = {**OPENVINO_CONFIG, "INFERENCE_NUM_THREADS": threads, "PERF_COUNT": "YES"}
-        request = core.compile_model(core.read_model(str(path)), "CPU", config).create_infer_request()
+    request = openvino_request(onnx, threads, PERF_COUNT="YES")
+    if request is None:
+        return None
     per_run: dict[str, list[float]] = {}
     for run in range(WARMUP + runs):
         request.infer(inputs)

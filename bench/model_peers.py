@@ -24,6 +24,7 @@ import tempfile
 import warnings
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -50,8 +51,9 @@ def eager_run(model: object, args: tuple) -> Run:
     return eager
 
 
-def openvino_run(onnx: bytes, inputs: list[np.ndarray], threads: int) -> Run | None:
-    """OpenVINO on the same ONNX export as ONNX Runtime's; None when it is not installed."""
+def openvino_request(onnx: bytes, threads: int, **extra: str) -> Any | None:
+    """An OpenVINO infer request on the same ONNX export as ONNX Runtime's, compiled with
+    OPENVINO_CONFIG and `extra` (PERF_COUNT="YES"); None when OpenVINO is not installed."""
     try:
         import openvino as ov
     except ImportError:
@@ -60,10 +62,15 @@ def openvino_run(onnx: bytes, inputs: list[np.ndarray], threads: int) -> Run | N
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "model.onnx"
         path.write_bytes(onnx)
-        config = {**OPENVINO_CONFIG, "INFERENCE_NUM_THREADS": threads}
+        config = {**OPENVINO_CONFIG, "INFERENCE_NUM_THREADS": threads, **extra}
         compiled = core.compile_model(core.read_model(str(path)), "CPU", config)
-    request = compiled.create_infer_request()
-    return lambda: list(request.infer(inputs).values())
+    return compiled.create_infer_request()
+
+
+def openvino_run(onnx: bytes, inputs: list[np.ndarray], threads: int) -> Run | None:
+    """OpenVINO's forward pass on `inputs`; None when it is not installed."""
+    request = openvino_request(onnx, threads)
+    return None if request is None else lambda: list(request.infer(inputs).values())
 
 
 def torch_compile_run(model: object, args: tuple) -> Run:

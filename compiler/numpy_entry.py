@@ -8,7 +8,9 @@ dominates a 3 us kernel; natively the whole call costs a ctypes call. The entry 
 time against what numpy itself reports, and where they differ (a free-threaded build, say) callers
 keep the checks in Python. A failed check also goes back to Python, which raises the error naming
 the parameter. `context` holds the addresses that differ per process: numpy's ndarray type and the
-dtype objects in `DTYPES` order.
+dtype objects in `DTYPES` order. `emit_array_entry` is the same entry for any callee: a compiled
+model's forward pass has one too (`graph.executor`), whose refusals are negative so that they stay
+apart from the pass's own statuses.
 """
 
 from __future__ import annotations

@@ -183,9 +183,8 @@ class NativeForward:
         # would recompute from the specs is worked out once.
         self._input_dtypes = tuple(np.dtype(s.dtype) for s in self.inputs)
         self._input_shapes = tuple(_fixed(s) for s in self.inputs)
-        self._output_shapes = tuple(_fixed(s) for s in self.outputs)
         self._output_dtypes = tuple(np.dtype(s.dtype) for s in self.outputs)
-        self._fixed_outputs = tuple(s for s in self._output_shapes if s is not None)
+        self._fixed_outputs = tuple(shape for s in self.outputs if (shape := _fixed(s)) is not None)
         if numpy_entry is not None and len(self._fixed_outputs) != len(self.outputs):
             raise ValueError("a numpy entry is for a model whose shapes depend on no size")
 
@@ -199,10 +198,7 @@ class NativeForward:
                 return fresh
         arrays = self.check_inputs(values)
         sizes = self.bind(arrays)
-        outputs = [
-            np.empty(o.at(sizes) if shape is None else shape, dtype)
-            for o, shape, dtype in zip(self.outputs, self._output_shapes, self._output_dtypes)
-        ]
+        outputs = [np.empty(o.at(sizes), dtype) for o, dtype in zip(self.outputs, self._output_dtypes)]
         self.run_into(arrays, outputs, sizes)
         return outputs
 

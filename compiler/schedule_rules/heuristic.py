@@ -352,9 +352,7 @@ def _streamed_bytes(nest: _TileNest, tile: list[int]) -> int:
     little over L1 (ResNet-18 conv2_x: 44 KiB) is not streamed: counted so, its tile lost 10%. On
     AVX2 no suite shape's tile changed."""
     total = 0
-    for operand in nest.operands:
-        if _footprint(nest, operand, tile) <= STREAM_BYTES:
-            continue
+    for operand in _streamed(nest, tile):
         elements = 1
         for loop in operand.loops:
             elements *= tile[loop] * (max(operand.stride, 1) if loop == nest.vector else 1)
@@ -371,13 +369,17 @@ def _streams(nest: _TileNest, tile: list[int]) -> int:
     (24 runs 48 KiB apart), and rows beyond the FMA latency's LATENCY_CHAINS accumulators only add
     runs. A 1 x 768 x 3072 layer ran 28 GFLOPS warm with 24, 70-95 with 8, on a Zen 5's two cores
     (bench/results/2026-12-04.md). A row-major operand's row is one run however wide the tile."""
-    total = 0
-    for operand in nest.operands:
-        if operand.stride != 1 or nest.vector not in operand.loops:
-            continue
-        if _footprint(nest, operand, tile) > STREAM_BYTES:
-            total += math.prod(tile[k] for k in operand.loops if k != nest.vector and nest.kinds[k] == "S")
-    return total
+    return sum(
+        math.prod(tile[k] for k in operand.loops if k != nest.vector and nest.kinds[k] == "S")
+        for operand in _streamed(nest, tile)
+        if operand.stride == 1 and nest.vector in operand.loops
+    )
+
+
+def _streamed(nest: _TileNest, tile: list[int]) -> list[_Operand]:
+    """The operands the register `tile` reads more than STREAM_BYTES of over the whole reduction:
+    they come from L2 or beyond."""
+    return [o for o in nest.operands if _footprint(nest, o, tile) > STREAM_BYTES]
 
 
 def _footprint(nest: _TileNest, operand: _Operand, tile: list[int]) -> int:
