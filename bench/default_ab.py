@@ -62,7 +62,9 @@ def paired_seconds(kernels: list, args: list[np.ndarray], rounds: int) -> tuple[
 
 def tile_decisions(trace: Trace) -> list:
     """The tile decisions and whether an input is packed: what a default schedule's rules chose."""
-    tiles = [i.decision for i in trace.instructions if i.kind == "sample_perfect_tile"]
+    tiles = [
+        i.decision for i in trace.instructions if i.kind in ("sample_perfect_tile", "sample_covering_tile")
+    ]
     return [*tiles, "panel" if any(i.kind == "cache_read" for i in trace.instructions) else "in place"]
 
 

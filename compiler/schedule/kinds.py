@@ -249,6 +249,18 @@ SAMPLE_PERFECT_TILE = register(
         decision=Decision("a list of n positive ints", _tile_decision),
     )
 )
+SAMPLE_COVERING_TILE = register(
+    InstructionKind(
+        "sample_covering_tile",
+        (Arg("loop", LOOP), Arg("n", INT), Arg("max_innermost_factor", INT), Arg("multiple", INT)),
+        INT_LIST,
+        lambda sch, a, d: sch.sample_covering_tile(
+            a["loop"], a["n"], a["max_innermost_factor"], a["multiple"], decision=d
+        ),
+        pure=True,
+        decision=Decision("a list of n positive ints", _tile_decision),
+    )
+)
 SAMPLE_CATEGORICAL = register(
     InstructionKind(
         "sample_categorical",

@@ -70,6 +70,11 @@ def repair_perfect_tile(extent: int, n: int, max_innermost: int, decision: list[
     return tiles
 
 
+def covered_extent(extent: int, multiple: int) -> int:
+    """`extent` rounded up to a multiple of `multiple`: what `sample_covering_tile` tiles."""
+    return -(-extent // multiple) * multiple
+
+
 def covering_tile(largest: int, n: int, max_innermost: int, decision: list[int]) -> list[int]:
     """A tile decision for a loop over a symbolic extent of at most `largest`. One tile runs a
     run-time number of times, as many as cover `largest` here (at run time only the tiles the extent

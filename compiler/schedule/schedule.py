@@ -382,24 +382,12 @@ class Schedule:
         self, loop: LoopRV, n: int, max_innermost_factor: int = 16, decision: list[int] | None = None
     ) -> list[IntRV]:
         """n tile sizes whose product is the loop's extent; a stale decision is repaired, not refused."""
-        _, lp = find_loop(self.func.body, self._loop_name(loop))
         where = f"sample_perfect_tile of loop {loop.name!r}"
-        check(n >= 1, f"{where}: n must be >= 1")
-        check(
-            max_innermost_factor == -1 or max_innermost_factor >= 1,
-            f"{where}: max_innermost_factor must be -1 (no limit) or >= 1, got {max_innermost_factor}",
-        )
+        _, lp = find_loop(self.func.body, self._loop_name(loop))
         # A symbolic extent is tiled for the largest value of its range (see `sampling.covering_tile`).
         extent = extent_range(lp.extent)[1] + 1
-        if decision is None:
-            tiles = sampling.sample_perfect_tile(extent, n, max_innermost_factor, self.rng)
-        else:
-            check(
-                sampling.is_tile_decision(decision, n),
-                f"{where}: decision {decision!r} is not {n} positive ints",
-            )
-            repair = sampling.repair_perfect_tile if isinstance(lp.extent, int) else sampling.covering_tile
-            tiles = repair(extent, n, max_innermost_factor, list(decision))
+        repair = sampling.repair_perfect_tile if isinstance(lp.extent, int) else sampling.covering_tile
+        tiles = self._tiles(where, extent, n, max_innermost_factor, decision, repair)
         outs = [IntRV(t, self._rv(IntRV.PREFIX)) for t in tiles]
         self._record(
             kinds.SAMPLE_PERFECT_TILE,
@@ -408,6 +396,55 @@ class Schedule:
             tiles,
         )
         return outs
+
+    def sample_covering_tile(
+        self,
+        loop: LoopRV,
+        n: int,
+        max_innermost_factor: int,
+        multiple: int,
+        decision: list[int] | None = None,
+    ) -> list[IntRV]:
+        """n tile sizes whose product is the loop's static extent rounded up to a multiple of
+        `multiple`: tiles that need not divide an awkward extent (197 rows in tiles of 8), the split
+        guarding the last one, as it does a symbolic extent's."""
+        where = f"sample_covering_tile of loop {loop.name!r}"
+        _, lp = find_loop(self.func.body, self._loop_name(loop))
+        if not isinstance(lp.extent, int):
+            raise ScheduleError(f"{where}: the loop's extent {lp.extent} is not static")
+        check(is_int(multiple) and multiple >= 1, f"{where}: multiple must be an int >= 1, got {multiple!r}")
+        extent = sampling.covered_extent(lp.extent, multiple)
+        tiles = self._tiles(where, extent, n, max_innermost_factor, decision, sampling.repair_perfect_tile)
+        outs = [IntRV(t, self._rv(IntRV.PREFIX)) for t in tiles]
+        self._record(
+            kinds.SAMPLE_COVERING_TILE,
+            {"loop": loop, "n": n, "max_innermost_factor": max_innermost_factor, "multiple": multiple},
+            outs,
+            tiles,
+        )
+        return outs
+
+    def _tiles(
+        self,
+        where: str,
+        extent: int,
+        n: int,
+        max_innermost_factor: int,
+        decision: list[int] | None,
+        repair: Callable[[int, int, int, list[int]], list[int]],
+    ) -> list[int]:
+        """n tiles of `extent`: drawn, or `decision` repaired for it."""
+        check(n >= 1, f"{where}: n must be >= 1")
+        check(
+            max_innermost_factor == -1 or max_innermost_factor >= 1,
+            f"{where}: max_innermost_factor must be -1 (no limit) or >= 1, got {max_innermost_factor}",
+        )
+        if decision is None:
+            return sampling.sample_perfect_tile(extent, n, max_innermost_factor, self.rng)
+        check(
+            sampling.is_tile_decision(decision, n), f"{where}: decision {decision!r} is not {n} positive ints"
+        )
+        return repair(extent, n, max_innermost_factor, list(decision))
 
     def sample_categorical(
         self, candidates: list[int], probs: list[float], decision: int | None = None

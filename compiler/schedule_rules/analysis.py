@@ -7,6 +7,7 @@ from __future__ import annotations
 from compiler.codegen_vector import flat_index, stride_in
 from compiler.ir import Block, Buffer, Expr, For, IterVar, PrimFunc, const, structural_equal
 from compiler.schedule.compute_location import blocked_reads
+from compiler.schedule.sampling import covered_extent
 from compiler.schedule.tree import find_block, loops_above, readers
 from compiler.visit import block_loads, block_reads, free_vars
 
@@ -14,6 +15,35 @@ from compiler.visit import block_loads, block_reads, free_vars
 # stride-2 pool reads every other element (`codegen_vector`'s strided loads); a reduction that reads
 # rows further apart (a softmax's row max, a global mean over channels) would gather each lane.
 WINDOW_STRIDE = 2
+
+
+# A tiled block's loop of rows whose extent has no divisor from COVER_MIN to COVER_MAX (a ViT's 197
+# tokens, a prime) is tiled as if rounded up to a multiple in that range, the last tile guarded
+# (`Schedule.sample_covering_tile`): the register tile takes several rows at a time only where they
+# divide the loop, so 197 rows ran one at a time (a (197 x 768) x (768 x 3072) dense layer with its
+# gelu, Zen 4, 2 threads: 44.4 ms so, 9.9 ms on rows padded to 200 in the graph, the padding's copy
+# and slice included, bench/results/2026-11-28.md). Guarded instead of padded, the rows keep their
+# count and the layer its epilogues (bench/results/2026-12-04.md).
+COVER_MIN, COVER_MAX = 4, 8
+COVER_FROM = 16  # fewer rows: a batch-1 style loop, whose tiles run along the columns
+
+
+def row_cover(extent: int, columns: int) -> int | None:
+    """The multiple a loop of rows of this static extent is tiled for, beside a vectorized loop of
+    `columns`; None where some tile from COVER_MIN to COVER_MAX divides it, or where there is no
+    vector (one column: a row max kept as a column, each row's reduction contiguous, which LLVM
+    vectorizes along the reduction; 6 rows side by side ran 8x slower). Else the multiple that
+    covers it with the fewest extra rows, the larger on a tie (197: 6, tiled as 198)."""
+    multiples = range(COVER_MIN, COVER_MAX + 1)
+    if columns == 1 or extent < COVER_FROM or any(extent % m == 0 for m in multiples):
+        return None
+    return min(multiples, key=lambda m: (-extent % m, -m))
+
+
+def tiled_extent(extent: int, columns: int) -> int:
+    """What a loop of rows of this static extent is tiled as: `row_cover`'s multiple, or itself."""
+    multiple = row_cover(extent, columns)
+    return extent if multiple is None else covered_extent(extent, multiple)
 
 
 def block_of(func: PrimFunc, name: str) -> Block:

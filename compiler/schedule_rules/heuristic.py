@@ -68,7 +68,7 @@ from compiler.ir import Buffer, Expr, PrimFunc, Unary, Var, static_dim, static_s
 from compiler.schedule import Schedule
 from compiler.schedule.tree import find_block, loops_above, readers
 from compiler.schedule_rules import dot_rows, tensorize_vnni, winograd_tiling
-from compiler.schedule_rules.analysis import packable_reads
+from compiler.schedule_rules.analysis import packable_reads, tiled_extent
 from compiler.schedule_rules.config import RuleConfig
 from compiler.schedule_rules.decisions import Decision
 from compiler.visit import block_loads, block_reads, free_vars, substitute, walk_expr
@@ -289,6 +289,11 @@ class _TileNest:
             operand(ld.buffer, ld.indices) for ld in block_loads(block) if ld.buffer != block.body.buffer
         ]
         extents = [static_dim(lp.extent, "the default schedule") for lp in loops]
+        # The rows are tiled as the tiling rule covers them (`analysis.row_cover`).
+        extents = [
+            tiled_extent(e, extents[vector]) if kind == "S" and k != vector else e
+            for k, (e, kind) in enumerate(zip(extents, kinds))
+        ]
         return cls(extents, kinds, vector, operands, [lp.var for lp in loops])
 
 

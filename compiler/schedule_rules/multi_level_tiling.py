@@ -9,7 +9,8 @@ stays in place, or goes through a local accumulator (`cache_write` + `reverse_co
 level 1 or 2), or an elementwise consumer is fused there; inputs the decisions name (among
 `analysis.packable_reads`: matmul's B) are copied into a contiguous panel per S0 tile; the outer
 spatial tiles are fused and run in parallel, the innermost spatial tile is vectorized, the reduction's
-init is decomposed out."""
+init is decomposed out. A loop of rows with an awkward extent (`analysis.row_cover`: 197 tokens) is
+tiled as its extent rounded up, the last tile guarded (`sample_covering_tile`)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from compiler.schedule_rules.analysis import (
     elementwise_consumer,
     is_tiling_target,
     loop_kinds,
+    row_cover,
 )
 from compiler.schedule_rules.config import RuleConfig
 from compiler.schedule_rules.rule import BlockRule, RuleContext, attempt
@@ -60,16 +62,18 @@ def _tile(sch: Schedule, name: str, ctx: RuleContext) -> set[str]:
     loops = sch.get_loops(block)
     limits = _RegisterTile(cfg)
     # Innermost loop first: the vectorized tile decides how many registers the other tiles may fill.
-    for loop, kind, decision in reversed(list(zip(loops, kinds, decisions))):
+    extents = [static_dim(find_loop(sch.func.body, lp.name)[1].extent, "tiling") for lp in loops]
+    vector = max(k for k, kind in enumerate(kinds) if kind == "S")
+    for k, loop, kind, decision in reversed(list(zip(range(len(loops)), loops, kinds, decisions))):
         if kind == "-":
             continue
-        if kind == "S":
-            limit = limits.next_limit(static_dim(find_loop(sch.func.body, loop.name)[1].extent, "tiling"))
+        n = len(levels[kind])
+        limit = limits.next_limit(extents[k]) if kind == "S" else cfg.max_innermost_factor
+        cover = row_cover(extents[k], extents[vector]) if kind == "S" and k != vector else None
+        if cover is None:
+            tiles = sch.sample_perfect_tile(loop, n=n, max_innermost_factor=limit, decision=decision)
         else:
-            limit = cfg.max_innermost_factor
-        tiles = sch.sample_perfect_tile(
-            loop, n=len(levels[kind]), max_innermost_factor=limit, decision=decision
-        )
+            tiles = sch.sample_covering_tile(loop, n, limit, cover, decision=decision)
         if kind == "S":
             limits.take(int(tiles[-1]))
         for depth, part in enumerate(sch.split(loop, tiles)):

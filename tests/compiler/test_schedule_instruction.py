@@ -65,6 +65,10 @@ EXAMPLES: dict[str, tuple[Callable[[], ProgramCase], Callable[[Schedule], object
         matmul,
         lambda sch: sch.sample_perfect_tile(c_loops(sch)[1], n=2, decision=[1, 127]),
     ),
+    "sample_covering_tile": (
+        matmul,
+        lambda sch: sch.sample_covering_tile(c_loops(sch)[0], n=2, max_innermost_factor=8, multiple=8),
+    ),
     "sample_categorical": (matmul, lambda sch: sch.sample_categorical([1, 2, 4], [0.2, 0.3, 0.5])),
     "sample_compute_location": (conv2d, lambda sch: sch.sample_compute_location(sch.get_block("pad"))),
 }

@@ -1,5 +1,6 @@
 """Stochastic primitives: sample_perfect_tile always tiles exactly and respects the innermost limit,
 is deterministic per seed, and repairs stale decisions into a valid tiling and a correct program;
+sample_covering_tile does the same for the extent rounded up, its last tile guarded;
 sample_categorical records indices and repairs those that could not have been drawn."""
 
 import collections
@@ -159,6 +160,43 @@ def test_sampling_a_dead_loop_is_refused():
     sch.split(i, [None, 8])
     with schedule_error("i", match="does not exist"):
         sch.sample_perfect_tile(i, n=2)
+
+
+# --- sample_covering_tile -------------------------------------------------------------------------
+@settings(max_examples=100, deadline=None)
+@given(
+    extent=EXTENTS, n=st.integers(1, 4), limit=LIMITS, multiple=st.integers(1, 8), seed=st.integers(0, 2**32)
+)
+def test_covering_tiles_multiply_to_the_extent_rounded_up(extent, n, limit, multiple, seed):
+    sch, i = loop_of_extent(extent, seed)
+    tiles = [int(t) for t in sch.sample_covering_tile(i, n, limit, multiple)]
+    assert_valid_tiling(tiles, -(-extent // multiple) * multiple, n, limit)
+    assert sch.trace.instructions[-1].decision == tiles
+
+
+@pytest.mark.parametrize("decision", [None, [25, 8], [7, 13], [1, 1]])
+def test_covering_tiles_split_into_a_correct_program_the_last_tile_guarded(decision):
+    """197 rows of a matmul in tiles that need not divide them (sampled, decided, repaired): the
+    rows past 197 are never written or read."""
+    wl = matmul(197, 40, 24)
+    sch = wl.schedule(seed=1)
+    c = sch.get_block("C")
+    i = sch.get_loops(c)[0]
+    tiles = sch.sample_covering_tile(i, 2, 16, 8, decision=decision)
+    assert product(int(t) for t in tiles) == 200
+    sch.split(i, tiles)
+    assert_computes(wl, sch)
+    assert sch.trace.apply(wl.func).func == sch.func
+
+
+def test_covering_a_symbolic_extent_is_refused_naming_the_loop():
+    n = te.var("n", range=(1, 64))
+    A = te.placeholder((n,), name="A")
+    B = te.compute((n,), lambda i: A[i] + 1.0, name="B")
+    sch = Schedule(te.create_prim_func([A, B]))
+    (i,) = sch.get_loops(sch.get_block("B"))
+    with schedule_error("i", match="not static"):
+        sch.sample_covering_tile(i, 2, 16, 8)
 
 
 # --- sample_categorical ---------------------------------------------------------------------------

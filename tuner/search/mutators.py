@@ -15,16 +15,25 @@ from typing import Any
 from compiler import Trace
 from compiler.arith import divisors
 from compiler.schedule.instruction import InstructionKind, lookup
-from compiler.schedule.kinds import SAMPLE_CATEGORICAL, SAMPLE_COMPUTE_LOCATION, SAMPLE_PERFECT_TILE
+from compiler.schedule.kinds import (
+    SAMPLE_CATEGORICAL,
+    SAMPLE_COMPUTE_LOCATION,
+    SAMPLE_COVERING_TILE,
+    SAMPLE_PERFECT_TILE,
+)
 
 Decisions = dict[int, Any]
 Mutator = Callable[[Trace, random.Random], Decisions | None]
 
 
 def mutate_tile_size(trace: Trace, rng: random.Random) -> Decisions | None:
-    """Move a divisor from one tile factor to another of the same loop; the innermost factor keeps
-    within the instruction's max_innermost_factor."""
-    tiles = [i for i in _indices(trace, SAMPLE_PERFECT_TILE) if any(f > 1 for f in trace.decisions[i])]
+    """Move a divisor from one tile factor to another of the same loop (a perfect or a covering
+    tile); the innermost factor keeps within the instruction's max_innermost_factor."""
+    tiles = [
+        i
+        for i in _indices(trace, SAMPLE_PERFECT_TILE) + _indices(trace, SAMPLE_COVERING_TILE)
+        if any(f > 1 for f in trace.decisions[i])
+    ]
     if not tiles:
         return None
     index = rng.choice(tiles)

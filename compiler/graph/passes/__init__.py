@@ -44,12 +44,11 @@ def optimize(module: Module, *, check: bool = False, passes: Sequence[Pass] = PA
     """Fold constants and batch norms, recognize written-out layer norms, expand powers by small
     constants into multiplications, fold zero pads into the convs after them, drop what computes
     nothing, compute stride-1 3x3 convs by Winograd, keep depthwise convs and their neighbours in the
-    NCHWc layout, block the output channels of other convs on small images, pad matmuls' rows to a
-    multiple of 8 and long columns to a multiple of 16 where the register tile could not divide
-    them, pack dense layers' weights in blocks of columns (and quantized ones as VNNI reads them),
-    fuse into PrimFuncs. With `check`, the verifier runs after every pass (the tests do this).
-    `passes` replaces the list (a module made for a range of sizes leaves out the padding that
-    depends on them)."""
+    NCHWc layout, block the output channels of other convs on small images, pad matmuls' long
+    columns to a multiple of 16 where the vector tile could not divide them, pack dense layers'
+    weights in blocks of columns (and quantized ones as VNNI reads them), fuse into PrimFuncs.
+    With `check`, the verifier runs after every pass (the tests do this). `passes` replaces the list
+    (a module made for a range of sizes leaves out the padding that depends on them)."""
     for run in passes:
         module = run(module)
         if check:

@@ -1,13 +1,11 @@
-"""A matmul over awkward extents, a dense layer or attention's batched products, is computed over
-operands padded with zeros, then sliced back:
+"""A matmul whose columns are awkward for the vector tile, attention's 197 x 197 scores, is computed
+over its right operand padded with zeros, then sliced back: columns above a whole-row vector (128)
+with no divisor from 8 to 64 are padded to a multiple of 16, the vector tile's lanes. The tile must
+divide the columns, so 197 of them ran one lane at a time (bench/results/2026-11-28.md).
 
-- rows with no divisor from 4 to 8 (a ViT's 197 tokens, a prime) are padded to a multiple of 8:
-  the register tile takes several rows at a time only where they divide the row count, so 197 rows
-  ran one at a time. The (197 x 768) @ (768 x 3072) layer with its gelu took 44.4 ms untuned on a
-  Zen 4's two cores, 9.9 ms padded to 200, the pad and the slice included;
-- columns above a whole-row vector (128) with no divisor from 8 to 64 (attention's 197 x 197
-  scores) are padded to a multiple of 16, the vector tile's lanes: the tile must divide the columns,
-  so 197 of them ran one lane at a time (bench/results/2026-11-28.md).
+Awkward rows are no longer padded here: the tiling rule covers them with a guarded last tile
+(`schedule_rules.analysis.row_cover`), which keeps the matmul's epilogues in its kernel where the
+padding's slice split them off (ViT-base, 2026-12-04: 5.9 ms of its 88 in slices).
 
 A constant weight is padded here, so the packing pass that runs next packs it as any other."""
 
@@ -18,8 +16,6 @@ import numpy as np
 from compiler.graph.ir import Call, Constant, Module, Node, name_supply, rewrite
 from compiler.graph.op import call
 
-ROWS = 8  # padded to a multiple of this
-MIN_ROWS = 16  # fewer rows: a batch-1 style layer, whose tiles run along the columns
 LANES = 16  # columns padded to a multiple of this
 WHOLE_ROW = 128  # columns up to this vectorize whole, whatever their count
 
@@ -33,14 +29,10 @@ def pad_matmul(module: Module) -> Module:
         x, w = args
         if len(x.type.shape) < 2 or not 2 <= len(w.type.shape) <= len(x.type.shape):
             return None  # a vector, or a weight that broadcasts x to more dimensions
-        rows = -x.type.shape[-2] % ROWS if awkward_rows(x.type.shape[-2]) else 0
         cols = -w.type.shape[-1] % LANES if awkward_columns(w.type.shape[-1]) else 0
-        if not rows and not cols:
+        if not cols:
             return None
-        if rows:
-            x = _padded(x, -2, rows, fresh(f"{node.name}_pad"))
-        if cols:
-            w = _padded(w, -1, cols, fresh(f"{node.name}_pad_columns"))
+        w = _padded(w, -1, cols, fresh(f"{node.name}_pad_columns"))
         product = call(fresh(f"{node.name}_padded"), "matmul", [x, w], node.attrs)
         out = node.type.shape
         window = {"begin": (0,) * len(out), "end": out, "strides": (1,) * len(out)}
@@ -57,11 +49,6 @@ def _padded(node: Node, axis: int, extra: int, name: str) -> Node:
     if isinstance(node, Constant):
         return Constant(name, np.pad(node.data, [(0, a) for a in after]))
     return call(name, "pad", [node], {"pads": (0,) * rank + tuple(after), "value": 0.0})
-
-
-def awkward_rows(rows: int) -> bool:
-    """Whether `rows` has no divisor from 4 to ROWS: a register tile would take fewer than 4 rows."""
-    return rows >= MIN_ROWS and not any(rows % d == 0 for d in range(4, ROWS + 1))
 
 
 def awkward_columns(cols: int) -> bool:

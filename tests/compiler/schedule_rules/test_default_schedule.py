@@ -38,16 +38,16 @@ def batch_matmul_broadcast() -> PrimFunc:
     return te.create_prim_func([a, b, c])
 
 
-def dense_bias_relu() -> PrimFunc:
+def dense_bias_relu(rows: int = 4) -> PrimFunc:
     x, w, bias = (
-        te.placeholder((4, 19), F32, "X"),
+        te.placeholder((rows, 19), F32, "X"),
         te.placeholder((19, 24), F32, "W"),
         te.placeholder((24,), F32, "b"),
     )
     r = te.reduce_axis((0, 19), "k")
-    y = te.compute((4, 24), lambda i, j: te.sum(x[i, r] * w[r, j], axis=r), name="Y")
-    z = te.compute((4, 24), lambda i, j: y[i, j] + bias[j], name="Z")
-    out = te.compute((4, 24), lambda i, j: te.max(z[i, j], 0.0), name="R")
+    y = te.compute((rows, 24), lambda i, j: te.sum(x[i, r] * w[r, j], axis=r), name="Y")
+    z = te.compute((rows, 24), lambda i, j: y[i, j] + bias[j], name="Z")
+    out = te.compute((rows, 24), lambda i, j: te.max(z[i, j], 0.0), name="R")
     return te.create_prim_func([x, w, bias, out])
 
 
@@ -200,6 +200,8 @@ FUNCS = {
     "dense_batch1_nblock": lambda: dense_nblock(768, 768),
     "batch_matmul_broadcast": batch_matmul_broadcast,
     "dense_bias_relu": dense_bias_relu,
+    "dense_bias_relu_awkward_rows": lambda: dense_bias_relu(197),
+    "matmul_awkward_rows": lambda: matmul(37, 17, 40),
     "conv2d": conv2d,
     "depthwise_conv2d": depthwise_conv2d,
     "conv2d_bias_residual_relu": conv2d_bias_residual_relu,
@@ -249,7 +251,11 @@ def loop_kinds(func: PrimFunc) -> set[str]:
 
 
 def decisions(sch: Schedule) -> list:
-    return [i.decision for i in sch.trace.instructions if i.kind == "sample_perfect_tile"]
+    return [
+        i.decision
+        for i in sch.trace.instructions
+        if i.kind in ("sample_perfect_tile", "sample_covering_tile")
+    ]
 
 
 @pytest.mark.parametrize("name", sorted(FUNCS))
@@ -266,6 +272,7 @@ def test_every_function_runs_in_parallel_and_unrolls_moderately(name):
         ("relu", conv2d_bias_residual_relu()),
         ("C_local", matmul(13, 17, 40)),
         ("C_local", matmul(96, 40, 256)),
+        ("C_local", matmul(197, 40, 64)),
     ],
 )
 def test_every_tile_mutation_of_the_default_trace_replays(name, func, isa):
@@ -289,6 +296,17 @@ def test_a_matmul_gets_a_register_tile_of_rows_sharing_each_vector_and_an_accumu
     assert i[1:3] == j[1:3] == [1, 1]  # the accumulator is exactly the register tile
     assert i[0] * j[0] == 16 * 16  # every other tile runs in parallel
     assert "cache_write" in {inst.kind for inst in sch.trace.instructions}
+
+
+@pytest.mark.parametrize(("rows", "multiple"), [(197, 6), (97, 7), (37, 8)])
+def test_awkward_rows_are_tiled_several_at_a_time_the_last_tile_guarded(rows, multiple):
+    """A prime count of rows (a ViT's 197 tokens) is covered by the multiple from 4 to 8 that adds
+    the fewest rows, so the register tile takes several rows, not one."""
+    sch = default_schedule(matmul(rows, 768, 768), machines.AVX512)
+    (cover,) = [inst for inst in sch.trace.instructions if inst.kind == "sample_covering_tile"]
+    assert cover.args["multiple"] == multiple
+    assert math.prod(cover.decision) == -(-rows // multiple) * multiple
+    assert cover.decision[-1] > 1
 
 
 def test_the_register_tile_fits_an_avx2_machine():
