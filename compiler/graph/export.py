@@ -88,6 +88,8 @@ def export_library(model: CompiledModel, path: Path, *, cc: str = "cc") -> tuple
     if shutil.which(cc) is None:
         raise LibraryError(f"no C compiler {cc!r} on PATH: exporting links with the system compiler")
     path = Path(path)
+    if not path.parent.is_dir():  # else the link, after every object is written, fails in ld's words
+        raise LibraryError(f"cannot export to {path}: {path.parent} is not a directory")
     header = path.with_suffix(".h")
     externs = _native_externs(model)
     metadata = _metadata(model, externs)

@@ -209,6 +209,12 @@ def test_a_library_for_a_cpu_this_one_is_not_refuses_to_load(tmp_path: Path, mon
         graph.load_library(tmp_path / "block.so")
 
 
+def test_export_into_a_missing_directory_names_it(tmp_path: Path) -> None:
+    model = graph.build(graph.optimize(residual_block()))
+    with pytest.raises(LibraryError, match="missing is not a directory"):
+        model.export(tmp_path / "missing" / "block.so")
+
+
 def test_export_without_a_compiler_names_it(tmp_path: Path) -> None:
     model = graph.build(graph.optimize(residual_block()))
     with pytest.raises(LibraryError, match="no C compiler 'no-such-cc'"):
