@@ -16,6 +16,7 @@ from compiler.graph.passes.nchwc_layout import nchwc_layout
 from compiler.graph.passes.pack_vnni_weights import pack_vnni_weights
 from compiler.graph.passes.pad_matmul import pad_matmul
 from compiler.graph.passes.tasks import ExtractedTask, extract_tasks
+from compiler.graph.passes.uniform_constants import shrink_uniform_constants
 from compiler.graph.passes.verify import verify
 from compiler.graph.passes.winograd_convs import winograd_convs
 
@@ -26,6 +27,7 @@ PASSES: tuple[Pass, ...] = (
     fold_batch_norm,
     fold_constants,
     match_layer_norm,
+    shrink_uniform_constants,
     expand_powers,
     fold_pad_into_conv,
     eliminate_dead_code,
@@ -41,8 +43,9 @@ PASSES: tuple[Pass, ...] = (
 
 
 def optimize(module: Module, *, check: bool = False, passes: Sequence[Pass] = PASSES) -> Module:
-    """Fold constants and batch norms, recognize written-out layer norms, expand powers by small
-    constants into multiplications, fold zero pads into the convs after them, drop what computes
+    """Fold constants and batch norms, recognize written-out layer norms, shrink constants of one
+    value that an operator broadcasts to one element, expand powers by small constants into
+    multiplications, fold zero pads into the convs after them, drop what computes
     nothing, compute stride-1 3x3 convs by Winograd, keep depthwise convs and their neighbours in the
     NCHWc layout, block the output channels of other convs on small images, pad matmuls' long
     columns to a multiple of 16 where the vector tile could not divide them, pack dense layers'
@@ -73,6 +76,7 @@ __all__ = [
     "optimize",
     "pack_vnni_weights",
     "pad_matmul",
+    "shrink_uniform_constants",
     "verify",
     "winograd_convs",
 ]

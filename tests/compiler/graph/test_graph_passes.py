@@ -21,6 +21,7 @@ from compiler.graph.passes import (
     fuse,
     match_layer_norm,
     pad_matmul,
+    shrink_uniform_constants,
     verify,
     winograd_convs,
 )
@@ -598,6 +599,37 @@ def test_attention_s_batched_products_are_padded_in_long_columns_only() -> None:
     assert [n.op for n in padded.calls()] == ["pad", "matmul", "slice"]
     assert next(n for n in padded.calls() if n.op == "matmul").type.shape == (3, 197, 208)
     compiled_matches_reference(module)
+
+
+def test_a_safe_softmax_s_zeros_of_the_scores_shape_become_one_broadcast_element() -> None:
+    """torch.export's `where(row all -inf, full_like(scores, 0), softmax(scores))`: the zeros are
+    one element after the pass, and the result does not change."""
+    b = GraphBuilder()
+    scores = b.input("scores", (2, 3, 7, 7), "float32")
+    masked = b.input("masked", (2, 3, 7, 1), "bool")
+    zeros = b.constant("full_like", np.zeros((2, 3, 7, 7), "float32"))
+    module = b.module([b.call("where", [masked, zeros, b.call("softmax", [scores], axis=3)])])
+    shrunk = shrink_uniform_constants(module)
+    (where,) = [n for n in shrunk.calls() if n.op == "where"]
+    assert where.args[1].type.shape == (1, 1, 1, 1)
+    assert where.type == module.outputs[0].type
+    compiled_matches_reference(module)
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        np.ones((3, 5), "float32"),  # it alone gives the sum its rows
+        np.arange(15, dtype="float32").reshape(3, 5),  # not one value
+        np.full((3, 5), np.nan, "float32"),  # NaN equals nothing
+    ],
+)
+def test_a_constant_that_shapes_the_output_or_holds_several_values_stays(data) -> None:
+    b = GraphBuilder()
+    x = b.input("x", (5,), "float32")
+    module = b.module([b.call("add", [x, b.constant("c", data)])])
+    (add,) = shrink_uniform_constants(module).calls()
+    assert add.args[1].type.shape == (3, 5)
 
 
 def test_a_constant_weight_with_long_awkward_columns_is_padded_as_a_constant() -> None:
