@@ -440,6 +440,27 @@ def test_a_math_block_that_two_blocks_read_is_computed_once_and_others_are_inlin
     assert "mul" not in elementwise_blocks
 
 
+def masked_copy() -> PrimFunc:
+    """A where of a mask, then a copy to another view (a safe softmax's where, then its reshape)."""
+    x, keep = te.placeholder((3, 7, 9), F32, "X"), te.placeholder((3, 7, 1), "bool", "keep")
+    where = te.compute((3, 7, 9), lambda i, j, k: te.select(keep[i, j, 0], x[i, j, k], 0.0), name="where")
+    out = te.compute((21, 9), lambda r, k: where[r // 7, r % 7, k], name="copy")
+    return te.create_prim_func([x, keep, out])
+
+
+def test_a_select_on_data_is_inlined_and_a_select_on_indices_is_not():
+    """The where's condition is a load: nothing it guards moves into the consumer's loop. A
+    padding's condition tests the indices: it stays a block, computed before its consumer."""
+    func = masked_copy()
+    sch = default_schedule(func, machines.AVX512)
+    assert {b.name for b in blocks(sch.func.body)} == {"copy"}
+    xs = inputs_of(func)
+    xs[1] = np.random.default_rng(1).random((3, 7, 1)) < 0.5
+    for got, want in zip(run(sch.func, xs), run(func, xs)):
+        np.testing.assert_array_equal(got, want)
+    assert "pad" in {b.name for b in blocks(default_schedule(conv2d(), machines.AVX512).func.body)}
+
+
 def test_a_pool_runs_its_window_over_vectors_of_output_columns_and_pads_per_row():
     """Each tap of the window is one vector operation over a row of outputs (stride-2 loads), not a
     scalar window per output; the padded rows each parallel iteration reads are computed there.
