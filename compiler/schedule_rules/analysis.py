@@ -7,7 +7,6 @@ from __future__ import annotations
 from compiler.codegen_vector import flat_index, stride_in
 from compiler.ir import Block, Buffer, Expr, For, IterVar, PrimFunc, const, structural_equal
 from compiler.schedule.compute_location import blocked_reads
-from compiler.schedule.sampling import covered_extent
 from compiler.schedule.tree import find_block, loops_above, readers
 from compiler.visit import block_loads, block_reads, free_vars
 
@@ -40,10 +39,14 @@ def row_cover(extent: int, columns: int) -> int | None:
     return min(multiples, key=lambda m: (-extent % m, -m))
 
 
-def tiled_extent(extent: int, columns: int) -> int:
-    """What a loop of rows of this static extent is tiled as: `row_cover`'s multiple, or itself."""
-    multiple = row_cover(extent, columns)
-    return extent if multiple is None else covered_extent(extent, multiple)
+def row_covers(extents: list[int], kinds: list[str]) -> list[int | None]:
+    """`row_cover` of each loop around a tiled block (`loop_kinds`), None but for its spatial loops
+    other than the vectorized one, the innermost: what the tiling rule and the heuristic both read."""
+    vector = max(k for k, kind in enumerate(kinds) if kind == "S")
+    return [
+        row_cover(extent, extents[vector]) if kind == "S" and k != vector else None
+        for k, (extent, kind) in enumerate(zip(extents, kinds))
+    ]
 
 
 def block_of(func: PrimFunc, name: str) -> Block:

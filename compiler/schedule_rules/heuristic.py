@@ -66,9 +66,10 @@ from compiler.arith import bound, ceil_div, divisors, linear, simplify
 from compiler.codegen_vector import flat_index, row_loads, stride_in, vector_pieces
 from compiler.ir import Buffer, Expr, PrimFunc, Unary, Var, static_dim, static_shape
 from compiler.schedule import Schedule
+from compiler.schedule.sampling import covered_extent
 from compiler.schedule.tree import find_block, loops_above, readers
 from compiler.schedule_rules import dot_rows, tensorize_vnni, winograd_tiling
-from compiler.schedule_rules.analysis import packable_reads, tiled_extent
+from compiler.schedule_rules.analysis import packable_reads, row_covers
 from compiler.schedule_rules.config import RuleConfig
 from compiler.schedule_rules.decisions import Decision
 from compiler.visit import block_loads, block_reads, free_vars, substitute, walk_expr
@@ -291,8 +292,8 @@ class _TileNest:
         extents = [static_dim(lp.extent, "the default schedule") for lp in loops]
         # The rows are tiled as the tiling rule covers them (`analysis.row_cover`).
         extents = [
-            tiled_extent(e, extents[vector]) if kind == "S" and k != vector else e
-            for k, (e, kind) in enumerate(zip(extents, kinds))
+            e if cover is None else covered_extent(e, cover)
+            for e, cover in zip(extents, row_covers(extents, kinds))
         ]
         return cls(extents, kinds, vector, operands, [lp.var for lp in loops])
 

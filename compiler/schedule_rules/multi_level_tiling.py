@@ -22,7 +22,7 @@ from compiler.schedule_rules.analysis import (
     elementwise_consumer,
     is_tiling_target,
     loop_kinds,
-    row_cover,
+    row_covers,
 )
 from compiler.schedule_rules.config import RuleConfig
 from compiler.schedule_rules.rule import BlockRule, RuleContext, attempt
@@ -63,13 +63,13 @@ def _tile(sch: Schedule, name: str, ctx: RuleContext) -> set[str]:
     limits = _RegisterTile(cfg)
     # Innermost loop first: the vectorized tile decides how many registers the other tiles may fill.
     extents = [static_dim(find_loop(sch.func.body, lp.name)[1].extent, "tiling") for lp in loops]
-    vector = max(k for k, kind in enumerate(kinds) if kind == "S")
+    covers = row_covers(extents, kinds)
     for k, loop, kind, decision in reversed(list(zip(range(len(loops)), loops, kinds, decisions))):
         if kind == "-":
             continue
         n = len(levels[kind])
         limit = limits.next_limit(extents[k]) if kind == "S" else cfg.max_innermost_factor
-        cover = row_cover(extents[k], extents[vector]) if kind == "S" and k != vector else None
+        cover = covers[k]
         if cover is None:
             tiles = sch.sample_perfect_tile(loop, n=n, max_innermost_factor=limit, decision=decision)
         else:
